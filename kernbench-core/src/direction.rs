@@ -1,0 +1,129 @@
+//! Directions: the names a PE gives its neighbours in a topology.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// A PE's name for one of its neighbours. Each direction of a PE has its own inbound and outbound IPCQ.
+///
+/// Every topology speaks this one vocabulary, so a kernel says `tl.send(E, &tile)` whatever the
+/// topology, and an install plan can be checked for symmetry with [`Direction::pairs_with`].
+///
+/// # Examples
+/// ```
+/// use kernbench_core::Direction;
+/// assert!(Direction::E.pairs_with(Direction::W));
+/// assert!(Direction::Parent(0).pairs_with(Direction::Child(0, 1)));
+/// assert_eq!("child1.0".parse::<Direction>().unwrap(), Direction::Child(1, 0));
+/// assert_eq!(Direction::Dim(2).to_string(), "dim2");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum Direction {
+    /// East: the next member of a ring or the next column of a mesh.
+    E,
+    /// West: the previous member of a ring or the previous column of a mesh.
+    W,
+    /// North: the next row of a mesh, or the next cube leader in a hierarchical topology.
+    N,
+    /// South: the previous row of a mesh, or the previous cube leader.
+    S,
+    /// The next SIP leader on the inter-SIP ring of a hierarchical topology.
+    SipNext,
+    /// The previous SIP leader on the inter-SIP ring of a hierarchical topology.
+    SipPrev,
+    /// The parent in tree `t` (binary tree: 0; double binary tree: 0 and 1).
+    Parent(u8),
+    /// Child `k` (0 = left, 1 = right) in tree `t`: `Child(t, k)`.
+    Child(u8, u8),
+    /// The partner across hypercube dimension `k` (recursive doubling); dimension `log2` of the largest
+    /// power of two below the count links the extra members of a non-power-of-two count.
+    Dim(u8),
+    /// A direct peer, named by its index among the participants (the `full` topology).
+    Peer(u32),
+}
+
+impl Direction {
+    /// Whether a neighbour listed as `self` here may list us back as `other`: E/W, N/S,
+    /// SipNext/SipPrev, Parent/Child of the same tree, Dim(k)/Dim(k), and Peer/Peer.
+    pub fn pairs_with(self, other: Direction) -> bool {
+        use Direction::*;
+        match (self, other) {
+            (E, W) | (W, E) | (N, S) | (S, N) | (SipNext, SipPrev) | (SipPrev, SipNext) => true,
+            (Parent(t), Child(u, _)) | (Child(u, _), Parent(t)) => t == u,
+            (Dim(a), Dim(b)) => a == b,
+            (Peer(_), Peer(_)) => true,
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for Direction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Direction::E => f.write_str("E"),
+            Direction::W => f.write_str("W"),
+            Direction::N => f.write_str("N"),
+            Direction::S => f.write_str("S"),
+            Direction::SipNext => f.write_str("sip_next"),
+            Direction::SipPrev => f.write_str("sip_prev"),
+            Direction::Parent(t) => write!(f, "parent{t}"),
+            Direction::Child(t, k) => write!(f, "child{t}.{k}"),
+            Direction::Dim(k) => write!(f, "dim{k}"),
+            Direction::Peer(r) => write!(f, "peer{r}"),
+        }
+    }
+}
+
+/// A string that names no direction.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown direction `{0}`: expected E, W, N, S, sip_next, sip_prev, parent<t>, child<t>.<k>, dim<k> or peer<i>"
+)]
+pub struct ParseDirectionError(pub String);
+
+impl FromStr for Direction {
+    type Err = ParseDirectionError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || ParseDirectionError(s.to_owned());
+        let number = |rest: &str| rest.parse().map_err(|_| bad());
+        Ok(match s {
+            "E" => Direction::E,
+            "W" => Direction::W,
+            "N" => Direction::N,
+            "S" => Direction::S,
+            "sip_next" => Direction::SipNext,
+            "sip_prev" => Direction::SipPrev,
+            _ => {
+                if let Some(rest) = s.strip_prefix("parent") {
+                    Direction::Parent(number(rest)?)
+                } else if let Some(rest) = s.strip_prefix("child") {
+                    let (t, k) = rest.split_once('.').ok_or_else(bad)?;
+                    Direction::Child(number(t)?, number(k)?)
+                } else if let Some(rest) = s.strip_prefix("dim") {
+                    Direction::Dim(number(rest)?)
+                } else if let Some(rest) = s.strip_prefix("peer") {
+                    Direction::Peer(rest.parse().map_err(|_| bad())?)
+                } else {
+                    return Err(bad());
+                }
+            }
+        })
+    }
+}
+
+impl From<Direction> for String {
+    fn from(d: Direction) -> String {
+        d.to_string()
+    }
+}
+
+impl TryFrom<String> for Direction {
+    type Error = ParseDirectionError;
+
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}

@@ -1,0 +1,150 @@
+//! Element types of tiles and the reduction operators over them.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// The element type of a tile.
+///
+/// # Examples
+/// ```
+/// use kernbench_core::Dtype;
+/// assert_eq!(Dtype::F16.size(), 2);
+/// assert_eq!("bf16".parse::<Dtype>().unwrap(), Dtype::BF16);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dtype {
+    /// IEEE 754 binary32.
+    F32,
+    /// IEEE 754 binary16 (`half::f16`).
+    F16,
+    /// bfloat16 (`half::bf16`).
+    BF16,
+    /// 32-bit signed integer.
+    I32,
+    /// 64-bit signed integer.
+    I64,
+}
+
+impl Dtype {
+    /// Every dtype.
+    pub const ALL: [Dtype; 5] = [Dtype::F32, Dtype::F16, Dtype::BF16, Dtype::I32, Dtype::I64];
+
+    /// Bytes per element.
+    pub const fn size(self) -> usize {
+        match self {
+            Dtype::F32 | Dtype::I32 => 4,
+            Dtype::F16 | Dtype::BF16 => 2,
+            Dtype::I64 => 8,
+        }
+    }
+
+    /// The name used in JSON, reports and on the command line (as nccl-tests prints it: `float`,
+    /// `half`, ... is [`Dtype::nccl_name`]).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "f32",
+            Dtype::F16 => "f16",
+            Dtype::BF16 => "bf16",
+            Dtype::I32 => "i32",
+            Dtype::I64 => "i64",
+        }
+    }
+
+    /// The type name nccl-tests prints for this dtype.
+    pub const fn nccl_name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "float",
+            Dtype::F16 => "half",
+            Dtype::BF16 => "bfloat16",
+            Dtype::I32 => "int32",
+            Dtype::I64 => "int64",
+        }
+    }
+
+    /// Whether the dtype is a floating-point type.
+    pub const fn is_float(self) -> bool {
+        matches!(self, Dtype::F32 | Dtype::F16 | Dtype::BF16)
+    }
+}
+
+impl fmt::Display for Dtype {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A string that names no dtype.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown dtype `{0}`: expected one of f32, f16, bf16, i32, i64")]
+pub struct ParseDtypeError(pub String);
+
+impl FromStr for Dtype {
+    type Err = ParseDtypeError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Dtype::ALL
+            .into_iter()
+            .find(|d| d.name() == s)
+            .ok_or_else(|| ParseDtypeError(s.to_owned()))
+    }
+}
+
+/// A reduction operator.
+///
+/// `Avg` accumulates as a sum; [`crate::Tile::finish_reduction`] divides by the number of
+/// contributions once, at the end, so every algorithm rounds the same way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReduceOp {
+    /// Sum (integers wrap on overflow).
+    Sum,
+    /// Product (integers wrap on overflow).
+    Prod,
+    /// Maximum.
+    Max,
+    /// Minimum.
+    Min,
+    /// Mean: a sum divided by the number of contributions (integers truncate toward zero).
+    Avg,
+}
+
+impl ReduceOp {
+    /// Every operator.
+    pub const ALL: [ReduceOp; 5] = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min, ReduceOp::Avg];
+
+    /// The name used in JSON, reports and on the command line.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Prod => "prod",
+            ReduceOp::Max => "max",
+            ReduceOp::Min => "min",
+            ReduceOp::Avg => "avg",
+        }
+    }
+}
+
+impl fmt::Display for ReduceOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A string that names no reduction operator.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown reduction op `{0}`: expected one of sum, prod, max, min, avg")]
+pub struct ParseReduceOpError(pub String);
+
+impl FromStr for ReduceOp {
+    type Err = ParseReduceOpError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ReduceOp::ALL
+            .into_iter()
+            .find(|op| op.name() == s)
+            .ok_or_else(|| ParseReduceOpError(s.to_owned()))
+    }
+}

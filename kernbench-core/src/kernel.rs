@@ -1,0 +1,138 @@
+//! Kernels as the registry sees them: a name, typed parameters, and a way to start one on a PE.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use crate::{KernelError, Tl};
+
+/// A running kernel on one PE: the coroutine a runtime polls.
+pub type KernelFuture = Pin<Box<dyn Future<Output = Result<(), KernelError>> + Send + 'static>>;
+
+/// A kernel with its arguments bound, ready to start on any number of PEs.
+pub trait Launch: Send + Sync {
+    /// Starts the kernel on the PE that `tl` stands for.
+    fn launch(&self, tl: Tl) -> KernelFuture;
+}
+
+/// One scalar parameter of a kernel, as its argument struct declares it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParamDef {
+    /// The parameter's name (its key in the registry's JSON).
+    pub name: &'static str,
+    /// Its Rust type, as written.
+    pub ty: &'static str,
+}
+
+/// What `#[ccl_kernel]` generates for a kernel: everything the registry needs to instantiate it by name.
+#[derive(Clone, Copy)]
+pub struct KernelDef {
+    /// The kernel's name in the registry.
+    pub name: &'static str,
+    /// Its scalar parameters, in declaration order.
+    pub params: &'static [ParamDef],
+    /// The first line of the kernel's doc comment.
+    pub summary: &'static str,
+    /// Binds the kernel's arguments from the registry's JSON parameters.
+    pub instantiate: fn(&serde_json::Map<String, serde_json::Value>) -> Result<Arc<dyn Launch>, ArgsError>,
+}
+
+impl fmt::Debug for KernelDef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KernelDef").field("name", &self.name).field("params", &self.params).finish_non_exhaustive()
+    }
+}
+
+impl KernelDef {
+    /// Binds the kernel's arguments from JSON parameters (`{"chunks": 4}`).
+    ///
+    /// # Errors
+    /// [`ArgsError`] naming a missing, unknown or mistyped parameter.
+    pub fn instantiate(&self, params: &serde_json::Map<String, serde_json::Value>) -> Result<Arc<dyn Launch>, ArgsError> {
+        (self.instantiate)(params)
+    }
+}
+
+/// The registry's JSON parameters do not fit a kernel's argument struct.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("kernel `{kernel}` parameters: {message} (its parameters are: {expected})")]
+pub struct ArgsError {
+    /// The kernel.
+    pub kernel: &'static str,
+    /// What is wrong (from the JSON decoder: `missing field `chunks``, `unknown field ...`).
+    pub message: String,
+    /// The parameters it takes, `name: type`, comma-separated.
+    pub expected: String,
+}
+
+impl ArgsError {
+    /// The error for `def`, from the decoder's message.
+    pub fn new(def_name: &'static str, params: &[ParamDef], message: impl fmt::Display) -> ArgsError {
+        let expected = if params.is_empty() {
+            "none".to_owned()
+        } else {
+            params.iter().map(|p| format!("{}: {}", p.name, p.ty)).collect::<Vec<_>>().join(", ")
+        };
+        ArgsError { kernel: def_name, message: message.to_string(), expected }
+    }
+}
+
+/// The kernels a registry can name, by name.
+///
+/// # Examples
+/// ```
+/// use kernbench_core::KernelSet;
+/// let set = KernelSet::new();
+/// let err = set.get("ring").unwrap_err();
+/// assert!(err.to_string().contains("unknown kernel `ring`"));
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct KernelSet {
+    by_name: BTreeMap<&'static str, &'static KernelDef>,
+}
+
+/// A kernel name that the set does not hold.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown kernel `{name}`: known kernels are {}", known_list(known))]
+pub struct UnknownKernel {
+    /// The name asked for.
+    pub name: String,
+    /// The names the set holds.
+    pub known: Vec<&'static str>,
+}
+
+fn known_list(known: &[&str]) -> String {
+    if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+}
+
+impl KernelSet {
+    /// An empty set.
+    pub fn new() -> KernelSet {
+        KernelSet::default()
+    }
+
+    /// Adds a kernel; a later kernel of the same name replaces an earlier one (so a user can override a
+    /// shipped kernel).
+    pub fn register(&mut self, def: &'static KernelDef) -> &mut KernelSet {
+        self.by_name.insert(def.name, def);
+        self
+    }
+
+    /// The kernel called `name`.
+    ///
+    /// # Errors
+    /// [`UnknownKernel`] listing the known names.
+    pub fn get(&self, name: &str) -> Result<&'static KernelDef, UnknownKernel> {
+        self.by_name.get(name).copied().ok_or_else(|| UnknownKernel {
+            name: name.to_owned(),
+            known: self.by_name.keys().copied().collect(),
+        })
+    }
+
+    /// Every kernel, by name.
+    pub fn iter(&self) -> impl Iterator<Item = &'static KernelDef> + '_ {
+        self.by_name.values().copied()
+    }
+}

@@ -1,0 +1,533 @@
+//! Tiles: dtype-tagged contiguous data that kernels send, receive and reduce.
+//!
+//! A tile is a view (`start..start + len`) of a shared, reference-counted buffer. Slicing and sending
+//! share the buffer; the first write to a shared buffer copies the viewed range (copy on write), so a
+//! sender that keeps reducing into its tile never changes what a receiver already holds.
+
+use std::fmt;
+use std::ops::{Add, Range};
+use std::sync::Arc;
+
+use half::{bf16, f16};
+
+use crate::dtype::{Dtype, ReduceOp};
+
+/// The storage behind tiles: one typed vector.
+#[derive(Clone, Debug)]
+enum Storage {
+    F32(Vec<f32>),
+    F16(Vec<f16>),
+    BF16(Vec<bf16>),
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+}
+
+/// Runs `$body` with `$v` bound to the typed vector inside a `Storage` (by reference or mutably).
+macro_rules! each_storage {
+    ($storage:expr, $v:ident => $body:expr) => {
+        match $storage {
+            Storage::F32($v) => $body,
+            Storage::F16($v) => $body,
+            Storage::BF16($v) => $body,
+            Storage::I32($v) => $body,
+            Storage::I64($v) => $body,
+        }
+    };
+}
+
+/// A Rust type that can be a tile's element.
+pub trait Element: Copy + Send + Sync + PartialEq + fmt::Debug + 'static + sealed::Sealed {
+    /// The dtype of tiles holding this type.
+    const DTYPE: Dtype;
+    /// Converts to `f64` (exactly, except `i64` beyond 2^53).
+    fn to_f64(self) -> f64;
+    /// Converts from `f64`, rounding to nearest (integers: saturating, toward zero).
+    fn from_f64(v: f64) -> Self;
+    /// Combines two elements under a reduction operator (`Avg` combines as a sum).
+    fn combine(self, other: Self, op: ReduceOp) -> Self;
+    /// Divides by a count of contributions (the end of an `Avg`).
+    fn divide(self, count: usize) -> Self;
+    /// The element's bits, for bitwise comparison.
+    fn bits(self) -> u64;
+    #[doc(hidden)]
+    fn wrap(v: Vec<Self>) -> Storage_;
+    #[doc(hidden)]
+    fn view(s: &Storage_) -> Option<&[Self]>;
+    #[doc(hidden)]
+    fn view_mut(s: &mut Storage_) -> Option<&mut Vec<Self>>;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for half::f16 {}
+    impl Sealed for half::bf16 {}
+    impl Sealed for i32 {}
+    impl Sealed for i64 {}
+}
+
+/// The opaque storage of a tile, named by [`Element`]'s hidden methods.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct Storage_(Storage);
+
+fn element_dtype<T: Element>(_: &[T]) -> Dtype {
+    T::DTYPE
+}
+
+macro_rules! float_element {
+    ($t:ty, $variant:ident, $to32:expr, $from32:expr) => {
+        impl Element for $t {
+            const DTYPE: Dtype = Dtype::$variant;
+            fn to_f64(self) -> f64 {
+                f64::from(($to32)(self))
+            }
+            fn from_f64(v: f64) -> Self {
+                ($from32)(v as f32)
+            }
+            fn combine(self, other: Self, op: ReduceOp) -> Self {
+                let (a, b): (f32, f32) = (($to32)(self), ($to32)(other));
+                ($from32)(match op {
+                    ReduceOp::Sum | ReduceOp::Avg => a + b,
+                    ReduceOp::Prod => a * b,
+                    ReduceOp::Max => a.max(b),
+                    ReduceOp::Min => a.min(b),
+                })
+            }
+            fn divide(self, count: usize) -> Self {
+                ($from32)(($to32)(self) / count as f32)
+            }
+            fn bits(self) -> u64 {
+                u64::from(self.to_bits())
+            }
+            fn wrap(v: Vec<Self>) -> Storage_ {
+                Storage_(Storage::$variant(v))
+            }
+            fn view(s: &Storage_) -> Option<&[Self]> {
+                match &s.0 {
+                    Storage::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+            fn view_mut(s: &mut Storage_) -> Option<&mut Vec<Self>> {
+                match &mut s.0 {
+                    Storage::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+float_element!(f32, F32, |x: f32| x, |x: f32| x);
+float_element!(f16, F16, |x: f16| x.to_f32(), f16::from_f32);
+float_element!(bf16, BF16, |x: bf16| x.to_f32(), bf16::from_f32);
+
+macro_rules! int_element {
+    ($t:ty, $variant:ident) => {
+        impl Element for $t {
+            const DTYPE: Dtype = Dtype::$variant;
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+            fn combine(self, other: Self, op: ReduceOp) -> Self {
+                match op {
+                    ReduceOp::Sum | ReduceOp::Avg => self.wrapping_add(other),
+                    ReduceOp::Prod => self.wrapping_mul(other),
+                    ReduceOp::Max => self.max(other),
+                    ReduceOp::Min => self.min(other),
+                }
+            }
+            fn divide(self, count: usize) -> Self {
+                self / count as $t
+            }
+            fn bits(self) -> u64 {
+                self as u64
+            }
+            fn wrap(v: Vec<Self>) -> Storage_ {
+                Storage_(Storage::$variant(v))
+            }
+            fn view(s: &Storage_) -> Option<&[Self]> {
+                match &s.0 {
+                    Storage::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+            fn view_mut(s: &mut Storage_) -> Option<&mut Vec<Self>> {
+                match &mut s.0 {
+                    Storage::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+int_element!(i32, I32);
+int_element!(i64, I64);
+
+/// Runs `$body` with `$T` bound to the element type of `$dtype`.
+macro_rules! with_element {
+    ($dtype:expr, $T:ident => $body:expr) => {
+        match $dtype {
+            Dtype::F32 => {
+                type $T = f32;
+                $body
+            }
+            Dtype::F16 => {
+                type $T = f16;
+                $body
+            }
+            Dtype::BF16 => {
+                type $T = bf16;
+                $body
+            }
+            Dtype::I32 => {
+                type $T = i32;
+                $body
+            }
+            Dtype::I64 => {
+                type $T = i64;
+                $body
+            }
+        }
+    };
+}
+
+/// Why a tile operation could not be done.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TileError {
+    /// Two tiles combined elementwise hold different dtypes.
+    #[error("dtype mismatch: {left} vs {right}")]
+    DtypeMismatch {
+        /// The dtype of the tile being written or the left operand.
+        left: Dtype,
+        /// The dtype of the other operand.
+        right: Dtype,
+    },
+    /// Two tiles combined elementwise have different lengths.
+    #[error("length mismatch: {left} vs {right} elements")]
+    LengthMismatch {
+        /// The length of the tile being written or the left operand.
+        left: usize,
+        /// The length of the other operand.
+        right: usize,
+    },
+    /// A range reaches past the end of a tile.
+    #[error("range {start}..{end} is out of bounds for a tile of {len} elements")]
+    OutOfRange {
+        /// First element of the range.
+        start: usize,
+        /// One past the last element of the range.
+        end: usize,
+        /// The tile's length.
+        len: usize,
+    },
+    /// A chunk index that is not below the chunk count, or a count of zero.
+    #[error("chunk {index} of {count} does not exist: expected an index in 0..{count} and a count of at least 1")]
+    BadChunk {
+        /// The chunk asked for.
+        index: usize,
+        /// The number of chunks.
+        count: usize,
+    },
+    /// The tile's elements were asked for as another Rust type.
+    #[error("the tile holds {actual}, not {requested}")]
+    WrongElementType {
+        /// The dtype the caller asked for.
+        requested: Dtype,
+        /// The dtype the tile holds.
+        actual: Dtype,
+    },
+    /// A concatenation of no tiles (its dtype would be unknown).
+    #[error("cannot concatenate zero tiles: the dtype would be unknown")]
+    EmptyConcat,
+}
+
+/// Dtype-tagged contiguous data: a view of a shared buffer.
+///
+/// # Examples
+/// ```
+/// use kernbench_core::{ReduceOp, Tile};
+/// let mut acc = Tile::from_vec(vec![1.0f32, 2.0, 3.0, 4.0]);
+/// let other = Tile::from_vec(vec![10.0f32; 4]);
+/// acc.reduce_in_place(&other, ReduceOp::Sum).unwrap();
+/// assert_eq!(acc.as_slice::<f32>().unwrap(), &[11.0, 12.0, 13.0, 14.0]);
+///
+/// let half = acc.chunk(1, 2).unwrap(); // zero-copy
+/// assert!(half.shares_buffer_with(&acc));
+/// assert_eq!(half.as_slice::<f32>().unwrap(), &[13.0, 14.0]);
+///
+/// let mismatch = Tile::from_vec(vec![1i32; 4]);
+/// assert!(acc.reduce_in_place(&mismatch, ReduceOp::Sum).is_err());
+/// ```
+#[derive(Clone)]
+pub struct Tile {
+    data: Arc<Storage_>,
+    start: usize,
+    len: usize,
+}
+
+impl Tile {
+    /// A tile owning `values`.
+    pub fn from_vec<T: Element>(values: Vec<T>) -> Tile {
+        let len = values.len();
+        Tile { data: Arc::new(T::wrap(values)), start: 0, len }
+    }
+
+    /// `len` zeros of `dtype`.
+    pub fn zeros(dtype: Dtype, len: usize) -> Tile {
+        with_element!(dtype, T => Tile::from_vec(vec![T::from_f64(0.0); len]))
+    }
+
+    /// `len` copies of `value` converted to `dtype` (rounded to nearest; integers truncated).
+    pub fn filled(dtype: Dtype, len: usize, value: f64) -> Tile {
+        with_element!(dtype, T => Tile::from_vec(vec![T::from_f64(value); len]))
+    }
+
+    /// A tile of `dtype` from `f64` values (rounded to nearest; integers truncated).
+    pub fn from_f64s(dtype: Dtype, values: &[f64]) -> Tile {
+        with_element!(dtype, T => Tile::from_vec(values.iter().map(|&v| T::from_f64(v)).collect::<Vec<T>>()))
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> Dtype {
+        each_storage!(&self.data.0, v => element_dtype(v.as_slice()))
+    }
+
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the tile has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The size of the elements in bytes.
+    pub fn bytes(&self) -> usize {
+        self.len * self.dtype().size()
+    }
+
+    /// Whether two tiles view the same buffer (a slice or a sent copy of a tile does, until either is
+    /// written).
+    pub fn shares_buffer_with(&self, other: &Tile) -> bool {
+        Arc::ptr_eq(&self.data, &other.data)
+    }
+
+    /// The elements as a slice of `T`.
+    ///
+    /// # Errors
+    /// [`TileError::WrongElementType`] when the tile holds another dtype.
+    pub fn as_slice<T: Element>(&self) -> Result<&[T], TileError> {
+        let all = T::view(&self.data).ok_or(TileError::WrongElementType {
+            requested: T::DTYPE,
+            actual: self.dtype(),
+        })?;
+        Ok(&all[self.start..self.start + self.len])
+    }
+
+    /// The elements copied into a vector of `T`.
+    ///
+    /// # Errors
+    /// [`TileError::WrongElementType`] when the tile holds another dtype.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>, TileError> {
+        self.as_slice().map(<[T]>::to_vec)
+    }
+
+    /// The elements converted to `f64`, for checks and reports.
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        with_element!(self.dtype(), T => self.typed::<T>().iter().map(|&v| v.to_f64()).collect())
+    }
+
+    /// The view `range` of this tile, sharing its buffer.
+    ///
+    /// # Errors
+    /// [`TileError::OutOfRange`] when `range` reaches past the end.
+    pub fn slice(&self, range: Range<usize>) -> Result<Tile, TileError> {
+        if range.start > range.end || range.end > self.len {
+            return Err(TileError::OutOfRange { start: range.start, end: range.end, len: self.len });
+        }
+        Ok(Tile { data: Arc::clone(&self.data), start: self.start + range.start, len: range.len() })
+    }
+
+    /// Chunk `index` of `count` near-equal chunks (see [`chunk_range`]), sharing this tile's buffer.
+    ///
+    /// # Errors
+    /// [`TileError::BadChunk`] when `index >= count`.
+    pub fn chunk(&self, index: usize, count: usize) -> Result<Tile, TileError> {
+        self.slice(chunk_range(self.len, index, count)?)
+    }
+
+    /// The tiles one after the other, in one new buffer.
+    ///
+    /// # Errors
+    /// [`TileError::EmptyConcat`] for no tiles, [`TileError::DtypeMismatch`] for mixed dtypes.
+    pub fn concat(tiles: &[Tile]) -> Result<Tile, TileError> {
+        let first = tiles.first().ok_or(TileError::EmptyConcat)?;
+        let dtype = first.dtype();
+        with_element!(dtype, T => {
+            let mut out: Vec<T> = Vec::with_capacity(tiles.iter().map(Tile::len).sum());
+            for t in tiles {
+                out.extend_from_slice(t.as_slice::<T>().map_err(|_| TileError::DtypeMismatch { left: dtype, right: t.dtype() })?);
+            }
+            Ok(Tile::from_vec(out))
+        })
+    }
+
+    /// Combines `other` into this tile elementwise under `op`, copying first if the buffer is shared.
+    ///
+    /// # Errors
+    /// [`TileError::DtypeMismatch`] or [`TileError::LengthMismatch`]; the tile is unchanged then.
+    pub fn reduce_in_place(&mut self, other: &Tile, op: ReduceOp) -> Result<(), TileError> {
+        self.check_same_shape(other)?;
+        with_element!(self.dtype(), T => {
+            let src: Vec<T>;
+            // Reducing a tile into itself (or an overlapping view) must read the old values.
+            let rhs: &[T] = if self.shares_buffer_with(other) {
+                src = other.typed::<T>().to_vec();
+                &src
+            } else {
+                other.typed::<T>()
+            };
+            reduce_slice(self.typed_mut::<T>(), rhs, op);
+        });
+        Ok(())
+    }
+
+    /// Copies `src` into this tile at `offset`, copying first if the buffer is shared.
+    ///
+    /// # Errors
+    /// [`TileError::DtypeMismatch`], or [`TileError::OutOfRange`] when `src` does not fit.
+    pub fn write_at(&mut self, offset: usize, src: &Tile) -> Result<(), TileError> {
+        if self.dtype() != src.dtype() {
+            return Err(TileError::DtypeMismatch { left: self.dtype(), right: src.dtype() });
+        }
+        let end = offset + src.len();
+        if end > self.len {
+            return Err(TileError::OutOfRange { start: offset, end, len: self.len });
+        }
+        with_element!(self.dtype(), T => {
+            let values = src.typed::<T>().to_vec();
+            self.typed_mut::<T>()[offset..end].copy_from_slice(&values);
+        });
+        Ok(())
+    }
+
+    /// Ends a reduction of `contributions` inputs under `op`: divides by the count for `Avg`,
+    /// leaves the tile as it is for every other operator.
+    pub fn finish_reduction(&mut self, op: ReduceOp, contributions: usize) {
+        if op != ReduceOp::Avg || contributions <= 1 {
+            return;
+        }
+        with_element!(self.dtype(), T => {
+            for v in self.typed_mut::<T>() {
+                *v = v.divide(contributions);
+            }
+        });
+    }
+
+    /// Whether both tiles hold the same dtype, length and bits (NaNs compare by their bits).
+    pub fn bit_eq(&self, other: &Tile) -> bool {
+        self.dtype() == other.dtype()
+            && self.len == other.len
+            && with_element!(self.dtype(), T => {
+                self.typed::<T>().iter().zip(other.typed::<T>()).all(|(a, b)| a.bits() == b.bits())
+            })
+    }
+
+    fn check_same_shape(&self, other: &Tile) -> Result<(), TileError> {
+        if self.dtype() != other.dtype() {
+            return Err(TileError::DtypeMismatch { left: self.dtype(), right: other.dtype() });
+        }
+        if self.len != other.len {
+            return Err(TileError::LengthMismatch { left: self.len, right: other.len });
+        }
+        Ok(())
+    }
+
+    /// The viewed elements; the caller has matched `T` to the dtype.
+    fn typed<T: Element>(&self) -> &[T] {
+        &T::view(&self.data).expect("dtype dispatched by the caller")[self.start..self.start + self.len]
+    }
+
+    /// The viewed elements, writable: takes a private copy of the range first if the buffer is shared.
+    fn typed_mut<T: Element>(&mut self) -> &mut [T] {
+        if Arc::get_mut(&mut self.data).is_none() {
+            let own = self.typed::<T>().to_vec();
+            self.data = Arc::new(T::wrap(own));
+            self.start = 0;
+        }
+        let data = Arc::get_mut(&mut self.data).expect("unique after copy on write");
+        let (start, len) = (self.start, self.len);
+        &mut T::view_mut(data).expect("dtype dispatched by the caller")[start..start + len]
+    }
+}
+
+/// The range of chunk `index` when `len` elements are split into `count` near-equal chunks: the first
+/// `len % count` chunks hold one element more than the rest.
+///
+/// # Errors
+/// [`TileError::BadChunk`] when `index >= count` (so also when `count` is zero).
+///
+/// # Examples
+/// ```
+/// use kernbench_core::chunk_range;
+/// assert_eq!(chunk_range(10, 0, 4).unwrap(), 0..3);
+/// assert_eq!(chunk_range(10, 3, 4).unwrap(), 8..10);
+/// assert!(chunk_range(10, 4, 4).is_err());
+/// ```
+pub fn chunk_range(len: usize, index: usize, count: usize) -> Result<Range<usize>, TileError> {
+    if index >= count {
+        return Err(TileError::BadChunk { index, count });
+    }
+    let (base, extra) = (len / count, len % count);
+    let start = index * base + index.min(extra);
+    let size = base + usize::from(index < extra);
+    Ok(start..start + size)
+}
+
+fn reduce_slice<T: Element>(acc: &mut [T], rhs: &[T], op: ReduceOp) {
+    // One loop per operator, each with a constant `op`, so the compiler can vectorise it.
+    fn each<T: Element>(acc: &mut [T], rhs: &[T], op: ReduceOp) {
+        for (a, &b) in acc.iter_mut().zip(rhs) {
+            *a = a.combine(b, op);
+        }
+    }
+    match op {
+        ReduceOp::Sum | ReduceOp::Avg => each(acc, rhs, ReduceOp::Sum),
+        ReduceOp::Prod => each(acc, rhs, ReduceOp::Prod),
+        ReduceOp::Max => each(acc, rhs, ReduceOp::Max),
+        ReduceOp::Min => each(acc, rhs, ReduceOp::Min),
+    }
+}
+
+impl Add for &Tile {
+    type Output = Result<Tile, TileError>;
+
+    /// The elementwise sum, in a new tile.
+    fn add(self, rhs: &Tile) -> Self::Output {
+        let mut sum = self.clone();
+        sum.reduce_in_place(rhs, ReduceOp::Sum)?;
+        Ok(sum)
+    }
+}
+
+impl fmt::Debug for Tile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const SHOWN: usize = 8;
+        let values = self.to_f64_vec();
+        write!(f, "{}[{}] ", self.dtype(), self.len)?;
+        let mut list = f.debug_list();
+        list.entries(values.iter().take(SHOWN));
+        if values.len() > SHOWN {
+            list.entry(&format_args!("..."));
+        }
+        list.finish()
+    }
+}

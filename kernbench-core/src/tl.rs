@@ -1,0 +1,314 @@
+//! The `tl` API: what a kernel can do on the PE it runs on.
+//!
+//! A kernel receives `tl: &Tl`. Every method is a step that `#[ccl_kernel]` awaits and whose error it
+//! propagates, so the author writes `let x = tl.recv(W, n, F32);` and the expansion reads
+//! `let x = tl.recv(W, n, F32).await?;`.
+//!
+//! `Tl` knows nothing of any simulator. The runtime that polls a PE's kernel lends it a [`Backend`]
+//! for the duration of the poll ([`enter`]); the operations reach it from there. So the same kernel can
+//! run on the mock runtime or on any other backend.
+
+use std::cell::Cell;
+use std::future::poll_fn;
+use std::ptr::NonNull;
+use std::task::{Context, Poll};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{KernelError, Op};
+use crate::{Direction, Dtype, PeId, ReduceOp, Tile};
+
+/// One of a PE's buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Buffer {
+    /// The PE's contribution to the collective (its shard of the tensor).
+    Input,
+    /// Where the PE's result goes; sized by the collective (for all-gather, every rank's data).
+    Output,
+    /// Free space for the kernel; empty until the kernel stores a tile there.
+    Scratch,
+}
+
+/// Work that takes a PE's time: the timing model charges it at the PE's compute or memory rate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Work {
+    /// An elementwise reduction of `elements` elements of `dtype`.
+    Reduce {
+        /// Elements combined.
+        elements: usize,
+        /// Their dtype.
+        dtype: Dtype,
+    },
+    /// Moving `bytes` between a buffer and the PE (a load or a store).
+    Memory {
+        /// Bytes moved.
+        bytes: usize,
+    },
+}
+
+/// What a runtime provides to the kernel of the PE it is polling.
+///
+/// `poll_*` methods follow [`std::future::Future::poll`]: `Pending` means "wake me when the queue or
+/// barrier may have changed", and the runtime must poll again later.
+pub trait Backend {
+    /// Sends `tile` to the neighbour in `direction`: takes a credit, or waits while there is none.
+    fn poll_send(&mut self, direction: Direction, tile: &Tile, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>>;
+    /// Receives the oldest message from `direction`, checked against `len` and `dtype`, and returns its
+    /// credit to the sender; waits while the queue is empty.
+    fn poll_recv(
+        &mut self,
+        direction: Direction,
+        len: usize,
+        dtype: Dtype,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Tile, KernelError>>;
+    /// Waits until every participating PE has reached the barrier.
+    fn poll_barrier(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>>;
+    /// Whether the PE's neighbour table has `direction`.
+    fn has(&self, direction: Direction) -> bool;
+    /// The current contents of `buffer` (sharing its storage).
+    fn load(&mut self, buffer: Buffer) -> Result<Tile, KernelError>;
+    /// Replaces `buffer` with `tile` (`offset: None`) or writes `tile` into it at `offset`.
+    fn store(&mut self, buffer: Buffer, offset: Option<usize>, tile: &Tile) -> Result<(), KernelError>;
+    /// Accounts for `work` done by the PE.
+    fn charge(&mut self, work: Work);
+}
+
+thread_local! {
+    static CURRENT: Cell<Option<NonNull<dyn Backend + 'static>>> = const { Cell::new(None) };
+}
+
+/// Runs `f` (a poll of a PE's kernel) with `backend` serving every `tl` operation made in it.
+pub fn enter<R>(backend: &mut dyn Backend, f: impl FnOnce() -> R) -> R {
+    struct Reset(Option<NonNull<dyn Backend + 'static>>);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            CURRENT.set(self.0);
+        }
+    }
+    let ptr: NonNull<dyn Backend + '_> = NonNull::from(backend);
+    // SAFETY: only the lifetime is erased. The pointer is reachable through CURRENT only while this
+    // call holds the unique borrow of `backend`: `Reset` restores the previous value when `f` returns
+    // or unwinds.
+    let ptr: NonNull<dyn Backend + 'static> = unsafe { std::mem::transmute(ptr) };
+    let _reset = Reset(CURRENT.replace(Some(ptr)));
+    f()
+}
+
+/// Runs `f` with the backend lent by the enclosing [`enter`].
+///
+/// # Panics
+/// When no runtime is polling a kernel on this thread (a `tl` future polled by hand), or when called
+/// from inside `f` itself.
+fn with<R>(f: impl FnOnce(&mut dyn Backend) -> R) -> R {
+    struct Restore(NonNull<dyn Backend + 'static>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CURRENT.set(Some(self.0));
+        }
+    }
+    let ptr = CURRENT
+        .take()
+        .expect("a tl operation was polled outside a runtime: kernels run only inside a backend's `enter`");
+    let restore = Restore(ptr);
+    // SAFETY: `enter` holds the unique borrow behind `ptr` for as long as it is in CURRENT. Taking it
+    // out of CURRENT until `restore` drops means no other `with` can make a second reference.
+    f(unsafe { &mut *restore.0.as_ptr() })
+}
+
+/// The fixed facts of one PE's run, given by the runtime when it creates the PE's [`Tl`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlContext {
+    /// The PE.
+    pub pe: PeId,
+    /// Extents of the three axes: PEs per cube, cubes per SIP, SIPs.
+    pub extents: [usize; 3],
+    /// The PE's position among the participants of the algorithm's topology (its rank in the ring).
+    pub rank: usize,
+    /// The number of participants.
+    pub size: usize,
+    /// The reduction operator of the call.
+    pub op: ReduceOp,
+    /// The root rank of a rooted collective (broadcast, reduce); 0 otherwise.
+    pub root: usize,
+    /// The call's generation: every message the PE sends carries it.
+    pub generation: u64,
+}
+
+/// The handle a kernel uses to talk to its PE, its neighbours and its buffers.
+///
+/// Methods are `async` and return `Result`; in a `#[ccl_kernel]` the macro adds `.await?` to each call,
+/// so kernels read like Triton: `let x = tl.recv(W, n, F32);`.
+#[derive(Debug)]
+pub struct Tl {
+    ctx: TlContext,
+}
+
+impl Tl {
+    /// The handle for one PE's run; called by runtimes.
+    pub fn new(ctx: TlContext) -> Tl {
+        Tl { ctx }
+    }
+
+    /// The fixed facts of this run.
+    pub fn context(&self) -> &TlContext {
+        &self.ctx
+    }
+
+    /// The PE's index along `axis`: 0 = PE in its cube, 1 = cube in its SIP, 2 = SIP (the rank).
+    ///
+    /// # Errors
+    /// [`KernelError::BadAxis`] for an axis above 2.
+    pub async fn program_id(&self, axis: usize) -> Result<usize, KernelError> {
+        let pe = self.ctx.pe;
+        let ids = [pe.pe, pe.cube, pe.sip];
+        ids.get(axis).map(|&i| i as usize).ok_or(KernelError::BadAxis { pe, axis })
+    }
+
+    /// The extent of `axis`: PEs per cube, cubes per SIP, or SIPs.
+    ///
+    /// # Errors
+    /// [`KernelError::BadAxis`] for an axis above 2.
+    pub async fn num_programs(&self, axis: usize) -> Result<usize, KernelError> {
+        self.ctx.extents.get(axis).copied().ok_or(KernelError::BadAxis { pe: self.ctx.pe, axis })
+    }
+
+    /// The PE this kernel runs on.
+    pub async fn pe(&self) -> Result<PeId, KernelError> {
+        Ok(self.ctx.pe)
+    }
+
+    /// The PE's position among the topology's participants.
+    pub async fn rank(&self) -> Result<usize, KernelError> {
+        Ok(self.ctx.rank)
+    }
+
+    /// The number of participants in the topology.
+    pub async fn size(&self) -> Result<usize, KernelError> {
+        Ok(self.ctx.size)
+    }
+
+    /// The reduction operator of this call.
+    pub async fn op(&self) -> Result<ReduceOp, KernelError> {
+        Ok(self.ctx.op)
+    }
+
+    /// The root rank of a rooted collective.
+    pub async fn root(&self) -> Result<usize, KernelError> {
+        Ok(self.ctx.root)
+    }
+
+    /// Whether the PE has a neighbour in `direction`.
+    pub async fn has(&self, direction: Direction) -> Result<bool, KernelError> {
+        Ok(with(|b| b.has(direction)))
+    }
+
+    /// Sends `tile` to the neighbour in `direction`, waiting for a credit if the queue is full. The
+    /// tile is not copied.
+    ///
+    /// # Errors
+    /// [`KernelError::NoSuchDirection`] when the PE has no such neighbour.
+    pub async fn send(&self, direction: Direction, tile: &Tile) -> Result<(), KernelError> {
+        poll_fn(|cx| with(|b| b.poll_send(direction, tile, cx))).await
+    }
+
+    /// Receives the oldest message from `direction`, which must hold `len` elements of `dtype`.
+    ///
+    /// # Errors
+    /// [`KernelError::NoSuchDirection`], [`KernelError::RecvMismatch`] or
+    /// [`KernelError::GenerationMismatch`].
+    pub async fn recv(&self, direction: Direction, len: usize, dtype: Dtype) -> Result<Tile, KernelError> {
+        poll_fn(|cx| with(|b| b.poll_recv(direction, len, dtype, cx))).await
+    }
+
+    /// Waits until every participant has reached the barrier.
+    pub async fn barrier(&self) -> Result<(), KernelError> {
+        poll_fn(|cx| with(|b| b.poll_barrier(cx))).await
+    }
+
+    /// The contents of one of the PE's buffers.
+    pub async fn load(&self, buffer: Buffer) -> Result<Tile, KernelError> {
+        with(|b| {
+            let tile = b.load(buffer)?;
+            b.charge(Work::Memory { bytes: tile.bytes() });
+            Ok(tile)
+        })
+    }
+
+    /// Replaces the contents of one of the PE's buffers with `tile`.
+    ///
+    /// # Errors
+    /// [`KernelError::Tile`] when `tile` does not match the buffer's dtype and length.
+    pub async fn store(&self, buffer: Buffer, tile: &Tile) -> Result<(), KernelError> {
+        with(|b| {
+            b.store(buffer, None, tile)?;
+            b.charge(Work::Memory { bytes: tile.bytes() });
+            Ok(())
+        })
+    }
+
+    /// Writes `tile` into one of the PE's buffers at element `offset`.
+    ///
+    /// # Errors
+    /// [`KernelError::Tile`] when `tile` does not fit at `offset` or has another dtype.
+    pub async fn store_at(&self, buffer: Buffer, offset: usize, tile: &Tile) -> Result<(), KernelError> {
+        with(|b| {
+            b.store(buffer, Some(offset), tile)?;
+            b.charge(Work::Memory { bytes: tile.bytes() });
+            Ok(())
+        })
+    }
+
+    /// Combines `other` into `acc` elementwise under `op` (`Avg` sums; see [`Tl::finish`]).
+    ///
+    /// # Errors
+    /// [`KernelError::Tile`] on a dtype or length mismatch.
+    pub async fn reduce(&self, acc: &mut Tile, other: &Tile, op: ReduceOp) -> Result<(), KernelError> {
+        acc.reduce_in_place(other, op).map_err(|source| self.tile_error(Op::Reduce, source))?;
+        with(|b| b.charge(Work::Reduce { elements: other.len(), dtype: other.dtype() }));
+        Ok(())
+    }
+
+    /// Ends a reduction of `contributions` inputs: divides by the count for `Avg`, nothing otherwise.
+    pub async fn finish(&self, acc: &mut Tile, op: ReduceOp, contributions: usize) -> Result<(), KernelError> {
+        acc.finish_reduction(op, contributions);
+        if op == ReduceOp::Avg {
+            with(|b| b.charge(Work::Reduce { elements: acc.len(), dtype: acc.dtype() }));
+        }
+        Ok(())
+    }
+
+    /// Chunk `index` of `count` near-equal chunks of `tile`, without copying.
+    ///
+    /// # Errors
+    /// [`KernelError::Tile`] when `index >= count`.
+    pub async fn chunk(&self, tile: &Tile, index: usize, count: usize) -> Result<Tile, KernelError> {
+        tile.chunk(index, count).map_err(|source| self.tile_error(Op::Slice, source))
+    }
+
+    /// The `len` elements of `tile` from `start`, without copying.
+    ///
+    /// # Errors
+    /// [`KernelError::Tile`] when the range reaches past the end.
+    pub async fn slice(&self, tile: &Tile, start: usize, len: usize) -> Result<Tile, KernelError> {
+        tile.slice(start..start + len).map_err(|source| self.tile_error(Op::Slice, source))
+    }
+
+    /// The tiles one after the other, in a new tile.
+    ///
+    /// # Errors
+    /// [`KernelError::Tile`] for no tiles or mixed dtypes.
+    pub async fn concat(&self, tiles: &[Tile]) -> Result<Tile, KernelError> {
+        Tile::concat(tiles).map_err(|source| self.tile_error(Op::Slice, source))
+    }
+
+    /// A new tile of `len` zeros of `dtype`.
+    pub async fn zeros(&self, dtype: Dtype, len: usize) -> Result<Tile, KernelError> {
+        Ok(Tile::zeros(dtype, len))
+    }
+
+    fn tile_error(&self, op: Op, source: crate::TileError) -> KernelError {
+        KernelError::Tile { pe: self.ctx.pe, op, source }
+    }
+}

@@ -1,0 +1,3 @@
+//! kernbench: write, run and time collective-communication kernels on a simulated accelerator.
+
+pub use kernbench_core::*;
