@@ -1,3 +1,22 @@
-//! kernbench: write, run and time collective-communication kernels on a simulated accelerator.
+//! kernbench: write collective-communication kernels as plain Rust functions, run them on every PE of
+//! a simulated accelerator under `cargo test`, and see whether they are right.
+//!
+//! This crate gathers the others behind one dependency:
+//!
+//! - the machine model, tiles, the `tl` API and the registry ([`kernbench_core`], re-exported at the
+//!   root);
+//! - `#[ccl_kernel]` (in [`prelude`]);
+//! - the mock runtime ([`sim`]);
+//! - the shipped kernels and the default `ccl.json` ([`algorithms`]).
 
 pub use kernbench_core::*;
+
+/// The mock runtime.
+pub mod sim {
+    pub use kernbench_sim::*;
+}
+
+/// The shipped kernels and the default registry.
+pub mod algorithms {
+    pub use kernbench_algorithms::*;
+}

@@ -24,6 +24,8 @@ pub enum Op {
     ProgramId,
     /// `tl.chunk` / `tl.slice` / `tl.concat`.
     Slice,
+    /// A future that is not a `tl` operation (a hand-written `Launch` awaiting something else).
+    External,
 }
 
 impl fmt::Display for Op {
@@ -37,6 +39,7 @@ impl fmt::Display for Op {
             Op::Barrier => "barrier",
             Op::ProgramId => "program_id",
             Op::Slice => "slice",
+            Op::External => "a non-tl future",
         })
     }
 }
@@ -80,9 +83,9 @@ pub enum KernelError {
         /// The sender.
         from: PeId,
     },
-    /// A message of another collective call (generation) arrived.
+    /// A message of another collective call, or of another phase of this call, arrived.
     #[error(
-        "{pe}: recv from {direction} expected a message of generation {expected} but the message from {from} is of generation {got}"
+        "{pe}: recv from {direction} expected a message of generation {expected} but the message from {from} is of generation {got} (call k owns generations 3k-2..=3k, one per phase)"
     )]
     GenerationMismatch {
         /// The receiving PE.
@@ -104,6 +107,14 @@ pub enum KernelError {
         /// The axis asked for.
         axis: usize,
     },
+    /// A phase outside 1..=3.
+    #[error("{pe}: phase {phase} does not exist: expected 1, 2 or 3")]
+    BadPhase {
+        /// The PE.
+        pe: PeId,
+        /// The phase asked for.
+        phase: u8,
+    },
     /// Tile arithmetic, slicing or a store that does not fit.
     #[error("{pe}: {op}: {source}")]
     Tile {
@@ -124,6 +135,7 @@ impl KernelError {
             | KernelError::RecvMismatch { pe, .. }
             | KernelError::GenerationMismatch { pe, .. }
             | KernelError::BadAxis { pe, .. }
+            | KernelError::BadPhase { pe, .. }
             | KernelError::Tile { pe, .. } => *pe,
         }
     }

@@ -8,15 +8,23 @@
 //!          └─ PE 0 .. P-1       (PEs of a cube linked in a ring: E/W)
 //! ```
 
+mod collective;
 mod direction;
 mod dtype;
 mod error;
 mod ids;
 mod kernel;
+mod layout;
+mod mapper;
+mod names;
 mod plan;
+mod registry;
+pub mod route;
 mod spec;
 mod tile;
 pub mod tl;
+mod topology;
+mod validator;
 
 pub use direction::{Direction, ParseDirectionError};
 pub use dtype::{Dtype, ParseDtypeError, ParseReduceOpError, ReduceOp};
@@ -24,9 +32,22 @@ pub use error::{KernelError, Op};
 pub use ids::{CubeCoord, LinkClass, PeId};
 pub use kernel::{ArgsError, KernelDef, KernelFuture, KernelSet, Launch, ParamDef, UnknownKernel};
 pub use kernbench_macros::ccl_kernel;
-pub use tile::{Element, Tile, TileError, chunk_range};
-pub use plan::{InstallPlan, NeighborTableEntry, PeInstall, SipPlan};
-pub use spec::{LinkSpec, PeSpec, SipInterconnect};
+pub use tile::{Element, Tile, TileError, chunk_range, chunk_start};
+pub use plan::{InstallPlan, NeighborTableEntry, PeInstall, PlanError, SipPlan, build_install_plans, check_plan};
+pub use spec::{LinkSpec, LinksSpec, MeshSpec, PeSpec, SipInterconnect, SpecError, System, SystemSpec};
+pub use collective::{Collective, ParseCollectiveError};
+pub use layout::{DistTensor, DpPolicy, Layout, LayoutError, LayoutKind, Split};
+pub use mapper::{MAPPERS, MapperFn, all_pes, cube_leaders, leader_only, mapper_by_name};
+pub use names::{NamedItem, UnknownName};
+pub use registry::{
+    AlgorithmEntry, AlgorithmSpec, BufferKind, Registry, RegistryError, RegistrySpec, Selection, SelectionRule,
+};
+pub use route::{Channel, Node, Route};
+pub use topology::{
+    FULL_MAX_PARTICIPANTS, TOPOLOGIES, Topology, TopologyFn, double_binary_tree, full, hierarchical_3level,
+    hypercube, intercube, mesh_2d, mesh_2d_grid, ring_1d, topology_by_name, tree,
+};
+pub use validator::{VALIDATORS, ValidationError, ValidatorFn, any, multi_pe_sip_local, replicated, single_shard, validator_by_name};
 pub use tl::{Buffer, Tl, TlContext};
 
 /// Everything a kernel author needs: `use kernbench::prelude::*;`.
@@ -44,6 +65,9 @@ pub mod __private {
     pub use serde;
     pub use serde_json;
     pub use std::boxed::Box;
+    pub use std::clone::Clone;
+    pub use std::fmt::Debug;
     pub use std::result::Result;
+    pub use std::string::String;
     pub use std::sync::Arc;
 }

@@ -1,8 +1,16 @@
 //! Install plans: per SIP, per participating PE, the neighbour table a kernel's directions resolve to.
+//!
+//! A plan is built in three steps (mapper -> topology -> routes) and then checked with
+//! [`check_plan`], so a runtime can trust every plan it is handed: every peer exists and takes part,
+//! every link is listed from both ends in directions that pair up, no PE names a direction twice or
+//! itself.
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Direction, LinkClass, PeId};
+use crate::names::UnknownName;
+use crate::{
+    AlgorithmEntry, Direction, LinkClass, PeId, System, Topology, mapper_by_name, topology_by_name,
+};
 
 /// One neighbour of a PE: the direction the kernel names, the peer PE it reaches, and the link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,8 +52,169 @@ pub struct InstallPlan {
     pub topology: String,
     /// The mapper that chose the participants.
     pub mapper: String,
-    /// Per SIP, in SIP order.
+    /// Per SIP, in SIP order: every SIP of the system, even one with no participant.
     pub sips: Vec<SipPlan>,
+}
+
+/// Why an install plan could not be built or failed its check. Names the PEs and directions involved.
+///
+/// An unknown name, no participants or an unsupported participant set is the configuration's fault
+/// (the registry entry or the system); the rest mean a topology produced a broken graph.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    /// A topology or mapper name that does not exist.
+    #[error(transparent)]
+    UnknownName(#[from] UnknownName),
+    /// The mapper chose no PE, so there is nothing to run.
+    #[error("no participating PEs: a plan needs at least one")]
+    NoParticipants,
+    /// A participant listed twice.
+    #[error("participant {pe} is listed twice: expected each PE at most once")]
+    DuplicateParticipant {
+        /// The PE.
+        pe: PeId,
+    },
+    /// A participant that the system does not have.
+    #[error("participant {pe} is not in the system ({system})")]
+    NotInSystem {
+        /// The PE.
+        pe: PeId,
+        /// The system's shape.
+        system: String,
+    },
+    /// The topology cannot link this participant set.
+    #[error("topology `{topology}` cannot link these participants: {reason}")]
+    Unsupported {
+        /// The topology.
+        topology: &'static str,
+        /// Why, and what it would accept.
+        reason: String,
+    },
+    /// A topology's neighbour lists do not match its participants.
+    #[error(
+        "topology has {participants} participants but {lists} neighbour lists: expected one list per rank"
+    )]
+    NeighborListCount {
+        /// Participants.
+        participants: usize,
+        /// Neighbour lists.
+        lists: usize,
+    },
+    /// A topology names a peer rank past the last participant.
+    #[error("{pe}: direction {direction} names rank {rank}, but there are only {len} participants")]
+    BadPeerRank {
+        /// The PE whose list it is.
+        pe: PeId,
+        /// The direction.
+        direction: Direction,
+        /// The rank named.
+        rank: usize,
+        /// The number of participants.
+        len: usize,
+    },
+    /// A SIP's plan holds a PE of another SIP, or SIPs are out of order.
+    #[error("{pe} is listed under SIP {sip}: expected every PE under its own SIP, SIPs in order")]
+    WrongSip {
+        /// The PE.
+        pe: PeId,
+        /// The SIP whose plan lists it.
+        sip: u32,
+    },
+    /// A PE's rank is not its position in `PeId` order.
+    #[error("{pe} has rank {rank}, expected {expected}: ranks number participants in PeId order")]
+    RankOrder {
+        /// The PE.
+        pe: PeId,
+        /// The rank it has.
+        rank: usize,
+        /// Its position among the participants.
+        expected: usize,
+    },
+    /// A neighbour that is not in the system.
+    #[error("{pe}: direction {direction} leads to {peer}, which is not in the system ({system})")]
+    PeerNotInSystem {
+        /// The PE whose table it is.
+        pe: PeId,
+        /// The direction.
+        direction: Direction,
+        /// The peer.
+        peer: PeId,
+        /// The system's shape.
+        system: String,
+    },
+    /// A neighbour that exists but does not take part, so it would never answer.
+    #[error("{pe}: direction {direction} leads to {peer}, which does not take part in the plan")]
+    PeerNotParticipant {
+        /// The PE whose table it is.
+        pe: PeId,
+        /// The direction.
+        direction: Direction,
+        /// The peer.
+        peer: PeId,
+    },
+    /// A PE that names itself as a neighbour.
+    #[error("{pe}: direction {direction} leads back to itself: expected a link to another PE")]
+    SelfLink {
+        /// The PE.
+        pe: PeId,
+        /// The direction.
+        direction: Direction,
+    },
+    /// A PE that lists one direction twice, so its queue would be ambiguous.
+    #[error(
+        "{pe} lists direction {direction} twice (to {first} and {second}): expected each direction once"
+    )]
+    DuplicateDirection {
+        /// The PE.
+        pe: PeId,
+        /// The direction.
+        direction: Direction,
+        /// The first peer it leads to.
+        first: PeId,
+        /// The second.
+        second: PeId,
+    },
+    /// A link listed from one end only (or in directions that do not pair).
+    #[error(
+        "{pe} lists {peer} as {direction}, but {peer} lists {pe} as [{}]: expected a direction that pairs with {direction}",
+        list(back)
+    )]
+    Asymmetric {
+        /// The PE.
+        pe: PeId,
+        /// Its direction to the peer.
+        direction: Direction,
+        /// The peer.
+        peer: PeId,
+        /// The directions in which the peer lists the PE.
+        back: Vec<Direction>,
+    },
+    /// A link whose far end lists the PE in several directions that pair with it, so a message's
+    /// arrival queue would be ambiguous.
+    #[error(
+        "{pe} lists {peer} as {direction}, and {peer} lists {pe} as [{}], more than one of which pairs with it: \
+         expected exactly one",
+        list(candidates)
+    )]
+    AmbiguousPair {
+        /// The PE.
+        pe: PeId,
+        /// Its direction to the peer.
+        direction: Direction,
+        /// The peer.
+        peer: PeId,
+        /// The peer's directions to the PE that pair with `direction`.
+        candidates: Vec<Direction>,
+    },
+}
+
+fn list(directions: &[Direction]) -> String {
+    directions
+        .iter()
+        .map(Direction::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl InstallPlan {
@@ -63,4 +232,273 @@ impl InstallPlan {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Builds and checks the plan of the named built-in topology and mapper on `system`.
+    ///
+    /// # Errors
+    /// [`PlanError::UnknownName`] for an unknown name, the topology's error when it cannot link the
+    /// mapper's choice, or what [`check_plan`] finds.
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench_core::{Direction, InstallPlan, LinkClass, System};
+    /// let system = System::shape(4, 2, 2, 8).unwrap();
+    /// let plan = InstallPlan::build(&system, "ring_1d", "leader_only").unwrap();
+    /// assert_eq!(plan.len(), 4);
+    /// let first = &plan.sips[0].pes[0];
+    /// assert_eq!(first.neighbors[0].direction, Direction::E);
+    /// assert_eq!(first.neighbors[0].link, LinkClass::InterSip);
+    /// ```
+    pub fn build(
+        system: &System,
+        topology_name: &str,
+        mapper_name: &str,
+    ) -> Result<InstallPlan, PlanError> {
+        let topology_fn = topology_by_name(topology_name)?;
+        let mapper = mapper_by_name(mapper_name)?;
+        let topology = topology_fn(system, &mapper(system))?;
+        InstallPlan::from_topology(system, &topology, topology_name, mapper_name)
+    }
+
+    /// Turns a topology's neighbour lists into per-PE tables with routes, and checks the result.
+    /// `topology_name` and `mapper_name` are recorded in the plan.
+    ///
+    /// # Errors
+    /// [`PlanError::NeighborListCount`] or [`PlanError::BadPeerRank`] for a malformed topology, a
+    /// participant outside the system, or what [`check_plan`] finds.
+    pub fn from_topology(
+        system: &System,
+        topology: &Topology,
+        topology_name: &str,
+        mapper_name: &str,
+    ) -> Result<InstallPlan, PlanError> {
+        let len = topology.participants.len();
+        if topology.neighbors.len() != len {
+            return Err(PlanError::NeighborListCount {
+                participants: len,
+                lists: topology.neighbors.len(),
+            });
+        }
+        let (sips, _, _) = system.extents();
+        let mut plan = InstallPlan {
+            topology: topology_name.to_owned(),
+            mapper: mapper_name.to_owned(),
+            sips: (0..sips)
+                .map(|sip| SipPlan {
+                    sip,
+                    pes: Vec::new(),
+                })
+                .collect(),
+        };
+        for (rank, (&pe, links)) in topology
+            .participants
+            .iter()
+            .zip(&topology.neighbors)
+            .enumerate()
+        {
+            let Some(sip_plan) = plan
+                .sips
+                .get_mut(pe.sip as usize)
+                .filter(|_| system.contains(pe))
+            else {
+                return Err(PlanError::NotInSystem {
+                    pe,
+                    system: system.describe(),
+                });
+            };
+            let mut neighbors = Vec::with_capacity(links.len());
+            for &(direction, peer_rank) in links {
+                let &peer = topology
+                    .participants
+                    .get(peer_rank)
+                    .ok_or(PlanError::BadPeerRank {
+                        pe,
+                        direction,
+                        rank: peer_rank,
+                        len,
+                    })?;
+                let route =
+                    system
+                        .try_route(pe, peer)
+                        .ok_or_else(|| PlanError::PeerNotInSystem {
+                            pe,
+                            direction,
+                            peer,
+                            system: system.describe(),
+                        })?;
+                let link = route
+                    .farthest_class()
+                    .ok_or(PlanError::SelfLink { pe, direction })?;
+                // A route crosses at most a ring, a mesh and the SIPs: far below u32::MAX.
+                let hops = u32::try_from(route.hops()).unwrap_or(u32::MAX);
+                neighbors.push(NeighborTableEntry {
+                    direction,
+                    peer,
+                    link,
+                    hops,
+                });
+            }
+            sip_plan.pes.push(PeInstall {
+                pe,
+                rank,
+                neighbors,
+            });
+        }
+        check_plan(&plan, system)?;
+        Ok(plan)
+    }
+
+    /// The install of a participating PE.
+    pub fn find(&self, pe: PeId) -> Option<&PeInstall> {
+        let sip = self.sips.iter().find(|s| s.sip == pe.sip)?;
+        sip.pes
+            .binary_search_by_key(&pe, |p| p.pe)
+            .ok()
+            .map(|i| &sip.pes[i])
+    }
+
+    /// Where a message that `pe` sends on `direction` arrives: the peer and the peer's direction back
+    /// to `pe` (the one that pairs with `direction`). `None` when `pe` has no such direction. In a
+    /// plan that passed [`check_plan`] the answer is unique.
+    pub fn arrival(&self, pe: PeId, direction: Direction) -> Option<(PeId, Direction)> {
+        let entry = self
+            .find(pe)?
+            .neighbors
+            .iter()
+            .find(|n| n.direction == direction)?;
+        let back = self
+            .find(entry.peer)?
+            .neighbors
+            .iter()
+            .find(|n| n.peer == pe && direction.pairs_with(n.direction))?;
+        Some((entry.peer, back.direction))
+    }
+}
+
+/// Checks that a plan is well formed on `system`: SIPs in order holding their own PEs, ranks in
+/// `PeId` order, every peer in the system and participating, no self-links, no direction twice on a
+/// PE, and every link listed from both ends in exactly one pair of directions that
+/// [`Direction::pairs_with`] accepts.
+///
+/// # Errors
+/// The first problem found, as the [`PlanError`] variant that names it.
+pub fn check_plan(plan: &InstallPlan, system: &System) -> Result<(), PlanError> {
+    let mut participants: Vec<&PeInstall> = Vec::with_capacity(plan.len());
+    let mut last_sip = None;
+    for sip_plan in &plan.sips {
+        for install in &sip_plan.pes {
+            let pe = install.pe;
+            if !system.contains(pe) {
+                return Err(PlanError::NotInSystem {
+                    pe,
+                    system: system.describe(),
+                });
+            }
+            if pe.sip != sip_plan.sip || last_sip.is_some_and(|last| last >= sip_plan.sip) {
+                return Err(PlanError::WrongSip {
+                    pe,
+                    sip: sip_plan.sip,
+                });
+            }
+            if participants.last().is_some_and(|prev| prev.pe == pe) {
+                return Err(PlanError::DuplicateParticipant { pe });
+            }
+            if install.rank != participants.len()
+                || participants.last().is_some_and(|prev| prev.pe > pe)
+            {
+                return Err(PlanError::RankOrder {
+                    pe,
+                    rank: install.rank,
+                    expected: participants.len(),
+                });
+            }
+            participants.push(install);
+        }
+        last_sip = Some(sip_plan.sip);
+    }
+    if participants.is_empty() {
+        return Err(PlanError::NoParticipants);
+    }
+    let find = |pe: PeId| {
+        participants
+            .binary_search_by_key(&pe, |p| p.pe)
+            .ok()
+            .map(|i| participants[i])
+    };
+    for install in &participants {
+        let pe = install.pe;
+        for (i, entry) in install.neighbors.iter().enumerate() {
+            let (direction, peer) = (entry.direction, entry.peer);
+            if let Some(earlier) = install.neighbors[..i]
+                .iter()
+                .find(|e| e.direction == direction)
+            {
+                return Err(PlanError::DuplicateDirection {
+                    pe,
+                    direction,
+                    first: earlier.peer,
+                    second: peer,
+                });
+            }
+            if peer == pe {
+                return Err(PlanError::SelfLink { pe, direction });
+            }
+            if !system.contains(peer) {
+                return Err(PlanError::PeerNotInSystem {
+                    pe,
+                    direction,
+                    peer,
+                    system: system.describe(),
+                });
+            }
+            let far = find(peer).ok_or(PlanError::PeerNotParticipant {
+                pe,
+                direction,
+                peer,
+            })?;
+            let back: Vec<Direction> = far
+                .neighbors
+                .iter()
+                .filter(|e| e.peer == pe)
+                .map(|e| e.direction)
+                .collect();
+            let candidates: Vec<Direction> = back
+                .iter()
+                .copied()
+                .filter(|&d| direction.pairs_with(d))
+                .collect();
+            match candidates.len() {
+                0 => {
+                    return Err(PlanError::Asymmetric {
+                        pe,
+                        direction,
+                        peer,
+                        back,
+                    });
+                }
+                1 => {}
+                _ => {
+                    return Err(PlanError::AmbiguousPair {
+                        pe,
+                        direction,
+                        peer,
+                        candidates,
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The install plan of a registry entry on a system: its mapper's participants, linked by its
+/// topology, with routes from the system, checked by [`check_plan`].
+///
+/// # Errors
+/// As [`InstallPlan::build`] with the entry's topology and mapper.
+pub fn build_install_plans(
+    entry: &AlgorithmEntry,
+    system: &System,
+) -> Result<InstallPlan, PlanError> {
+    InstallPlan::build(system, &entry.topology, &entry.mapper)
 }

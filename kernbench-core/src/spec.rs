@@ -2,10 +2,25 @@
 //!
 //! Two stages: [`SystemSpec`] is what a JSON file says; [`System`] is a spec that passed every check,
 //! so nothing downstream has to re-check sizes or rates.
+//!
+//! ```json
+//! {"sips": 4, "mesh": {"w": 4, "h": 4}, "pes_per_cube": 8,
+//!  "links": {"intra_cube": {"latency_ns": 20, "bandwidth_gbps": 256},
+//!            "inter_cube": {"latency_ns": 60, "bandwidth_gbps": 128},
+//!            "inter_sip":  {"latency_ns": 500, "bandwidth_gbps": 64}},
+//!  "sip_interconnect": "ring", "ipcq_depth": 4,
+//!  "pe": {"compute_gflops": 512, "memory_gbps": 512}}
+//! ```
+//!
+//! Only the shape (`sips`, `mesh`, `pes_per_cube`) is required; every other field, and each link class
+//! inside `links`, falls back to the built-in value, so a file can override just what it studies.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::LinkClass;
+use crate::{CubeCoord, LinkClass, PeId};
 
 /// Latency and bandwidth of one link class. Units: ns, and GB/s = 1e9 bytes/s.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -29,6 +44,23 @@ pub enum SipInterconnect {
     Switched,
 }
 
+impl SipInterconnect {
+    /// The name used in JSON.
+    pub const fn name(self) -> &'static str {
+        match self {
+            SipInterconnect::Ring => "ring",
+            SipInterconnect::FullyConnected => "fully_connected",
+            SipInterconnect::Switched => "switched",
+        }
+    }
+}
+
+impl fmt::Display for SipInterconnect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The rates of a PE. Units: GFLOP/s = 1e9 element operations/s; GB/s = 1e9 bytes/s.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -37,4 +69,445 @@ pub struct PeSpec {
     pub compute_gflops: f64,
     /// Load/store rate between a PE and its buffers, in GB/s.
     pub memory_gbps: f64,
+}
+
+/// The size of each SIP's cube mesh.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeshSpec {
+    /// Cubes per row (the x extent).
+    pub w: usize,
+    /// Rows of cubes (the y extent).
+    pub h: usize,
+}
+
+/// The three link classes' figures. A class left out of the JSON keeps its built-in figures.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LinksSpec {
+    /// Between neighbouring PEs of a cube's ring.
+    pub intra_cube: LinkSpec,
+    /// Between neighbouring cubes of a SIP's NoC mesh.
+    pub inter_cube: LinkSpec,
+    /// Between SIPs (UCIe).
+    pub inter_sip: LinkSpec,
+}
+
+impl Default for LinksSpec {
+    /// Intra-cube fastest, inter-SIP slowest: the order of reach.
+    fn default() -> Self {
+        LinksSpec {
+            intra_cube: LinkSpec {
+                latency_ns: 20.0,
+                bandwidth_gbps: 256.0,
+            },
+            inter_cube: LinkSpec {
+                latency_ns: 60.0,
+                bandwidth_gbps: 128.0,
+            },
+            inter_sip: LinkSpec {
+                latency_ns: 500.0,
+                bandwidth_gbps: 64.0,
+            },
+        }
+    }
+}
+
+impl LinksSpec {
+    /// The figures of one class.
+    pub fn get(&self, class: LinkClass) -> LinkSpec {
+        match class {
+            LinkClass::IntraCube => self.intra_cube,
+            LinkClass::InterCube => self.inter_cube,
+            LinkClass::InterSip => self.inter_sip,
+        }
+    }
+}
+
+impl Default for PeSpec {
+    fn default() -> Self {
+        PeSpec {
+            compute_gflops: 512.0,
+            memory_gbps: 512.0,
+        }
+    }
+}
+
+/// A system as a JSON file describes it, before any check. See the [module docs](self) for the shape.
+///
+/// Turn it into a [`System`] with [`System::from_spec`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SystemSpec {
+    /// Number of SIPs (ranks).
+    pub sips: usize,
+    /// Each SIP's cube mesh.
+    pub mesh: MeshSpec,
+    /// PEs in each cube's ring.
+    pub pes_per_cube: usize,
+    /// Link figures per class.
+    #[serde(default)]
+    pub links: LinksSpec,
+    /// How SIPs are connected.
+    #[serde(default = "default_interconnect")]
+    pub sip_interconnect: SipInterconnect,
+    /// Slots in each directed neighbour queue.
+    #[serde(default = "default_ipcq_depth")]
+    pub ipcq_depth: usize,
+    /// Every PE's rates.
+    #[serde(default)]
+    pub pe: PeSpec,
+}
+
+fn default_interconnect() -> SipInterconnect {
+    SipInterconnect::Ring
+}
+
+fn default_ipcq_depth() -> usize {
+    4
+}
+
+impl Default for SystemSpec {
+    /// The built-in system: 4 SIPs x 4x4 cubes x 8 PEs on a ring of SIPs.
+    fn default() -> Self {
+        SystemSpec {
+            sips: 4,
+            mesh: MeshSpec { w: 4, h: 4 },
+            pes_per_cube: 8,
+            links: LinksSpec::default(),
+            sip_interconnect: default_interconnect(),
+            ipcq_depth: default_ipcq_depth(),
+            pe: PeSpec::default(),
+        }
+    }
+}
+
+/// Why a system spec was rejected. Each of these is the configuration's fault.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpecError {
+    /// The JSON is malformed, has a field the spec does not know, lacks a required one or holds a value
+    /// of the wrong type. The message is the decoder's: it names the field, the expected ones, and the
+    /// line and column.
+    #[error("invalid system spec: {source}")]
+    Json {
+        /// The decoder's error.
+        #[from]
+        source: serde_json::Error,
+    },
+    /// A size that must be at least 1 is 0.
+    #[error("system spec field `{field}` is 0: expected at least 1")]
+    ZeroSize {
+        /// `sips`, `mesh.w`, `mesh.h` or `pes_per_cube`.
+        field: &'static str,
+    },
+    /// A latency, bandwidth or rate that is not a finite number above zero.
+    #[error("system spec field `{field}` is {value}: expected a finite number greater than 0")]
+    BadRate {
+        /// The field's path, e.g. `links.inter_sip.bandwidth_gbps`.
+        field: String,
+        /// The value found.
+        value: f64,
+    },
+    /// `ipcq_depth` is 0, so no message could ever be sent.
+    #[error("system spec field `ipcq_depth` is 0: expected at least 1 queue slot")]
+    ZeroIpcqDepth,
+    /// The system has more PEs than the simulator supports (or than a `usize` can count).
+    #[error(
+        "system of {sips} SIPs x {w}x{h} cubes x {pes_per_cube} PEs is too large: expected at most {limit} PEs in total",
+        limit = System::MAX_PES
+    )]
+    TooLarge {
+        /// `sips`.
+        sips: usize,
+        /// `mesh.w`.
+        w: usize,
+        /// `mesh.h`.
+        h: usize,
+        /// `pes_per_cube`.
+        pes_per_cube: usize,
+    },
+    /// The spec file could not be read.
+    #[error("cannot read system spec file `{}`: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the operating system said.
+        source: std::io::Error,
+    },
+    /// A spec file's content was rejected; `source` says why.
+    #[error("in system spec file `{}`: {source}", path.display())]
+    InFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with its content.
+        source: Box<SpecError>,
+    },
+}
+
+impl SpecError {
+    /// The error without the file it came from: what is wrong, whichever way the spec was read.
+    pub fn root(&self) -> &SpecError {
+        match self {
+            SpecError::InFile { source, .. } => source.root(),
+            other => other,
+        }
+    }
+}
+
+/// A system that passed every check: sizes at least 1, rates finite and positive, at most
+/// [`System::MAX_PES`] PEs. Read it through its accessors.
+///
+/// # Examples
+/// ```
+/// use kernbench_core::{LinkClass, PeId, System};
+/// let system = System::builtin();
+/// assert_eq!((system.sips(), system.mesh(), system.pes_per_cube()), (4, (4, 4), 8));
+/// assert_eq!(system.total_pes(), 512);
+/// assert!(system.link(LinkClass::InterSip).bandwidth_gbps < system.link(LinkClass::IntraCube).bandwidth_gbps);
+/// assert!(system.contains(PeId::new(3, 15, 7)));
+/// assert!(!system.contains(PeId::new(4, 0, 0)));
+///
+/// let small = System::shape(2, 1, 2, 4).unwrap();
+/// assert_eq!(small.all_pes().count(), 16);
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "SystemSpec", into = "SystemSpec")]
+pub struct System {
+    spec: SystemSpec,
+}
+
+impl Default for System {
+    fn default() -> Self {
+        System::builtin()
+    }
+}
+
+impl TryFrom<SystemSpec> for System {
+    type Error = SpecError;
+
+    fn try_from(spec: SystemSpec) -> Result<Self, Self::Error> {
+        System::from_spec(spec)
+    }
+}
+
+impl From<System> for SystemSpec {
+    fn from(system: System) -> Self {
+        system.spec
+    }
+}
+
+impl System {
+    /// The most PEs a system may have: 2^24, so that every index fits a `u32` and a plan over all PEs
+    /// still fits in memory.
+    pub const MAX_PES: usize = 1 << 24;
+
+    /// The built-in system: 4 SIPs x 4x4 cubes x 8 PEs, SIPs on a ring, default link figures.
+    pub fn builtin() -> System {
+        System {
+            spec: SystemSpec::default(),
+        }
+    }
+
+    /// A system of the given shape with the built-in links, interconnect, queue depth and PE rates.
+    ///
+    /// # Errors
+    /// [`SpecError::ZeroSize`] or [`SpecError::TooLarge`].
+    pub fn shape(
+        sips: usize,
+        w: usize,
+        h: usize,
+        pes_per_cube: usize,
+    ) -> Result<System, SpecError> {
+        System::from_spec(SystemSpec {
+            sips,
+            mesh: MeshSpec { w, h },
+            pes_per_cube,
+            ..SystemSpec::default()
+        })
+    }
+
+    /// Checks a spec.
+    ///
+    /// # Errors
+    /// [`SpecError::ZeroSize`], [`SpecError::TooLarge`], [`SpecError::BadRate`] or
+    /// [`SpecError::ZeroIpcqDepth`], naming the field.
+    pub fn from_spec(spec: SystemSpec) -> Result<System, SpecError> {
+        let sizes = [
+            ("sips", spec.sips),
+            ("mesh.w", spec.mesh.w),
+            ("mesh.h", spec.mesh.h),
+            ("pes_per_cube", spec.pes_per_cube),
+        ];
+        if let Some(&(field, _)) = sizes.iter().find(|(_, v)| *v == 0) {
+            return Err(SpecError::ZeroSize { field });
+        }
+        let total = sizes
+            .iter()
+            .try_fold(1usize, |acc, &(_, v)| acc.checked_mul(v));
+        if total.is_none_or(|t| t > System::MAX_PES) {
+            return Err(SpecError::TooLarge {
+                sips: spec.sips,
+                w: spec.mesh.w,
+                h: spec.mesh.h,
+                pes_per_cube: spec.pes_per_cube,
+            });
+        }
+        for class in LinkClass::ALL {
+            let link = spec.links.get(class);
+            check_rate(format_args!("links.{class}.latency_ns"), link.latency_ns)?;
+            check_rate(
+                format_args!("links.{class}.bandwidth_gbps"),
+                link.bandwidth_gbps,
+            )?;
+        }
+        check_rate(format_args!("pe.compute_gflops"), spec.pe.compute_gflops)?;
+        check_rate(format_args!("pe.memory_gbps"), spec.pe.memory_gbps)?;
+        if spec.ipcq_depth == 0 {
+            return Err(SpecError::ZeroIpcqDepth);
+        }
+        Ok(System { spec })
+    }
+
+    /// Parses and checks a JSON spec.
+    ///
+    /// # Errors
+    /// [`SpecError::Json`] for malformed JSON, unknown or missing fields; otherwise as
+    /// [`System::from_spec`].
+    pub fn from_json_str(json: &str) -> Result<System, SpecError> {
+        System::from_spec(serde_json::from_str(json)?)
+    }
+
+    /// Reads, parses and checks a JSON spec file.
+    ///
+    /// # Errors
+    /// [`SpecError::Io`] when the file cannot be read, [`SpecError::InFile`] wrapping what
+    /// [`System::from_json_str`] says about its content.
+    pub fn from_file(path: &Path) -> Result<System, SpecError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        System::from_json_str(&text).map_err(|e| SpecError::InFile {
+            path: path.to_owned(),
+            source: Box::new(e),
+        })
+    }
+
+    /// The checked spec.
+    pub fn spec(&self) -> &SystemSpec {
+        &self.spec
+    }
+
+    /// Number of SIPs (ranks).
+    pub fn sips(&self) -> usize {
+        self.spec.sips
+    }
+
+    /// The cube mesh of each SIP, `(w, h)`.
+    pub fn mesh(&self) -> (usize, usize) {
+        (self.spec.mesh.w, self.spec.mesh.h)
+    }
+
+    /// Cubes in each SIP: `w * h`.
+    pub fn cubes_per_sip(&self) -> usize {
+        self.spec.mesh.w * self.spec.mesh.h
+    }
+
+    /// PEs in each cube.
+    pub fn pes_per_cube(&self) -> usize {
+        self.spec.pes_per_cube
+    }
+
+    /// PEs in each SIP.
+    pub fn pes_per_sip(&self) -> usize {
+        self.cubes_per_sip() * self.spec.pes_per_cube
+    }
+
+    /// PEs in the whole system.
+    pub fn total_pes(&self) -> usize {
+        self.spec.sips * self.pes_per_sip()
+    }
+
+    /// The figures of a link class.
+    pub fn link(&self, class: LinkClass) -> LinkSpec {
+        self.spec.links.get(class)
+    }
+
+    /// How SIPs are connected.
+    pub fn interconnect(&self) -> SipInterconnect {
+        self.spec.sip_interconnect
+    }
+
+    /// Slots in each directed neighbour queue (at least 1).
+    pub fn ipcq_depth(&self) -> usize {
+        self.spec.ipcq_depth
+    }
+
+    /// Every PE's rates.
+    pub fn pe_spec(&self) -> PeSpec {
+        self.spec.pe
+    }
+
+    /// The mesh position of a cube index, row-major: `cube = y * w + x`.
+    ///
+    /// The index is not checked against the mesh: a cube past the last row gets a `y` of `h` or more.
+    pub fn cube_coord(&self, cube: u32) -> CubeCoord {
+        // `w` fits u32 because the system has at most 2^24 PEs.
+        let w = self.spec.mesh.w as u32;
+        CubeCoord {
+            x: cube % w,
+            y: cube / w,
+        }
+    }
+
+    /// The cube index at a mesh position: `y * w + x`.
+    pub fn cube_index(&self, coord: CubeCoord) -> u32 {
+        coord.y * self.spec.mesh.w as u32 + coord.x
+    }
+
+    /// Every PE, in `PeId` order (SIP-major, then cube, then PE).
+    pub fn all_pes(&self) -> impl Iterator<Item = PeId> + '_ {
+        let (sips, cubes, pes) = self.extents();
+        (0..sips).flat_map(move |sip| {
+            (0..cubes).flat_map(move |cube| (0..pes).map(move |pe| PeId::new(sip, cube, pe)))
+        })
+    }
+
+    /// Whether the PE exists in this system.
+    pub fn contains(&self, pe: PeId) -> bool {
+        let (sips, cubes, pes) = self.extents();
+        pe.sip < sips && pe.cube < cubes && pe.pe < pes
+    }
+
+    /// A short description of the shape, for messages: `2 SIPs x 1x2 cubes x 4 PEs`.
+    pub fn describe(&self) -> String {
+        let (w, h) = self.mesh();
+        format!(
+            "{} SIPs x {w}x{h} cubes x {} PEs",
+            self.sips(),
+            self.pes_per_cube()
+        )
+    }
+
+    /// `(sips, cubes_per_sip, pes_per_cube)` as `u32`, the type of [`PeId`]'s fields.
+    pub(crate) fn extents(&self) -> (u32, u32, u32) {
+        // All three fit u32: their product is at most 2^24 and each is at least 1.
+        (
+            self.sips() as u32,
+            self.cubes_per_sip() as u32,
+            self.pes_per_cube() as u32,
+        )
+    }
+}
+
+fn check_rate(field: fmt::Arguments<'_>, value: f64) -> Result<(), SpecError> {
+    if value.is_finite() && value > 0.0 {
+        Ok(())
+    } else {
+        Err(SpecError::BadRate {
+            field: field.to_string(),
+            value,
+        })
+    }
 }

@@ -387,15 +387,14 @@ impl Tile {
     pub fn reduce_in_place(&mut self, other: &Tile, op: ReduceOp) -> Result<(), TileError> {
         self.check_same_shape(other)?;
         with_element!(self.dtype(), T => {
-            let src: Vec<T>;
-            // Reducing a tile into itself (or an overlapping view) must read the old values.
-            let rhs: &[T] = if self.shares_buffer_with(other) {
-                src = other.typed::<T>().to_vec();
-                &src
+            // A uniquely held buffer cannot alias `other` (which would hold a second reference), so it
+            // is combined in place; a shared one is combined into a new buffer in the same single pass
+            // a copy on write would take.
+            if Arc::get_mut(&mut self.data).is_some() {
+                reduce_slice(self.typed_mut::<T>(), other.typed::<T>(), op);
             } else {
-                other.typed::<T>()
-            };
-            reduce_slice(self.typed_mut::<T>(), rhs, op);
+                *self = Tile::from_vec(combine_slices(self.typed::<T>(), other.typed::<T>(), op));
+            }
         });
         Ok(())
     }
@@ -441,7 +440,11 @@ impl Tile {
             })
     }
 
-    fn check_same_shape(&self, other: &Tile) -> Result<(), TileError> {
+    /// Checks that `other` has this tile's dtype and length, so the two combine elementwise.
+    ///
+    /// # Errors
+    /// [`TileError::DtypeMismatch`] or [`TileError::LengthMismatch`].
+    pub fn check_same_shape(&self, other: &Tile) -> Result<(), TileError> {
         if self.dtype() != other.dtype() {
             return Err(TileError::DtypeMismatch { left: self.dtype(), right: other.dtype() });
         }
@@ -486,10 +489,36 @@ pub fn chunk_range(len: usize, index: usize, count: usize) -> Result<Range<usize
     if index >= count {
         return Err(TileError::BadChunk { index, count });
     }
-    let (base, extra) = (len / count, len % count);
-    let start = index * base + index.min(extra);
-    let size = base + usize::from(index < extra);
-    Ok(start..start + size)
+    Ok(chunk_start(len, index, count)..chunk_start(len, index + 1, count))
+}
+
+/// Where chunk `index` of `count` near-equal chunks of `len` elements starts, for any `index` up to and
+/// including `count` (which gives `len`): the boundaries [`chunk_range`] uses.
+///
+/// # Examples
+/// ```
+/// use kernbench_core::chunk_start;
+/// assert_eq!(chunk_start(10, 1, 4), 3);
+/// assert_eq!(chunk_start(10, 4, 4), 10);
+/// ```
+pub fn chunk_start(len: usize, index: usize, count: usize) -> usize {
+    if count == 0 {
+        return 0;
+    }
+    index * (len / count) + index.min(len % count)
+}
+
+/// `op` of `a` and `b`, elementwise, into a new vector.
+fn combine_slices<T: Element>(a: &[T], b: &[T], op: ReduceOp) -> Vec<T> {
+    fn each<T: Element>(a: &[T], b: &[T], op: ReduceOp) -> Vec<T> {
+        a.iter().zip(b).map(|(&x, &y)| x.combine(y, op)).collect()
+    }
+    match op {
+        ReduceOp::Sum | ReduceOp::Avg => each(a, b, ReduceOp::Sum),
+        ReduceOp::Prod => each(a, b, ReduceOp::Prod),
+        ReduceOp::Max => each(a, b, ReduceOp::Max),
+        ReduceOp::Min => each(a, b, ReduceOp::Min),
+    }
 }
 
 fn reduce_slice<T: Element>(acc: &mut [T], rhs: &[T], op: ReduceOp) {
@@ -515,6 +544,14 @@ impl Add for &Tile {
         let mut sum = self.clone();
         sum.reduce_in_place(rhs, ReduceOp::Sum)?;
         Ok(sum)
+    }
+}
+
+/// Tiles are equal when they hold the same dtype, length and bits: what "identical results" means for
+/// a deterministic simulator (so NaNs with equal bits are equal, and `0.0 != -0.0`).
+impl PartialEq for Tile {
+    fn eq(&self, other: &Tile) -> bool {
+        self.bit_eq(other)
     }
 }
 

@@ -73,6 +73,24 @@ pub trait Backend {
     fn store(&mut self, buffer: Buffer, offset: Option<usize>, tile: &Tile) -> Result<(), KernelError>;
     /// Accounts for `work` done by the PE.
     fn charge(&mut self, work: Work);
+    /// Moves the PE to sub-generation `phase` (1..=3) of its call: see [`Tl::phase`].
+    fn set_phase(&mut self, phase: u8);
+}
+
+/// Sub-generations per call: a call of generation `k` owns the message generations `3k-2`, `3k-1`
+/// and `3k`, one per phase, so the phases of one call and consecutive calls never share a generation.
+pub const PHASES_PER_CALL: u64 = 3;
+
+/// The message generation of `phase` (1..=3) of the call of generation `call` (calls count from 1).
+///
+/// # Examples
+/// ```
+/// use kernbench_core::tl::message_generation;
+/// assert_eq!(message_generation(1, 1), 1);
+/// assert_eq!(message_generation(2, 3), 6);
+/// ```
+pub const fn message_generation(call: u64, phase: u8) -> u64 {
+    PHASES_PER_CALL * call.saturating_sub(1) + phase as u64
 }
 
 thread_local! {
@@ -132,7 +150,8 @@ pub struct TlContext {
     pub op: ReduceOp,
     /// The root rank of a rooted collective (broadcast, reduce); 0 otherwise.
     pub root: usize,
-    /// The call's generation: every message the PE sends carries it.
+    /// The call's generation (1, 2, ... per communicator); messages carry
+    /// [`message_generation`]`(generation, phase)`.
     pub generation: u64,
 }
 
@@ -197,6 +216,20 @@ impl Tl {
     /// The root rank of a rooted collective.
     pub async fn root(&self) -> Result<usize, KernelError> {
         Ok(self.ctx.root)
+    }
+
+    /// Moves this PE to `phase` (1, 2 or 3) of its call. Messages carry their sender's phase and a
+    /// receiver accepts only its own, so the phases of a multi-phase collective (gather, exchange,
+    /// scatter) cannot mix even where they share a queue. Every PE starts in phase 1.
+    ///
+    /// # Errors
+    /// [`KernelError::BadPhase`] for a phase outside 1..=3.
+    pub async fn phase(&self, phase: u8) -> Result<(), KernelError> {
+        if !(1..=PHASES_PER_CALL as u8).contains(&phase) {
+            return Err(KernelError::BadPhase { pe: self.ctx.pe, phase });
+        }
+        with(|b| b.set_phase(phase));
+        Ok(())
     }
 
     /// Whether the PE has a neighbour in `direction`.

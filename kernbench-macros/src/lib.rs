@@ -1,9 +1,163 @@
 //! `#[ccl_kernel]`: turns a plain Rust function into a kernel coroutine.
+//!
+//! Use it through the `kernbench` crate (`use kernbench::prelude::*;`), which re-exports it and holds
+//! everything the expansion names.
+//!
+//! # A first kernel
+//!
+//! A kernel is a function whose first parameter is the `tl` handle of the PE it runs on. It reads like
+//! Triton: no `async`, no `.await`, no `?`. Every PE of the topology runs the same function.
+//!
+//! ```ignore
+//! use kernbench::prelude::*;
+//!
+//! /// Ring all-reduce: every rank adds its neighbours' data as it travels once around the ring.
+//! #[ccl_kernel]
+//! pub fn ring_allreduce(tl: &Tl, chunks: usize) {
+//!     let n = tl.size();
+//!     let x = tl.load(Input);
+//!     let mut acc = x.clone();
+//!     let mut travelling = x;
+//!     for _ in 1..n {
+//!         let mut parts = Vec::new();
+//!         for c in 0..chunks {
+//!             let part = tl.chunk(&travelling, c, chunks);
+//!             tl.send(E, &part);
+//!             parts.push(tl.recv(W, part.len(), part.dtype()));
+//!         }
+//!         travelling = tl.concat(&parts);
+//!         tl.reduce(&mut acc, &travelling, tl.op());
+//!     }
+//!     tl.finish(&mut acc, tl.op(), n);
+//!     tl.store(Output, &acc);
+//! }
+//! ```
+//!
+//! The registry finds it as `ring_allreduce::KERNEL` and builds its arguments from JSON:
+//!
+//! ```ignore
+//! let params = serde_json::json!({ "chunks": 4 });
+//! let launch = ring_allreduce::KERNEL.instantiate(params.as_object().unwrap())?;
+//! assert_eq!(ring_allreduce::KERNEL.params[0].name, "chunks");
+//! // A missing or unknown parameter is an `ArgsError` naming the kernel and its parameters:
+//! // kernel `ring_allreduce` parameters: missing field `chunks` (its parameters are: chunks: usize)
+//! ```
+//!
+//! `examples/first_kernel.rs` in the workspace runs this end to end.
+//!
+//! # What the macro generates
+//!
+//! ```text
+//! pub async fn ring_allreduce(tl: &Tl, chunks: usize) -> Result<(), KernelError> {
+//!     let n = tl.size().await?;                 // every `tl.method(..)` is awaited, its error propagated
+//!     let x = tl.load(Input).await?;
+//!     ...
+//!     tl.reduce(&mut acc, &travelling, tl.op().await?).await?;   // nested calls too
+//!     ...
+//!     tl.store(Output, &acc).await?;
+//!     Ok(())                                    // the body's value, and every `return v`, become Ok(v)
+//! }
+//!
+//! pub mod ring_allreduce {                      // a module beside the fn, with the fn's visibility
+//!     pub struct Args { pub chunks: usize }     // serde::Deserialize, unknown fields rejected
+//!     pub static KERNEL: KernelDef = KernelDef {
+//!         name: "ring_allreduce",               // or #[ccl_kernel(name = "ring")]
+//!         params: &[ParamDef { name: "chunks", ty: "usize" }],
+//!         summary: "Ring all-reduce: ...",      // the first line of the doc comment
+//!         instantiate,                          // JSON parameters -> Args -> a `Launch`
+//!     };
+//! }
+//! ```
+//!
+//! # Helpers
+//!
+//! `#[ccl_kernel(helper)]` marks a step that kernels call with `tl` first. A helper may take any types
+//! and return a value; it is not registered, so no module is generated. Any call whose first argument
+//! is the bare `tl` is awaited, so helpers compose:
+//!
+//! ```ignore
+//! #[ccl_kernel(helper)]
+//! fn exchange(tl: &Tl, mine: Tile) -> Tile {
+//!     tl.send(E, &mine);
+//!     tl.recv(W, mine.len(), mine.dtype())
+//! }
+//!
+//! #[ccl_kernel(helper)]
+//! fn exchange_and_add(tl: &Tl, mut acc: Tile) -> Tile {
+//!     let theirs = exchange(tl, acc.clone());       // becomes exchange(tl, acc.clone()).await?
+//!     tl.reduce(&mut acc, &theirs, tl.op());
+//!     acc
+//! }
+//! ```
+//!
+//! If a call with `tl` first reports "`Tile` is not a future", the function called is missing its
+//! `#[ccl_kernel(helper)]`.
+//!
+//! # Rules, checked at compile time
+//!
+//! - The first parameter is the handle, a plain name of type `&Tl`. No `self`, no `async`, `const`,
+//!   `unsafe` or `extern`.
+//! - A registered kernel's other parameters are plain names of a type the registry's JSON can hold:
+//!   `u8` to `u64`, `usize`, `i8` to `i64`, `isize`, `f32`, `f64`, `bool`, `String`, `ReduceOp` or
+//!   `Dtype`. It is not generic and returns nothing: it writes its results with `tl.store`.
+//! - `tl` calls are written without `.await` or `?`, and not inside closures or `async` blocks, which the
+//!   macro cannot await into: write a `for` loop rather than `for_each` or `map`. Inside macros whose
+//!   arguments are expressions (`assert_eq!(tl.size(), 4)`, `println!`), they are awaited as anywhere.
+//! - A kernel is an item of a module (not of a function body or an `impl` block): its generated module
+//!   reaches it as `super::name`.
+//!
+//! Each mistake is one `compile_error!` on the offending token.
+
+mod args;
+mod check;
+mod codegen;
+mod model;
+mod rewrite;
+#[cfg(test)]
+mod tests;
 
 use proc_macro::TokenStream;
+use quote::ToTokens;
 
-/// Marks a kernel.
+use crate::args::KernelArgs;
+use crate::check::Errors;
+use crate::model::Kernel;
+
+/// Turns a plain function taking `tl: &Tl` first into a kernel coroutine; see the crate docs.
+///
+/// `#[ccl_kernel]` registers it under its name, `#[ccl_kernel(name = "ring")]` under another, and
+/// `#[ccl_kernel(helper)]` makes it a step that other kernels call.
 #[proc_macro_attribute]
-pub fn ccl_kernel(_args: TokenStream, item: TokenStream) -> TokenStream {
-    item
+pub fn ccl_kernel(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand(args.into(), item.into()).into()
+}
+
+/// Parses, checks, rewrites and generates; on any error, the errors and a stub of the function.
+fn expand(args: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
+    let item: syn::ItemFn = match syn::parse2(item.clone()) {
+        Ok(item) => item,
+        Err(_) => {
+            let error = syn::Error::new_spanned(&item, "#[ccl_kernel] applies to a function: `fn k(tl: &Tl, ...)`");
+            let mut tokens = error.to_compile_error();
+            tokens.extend(item);
+            return tokens;
+        }
+    };
+    let mut errors = Errors::default();
+    let args = errors.extend(KernelArgs::parse(args)).unwrap_or_default();
+    let kernel = errors.extend(Kernel::lower(&args, item.clone()));
+    if let Some(kernel) = &kernel {
+        errors.extend(check::kernel(kernel));
+    }
+    match (errors.finish(), kernel) {
+        (Ok(()), Some(mut kernel)) => {
+            rewrite::body(&mut kernel);
+            codegen::kernel(&kernel)
+        }
+        (result, _) => {
+            let mut tokens = result.err().map(|error| error.to_compile_error()).unwrap_or_default();
+            codegen::stub(&item, &args).to_tokens(&mut tokens);
+            tokens
+        }
+    }
 }

@@ -1,1 +1,32 @@
-//! placeholder
+//! kernbench's mock runtime: one coroutine per participating PE, over credit-controlled IPCQs.
+//!
+//! ```text
+//!   PE (0,0,0) ──E──▶ [IPCQ, depth slots] ──W──▶ PE (0,0,1)
+//!              ◀──W── [IPCQ, depth slots] ◀──E──
+//! ```
+//!
+//! Each directed neighbour edge of the install plan gets its own queue of `ipcq_depth` slots. `send`
+//! takes a credit (a free slot) and waits while there is none; `recv` takes the oldest message, checks
+//! its dtype, length and generation, and hands the credit back. Runs are deterministic: see [`run`]'s
+//! module docs for the round protocol that makes one thread and many give the same bits.
+//!
+//! A broken kernel ends in an error, never a hang. A deadlock reads like this:
+//!
+//! ```text
+//! deadlock: no kernel can make progress; 0 of 2 finished, 2 blocked:
+//!   (sip 0, cube 0, pe 0) waits in recv on W (peer (sip 0, cube 0, pe 1)): 0 queued, 4 credits of 4
+//!   (sip 0, cube 0, pe 1) waits in recv on W (peer (sip 0, cube 0, pe 0)): 0 queued, 4 credits of 4
+//! ```
+
+mod error;
+mod pe;
+mod queue;
+mod report;
+pub mod run;
+mod slots;
+pub mod testing;
+
+pub use error::{BlockedPe, DeadlockReport, Leftover, RunError};
+pub use pe::{PeBuffers, PeFigures};
+pub use report::{PeReport, RunReport};
+pub use run::{Call, Runtime};

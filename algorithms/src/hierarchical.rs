@@ -1,0 +1,115 @@
+//! ADR-0029's hierarchical all-reduce: intra-cube ring, cube leaders, SIP leaders, broadcast back.
+//!
+//! Runs on `hierarchical_3level` with `all_pes` (every PE holds one tile: `multi_pe_sip_local`). Each
+//! level is a ring whose member 0 collects the level's partial result from both sides at once (the
+//! bidirectional ring reduce of the ADR, `ceil((n - 1) / 2)` steps), then hands it to the next level up;
+//! the result comes back down the same rings.
+
+use kernbench::prelude::*;
+
+/// A ring's directions and this PE's place in it.
+#[derive(Clone, Copy, Debug)]
+struct Ring {
+    /// This member's position; member 0 is the ring's leader.
+    position: usize,
+    /// The number of members.
+    count: usize,
+    /// Toward position + 1.
+    next: Direction,
+    /// Toward position - 1.
+    prev: Direction,
+}
+
+impl Ring {
+    /// The last position of the half that sends toward the leader through `prev`; positions after it
+    /// send through `next`, around the ring's far side.
+    fn west_end(&self) -> usize {
+        self.count / 2
+    }
+}
+
+/// Reduces every member's `acc` into member 0's, along both halves of the ring at once; returns the
+/// member's partial result (the whole ring's result at member 0).
+#[ccl_kernel(helper)]
+fn ring_reduce_to_leader(tl: &Tl, mut acc: Tile, ring: Ring, op: ReduceOp) -> Tile {
+    let (i, n, h) = (ring.position, ring.count, ring.west_end());
+    if n == 1 {
+        return acc;
+    }
+    if i == 0 {
+        if h >= 1 {
+            let west = tl.recv(ring.next, acc.len(), acc.dtype());
+            tl.reduce(&mut acc, &west, op);
+        }
+        if n - 1 > h {
+            let east = tl.recv(ring.prev, acc.len(), acc.dtype());
+            tl.reduce(&mut acc, &east, op);
+        }
+    } else if i <= h {
+        if i < h {
+            let farther = tl.recv(ring.next, acc.len(), acc.dtype());
+            tl.reduce(&mut acc, &farther, op);
+        }
+        tl.send(ring.prev, &acc);
+    } else {
+        if i > h + 1 {
+            let farther = tl.recv(ring.prev, acc.len(), acc.dtype());
+            tl.reduce(&mut acc, &farther, op);
+        }
+        tl.send(ring.next, &acc);
+    }
+    acc
+}
+
+/// Hands member 0's `acc` to every member, back along the paths of [`ring_reduce_to_leader`].
+#[ccl_kernel(helper)]
+fn ring_broadcast_from_leader(tl: &Tl, acc: Tile, ring: Ring) -> Tile {
+    let (i, n, h) = (ring.position, ring.count, ring.west_end());
+    if n == 1 {
+        return acc;
+    }
+    if i == 0 {
+        if h >= 1 {
+            tl.send(ring.next, &acc);
+        }
+        if n - 1 > h {
+            tl.send(ring.prev, &acc);
+        }
+        return acc;
+    }
+    let result = if i <= h { tl.recv(ring.prev, acc.len(), acc.dtype()) } else { tl.recv(ring.next, acc.len(), acc.dtype()) };
+    if i < h {
+        tl.send(ring.next, &result);
+    } else if i > h + 1 {
+        tl.send(ring.prev, &result);
+    }
+    result
+}
+
+/// Hierarchical all-reduce (ADR-0029): intra-cube ring, cube-leader ring, SIP-leader ring, and the
+/// result broadcast back down the same rings.
+#[ccl_kernel]
+pub fn hierarchical_allreduce(tl: &Tl) {
+    let op = tl.op();
+    let (pe, cube, sip) = (tl.program_id(0), tl.program_id(1), tl.program_id(2));
+    let pes_ring = Ring { position: pe, count: tl.num_programs(0), next: E, prev: W };
+    let cubes_ring = Ring { position: cube, count: tl.num_programs(1), next: N, prev: S };
+    let sips_ring = Ring { position: sip, count: tl.num_programs(2), next: Direction::SipNext, prev: Direction::SipPrev };
+
+    let mut acc = tl.load(Input);
+    acc = ring_reduce_to_leader(tl, acc, pes_ring, op);
+    if pe == 0 {
+        acc = ring_reduce_to_leader(tl, acc, cubes_ring, op);
+        if cube == 0 {
+            acc = ring_reduce_to_leader(tl, acc, sips_ring, op);
+            if sip == 0 {
+                let contributions = tl.size();
+                tl.finish(&mut acc, op, contributions);
+            }
+            acc = ring_broadcast_from_leader(tl, acc, sips_ring);
+        }
+        acc = ring_broadcast_from_leader(tl, acc, cubes_ring);
+    }
+    acc = ring_broadcast_from_leader(tl, acc, pes_ring);
+    tl.store(Output, &acc);
+}

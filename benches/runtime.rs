@@ -1,0 +1,135 @@
+//! The mock runtime's speed: per-message overhead, reduction bandwidth, and a million-PE run.
+//!
+//! `cargo bench --bench runtime` prints each figure next to its target. Set `KERNBENCH_BENCH_QUICK=1`
+//! for a smaller, faster pass (CI uses it to check the benchmark still runs).
+
+use std::time::Instant;
+
+use kernbench::prelude::*;
+use kernbench::sim::testing::MockRun;
+use kernbench::{KernelDef, System};
+use serde_json::json;
+
+/// Streams `count` one-element messages east while receiving as many from the west.
+#[ccl_kernel]
+fn stream(tl: &Tl, count: u64) {
+    let tile = Tile::zeros(F32, 1);
+    let depth = 4;
+    for i in 0..count + depth {
+        if i < count {
+            tl.send(E, &tile);
+        }
+        if i >= depth {
+            let _ = tl.recv(W, 1, F32);
+        }
+    }
+}
+
+/// Rank 0 sends one message and waits for the answer; rank 1 answers; `count` times.
+#[ccl_kernel]
+fn ping_pong(tl: &Tl, count: u64) {
+    let tile = Tile::zeros(F32, 1);
+    for _ in 0..count {
+        if tl.rank() == 0 {
+            tl.send(E, &tile);
+            let _ = tl.recv(E, 1, F32);
+        } else {
+            let _ = tl.recv(W, 1, F32);
+            tl.send(W, &tile);
+        }
+    }
+}
+
+fn quick() -> bool {
+    std::env::var_os("KERNBENCH_BENCH_QUICK").is_some()
+}
+
+fn time<T>(f: impl FnOnce() -> T) -> (T, f64) {
+    let start = Instant::now();
+    let out = f();
+    (out, start.elapsed().as_secs_f64())
+}
+
+fn peak_rss_gib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()))
+        .map_or(f64::NAN, |kib| kib / (1024.0 * 1024.0))
+}
+
+fn message_overhead(kernel: &KernelDef, name: &str, count: u64) {
+    let system = System::shape(1, 1, 1, 2).unwrap();
+    let run = MockRun::new(&system, "ring_1d", "all_pes", kernel).params(json!({ "count": count }));
+    let (report, secs) = time(|| run.run().unwrap());
+    let messages = report.totals().messages_sent;
+    println!(
+        "{name:<28} {messages:>10} messages  {:>8.1} ns/message  {:>6.2} M messages/s   (target: <= 50 ns streaming)",
+        secs * 1e9 / messages as f64,
+        messages as f64 / secs / 1e6
+    );
+}
+
+fn reduce_bandwidth() {
+    // In-place add of two buffers, the reference for what a ring all-reduce can reach.
+    let n = if quick() { 1 << 20 } else { 16 << 20 };
+    let mut acc = Tile::filled(F32, n, 1.0);
+    let other = Tile::filled(F32, n, 2.0);
+    acc.reduce_in_place(&other, ReduceOp::Sum).unwrap();
+    let reps = 8;
+    let (_, secs) = time(|| {
+        for _ in 0..reps {
+            acc.reduce_in_place(&other, ReduceOp::Sum).unwrap();
+        }
+    });
+    let add_gbps = (reps * n * 4) as f64 / secs / 1e9;
+    println!("{:<28} {:>8.2} GB/s of payload", "in-place f32 add", add_gbps);
+
+    let per_pe_bytes = if quick() { 4 << 20 } else { 64 << 20 };
+    let system = System::shape(1, 1, 1, 8).unwrap();
+    let kernel = &kernbench::algorithms::ring_allreduce::KERNEL;
+    let run = MockRun::new(&system, "ring_1d", "all_pes", kernel)
+        .params(json!({"chunks": 1}))
+        .inputs(|_, rank| Tile::filled(F32, per_pe_bytes / 4, rank as f64));
+    let (report, secs) = time(|| run.run().unwrap());
+    let reduced = report.totals().reduced_elements as f64 * 4.0;
+    let gbps = reduced / secs / 1e9;
+    println!(
+        "{:<28} {:>8.2} GB/s reduced ({} MiB f32 per PE, 8 PEs, {:.3} s)  ratio to add: {:.2} (target >= 0.5)",
+        "ring all-reduce",
+        gbps,
+        per_pe_bytes >> 20,
+        secs,
+        gbps / add_gbps
+    );
+}
+
+fn million_pes() {
+    let (sips, w, h, pes) = if quick() { (4, 4, 4, 64) } else { (64, 16, 16, 64) };
+    let system = System::shape(sips, w, h, pes).unwrap();
+    let kernel = &kernbench::algorithms::hierarchical_allreduce::KERNEL;
+    let total = system.total_pes();
+    let mut secs_by_threads = Vec::new();
+    for threads in [1, 2] {
+        let run = MockRun::new(&system, "hierarchical_3level", "all_pes", kernel)
+            .inputs(|_, _| Tile::filled(F32, 4, 1.0))
+            .threads(threads);
+        let (report, secs) = time(|| run.run().unwrap());
+        assert!(report.pes().iter().all(|p| p.output == Tile::filled(F32, 4, total as f64)));
+        println!(
+            "{:<28} {total} PEs, {threads} thread(s): {secs:>7.2} s, {} rounds, peak RSS {:.2} GiB   (target: <= 60 s, <= 16 GiB)",
+            "hierarchical all-reduce",
+            report.rounds(),
+            peak_rss_gib()
+        );
+        secs_by_threads.push(secs);
+    }
+    println!("{:<28} {:.2}x   (target: >= 1.6x on 2 cores)", "2 threads vs 1", secs_by_threads[0] / secs_by_threads[1]);
+}
+
+fn main() {
+    let count = if quick() { 100_000 } else { 2_000_000 };
+    message_overhead(&stream::KERNEL, "send+recv, streaming", count);
+    message_overhead(&ping_pong::KERNEL, "send+recv, ping-pong", count / 4);
+    reduce_bandwidth();
+    million_pes();
+}

@@ -1,0 +1,229 @@
+//! System specs: the built-in system, the example configs, and a table of bad spec files.
+
+use kernbench_core::{LinkClass, PeId, SipInterconnect, SpecError, System, SystemSpec};
+
+use crate::{assert_mentions, config, data};
+
+#[test]
+fn builtin_is_4_sips_of_4x4_cubes_of_8_pes() {
+    let system = System::builtin();
+    assert_eq!(system.sips(), 4);
+    assert_eq!(system.mesh(), (4, 4));
+    assert_eq!(system.cubes_per_sip(), 16);
+    assert_eq!(system.pes_per_cube(), 8);
+    assert_eq!(system.total_pes(), 512);
+    assert_eq!(system, System::default());
+}
+
+#[test]
+fn builtin_links_are_slower_the_farther_they_reach() {
+    let system = System::builtin();
+    let [intra, inter_cube, inter_sip] = LinkClass::ALL.map(|c| system.link(c));
+    assert!(intra.bandwidth_gbps > inter_cube.bandwidth_gbps);
+    assert!(inter_cube.bandwidth_gbps > inter_sip.bandwidth_gbps);
+    assert!(intra.latency_ns < inter_cube.latency_ns);
+    assert!(inter_cube.latency_ns < inter_sip.latency_ns);
+}
+
+#[test]
+fn cube_coord_is_row_major_on_a_wide_mesh() {
+    let system = crate::system(1, 4, 2, 1);
+    assert_eq!((system.cube_coord(0).x, system.cube_coord(0).y), (0, 0));
+    assert_eq!((system.cube_coord(3).x, system.cube_coord(3).y), (3, 0));
+    assert_eq!((system.cube_coord(5).x, system.cube_coord(5).y), (1, 1));
+    for cube in 0..8 {
+        assert_eq!(system.cube_index(system.cube_coord(cube)), cube);
+    }
+}
+
+#[test]
+fn all_pes_lists_every_pe_once_in_pe_id_order() {
+    let system = crate::system(3, 2, 3, 5);
+    let pes: Vec<PeId> = system.all_pes().collect();
+    assert_eq!(pes.len(), system.total_pes());
+    assert!(pes.windows(2).all(|w| w[0] < w[1]));
+    assert!(pes.iter().all(|&pe| system.contains(pe)));
+    assert_eq!(pes.last(), Some(&PeId::new(2, 5, 4)));
+}
+
+#[test]
+fn contains_rejects_each_coordinate_out_of_range() {
+    let system = crate::system(2, 1, 2, 4);
+    assert!(system.contains(PeId::new(1, 1, 3)));
+    assert!(!system.contains(PeId::new(2, 0, 0)));
+    assert!(!system.contains(PeId::new(0, 2, 0)));
+    assert!(!system.contains(PeId::new(0, 0, 4)));
+}
+
+#[test]
+fn a_spec_without_optional_fields_takes_the_builtin_values() {
+    let system = System::from_json_str(r#"{"sips": 2, "mesh": {"w": 1, "h": 2}, "pes_per_cube": 4}"#).unwrap();
+    let builtin = System::builtin();
+    for class in LinkClass::ALL {
+        assert_eq!(system.link(class), builtin.link(class));
+    }
+    assert_eq!(system.interconnect(), SipInterconnect::Ring);
+    assert_eq!(system.ipcq_depth(), builtin.ipcq_depth());
+    assert_eq!(system.pe_spec(), builtin.pe_spec());
+}
+
+#[test]
+fn a_spec_may_override_one_link_class_only() {
+    let json = r#"{"sips": 2, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1,
+                   "links": {"inter_sip": {"latency_ns": 1000, "bandwidth_gbps": 25}}}"#;
+    let system = System::from_json_str(json).unwrap();
+    assert_eq!(system.link(LinkClass::InterSip).bandwidth_gbps, 25.0);
+    assert_eq!(system.link(LinkClass::IntraCube), System::builtin().link(LinkClass::IntraCube));
+}
+
+#[test]
+fn a_system_round_trips_through_json() {
+    let system = crate::system(3, 2, 1, 5);
+    let json = serde_json::to_string(&system).unwrap();
+    assert_eq!(System::from_json_str(&json).unwrap(), system);
+    let decoded: System = serde_json::from_str(&json).unwrap();
+    assert_eq!(decoded, system);
+}
+
+#[test]
+fn deserializing_a_system_checks_it() {
+    let err = serde_json::from_str::<System>(r#"{"sips": 0, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1}"#);
+    assert_mentions(&err.unwrap_err().to_string(), &["`sips` is 0"]);
+}
+
+#[test]
+fn a_million_pe_system_is_allowed() {
+    let system = System::shape(16, 16, 16, 256).unwrap();
+    assert_eq!(system.total_pes(), 1 << 20);
+}
+
+#[test]
+fn shape_rejects_a_zero_size_naming_it() {
+    let err = System::shape(2, 1, 1, 0).unwrap_err();
+    assert!(matches!(err, SpecError::ZeroSize { field: "pes_per_cube" }), "{err:?}");
+}
+
+#[test]
+fn from_spec_rejects_a_nan_rate() {
+    let mut spec = SystemSpec::default();
+    spec.pe.memory_gbps = f64::NAN;
+    let err = System::from_spec(spec).unwrap_err();
+    assert!(matches!(&err, SpecError::BadRate { field, .. } if field == "pe.memory_gbps"), "{err:?}");
+}
+
+#[test]
+fn from_spec_rejects_an_infinite_bandwidth() {
+    let mut spec = SystemSpec::default();
+    spec.links.inter_cube.bandwidth_gbps = f64::INFINITY;
+    let err = System::from_spec(spec).unwrap_err();
+    assert_mentions(&err.to_string(), &["links.inter_cube.bandwidth_gbps", "finite number greater than 0"]);
+}
+
+fn load_config(name: &str) -> System {
+    System::from_file(&config(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+#[test]
+fn config_default_equals_the_builtin_system() {
+    assert_eq!(load_config("default.json"), System::builtin());
+}
+
+#[test]
+fn config_small_2sip_is_2_sips_of_1x2_cubes_of_4_pes() {
+    let system = load_config("small_2sip.json");
+    assert_eq!((system.sips(), system.mesh(), system.pes_per_cube()), (2, (1, 2), 4));
+}
+
+#[test]
+fn config_wide_mesh_is_wider_than_tall() {
+    let (w, h) = load_config("wide_mesh.json").mesh();
+    assert!(w > h, "{w}x{h}");
+}
+
+#[test]
+fn config_switched_uses_a_switch() {
+    assert_eq!(load_config("switched.json").interconnect(), SipInterconnect::Switched);
+}
+
+#[test]
+fn config_single_sip_has_one_sip() {
+    assert_eq!(load_config("single_sip.json").sips(), 1);
+}
+
+#[test]
+fn config_fully_connected_links_every_pair() {
+    assert_eq!(load_config("fully_connected.json").interconnect(), SipInterconnect::FullyConnected);
+}
+
+#[test]
+fn every_config_file_loads() {
+    let dir = config("");
+    let mut count = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") {
+            System::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+            count += 1;
+        }
+    }
+    assert!(count >= 5, "only {count} configs in {}", dir.display());
+}
+
+#[test]
+fn a_missing_file_is_an_io_error_naming_the_file() {
+    let path = data("specs/no_such_file.json");
+    let err = System::from_file(&path).unwrap_err();
+    assert!(matches!(&err, SpecError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound));
+    assert_mentions(&err.to_string(), &["no_such_file.json"]);
+}
+
+#[test]
+fn a_bad_file_error_names_the_file_and_the_problem() {
+    let err = System::from_file(&data("specs/zero_sips.json")).unwrap_err();
+    assert!(matches!(err, SpecError::InFile { .. }));
+    assert_mentions(&err.to_string(), &["zero_sips.json", "`sips` is 0"]);
+}
+
+/// Loads a bad spec from `tests/data/specs` and checks the variant and what the message names.
+fn rejects(file: &str, is_expected: fn(&SpecError) -> bool, needles: &[&str]) {
+    let err = System::from_file(&data(&format!("specs/{file}"))).expect_err(file);
+    assert!(is_expected(err.root()), "{file}: unexpected {err:?}");
+    assert_mentions(&err.to_string(), needles);
+}
+
+macro_rules! bad_specs {
+    ($($test:ident: $file:literal => $pattern:pat, [$($needle:literal),* $(,)?];)*) => {$(
+        #[test]
+        fn $test() {
+            rejects($file, |e| matches!(e, $pattern), &[$($needle),*]);
+        }
+    )*};
+}
+
+bad_specs! {
+    bad_spec_unknown_field: "unknown_field.json" =>
+        SpecError::Json { .. }, ["unknown field `sip`", "expected one of", "`sips`"];
+    bad_spec_unknown_link_field: "unknown_link_field.json" =>
+        SpecError::Json { .. }, ["unknown field `latency`", "latency_ns"];
+    bad_spec_unknown_link_class: "unknown_link_class.json" =>
+        SpecError::Json { .. }, ["unknown field `ucie`", "inter_sip"];
+    bad_spec_missing_mesh: "missing_mesh.json" => SpecError::Json { .. }, ["missing field `mesh`"];
+    bad_spec_wrong_type: "wrong_type.json" => SpecError::Json { .. }, ["invalid type", "line 1"];
+    bad_spec_negative_sips: "negative_sips.json" => SpecError::Json { .. }, ["-1"];
+    bad_spec_syntax_error: "syntax_error.json" => SpecError::Json { .. }, ["line 1"];
+    bad_spec_bad_interconnect: "bad_interconnect.json" =>
+        SpecError::Json { .. }, ["unknown variant `torus`", "fully_connected", "switched"];
+    bad_spec_zero_sips: "zero_sips.json" => SpecError::ZeroSize { field: "sips" }, ["`sips` is 0", "at least 1"];
+    bad_spec_zero_mesh_w: "zero_mesh_w.json" => SpecError::ZeroSize { field: "mesh.w" }, ["`mesh.w`"];
+    bad_spec_zero_mesh_h: "zero_mesh_h.json" => SpecError::ZeroSize { field: "mesh.h" }, ["`mesh.h`"];
+    bad_spec_zero_pes: "zero_pes.json" => SpecError::ZeroSize { field: "pes_per_cube" }, ["`pes_per_cube`"];
+    bad_spec_negative_bandwidth: "negative_bandwidth.json" =>
+        SpecError::BadRate { .. }, ["links.inter_sip.bandwidth_gbps", "-1", "greater than 0"];
+    bad_spec_zero_latency: "zero_latency.json" =>
+        SpecError::BadRate { .. }, ["links.intra_cube.latency_ns", "greater than 0"];
+    bad_spec_zero_compute: "zero_compute.json" => SpecError::BadRate { .. }, ["pe.compute_gflops"];
+    bad_spec_zero_ipcq_depth: "zero_ipcq_depth.json" => SpecError::ZeroIpcqDepth, ["ipcq_depth", "at least 1"];
+    bad_spec_too_large: "too_large.json" => SpecError::TooLarge { .. }, ["65536 SIPs", "at most 16777216 PEs"];
+    bad_spec_overflow: "overflow.json" => SpecError::TooLarge { .. }, ["too large", "16777216"];
+    bad_spec_huge_latency: "huge_latency.json" => SpecError::Json { .. }, ["number out of range"];
+}

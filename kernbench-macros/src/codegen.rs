@@ -1,0 +1,186 @@
+//! Code generation: the async function, and beside a registered kernel the module that the registry
+//! and users name it by (`ring_allreduce::KERNEL`, `ring_allreduce::Args`).
+
+use proc_macro2::{Span, TokenStream};
+use quote::{ToTokens, format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{Block, ItemFn, ReturnType, Signature, Token, parse_quote, parse_quote_spanned};
+
+use crate::args::KernelArgs;
+use crate::model::{Kernel, Kind, Param};
+
+/// The expansion of a checked and rewritten kernel.
+pub(crate) fn kernel(kernel: &Kernel) -> TokenStream {
+    let function = function(&kernel.item, &kernel.item.block);
+    match &kernel.kind {
+        Kind::Helper => function,
+        Kind::Kernel { name, params } => {
+            let module = module(kernel, name, params);
+            quote!(#function #module)
+        }
+    }
+}
+
+/// What stands in for a function the checks rejected, beside the errors: its signature, made async,
+/// with a body that type-checks for any return type, and for a kernel a module holding `KERNEL`. So
+/// the errors are all that is reported, and code naming the kernel still resolves.
+///
+/// Input:  fn ring(tl: &Tl, (a, b): (u32, u32)) { ... }
+/// Output: async fn ring(tl: &Tl, (a, b): (u32, u32)) -> Result<(), KernelError> { loop {} }
+///         mod ring { pub static KERNEL: KernelDef = KernelDef { .., instantiate: |_| loop {} }; }
+pub(crate) fn stub(item: &ItemFn, args: &KernelArgs) -> TokenStream {
+    let body: Block = parse_quote!({ loop {} });
+    // The stub never uses its parameters; saying so would bury the errors under warnings.
+    let function = function(item, &body);
+    let function = quote!(#[allow(unused_variables)] #function);
+    // A method's stub module would sit in an `impl` block, where modules cannot.
+    if args.helper || item.sig.receiver().is_some() {
+        return function;
+    }
+    let (vis, ident) = (&item.vis, &item.sig.ident);
+    let name = args.name.as_ref().map_or_else(|| ident.to_string(), syn::LitStr::value);
+    let cfgs = cfgs(item);
+    let module = quote_spanned! {Span::mixed_site()=>
+        #(#cfgs)*
+        #vis mod #ident {
+            pub static KERNEL: ::kernbench::__private::KernelDef = ::kernbench::__private::KernelDef {
+                name: #name,
+                params: &[],
+                summary: "",
+                instantiate: |_| loop {},
+            };
+        }
+    };
+    quote!(#function #module)
+}
+
+/// The function with `body`, made async and returning `Result`.
+fn function(item: &ItemFn, body: &Block) -> TokenStream {
+    let ItemFn { attrs, vis, sig, .. } = item;
+    let sig = async_signature(sig);
+    quote!(#(#attrs)* #vis #sig #body)
+}
+
+/// Input:  fn ring(tl: &Tl, chunks: usize)
+/// Output: async fn ring(tl: &Tl, chunks: usize) -> Result<(), KernelError>
+///
+/// Input:  fn step(tl: &Tl, acc: Tile) -> Tile
+/// Output: async fn step(tl: &Tl, acc: Tile) -> Result<Tile, KernelError>
+fn async_signature(sig: &Signature) -> Signature {
+    let mut sig = sig.clone();
+    sig.asyncness = Some(Token![async](sig.fn_token.span));
+    sig.constness = None;
+    sig.abi = None;
+    let (value, span) = match &sig.output {
+        ReturnType::Default => {
+            let span = sig.paren_token.span.close();
+            (quote_spanned!(span=> ()), span)
+        }
+        ReturnType::Type(_, ty) => (ty.to_token_stream(), ty.span()),
+    };
+    sig.output =
+        parse_quote_spanned!(span=> -> ::kernbench::__private::Result<#value, ::kernbench::__private::KernelError>);
+    sig
+}
+
+/// The `#[cfg]`s of the function, which its module must share.
+fn cfgs(item: &ItemFn) -> impl Iterator<Item = &syn::Attribute> {
+    item.attrs.iter().filter(|attr| attr.path().is_ident("cfg"))
+}
+
+/// Input:  /// Ring all-reduce.
+///         #[ccl_kernel]
+///         pub fn ring_allreduce(tl: &Tl, chunks: usize) { ... }
+/// Output: pub mod ring_allreduce {
+///             pub struct Args { pub chunks: usize }        (serde::Deserialize, unknown fields denied)
+///             pub static KERNEL: KernelDef = KernelDef {
+///                 name: "ring_allreduce",
+///                 params: &[ParamDef { name: "chunks", ty: "usize" }],
+///                 summary: "Ring all-reduce.",
+///                 instantiate,                           (JSON -> Args -> Instance)
+///             };
+///             struct Instance(Args);                     (Launch: calls super::ring_allreduce)
+///         }
+fn module(kernel: &Kernel, name: &str, params: &[Param]) -> TokenStream {
+    let item = &kernel.item;
+    let (vis, ident) = (&item.vis, &item.sig.ident);
+    let cfgs = cfgs(item);
+    let summary = kernel.summary();
+    let module_doc = format!(" The registry entry (`KERNEL`) and arguments (`Args`) of the kernel `{ident}`.");
+    let args_doc = format!(" The parameters of the kernel `{ident}`, decoded from the registry's JSON parameters.");
+    let kernel_doc = format!(" The kernel `{ident}`, registered as `{name}`.");
+    let fields: Vec<_> = params.iter().map(|param| &param.ident).collect();
+    let types = params.iter().map(|param| &param.ty);
+    let field_docs = params.iter().map(|param| format!(" The `{}` parameter.", param.key()));
+    let param_defs = params.iter().map(|param| {
+        let (key, ty) = (param.key(), &param.ty);
+        let ty = quote!(#ty).to_string().replace(' ', "");
+        quote!(::kernbench::__private::ParamDef { name: #key, ty: #ty })
+    });
+    let mixed = Span::mixed_site();
+    let tl = format_ident!("tl", span = mixed);
+    // Where a kernel future that is not `Send` is reported: on the kernel's name.
+    let launch = quote_spanned! {mixed.located_at(ident.span())=>
+        ::kernbench::__private::Box::pin(async move { super::#ident(&#tl, #(#fields),*).await })
+    };
+    quote_spanned! {mixed=>
+        #(#cfgs)*
+        #[doc = #module_doc]
+        #vis mod #ident {
+            // The parameters' types are named as in the kernel's module.
+            #[allow(unused_imports)]
+            use super::*;
+
+            #[doc = #args_doc]
+            #[derive(
+                ::kernbench::__private::Debug,
+                ::kernbench::__private::Clone,
+                ::kernbench::__private::serde::Deserialize,
+            )]
+            #[serde(deny_unknown_fields, crate = "::kernbench::__private::serde")]
+            pub struct Args {
+                #(
+                    #[doc = #field_docs]
+                    pub #fields: #types,
+                )*
+            }
+
+            #[doc = #kernel_doc]
+            pub static KERNEL: ::kernbench::__private::KernelDef = ::kernbench::__private::KernelDef {
+                name: #name,
+                params: &[#(#param_defs),*],
+                summary: #summary,
+                instantiate,
+            };
+
+            fn instantiate(
+                params: &::kernbench::__private::serde_json::Map<
+                    ::kernbench::__private::String,
+                    ::kernbench::__private::serde_json::Value,
+                >,
+            ) -> ::kernbench::__private::Result<
+                ::kernbench::__private::Arc<dyn ::kernbench::__private::Launch>,
+                ::kernbench::__private::ArgsError,
+            > {
+                let value = ::kernbench::__private::serde_json::Value::Object(::kernbench::__private::Clone::clone(params));
+                match ::kernbench::__private::serde_json::from_value::<Args>(value) {
+                    ::kernbench::__private::Result::Ok(args) => {
+                        ::kernbench::__private::Result::Ok(::kernbench::__private::Arc::new(Instance(args)))
+                    }
+                    ::kernbench::__private::Result::Err(error) => ::kernbench::__private::Result::Err(
+                        ::kernbench::__private::ArgsError::new(KERNEL.name, KERNEL.params, error),
+                    ),
+                }
+            }
+
+            struct Instance(Args);
+
+            impl ::kernbench::__private::Launch for Instance {
+                fn launch(&self, #tl: ::kernbench::__private::Tl) -> ::kernbench::__private::KernelFuture {
+                    let Args { #(#fields),* } = ::kernbench::__private::Clone::clone(&self.0);
+                    #launch
+                }
+            }
+        }
+    }
+}

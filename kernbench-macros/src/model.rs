@@ -1,0 +1,301 @@
+//! The kernel as the macro understands it: the original function, plus what its signature says (the
+//! tl handle, the registry parameters). Syntax nodes are kept as written, so errors and generated code
+//! carry the user's spans.
+
+use proc_macro2::Span;
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::visit::Visit;
+use syn::{
+    Expr, ExprLit, FnArg, Ident, ItemFn, Lit, Macro, Meta, Pat, PatIdent, PatType, ReturnType, Token, Type,
+    TypePath,
+};
+
+use crate::args::KernelArgs;
+use crate::check::Errors;
+
+/// A `#[ccl_kernel]` function whose signature has the shape of a kernel.
+#[derive(Debug)]
+pub(crate) struct Kernel {
+    /// The function as written (its body is rewritten in place by [`crate::rewrite`]).
+    pub(crate) item: ItemFn,
+    /// The name of its first parameter, the tl handle.
+    pub(crate) tl: TlHandle,
+    /// A registered kernel or a helper.
+    pub(crate) kind: Kind,
+}
+
+/// What the function is to the registry.
+#[derive(Debug)]
+pub(crate) enum Kind {
+    /// Registered under `name`, with its parameters after `tl` decoded from the registry's JSON.
+    Kernel {
+        /// The registry name.
+        name: String,
+        /// The parameters after `tl`, in order.
+        params: Vec<Param>,
+    },
+    /// A step that other kernels call with `tl` first; not registered, so any parameter types.
+    Helper,
+}
+
+/// A registry parameter of a kernel: `chunks: usize`.
+#[derive(Debug)]
+pub(crate) struct Param {
+    /// Its name as written (`r#type` stays raw; see [`Param::key`]).
+    pub(crate) ident: Ident,
+    /// Its type as written.
+    pub(crate) ty: Box<Type>,
+}
+
+impl Param {
+    /// The parameter's key in the registry's JSON.
+    pub(crate) fn key(&self) -> String {
+        syn::ext::IdentExt::unraw(&self.ident).to_string()
+    }
+}
+
+impl Kernel {
+    /// Reads a function's signature as a kernel's.
+    ///
+    /// # Errors
+    /// When the function takes `self`, has no `tl: &Tl` first parameter, or (a registered kernel) a
+    /// parameter that is a pattern rather than a name.
+    pub(crate) fn lower(args: &KernelArgs, item: ItemFn) -> syn::Result<Kernel> {
+        let tl = tl_handle(&item)?;
+        let kind = if args.helper {
+            Kind::Helper
+        } else {
+            let name = args.name.as_ref().map_or_else(|| syn::ext::IdentExt::unraw(&item.sig.ident).to_string(), |name| name.value());
+            Kind::Kernel { name, params: registry_params(&item)? }
+        };
+        Ok(Kernel { item, tl, kind })
+    }
+
+    /// Whether the function declares a return type other than `()`.
+    pub(crate) fn returns_value(&self) -> bool {
+        declared_return(&self.item.sig.output).is_some()
+    }
+
+    /// The first line of the function's doc comment, or `""`.
+    pub(crate) fn summary(&self) -> String {
+        let docs = self.item.attrs.iter().filter_map(|attr| match &attr.meta {
+            Meta::NameValue(doc) if doc.path.is_ident("doc") => match &doc.value {
+                Expr::Lit(ExprLit { lit: Lit::Str(text), .. }) => Some(text.value()),
+                _ => None,
+            },
+            _ => None,
+        });
+        docs.flat_map(|text| text.lines().map(|line| line.trim().to_owned()).collect::<Vec<_>>())
+            .find(|line| !line.is_empty())
+            .unwrap_or_default()
+    }
+}
+
+/// The declared return type, unless it is absent or `()`.
+pub(crate) fn declared_return(output: &ReturnType) -> Option<&Type> {
+    match output {
+        ReturnType::Type(_, ty) if !matches!(&**ty, Type::Tuple(unit) if unit.elems.is_empty()) => Some(ty),
+        _ => None,
+    }
+}
+
+/// Finds the tl handle: the first parameter, a name of type `&Tl`.
+fn tl_handle(item: &ItemFn) -> syn::Result<TlHandle> {
+    let sig = &item.sig;
+    let Some(first) = sig.inputs.first() else {
+        return Err(syn::Error::new(
+            sig.paren_token.span.join(),
+            format_args!(
+                "a kernel takes the tl handle as its first parameter: `fn {}(tl: &Tl, ...)`",
+                sig.ident
+            ),
+        ));
+    };
+    let first = match first {
+        FnArg::Receiver(receiver) => {
+            return Err(syn::Error::new_spanned(
+                receiver,
+                "#[ccl_kernel] applies to free functions, not methods: a kernel cannot take `self`; move it \
+                 out of the `impl` block and take the tl handle first: `fn k(tl: &Tl, ...)`",
+            ));
+        }
+        FnArg::Typed(first) => first,
+    };
+    if !is_tl_ref(&first.ty) {
+        let later = sig.inputs.iter().skip(1).find_map(|arg| match arg {
+            FnArg::Typed(param) if is_tl_ref(&param.ty) => Some(param),
+            _ => None,
+        });
+        return Err(match later {
+            Some(tl) => syn::Error::new_spanned(
+                tl,
+                "the tl handle must be the first parameter: move it before the others, `fn k(tl: &Tl, ...)`",
+            ),
+            None => syn::Error::new_spanned(
+                &first.ty,
+                "expected `&Tl`: a kernel's first parameter is the tl handle, `tl: &Tl`",
+            ),
+        });
+    }
+    match plain_ident(first) {
+        Some(ident) => Ok(TlHandle(ident.clone())),
+        None => Err(syn::Error::new_spanned(
+            &first.pat,
+            "the tl handle needs a plain name, `tl: &Tl`: #[ccl_kernel] awaits the calls made through it",
+        )),
+    }
+}
+
+/// The registry parameters: every parameter after `tl`, each a plain name.
+fn registry_params(item: &ItemFn) -> syn::Result<Vec<Param>> {
+    let mut errors = Errors::default();
+    let mut params = Vec::new();
+    for arg in item.sig.inputs.iter().skip(1) {
+        let FnArg::Typed(param) = arg else { continue };
+        match plain_ident(param) {
+            Some(ident) => params.push(Param { ident: ident.clone(), ty: param.ty.clone() }),
+            None => errors.push(syn::Error::new_spanned(
+                &param.pat,
+                "a kernel parameter must be a plain name, like `chunks: usize`: the registry passes \
+                 parameters by name; destructure inside the body instead",
+            )),
+        }
+    }
+    errors.finish().map(|()| params)
+}
+
+/// `name` or `mut name`, not `ref name`, `name @ ..` or a destructuring pattern.
+fn plain_ident(param: &PatType) -> Option<&Ident> {
+    match &*param.pat {
+        Pat::Ident(PatIdent { by_ref: None, subpat: None, ident, .. }) => Some(ident),
+        _ => None,
+    }
+}
+
+/// `&Tl` (any path ending in `Tl`), not `&mut Tl` or `Tl`.
+fn is_tl_ref(ty: &Type) -> bool {
+    match ty {
+        Type::Reference(reference) if reference.mutability.is_none() => {
+            matches!(&*reference.elem, Type::Path(path) if last_segment_is(path, "Tl"))
+        }
+        Type::Group(group) => is_tl_ref(&group.elem),
+        _ => false,
+    }
+}
+
+/// A path type with no qualified self and no generic arguments whose last segment is `name`.
+pub(crate) fn last_segment_is(path: &TypePath, name: &str) -> bool {
+    path.qself.is_none()
+        && path.path.segments.iter().all(|segment| segment.arguments.is_none())
+        && path.path.segments.last().is_some_and(|segment| segment.ident == name)
+}
+
+/// The kernel's tl parameter, by name: what tells a tl step from any other expression.
+#[derive(Clone, Debug)]
+pub(crate) struct TlHandle(pub(crate) Ident);
+
+impl TlHandle {
+    /// Whether `expr` is the handle itself: `tl`.
+    pub(crate) fn is_handle(&self, expr: &Expr) -> bool {
+        match expr {
+            Expr::Path(path) => path.attrs.is_empty() && path.qself.is_none() && path.path.is_ident(&self.0),
+            Expr::Group(group) => self.is_handle(&group.expr),
+            _ => false,
+        }
+    }
+
+    /// Whether `expr` is a step the macro awaits: a method call on the handle (`tl.recv(W, n, F32)`) or
+    /// a helper call with the handle first (`intra_cube_ring(tl, acc)`).
+    pub(crate) fn is_step(&self, expr: &Expr) -> bool {
+        match expr {
+            Expr::MethodCall(call) => self.is_handle(&call.receiver),
+            Expr::Call(call) => {
+                matches!(&*call.func, Expr::Path(_)) && call.args.first().is_some_and(|arg| self.is_handle(arg))
+            }
+            _ => false,
+        }
+    }
+
+    /// Where to point at a step (its method or function name), for generated `.await?` and errors.
+    pub(crate) fn step_span(&self, step: &Expr) -> Span {
+        match step {
+            Expr::MethodCall(call) => call.method.span(),
+            Expr::Call(call) => call.func.span(),
+            other => other.span(),
+        }
+    }
+
+    /// A step as the user wrote it, shortened: `` `tl.send(..)` `` or `` `intra_cube_ring(tl, ..)` ``.
+    pub(crate) fn describe(&self, step: &Expr) -> String {
+        match step {
+            Expr::MethodCall(call) => format!("`{}.{}(..)`", self.0, call.method),
+            Expr::Call(call) => match &*call.func {
+                Expr::Path(path) => {
+                    let name = path.path.segments.last().map_or_else(String::new, |s| s.ident.to_string());
+                    format!("`{name}({}, ..)`", self.0)
+                }
+                _ => format!("a call with `{}`", self.0),
+            },
+            _ => format!("a use of `{}`", self.0),
+        }
+    }
+
+    /// The first step in `expr`, outside nested items (closures and async blocks included: this is
+    /// what finds the step a closure should not hold).
+    pub(crate) fn first_step(&self, expr: &Expr) -> Option<Expr> {
+        struct Finder<'a> {
+            tl: &'a TlHandle,
+            found: Option<Expr>,
+        }
+        impl<'ast> Visit<'ast> for Finder<'_> {
+            fn visit_expr(&mut self, expr: &'ast Expr) {
+                if self.found.is_some() {
+                    return;
+                }
+                if self.tl.is_step(expr) {
+                    self.found = Some(expr.clone());
+                    return;
+                }
+                syn::visit::visit_expr(self, expr);
+            }
+            fn visit_item(&mut self, _: &'ast syn::Item) {}
+            fn visit_macro(&mut self, mac: &'ast Macro) {
+                if let Some(args) = macro_args(mac) {
+                    args.iter().for_each(|arg| self.visit_expr(arg));
+                }
+            }
+        }
+        let mut finder = Finder { tl: self, found: None };
+        finder.visit_expr(expr);
+        finder.found
+    }
+
+    /// Whether the tokens of a macro whose arguments are not expressions hold `tl.` (a call through the
+    /// handle that the macro cannot see to await).
+    pub(crate) fn hides_step(&self, mac: &Macro) -> bool {
+        fn scan(tokens: proc_macro2::TokenStream, tl: &Ident) -> bool {
+            let mut previous_is_tl = false;
+            for token in tokens {
+                match token {
+                    proc_macro2::TokenTree::Punct(punct) if punct.as_char() == '.' && previous_is_tl => return true,
+                    proc_macro2::TokenTree::Group(group) if scan(group.stream(), tl) => return true,
+                    proc_macro2::TokenTree::Ident(ident) => {
+                        previous_is_tl = ident == *tl;
+                        continue;
+                    }
+                    _ => {}
+                }
+                previous_is_tl = false;
+            }
+            false
+        }
+        scan(mac.tokens.clone(), &self.0)
+    }
+}
+
+/// A macro's arguments, when they are comma-separated expressions (`println!`, `assert_eq!`,
+/// `format!`, `vec![a, b]`): the macro can see and rewrite the tl steps in them.
+pub(crate) fn macro_args(mac: &Macro) -> Option<Punctuated<Expr, Token![,]>> {
+    mac.parse_body_with(Punctuated::<Expr, Token![,]>::parse_terminated).ok()
+}

@@ -1,0 +1,143 @@
+//! The body rewrite: from the plain function the author wrote to the body of an `async fn` returning
+//! `Result<R, KernelError>`.
+//!
+//! Only what must change is touched: tl steps, `return`s and the tail. Closures, async blocks and
+//! nested items are left as written (the checks have made sure that they hold no tl steps).
+
+use proc_macro2::Span;
+use syn::spanned::Spanned;
+use syn::visit_mut::{self, VisitMut};
+use syn::{Block, Expr, ExprAwait, ExprTry, Item, Macro, Stmt, Token, parse_quote_spanned};
+
+use crate::model::{Kernel, TlHandle, macro_args};
+
+/// Rewrites the kernel's body in place.
+pub(crate) fn body(kernel: &mut Kernel) {
+    let returns_value = kernel.returns_value();
+    let mut steps = Steps { tl: &kernel.tl, changed: false };
+    steps.visit_block_mut(&mut kernel.item.block);
+    wrap_tail(&mut kernel.item.block, returns_value);
+}
+
+/// Awaits tl steps and wraps `return` values in `Ok`.
+struct Steps<'a> {
+    tl: &'a TlHandle,
+    /// Whether anything was rewritten since the flag was last cleared (for macro arguments).
+    changed: bool,
+}
+
+impl VisitMut for Steps<'_> {
+    fn visit_expr_mut(&mut self, expr: &mut Expr) {
+        // Closures and async blocks hold no steps (checked), and their `return`s are their own.
+        if matches!(expr, Expr::Closure(_) | Expr::Async(_)) {
+            return;
+        }
+        // Arguments first, so nested steps are awaited where they stand:
+        // Input:  tl.recv(W, tl.size(), F32)
+        // Output: tl.recv(W, tl.size().await?, F32).await?
+        visit_mut::visit_expr_mut(self, expr);
+        if self.tl.is_step(expr) {
+            await_step(self.tl, expr);
+            self.changed = true;
+        } else if let Expr::Return(ret) = expr {
+            // Input:  return acc;      return;
+            // Output: return Ok(acc);  return Ok(());
+            let span = ret.return_token.span;
+            ret.expr = Some(Box::new(match ret.expr.take() {
+                Some(value) => ok(*value, span),
+                None => ok(parse_quote_spanned!(span=> ()), span),
+            }));
+            self.changed = true;
+        }
+    }
+
+    /// Nested items have their own scope and their own `return`s.
+    fn visit_item_mut(&mut self, _: &mut Item) {}
+
+    fn visit_macro_mut(&mut self, mac: &mut Macro) {
+        // Input:  assert_eq!(tl.size(), 4);
+        // Output: assert_eq!(tl.size().await?, 4);
+        // Macros whose arguments are not expressions are left alone (the checks reject `tl.` in them).
+        let Some(mut args) = macro_args(mac) else { return };
+        let outer = std::mem::replace(&mut self.changed, false);
+        args.iter_mut().for_each(|arg| self.visit_expr_mut(arg));
+        if self.changed {
+            mac.tokens = quote::ToTokens::into_token_stream(args);
+        }
+        self.changed |= outer;
+    }
+}
+
+/// Input:  tl.send(E, &x)         intra_cube_ring(tl, acc)
+/// Output: tl.send(E, &x).await?  intra_cube_ring(tl, acc).await?
+///
+/// `.await?` carries the span of the method or function name, so "not a future" points there.
+fn await_step(tl: &TlHandle, expr: &mut Expr) {
+    let span = tl.step_span(expr);
+    let step = std::mem::replace(expr, Expr::Verbatim(proc_macro2::TokenStream::new()));
+    *expr = Expr::Try(ExprTry {
+        attrs: Vec::new(),
+        expr: Box::new(Expr::Await(ExprAwait {
+            attrs: Vec::new(),
+            base: Box::new(step),
+            dot_token: Token![.](span),
+            await_token: Token![await](span),
+        })),
+        question_token: Token![?](span),
+    });
+}
+
+/// `::kernbench::__private::Result::Ok(value)`, at `span`.
+fn ok(value: Expr, span: Span) -> Expr {
+    parse_quote_spanned!(span=> ::kernbench::__private::Result::Ok(#value))
+}
+
+/// Makes the block's value the function's `Ok` value.
+///
+/// Input:  { ...; acc }       (returns a value)
+/// Output: { ...; Ok(acc) }
+///
+/// Input:  { ...; tl.store(Output, &acc) }        (returns nothing)
+/// Output: { ...; tl.store(Output, &acc).await?; Ok(()) }
+///
+/// A block ending in `return` is left as it is: it never reaches its end.
+fn wrap_tail(block: &mut Block, returns_value: bool) {
+    let span = block.brace_token.span.close();
+    match block.stmts.last_mut() {
+        Some(Stmt::Expr(Expr::Return(_), _)) => {}
+        Some(Stmt::Expr(tail, None)) if returns_value => {
+            let value = std::mem::replace(tail, Expr::Verbatim(proc_macro2::TokenStream::new()));
+            let span = value.span();
+            *tail = ok(value, span);
+        }
+        // Without a tail the body diverges, or the type error is the author's, as in a plain fn.
+        _ if returns_value => {}
+        last => {
+            // A block-like tail (`if`, `for`, `match`...) is already a statement; others need their `;`.
+            if let Some(Stmt::Expr(tail, semi @ None)) = last {
+                if !is_block_like(tail) {
+                    *semi = Some(Token![;](span));
+                }
+            }
+            // Generated, so that rustc does not call it unreachable after a diverging tail (`panic!()`).
+            let generated = Span::mixed_site();
+            block.stmts.push(Stmt::Expr(ok(parse_quote_spanned!(generated=> ()), generated), None));
+        }
+    }
+}
+
+/// Expressions that can stand as statements without a `;`.
+fn is_block_like(expr: &Expr) -> bool {
+    matches!(
+        expr,
+        Expr::Block(_)
+            | Expr::Const(_)
+            | Expr::ForLoop(_)
+            | Expr::If(_)
+            | Expr::Loop(_)
+            | Expr::Match(_)
+            | Expr::TryBlock(_)
+            | Expr::Unsafe(_)
+            | Expr::While(_)
+    )
+}

@@ -1,0 +1,119 @@
+//! Why a run failed: each variant says what happened, to whom, and whose fault it is.
+
+use std::fmt;
+
+use kernbench_core::{Direction, KernelError, Op, PeId};
+
+/// Why a run did not complete.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// A kernel's `tl` operation failed (the kernel's fault). When several fail in the same round, the
+    /// lowest rank's error is reported.
+    #[error(transparent)]
+    Kernel(#[from] KernelError),
+    /// A kernel panicked (the kernel's fault); the run stopped and did not hang.
+    #[error("{pe}: the kernel panicked: {message}")]
+    Panicked {
+        /// The PE whose kernel panicked.
+        pe: PeId,
+        /// The panic message.
+        message: String,
+    },
+    /// No kernel could make progress while some had not finished (the kernel's fault, or a topology
+    /// that does not fit it).
+    #[error("{0}")]
+    Deadlock(DeadlockReport),
+    /// Every kernel finished but messages were left in queues (the kernel sent more than its peers
+    /// received).
+    #[error("every kernel finished but {} queue(s) still hold messages: {}", .0.len(), leftovers(.0))]
+    LeftoverMessages(Vec<Leftover>),
+    /// The buffers given do not match the plan (the caller's fault).
+    #[error("the plan has {participants} participating PEs but {buffers} buffers were given (one per PE, in rank order)")]
+    BufferCount {
+        /// Participants in the plan.
+        participants: usize,
+        /// Buffers given.
+        buffers: usize,
+    },
+    /// A call of generation 0: generations count from 1, so that 0 can never match a real message.
+    #[error("generation 0 is not a valid call generation: generations count from 1")]
+    ZeroGeneration,
+    /// The plan cannot be installed (the configuration's fault).
+    #[error("the install plan cannot be installed: {0}")]
+    Plan(String),
+}
+
+/// A queue that still held messages when every kernel had finished.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Leftover {
+    /// The PE that never received them.
+    pub receiver: PeId,
+    /// Its direction for the queue.
+    pub direction: Direction,
+    /// The PE that sent them.
+    pub sender: PeId,
+    /// How many messages were left.
+    pub messages: u64,
+}
+
+fn leftovers(list: &[Leftover]) -> String {
+    list.iter()
+        .map(|l| format!("{} holds {} message(s) from {} on {}", l.receiver, l.messages, l.sender, l.direction))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Everything needed to read a deadlock's cycle off: every blocked PE, what it waits in, and the state of
+/// the queue it waits on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeadlockReport {
+    /// The blocked PEs, in rank order.
+    pub blocked: Vec<BlockedPe>,
+    /// How many kernels had finished.
+    pub finished: usize,
+    /// How many kernels ran.
+    pub total: usize,
+}
+
+/// One PE stuck in a deadlock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockedPe {
+    /// The PE.
+    pub pe: PeId,
+    /// The operation it waits in.
+    pub op: Op,
+    /// The direction of that operation (none for a barrier).
+    pub direction: Option<Direction>,
+    /// The PE at the other end of the queue (none for a barrier).
+    pub peer: Option<PeId>,
+    /// Messages in the queue it waits on.
+    pub queued: u64,
+    /// Credits the sender has on that queue (for a send: zero, which is why it waits).
+    pub credits: u64,
+    /// The queue's depth.
+    pub depth: u64,
+}
+
+impl fmt::Display for DeadlockReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "deadlock: no kernel can make progress; {} of {} finished, {} blocked:",
+            self.finished,
+            self.total,
+            self.blocked.len()
+        )?;
+        for b in &self.blocked {
+            match (b.direction, b.peer) {
+                (Some(d), Some(peer)) => writeln!(
+                    f,
+                    "  {} waits in {} on {} (peer {}): {} queued, {} credits of {}",
+                    b.pe, b.op, d, peer, b.queued, b.credits, b.depth
+                )?,
+                _ => writeln!(f, "  {} waits in {}", b.pe, b.op)?,
+            }
+        }
+        Ok(())
+    }
+}

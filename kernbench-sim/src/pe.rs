@@ -1,0 +1,293 @@
+//! One PE's state in a run, and the [`Backend`] its kernel's `tl` calls reach.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll, Waker};
+
+use kernbench_core::tl::{Backend, Work, message_generation};
+use kernbench_core::{Buffer, Direction, Dtype, KernelError, Op, PeId, Tile};
+use serde::{Deserialize, Serialize};
+
+use crate::queue::{Message, Queue};
+
+/// A PE's buffers at the start of a run.
+#[derive(Clone, Debug)]
+pub struct PeBuffers {
+    /// The PE's contribution.
+    pub input: Tile,
+    /// The output buffer, sized and typed by the collective (its contents are the starting value).
+    pub output: Tile,
+}
+
+/// What one PE did in a run. Every count is the same on one thread or many.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeFigures {
+    /// Messages sent.
+    pub messages_sent: u64,
+    /// Payload bytes sent.
+    pub bytes_sent: u64,
+    /// Messages received.
+    pub messages_received: u64,
+    /// Payload bytes received.
+    pub bytes_received: u64,
+    /// Sends that found no credit and had to wait for one.
+    pub credit_waits: u64,
+    /// Receives that found their queue empty and had to wait.
+    pub recv_waits: u64,
+    /// Elements combined by reductions.
+    pub reduced_elements: u64,
+    /// Bytes moved by loads and stores.
+    pub memory_bytes: u64,
+    /// Rounds in which the PE's kernel was polled.
+    pub polls: u64,
+}
+
+/// A direction of a PE and the two queues behind it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Port {
+    pub(crate) direction: Direction,
+    pub(crate) out_queue: u32,
+    pub(crate) in_queue: u32,
+}
+
+/// Which side of a queue a PE touched in a round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Side {
+    Sender,
+    Receiver,
+}
+
+/// A PE's own state: touched only while its kernel is polled or its round is merged.
+pub(crate) struct PeState {
+    pub(crate) pe: PeId,
+    /// Sorted by direction, for lookup by binary search.
+    pub(crate) ports: Vec<Port>,
+    pub(crate) input: Tile,
+    pub(crate) output: Tile,
+    pub(crate) scratch: Tile,
+    /// Queues this PE pushed to or popped from in the current round.
+    pub(crate) touched: Vec<(u32, Side)>,
+    pub(crate) figures: PeFigures,
+    /// The generation stamped on messages sent and expected on messages received now.
+    pub(crate) generation: u64,
+}
+
+/// What a PE's kernel waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wait {
+    None,
+    Send(u32),
+    Recv(u32),
+    /// The barrier epoch that releases it.
+    Barrier(u64),
+}
+
+/// The wait of a PE and the waker that resumes it. In the merge phase only the unique counterpart of
+/// the queue the PE waits on touches it, so it lives apart from [`PeState`].
+pub(crate) struct WaitSlot {
+    pub(crate) wait: Wait,
+    pub(crate) waker: Option<Waker>,
+}
+
+impl WaitSlot {
+    pub(crate) fn new() -> Self {
+        WaitSlot { wait: Wait::None, waker: None }
+    }
+
+    fn park(&mut self, wait: Wait, cx: &Context<'_>) {
+        self.wait = wait;
+        match &self.waker {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => self.waker = Some(cx.waker().clone()),
+        }
+    }
+}
+
+/// The run-wide barrier: PEs arrive in the poll phase; the merge phase releases them all at once.
+pub(crate) struct Barrier {
+    pub(crate) arrived: AtomicUsize,
+    pub(crate) epoch: AtomicU64,
+    pub(crate) waiters: Mutex<Vec<u32>>,
+}
+
+/// The [`Backend`] of one PE for one poll.
+pub(crate) struct PeView<'a> {
+    pub(crate) rank: u32,
+    pub(crate) state: &'a mut PeState,
+    pub(crate) wait: &'a mut WaitSlot,
+    pub(crate) queues: &'a [Queue],
+    /// Every participant's id, by rank.
+    pub(crate) pes: &'a [PeId],
+    /// The call's generation, from which each phase's message generation follows.
+    pub(crate) call_generation: u64,
+    pub(crate) barrier: &'a Barrier,
+}
+
+impl PeView<'_> {
+    fn port(&self, direction: Direction, op: Op) -> Result<Port, KernelError> {
+        let ports = &self.state.ports;
+        match ports.binary_search_by(|p| p.direction.cmp(&direction)) {
+            Ok(i) => Ok(ports[i]),
+            Err(_) => Err(KernelError::NoSuchDirection {
+                pe: self.state.pe,
+                op,
+                direction,
+                available: ports.iter().map(|p| p.direction).collect(),
+            }),
+        }
+    }
+
+    /// The PE that sends into the queue behind `port`.
+    fn peer_of(&self, port: Port) -> PeId {
+        self.pes[self.queues[port.in_queue as usize].sender as usize]
+    }
+
+    fn touch(&mut self, queue: u32, side: Side) {
+        if self.state.touched.last() != Some(&(queue, side)) {
+            self.state.touched.push((queue, side));
+        }
+    }
+
+    fn buffer(&mut self, buffer: Buffer) -> &mut Tile {
+        match buffer {
+            Buffer::Input => &mut self.state.input,
+            Buffer::Output => &mut self.state.output,
+            Buffer::Scratch => &mut self.state.scratch,
+        }
+    }
+}
+
+impl Backend for PeView<'_> {
+    fn poll_send(&mut self, direction: Direction, tile: &Tile, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
+        let port = match self.port(direction, Op::Send) {
+            Ok(port) => port,
+            Err(e) => return Poll::Ready(Err(e)),
+        };
+        let queue = &self.queues[port.out_queue as usize];
+        let message = Message { tile: tile.clone(), generation: self.state.generation };
+        // SAFETY: this PE is the queue's sender and we are in the poll phase.
+        match unsafe { queue.try_push(message) } {
+            Ok(()) => {
+                let f = &mut self.state.figures;
+                f.messages_sent += 1;
+                f.bytes_sent += tile.bytes() as u64;
+                self.wait.wait = Wait::None;
+                self.touch(port.out_queue, Side::Sender);
+                Poll::Ready(Ok(()))
+            }
+            Err(_) => {
+                if self.wait.wait != Wait::Send(port.out_queue) {
+                    self.state.figures.credit_waits += 1;
+                }
+                self.wait.park(Wait::Send(port.out_queue), cx);
+                Poll::Pending
+            }
+        }
+    }
+
+    fn poll_recv(
+        &mut self,
+        direction: Direction,
+        len: usize,
+        dtype: Dtype,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Tile, KernelError>> {
+        let port = match self.port(direction, Op::Recv) {
+            Ok(port) => port,
+            Err(e) => return Poll::Ready(Err(e)),
+        };
+        let queue = &self.queues[port.in_queue as usize];
+        let pe = self.state.pe;
+        // SAFETY: this PE is the queue's receiver and we are in the poll phase.
+        let Some(head) = (unsafe { queue.peek() }) else {
+            if self.wait.wait != Wait::Recv(port.in_queue) {
+                self.state.figures.recv_waits += 1;
+            }
+            self.wait.park(Wait::Recv(port.in_queue), cx);
+            return Poll::Pending;
+        };
+        if head.generation != self.state.generation {
+            return Poll::Ready(Err(KernelError::GenerationMismatch {
+                pe,
+                direction,
+                expected: self.state.generation,
+                got: head.generation,
+                from: self.peer_of(port),
+            }));
+        }
+        if head.tile.dtype() != dtype || head.tile.len() != len {
+            return Poll::Ready(Err(KernelError::RecvMismatch {
+                pe,
+                direction,
+                expected_dtype: dtype,
+                expected_len: len,
+                got_dtype: head.tile.dtype(),
+                got_len: head.tile.len(),
+                from: self.peer_of(port),
+            }));
+        }
+        // SAFETY: as for `peek`.
+        let message = unsafe { queue.pop() }.expect("peeked a message this poll");
+        let f = &mut self.state.figures;
+        f.messages_received += 1;
+        f.bytes_received += message.tile.bytes() as u64;
+        self.wait.wait = Wait::None;
+        self.touch(port.in_queue, Side::Receiver);
+        Poll::Ready(Ok(message.tile))
+    }
+
+    fn poll_barrier(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
+        let epoch = self.barrier.epoch.load(Ordering::Relaxed);
+        match self.wait.wait {
+            Wait::Barrier(release) if epoch >= release => {
+                self.wait.wait = Wait::None;
+                Poll::Ready(Ok(()))
+            }
+            Wait::Barrier(_) => {
+                self.wait.park(self.wait.wait, cx);
+                Poll::Pending
+            }
+            _ => {
+                self.barrier.arrived.fetch_add(1, Ordering::Relaxed);
+                self.barrier.waiters.lock().unwrap_or_else(|e| e.into_inner()).push(self.rank);
+                self.wait.park(Wait::Barrier(epoch + 1), cx);
+                Poll::Pending
+            }
+        }
+    }
+
+    fn has(&self, direction: Direction) -> bool {
+        self.state.ports.binary_search_by(|p| p.direction.cmp(&direction)).is_ok()
+    }
+
+    fn load(&mut self, buffer: Buffer) -> Result<Tile, KernelError> {
+        Ok(self.buffer(buffer).clone())
+    }
+
+    fn store(&mut self, buffer: Buffer, offset: Option<usize>, tile: &Tile) -> Result<(), KernelError> {
+        let pe = self.state.pe;
+        let target = self.buffer(buffer);
+        let result = match offset {
+            Some(offset) => target.write_at(offset, tile),
+            // Scratch takes any tile; the input and output keep the shape the collective gave them.
+            None if buffer == Buffer::Scratch => {
+                *target = tile.clone();
+                Ok(())
+            }
+            None => target.check_same_shape(tile).map(|()| *target = tile.clone()),
+        };
+        result.map_err(|source| KernelError::Tile { pe, op: Op::Store, source })
+    }
+
+    fn set_phase(&mut self, phase: u8) {
+        self.state.generation = message_generation(self.call_generation, phase);
+    }
+
+    fn charge(&mut self, work: Work) {
+        let f = &mut self.state.figures;
+        match work {
+            Work::Reduce { elements, .. } => f.reduced_elements += elements as u64,
+            Work::Memory { bytes } => f.memory_bytes += bytes as u64,
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! IPCQs: one bounded queue per directed neighbour edge, with credit flow control.
+//!
+//! A queue is a single-producer single-consumer ring of `depth` slots. Its sender owns `tail`, its
+//! receiver owns `head`, and both see the other side only through values published at the end of each
+//! round (`published_tail`, `published_head`). So within a round:
+//!
+//! - the receiver reads slots `head..published_tail` (messages sent in earlier rounds);
+//! - the sender writes slots `tail..published_head + depth` (slots freed in earlier rounds);
+//!
+//! and the two ranges never share a slot. A message sent in round `r` is received in round `r + 1` at
+//! the earliest, and a credit returned in round `r` is usable from round `r + 1`: the same on one thread
+//! or many, which makes every run deterministic.
+
+use std::cell::UnsafeCell;
+
+use kernbench_core::{Direction, Tile};
+
+/// One message in flight.
+pub(crate) struct Message {
+    pub(crate) tile: Tile,
+    pub(crate) generation: u64,
+}
+
+/// One directed neighbour edge.
+pub(crate) struct Queue {
+    pub(crate) sender: u32,
+    pub(crate) receiver: u32,
+    pub(crate) send_dir: Direction,
+    pub(crate) recv_dir: Direction,
+    depth: u64,
+    tail: UnsafeCell<u64>,
+    head: UnsafeCell<u64>,
+    published_tail: UnsafeCell<u64>,
+    published_head: UnsafeCell<u64>,
+    slots: Box<[UnsafeCell<Option<Message>>]>,
+}
+
+// SAFETY: see the module docs. During a round, `tail` and the slots being written belong to the
+// sender's thread, `head` and the slots being read to the receiver's thread, and the published values
+// are only read; between rounds each published value is written by the one thread merging its owner.
+unsafe impl Sync for Queue {}
+
+impl Queue {
+    pub(crate) fn new(sender: u32, receiver: u32, send_dir: Direction, recv_dir: Direction, depth: usize) -> Queue {
+        Queue {
+            sender,
+            receiver,
+            send_dir,
+            recv_dir,
+            depth: depth as u64,
+            tail: UnsafeCell::new(0),
+            head: UnsafeCell::new(0),
+            published_tail: UnsafeCell::new(0),
+            published_head: UnsafeCell::new(0),
+            slots: (0..depth).map(|_| UnsafeCell::new(None)).collect(),
+        }
+    }
+
+    /// Sender side: pushes `message` if a credit is free, or hands it back.
+    ///
+    /// # Safety
+    /// Only the sender's thread, in the poll phase.
+    pub(crate) unsafe fn try_push(&self, message: Message) -> Result<(), Message> {
+        // SAFETY: `tail` is the sender's; `published_head` is read-only during the round.
+        let (tail, head) = unsafe { (&mut *self.tail.get(), *self.published_head.get()) };
+        if *tail - head >= self.depth {
+            return Err(message);
+        }
+        let slot = &self.slots[(*tail % self.depth) as usize];
+        // SAFETY: the slot is outside `head..published_tail`, the only slots the receiver reads.
+        unsafe { *slot.get() = Some(message) };
+        *tail += 1;
+        Ok(())
+    }
+
+    /// Receiver side: the oldest message visible this round, left in place.
+    ///
+    /// # Safety
+    /// Only the receiver's thread, in the poll phase.
+    pub(crate) unsafe fn peek(&self) -> Option<&Message> {
+        // SAFETY: `head` is the receiver's; `published_tail` is read-only during the round; the slot at
+        // `head` is below `published_tail`, so the sender does not write it this round.
+        unsafe {
+            let head = *self.head.get();
+            if head == *self.published_tail.get() {
+                return None;
+            }
+            (*self.slots[(head % self.depth) as usize].get()).as_ref()
+        }
+    }
+
+    /// Receiver side: takes the oldest visible message, returning its credit at the next publish.
+    ///
+    /// # Safety
+    /// As for [`Queue::peek`].
+    pub(crate) unsafe fn pop(&self) -> Option<Message> {
+        // SAFETY: as in `peek`.
+        unsafe {
+            let head = &mut *self.head.get();
+            if *head == *self.published_tail.get() {
+                return None;
+            }
+            let message = (*self.slots[(*head % self.depth) as usize].get()).take();
+            *head += 1;
+            message
+        }
+    }
+
+    /// Publishes the sender's side: messages pushed so far become receivable. Returns whether
+    /// anything new was published.
+    ///
+    /// # Safety
+    /// Only the thread merging the sender, in the merge phase.
+    pub(crate) unsafe fn publish_tail(&self) -> bool {
+        // SAFETY: merge phase; `tail` is not written and `published_tail` is the sender's to publish.
+        unsafe {
+            let changed = *self.published_tail.get() != *self.tail.get();
+            *self.published_tail.get() = *self.tail.get();
+            changed
+        }
+    }
+
+    /// Publishes the receiver's side: credits of messages taken so far return to the sender.
+    ///
+    /// # Safety
+    /// Only the thread merging the receiver, in the merge phase.
+    pub(crate) unsafe fn publish_head(&self) -> bool {
+        // SAFETY: as in `publish_tail`, for the receiver's side.
+        unsafe {
+            let changed = *self.published_head.get() != *self.head.get();
+            *self.published_head.get() = *self.head.get();
+            changed
+        }
+    }
+
+    /// Messages sent and not yet received.
+    pub(crate) fn in_flight(&mut self) -> u64 {
+        *self.tail.get_mut() - *self.head.get_mut()
+    }
+
+    /// Credits the sender can use now: free slots as of the last publish.
+    pub(crate) fn credits(&mut self) -> u64 {
+        self.depth - (*self.tail.get_mut() - *self.published_head.get_mut())
+    }
+
+    /// Messages the receiver can take now.
+    pub(crate) fn visible(&mut self) -> u64 {
+        *self.published_tail.get_mut() - *self.head.get_mut()
+    }
+
+    pub(crate) fn depth(&self) -> u64 {
+        self.depth
+    }
+}

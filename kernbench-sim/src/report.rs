@@ -1,0 +1,62 @@
+//! What a run returns: every PE's output and figures.
+
+use kernbench_core::{PeId, Tile};
+
+use crate::pe::PeFigures;
+
+/// One participating PE at the end of a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PeReport {
+    /// The PE.
+    pub pe: PeId,
+    /// Its output buffer.
+    pub output: Tile,
+    /// What it did.
+    pub figures: PeFigures,
+}
+
+/// The result of a completed run. Two runs of the same inputs compare equal, bit for bit, whatever the
+/// thread count.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunReport {
+    pes: Vec<PeReport>,
+    rounds: u64,
+}
+
+impl RunReport {
+    pub(crate) fn new(pes: Vec<PeReport>, rounds: u64) -> Self {
+        RunReport { pes, rounds }
+    }
+
+    /// Every participant, in rank order.
+    pub fn pes(&self) -> &[PeReport] {
+        &self.pes
+    }
+
+    /// The output of `pe`, if it participated.
+    pub fn output(&self, pe: PeId) -> Option<&Tile> {
+        self.pes.binary_search_by_key(&pe, |p| p.pe).ok().map(|i| &self.pes[i].output)
+    }
+
+    /// The number of rounds the executor ran (the length of the longest chain of dependent steps).
+    pub fn rounds(&self) -> u64 {
+        self.rounds
+    }
+
+    /// The figures of all PEs added up.
+    pub fn totals(&self) -> PeFigures {
+        self.pes.iter().fold(PeFigures::default(), |mut t, p| {
+            let f = &p.figures;
+            t.messages_sent += f.messages_sent;
+            t.bytes_sent += f.bytes_sent;
+            t.messages_received += f.messages_received;
+            t.bytes_received += f.bytes_received;
+            t.credit_waits += f.credit_waits;
+            t.recv_waits += f.recv_waits;
+            t.reduced_elements += f.reduced_elements;
+            t.memory_bytes += f.memory_bytes;
+            t.polls += f.polls;
+            t
+        })
+    }
+}

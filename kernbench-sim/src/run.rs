@@ -1,0 +1,484 @@
+//! The executor: runs one kernel coroutine per participating PE, in rounds, to completion or to a
+//! diagnosed error.
+//!
+//! Each round has two phases:
+//!
+//! 1. **poll**: every PE woken in the previous round is polled once (on one thread or many); it sends
+//!    while it has credits, receives what earlier rounds delivered, and parks on the first operation
+//!    that cannot complete;
+//! 2. **merge**: every queue a polled PE touched publishes its new messages or returned credits, and
+//!    wakes the PE parked on it.
+//!
+//! Nothing a PE does in a round is visible to another PE before the merge, so the order of polls within
+//! a round cannot change any result: one thread and many give the same bits. A round in which nobody is
+//! woken while kernels remain is a deadlock, reported with every blocked PE.
+
+use std::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use async_task::Runnable;
+use kernbench_core::tl::{self, TlContext, message_generation};
+use kernbench_core::{InstallPlan, KernelError, Launch, Op, PeId, ReduceOp, System, Tile, Tl};
+use rayon::prelude::*;
+
+use crate::error::{BlockedPe, DeadlockReport, Leftover, RunError};
+use crate::pe::{Barrier, PeBuffers, PeFigures, PeState, PeView, Port, Side, Wait, WaitSlot};
+use crate::queue::Queue;
+use crate::report::{PeReport, RunReport};
+use crate::slots::Slots;
+
+/// Below this many PEs woken in a round, the round runs on one thread by default: handing work to
+/// other threads costs more than it saves.
+pub const PARALLEL_MIN_READY: usize = 512;
+
+/// The per-call facts every PE's kernel sees.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Call {
+    /// The reduction operator.
+    pub op: ReduceOp,
+    /// The root rank of a rooted collective.
+    pub root: usize,
+    /// The call's generation; every message carries it, and a receiver rejects another.
+    pub generation: u64,
+}
+
+impl Default for Call {
+    fn default() -> Self {
+        Call { op: ReduceOp::Sum, root: 0, generation: 1 }
+    }
+}
+
+/// Runs kernels on a system.
+///
+/// # Examples
+/// See [`crate::testing::run_kernel_in_mock`] for a whole run in one call.
+#[derive(Clone, Copy, Debug)]
+pub struct Runtime<'s> {
+    system: &'s System,
+    threads: usize,
+    parallel_min_ready: usize,
+}
+
+/// Woken runnables, one list per thread so that wakes from parallel merges rarely meet on a lock.
+struct ReadyLists {
+    lists: Box<[Mutex<Vec<Runnable<u32>>>]>,
+}
+
+impl ReadyLists {
+    fn push(&self, runnable: Runnable<u32>) {
+        let slot = rayon::current_thread_index().map_or(0, |i| i + 1) % self.lists.len();
+        lock(&self.lists[slot]).push(runnable);
+    }
+
+    fn drain_into(&self, out: &mut Vec<Runnable<u32>>) {
+        for list in &self.lists {
+            out.append(&mut lock(list));
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while holding one of these locks cannot leave the list inconsistent (push/append only).
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// How one poll ended.
+enum Polled {
+    Pending,
+    Finished,
+    Failed(RunError),
+}
+
+impl<'s> Runtime<'s> {
+    /// A single-threaded runtime for `system`.
+    pub fn new(system: &'s System) -> Self {
+        Runtime { system, threads: 1, parallel_min_ready: PARALLEL_MIN_READY }
+    }
+
+    /// Polls PEs on `threads` threads (at least 1). Results do not depend on it.
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
+        self
+    }
+
+    /// Polls a round on several threads only when at least `ready` PEs are woken in it (default
+    /// [`PARALLEL_MIN_READY`]). Results do not depend on it.
+    pub fn parallel_min_ready(mut self, ready: usize) -> Self {
+        self.parallel_min_ready = ready.max(1);
+        self
+    }
+
+    /// Runs `kernel` on every participant of `plan`, with `buffers` given per participant in rank
+    /// order.
+    ///
+    /// # Errors
+    /// [`RunError`]: a kernel's error, a panic, a deadlock, messages left in queues, or buffers and a
+    /// plan that do not fit.
+    pub fn run(
+        &self,
+        plan: &InstallPlan,
+        kernel: &dyn Launch,
+        buffers: Vec<PeBuffers>,
+        call: Call,
+    ) -> Result<RunReport, RunError> {
+        if call.generation == 0 {
+            return Err(RunError::ZeroGeneration);
+        }
+        let pes: Vec<PeId> = plan.participants().map(|p| p.pe).collect();
+        if buffers.len() != pes.len() {
+            return Err(RunError::BufferCount { participants: pes.len(), buffers: buffers.len() });
+        }
+        let (queues, ports) = install_queues(plan, &pes, self.system.ipcq_depth())?;
+        let states = pes
+            .iter()
+            .zip(ports)
+            .zip(buffers)
+            .map(|((&pe, ports), b)| PeState {
+                pe,
+                ports,
+                input: b.input,
+                output: b.output,
+                scratch: Tile::zeros(kernbench_core::Dtype::F32, 0),
+                touched: Vec::new(),
+                figures: PeFigures::default(),
+                generation: message_generation(call.generation, 1),
+            })
+            .collect();
+        let mut exec = Execution {
+            pes: &pes,
+            states: Slots::new(states),
+            waits: Slots::new((0..pes.len()).map(|_| WaitSlot::new()).collect()),
+            queues,
+            results: (0..pes.len()).map(|_| OnceLock::new()).collect(),
+            barrier: Barrier { arrived: AtomicUsize::new(0), epoch: AtomicU64::new(0), waiters: Mutex::new(Vec::new()) },
+            generation: call.generation,
+        };
+        let ready = Arc::new(ReadyLists { lists: (0..=self.threads).map(|_| Mutex::new(Vec::new())).collect() });
+        let results = Arc::clone(&exec.results);
+        let extents = [self.system.pes_per_cube(), self.system.cubes_per_sip(), self.system.sips()];
+        for (rank, &pe) in pes.iter().enumerate() {
+            let ctx = TlContext { pe, extents, rank, size: pes.len(), op: call.op, root: call.root, generation: call.generation };
+            let future = kernel.launch(Tl::new(ctx));
+            let results = Arc::clone(&results);
+            let schedule = {
+                let ready = Arc::clone(&ready);
+                move |runnable| ready.push(runnable)
+            };
+            let (runnable, task) = async_task::Builder::new().metadata(rank as u32).spawn(
+                move |_| async move {
+                    let result = future.await;
+                    // Set once: the task completes once.
+                    let _ = results[rank].set(result);
+                },
+                schedule,
+            );
+            task.detach();
+            runnable.schedule();
+        }
+        let pool = if self.threads > 1 {
+            Some(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(self.threads)
+                    .build()
+                    .map_err(|e| RunError::Plan(format!("cannot start {} threads: {e}", self.threads)))?,
+            )
+        } else {
+            None
+        };
+        exec.drive(&ready, pool.as_ref(), self.parallel_min_ready)
+    }
+}
+
+/// One run in progress.
+struct Execution<'p> {
+    pes: &'p [PeId],
+    states: Slots<PeState>,
+    waits: Slots<WaitSlot>,
+    queues: Vec<Queue>,
+    results: Arc<[OnceLock<Result<(), KernelError>>]>,
+    barrier: Barrier,
+    generation: u64,
+}
+
+impl Execution<'_> {
+    fn drive(
+        &mut self,
+        ready: &ReadyLists,
+        pool: Option<&rayon::ThreadPool>,
+        parallel_min_ready: usize,
+    ) -> Result<RunReport, RunError> {
+        let mut round: Vec<Runnable<u32>> = Vec::new();
+        let mut polled: Vec<u32> = Vec::new();
+        let mut finished = 0usize;
+        let mut rounds = 0u64;
+        loop {
+            ready.drain_into(&mut round);
+            if round.is_empty() {
+                break;
+            }
+            rounds += 1;
+            round.sort_unstable_by_key(|r| *r.metadata());
+            polled.clear();
+            polled.extend(round.iter().map(|r| *r.metadata()));
+            let this = &*self;
+            let (done, failure) = match pool {
+                Some(pool) if round.len() >= parallel_min_ready => pool.install(|| {
+                    round
+                        .par_drain(..)
+                        .with_min_len(64)
+                        .map(|r| this.poll(r))
+                        .fold(|| (0, None), fold_outcome)
+                        .reduce(|| (0, None), merge_outcomes)
+                }),
+                _ => round.drain(..).map(|r| this.poll(r)).fold((0, None), fold_outcome),
+            };
+            finished += done;
+            if let Some((_, error)) = failure {
+                return Err(error);
+            }
+            match pool {
+                Some(pool) if polled.len() >= parallel_min_ready => {
+                    pool.install(|| polled.par_iter().with_min_len(64).for_each(|&rank| this.merge(rank)))
+                }
+                _ => polled.iter().for_each(|&rank| this.merge(rank)),
+            }
+            self.release_barrier();
+        }
+        if finished < self.pes.len() {
+            return Err(RunError::Deadlock(self.deadlock_report(finished)));
+        }
+        self.check_queues_empty()?;
+        Ok(self.report(rounds))
+    }
+
+    /// Polls one woken PE's kernel once.
+    fn poll(&self, runnable: Runnable<u32>) -> (u32, Polled) {
+        let rank = *runnable.metadata();
+        // SAFETY: poll phase; a rank is woken at most once per round, so only this thread touches its
+        // state and wait slot now.
+        let (state, wait) = unsafe { (self.states.get_mut(rank as usize), self.waits.get_mut(rank as usize)) };
+        state.touched.clear();
+        state.figures.polls += 1;
+        let pe = state.pe;
+        let mut view = PeView {
+            rank,
+            state,
+            wait,
+            queues: &self.queues,
+            pes: self.pes,
+            call_generation: self.generation,
+            barrier: &self.barrier,
+        };
+        let run = catch_unwind(AssertUnwindSafe(|| tl::enter(&mut view, || runnable.run())));
+        let outcome = match run {
+            Err(payload) => Polled::Failed(RunError::Panicked { pe, message: panic_message(&*payload) }),
+            Ok(_) => match self.results[rank as usize].get() {
+                None => Polled::Pending,
+                Some(Ok(())) => Polled::Finished,
+                Some(Err(e)) => Polled::Failed(RunError::Kernel(e.clone())),
+            },
+        };
+        (rank, outcome)
+    }
+
+    /// Publishes what a polled PE did to its queues and wakes the PEs waiting on them.
+    fn merge(&self, rank: u32) {
+        // SAFETY: merge phase; only this thread merges `rank`, and merging reads nothing of another
+        // PE's state but its wait slot below.
+        let state = unsafe { self.states.get_mut(rank as usize) };
+        for &(q, side) in &state.touched {
+            let queue = &self.queues[q as usize];
+            // SAFETY: merge phase, and this PE is the side it publishes.
+            let (changed, other, waiting) = unsafe {
+                match side {
+                    Side::Sender => (queue.publish_tail(), queue.receiver, Wait::Recv(q)),
+                    Side::Receiver => (queue.publish_head(), queue.sender, Wait::Send(q)),
+                }
+            };
+            if !changed {
+                continue;
+            }
+            // SAFETY: a PE waits on one queue at a time, and only that queue's other side wakes it, so
+            // no other thread touches this wait slot in this merge.
+            let slot = unsafe { self.waits.get_mut(other as usize) };
+            if slot.wait == waiting {
+                if let Some(waker) = slot.waker.take() {
+                    waker.wake();
+                }
+            }
+        }
+    }
+
+    /// Releases the barrier once every participant has arrived.
+    fn release_barrier(&mut self) {
+        if self.barrier.arrived.load(Ordering::Relaxed) < self.pes.len() {
+            return;
+        }
+        self.barrier.arrived.store(0, Ordering::Relaxed);
+        self.barrier.epoch.fetch_add(1, Ordering::Relaxed);
+        let waiters = std::mem::take(&mut *lock(&self.barrier.waiters));
+        for rank in waiters {
+            if let Some(waker) = self.waits.get(rank as usize).waker.take() {
+                waker.wake();
+            }
+        }
+    }
+
+    fn deadlock_report(&mut self, finished: usize) -> DeadlockReport {
+        let mut blocked = Vec::new();
+        for rank in 0..self.pes.len() {
+            if self.results[rank].get().is_some() {
+                continue;
+            }
+            let pe = self.pes[rank];
+            let entry = match self.waits.get(rank).wait {
+                Wait::Send(q) => {
+                    let queue = &mut self.queues[q as usize];
+                    BlockedPe {
+                        pe,
+                        op: Op::Send,
+                        direction: Some(queue.send_dir),
+                        peer: Some(self.pes[queue.receiver as usize]),
+                        queued: queue.in_flight(),
+                        credits: queue.credits(),
+                        depth: queue.depth(),
+                    }
+                }
+                Wait::Recv(q) => {
+                    let queue = &mut self.queues[q as usize];
+                    BlockedPe {
+                        pe,
+                        op: Op::Recv,
+                        direction: Some(queue.recv_dir),
+                        peer: Some(self.pes[queue.sender as usize]),
+                        queued: queue.visible(),
+                        credits: queue.credits(),
+                        depth: queue.depth(),
+                    }
+                }
+                Wait::Barrier(_) => BlockedPe { pe, op: Op::Barrier, direction: None, peer: None, queued: 0, credits: 0, depth: 0 },
+                Wait::None => BlockedPe { pe, op: Op::External, direction: None, peer: None, queued: 0, credits: 0, depth: 0 },
+            };
+            blocked.push(entry);
+        }
+        DeadlockReport { blocked, finished, total: self.pes.len() }
+    }
+
+    fn check_queues_empty(&mut self) -> Result<(), RunError> {
+        let pes = self.pes;
+        let left: Vec<Leftover> = self
+            .queues
+            .iter_mut()
+            .filter_map(|q| {
+                let messages = q.in_flight();
+                (messages > 0).then(|| Leftover {
+                    receiver: pes[q.receiver as usize],
+                    direction: q.recv_dir,
+                    sender: pes[q.sender as usize],
+                    messages,
+                })
+            })
+            .collect();
+        if left.is_empty() { Ok(()) } else { Err(RunError::LeftoverMessages(left)) }
+    }
+
+    fn report(&mut self, rounds: u64) -> RunReport {
+        let pes = self.pes;
+        let per_pe: Vec<PeReport> = self
+            .states
+            .iter_mut()
+            .map(|s| PeReport { pe: s.pe, output: s.output.clone(), figures: s.figures })
+            .collect();
+        debug_assert_eq!(per_pe.len(), pes.len());
+        RunReport::new(per_pe, rounds)
+    }
+}
+
+fn fold_outcome(acc: (usize, Option<(u32, RunError)>), (rank, polled): (u32, Polled)) -> (usize, Option<(u32, RunError)>) {
+    match polled {
+        Polled::Pending => acc,
+        Polled::Finished => (acc.0 + 1, acc.1),
+        Polled::Failed(e) => merge_outcomes(acc, (0, Some((rank, e)))),
+    }
+}
+
+/// Combines two partial outcomes: finished counts add; of two failures the lower rank's wins, so the
+/// reported error does not depend on the order of polls.
+fn merge_outcomes(
+    a: (usize, Option<(u32, RunError)>),
+    b: (usize, Option<(u32, RunError)>),
+) -> (usize, Option<(u32, RunError)>) {
+    let failure = match (a.1, b.1) {
+        (Some(x), Some(y)) => Some(if x.0 <= y.0 { x } else { y }),
+        (x, y) => x.or(y),
+    };
+    (a.0 + b.0, failure)
+}
+
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic with a non-string payload".to_owned())
+}
+
+/// Builds one queue per directed neighbour edge and each PE's ports. The queue a PE sends into on
+/// direction `d` is the one its peer receives from on the direction that pairs with `d` and names the
+/// PE back.
+fn install_queues(plan: &InstallPlan, pes: &[PeId], depth: usize) -> Result<(Vec<Queue>, Vec<Vec<Port>>), RunError> {
+    let rank_of = |pe: PeId| pes.binary_search(&pe).ok();
+    if pes.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(RunError::Plan("participants are not listed in PeId order without repeats".to_owned()));
+    }
+    let installs: Vec<_> = plan.participants().collect();
+    // Queue ids are assigned in (rank, table order): queue ids[rank][i] is rank's i-th out-edge.
+    let mut first_queue = Vec::with_capacity(installs.len() + 1);
+    let mut next = 0u32;
+    for install in &installs {
+        first_queue.push(next);
+        next += install.neighbors.len() as u32;
+    }
+    let mut queues = Vec::with_capacity(next as usize);
+    let mut ports: Vec<Vec<Port>> = installs
+        .iter()
+        .map(|i| i.neighbors.iter().map(|n| Port { direction: n.direction, out_queue: 0, in_queue: u32::MAX }).collect())
+        .collect();
+    for (rank, install) in installs.iter().enumerate() {
+        for (i, entry) in install.neighbors.iter().enumerate() {
+            let peer = rank_of(entry.peer).ok_or_else(|| {
+                RunError::Plan(format!("{} lists {} on {} but that PE does not participate", install.pe, entry.peer, entry.direction))
+            })?;
+            let back = installs[peer]
+                .neighbors
+                .iter()
+                .position(|n| n.peer == install.pe && entry.direction.pairs_with(n.direction))
+                .ok_or_else(|| {
+                    RunError::Plan(format!(
+                        "{} lists {} on {} but {} does not list it back on a direction that pairs with {}",
+                        install.pe, entry.peer, entry.direction, entry.peer, entry.direction
+                    ))
+                })?;
+            let id = first_queue[rank] + i as u32;
+            let recv_dir = installs[peer].neighbors[back].direction;
+            queues.push(Queue::new(rank as u32, peer as u32, entry.direction, recv_dir, depth));
+            ports[rank][i].out_queue = id;
+            ports[peer][back].in_queue = id;
+        }
+    }
+    for (rank, list) in ports.iter_mut().enumerate() {
+        if let Some(p) = list.iter().find(|p| p.in_queue == u32::MAX) {
+            return Err(RunError::Plan(format!(
+                "{} lists {} but no neighbour sends to it on a direction that pairs with it",
+                pes[rank], p.direction
+            )));
+        }
+        list.sort_unstable_by_key(|p| p.direction);
+        if let Some(w) = list.windows(2).find(|w| w[0].direction == w[1].direction) {
+            return Err(RunError::Plan(format!("{} lists direction {} twice", pes[rank], w[0].direction)));
+        }
+    }
+    Ok((queues, ports))
+}

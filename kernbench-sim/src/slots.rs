@@ -1,0 +1,43 @@
+//! Per-PE and per-queue state that several threads touch within a round, each only its own part.
+
+use std::cell::UnsafeCell;
+
+/// A vector whose elements are handed out mutably by index from a shared reference.
+///
+/// The round protocol of the executor guarantees exclusivity: in the poll phase a rank's elements are
+/// touched only by the one thread polling that rank (a rank is polled at most once per round), and in
+/// the merge phase only by the one thread merging that rank or, for a [`crate::pe::WaitSlot`], by the
+/// unique counterpart of the queue the rank waits on. Callers state which of these holds.
+pub(crate) struct Slots<T> {
+    cells: Box<[UnsafeCell<T>]>,
+}
+
+// SAFETY: access is exclusive per element by the executor's round protocol (see the type's docs), and
+// elements are only moved across threads between rounds, which rayon's joins order.
+unsafe impl<T: Send> Sync for Slots<T> {}
+
+impl<T> Slots<T> {
+    pub(crate) fn new(items: Vec<T>) -> Self {
+        Slots { cells: items.into_iter().map(UnsafeCell::new).collect() }
+    }
+
+    /// The element at `index`, mutably.
+    ///
+    /// # Safety
+    /// No other reference to this element may exist while the returned one lives.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn get_mut(&self, index: usize) -> &mut T {
+        // SAFETY: the caller guarantees exclusivity.
+        unsafe { &mut *self.cells[index].get() }
+    }
+
+    /// Every element, mutably; safe because `&mut self` excludes every other access.
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.cells.iter_mut().map(UnsafeCell::get_mut)
+    }
+
+    /// The element at `index`, through exclusive access to the whole vector.
+    pub(crate) fn get(&mut self, index: usize) -> &mut T {
+        self.cells[index].get_mut()
+    }
+}

@@ -1,0 +1,160 @@
+//! Mock runs in one call, for tests: build the plan, bind the kernel's arguments, fill the inputs, run.
+
+use kernbench_core::{ArgsError, InstallPlan, KernelDef, PeId, PlanError, ReduceOp, System, Tile};
+
+use crate::{Call, PeBuffers, RunError, RunReport, Runtime};
+
+/// Why a mock run did not produce a report.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MockError {
+    /// The topology and mapper do not make a plan for the system.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// The kernel's parameters do not fit its argument struct.
+    #[error(transparent)]
+    Args(#[from] ArgsError),
+    /// The run failed.
+    #[error(transparent)]
+    Run(#[from] RunError),
+}
+
+/// A mock run: a kernel on a topology and mapper of a system, with inputs made per PE.
+///
+/// Each PE's output buffer starts as a copy of its input (the in-place convention of all-reduce);
+/// [`MockRun::outputs`] changes that.
+///
+/// # Examples
+/// ```ignore
+/// let report = MockRun::new(&system, "ring_1d", "leader_only", &ring_allreduce::KERNEL)
+///     .params(serde_json::json!({"chunks": 2}))
+///     .inputs(|_pe, rank| Tile::filled(Dtype::F32, 64, (rank + 1) as f64))
+///     .run()?;
+/// ```
+pub struct MockRun<'a> {
+    system: &'a System,
+    topology: &'a str,
+    mapper: &'a str,
+    kernel: &'a KernelDef,
+    params: serde_json::Map<String, serde_json::Value>,
+    inputs: Box<dyn Fn(PeId, usize) -> Tile + 'a>,
+    outputs: Option<Box<dyn Fn(PeId, usize, &Tile) -> Tile + 'a>>,
+    call: Call,
+    threads: usize,
+    parallel_min_ready: usize,
+}
+
+impl std::fmt::Debug for MockRun<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockRun")
+            .field("topology", &self.topology)
+            .field("mapper", &self.mapper)
+            .field("kernel", &self.kernel.name)
+            .field("call", &self.call)
+            .field("threads", &self.threads)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> MockRun<'a> {
+    /// A run of `kernel` over `topology` with the participants `mapper` picks; inputs default to 16
+    /// f32 elements of `rank + 1`.
+    pub fn new(system: &'a System, topology: &'a str, mapper: &'a str, kernel: &'a KernelDef) -> Self {
+        MockRun {
+            system,
+            topology,
+            mapper,
+            kernel,
+            params: serde_json::Map::new(),
+            inputs: Box::new(|_, rank| Tile::filled(kernbench_core::Dtype::F32, 16, (rank + 1) as f64)),
+            outputs: None,
+            call: Call::default(),
+            threads: 1,
+            parallel_min_ready: crate::run::PARALLEL_MIN_READY,
+        }
+    }
+
+    /// The kernel's parameters as a JSON object (`json!({"chunks": 4})`); anything else is taken as no
+    /// parameters and reported by the kernel's argument check.
+    pub fn params(mut self, params: serde_json::Value) -> Self {
+        self.params = match params {
+            serde_json::Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        };
+        self
+    }
+
+    /// Each PE's input, from its id and rank.
+    pub fn inputs(mut self, f: impl Fn(PeId, usize) -> Tile + 'a) -> Self {
+        self.inputs = Box::new(f);
+        self
+    }
+
+    /// Each PE's starting output buffer, from its id, rank and input.
+    pub fn outputs(mut self, f: impl Fn(PeId, usize, &Tile) -> Tile + 'a) -> Self {
+        self.outputs = Some(Box::new(f));
+        self
+    }
+
+    /// The reduction operator of the call.
+    pub fn op(mut self, op: ReduceOp) -> Self {
+        self.call.op = op;
+        self
+    }
+
+    /// The call's facts (operator, root, generation).
+    pub fn call(mut self, call: Call) -> Self {
+        self.call = call;
+        self
+    }
+
+    /// The number of threads to poll PEs on.
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = threads;
+        self
+    }
+
+    /// Polls a round on several threads once this many PEs are woken in it.
+    pub fn parallel_min_ready(mut self, ready: usize) -> Self {
+        self.parallel_min_ready = ready;
+        self
+    }
+
+    /// Builds the plan and runs the kernel.
+    ///
+    /// # Errors
+    /// [`MockError`] from the plan, the kernel's arguments or the run.
+    pub fn run(&self) -> Result<RunReport, MockError> {
+        let plan = InstallPlan::build(self.system, self.topology, self.mapper)?;
+        let kernel = self.kernel.instantiate(&self.params)?;
+        let buffers = plan
+            .participants()
+            .map(|p| {
+                let input = (self.inputs)(p.pe, p.rank);
+                let output = match &self.outputs {
+                    Some(f) => f(p.pe, p.rank, &input),
+                    None => input.clone(),
+                };
+                PeBuffers { input, output }
+            })
+            .collect();
+        Ok(Runtime::new(self.system)
+            .threads(self.threads)
+            .parallel_min_ready(self.parallel_min_ready)
+            .run(&plan, &*kernel, buffers, self.call)?)
+    }
+}
+
+/// Runs `kernel` with default parameters and inputs: the one-call helper of the ADR's test strategy.
+///
+/// # Errors
+/// As [`MockRun::run`].
+pub fn run_kernel_in_mock(
+    system: &System,
+    topology: &str,
+    mapper: &str,
+    kernel: &KernelDef,
+    inputs: impl Fn(PeId, usize) -> Tile,
+) -> Result<RunReport, MockError> {
+    MockRun::new(system, topology, mapper, kernel).inputs(inputs).run()
+}

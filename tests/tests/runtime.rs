@@ -1,0 +1,315 @@
+//! The mock runtime: credits, diagnosed failures with deliberately broken kernels, determinism across
+//! thread counts, and the ADR's T3 (hierarchical all-reduce on 16 PEs).
+
+use kernbench::prelude::*;
+use kernbench::sim::testing::{MockError, MockRun};
+use kernbench::sim::{BlockedPe, Call, Leftover, RunError, RunReport};
+use kernbench::{KernelDef, Op, System};
+use serde_json::json;
+
+fn one_cube(pes: usize) -> System {
+    System::shape(1, 1, 1, pes).expect("a valid shape")
+}
+
+fn pe(index: u32) -> PeId {
+    PeId::new(0, 0, index)
+}
+
+fn run_ring(system: &System, kernel: &KernelDef) -> Result<RunReport, MockError> {
+    MockRun::new(system, "ring_1d", "all_pes", kernel).run()
+}
+
+fn run_error(result: Result<RunReport, MockError>) -> RunError {
+    match result {
+        Err(MockError::Run(e)) => e,
+        other => panic!("expected a run error, got {other:?}"),
+    }
+}
+
+/// Rank 0 sends `count` numbered messages east; rank 1 receives them and records whether they came in
+/// order.
+#[ccl_kernel]
+fn stream(tl: &Tl, count: u32) {
+    if tl.rank() == 0 {
+        for i in 0..count {
+            tl.send(E, &Tile::filled(F32, 4, f64::from(i)));
+        }
+    } else {
+        let mut in_order = true;
+        for i in 0..count {
+            let got = tl.recv(W, 4, F32);
+            in_order &= got == Tile::filled(F32, 4, f64::from(i));
+        }
+        tl.store(Output, &Tile::filled(F32, 4, if in_order { 1.0 } else { 0.0 }));
+    }
+}
+
+#[test]
+fn a_full_queue_makes_the_sender_wait_for_credits_and_messages_stay_in_order() {
+    let system = one_cube(2);
+    let report = MockRun::new(&system, "ring_1d", "all_pes", &stream::KERNEL)
+        .params(json!({"count": 10}))
+        .inputs(|_, _| Tile::zeros(F32, 4))
+        .run()
+        .unwrap();
+    let [sender, receiver] = report.pes() else { panic!("two PEs") };
+    assert_eq!(receiver.output, Tile::filled(F32, 4, 1.0), "messages arrived out of order");
+    assert_eq!((sender.figures.messages_sent, receiver.figures.messages_received), (10, 10));
+    // Depth 4 and 10 messages: the sender must have waited for credits, at least twice.
+    assert_eq!(system.ipcq_depth(), 4);
+    assert!(sender.figures.credit_waits >= 2, "{:?}", sender.figures);
+}
+
+#[ccl_kernel]
+fn sends_north(tl: &Tl) {
+    let x = tl.load(Input);
+    tl.send(N, &x);
+}
+
+#[ccl_kernel]
+fn receives_from_north(tl: &Tl) {
+    let _ = tl.recv(N, 16, F32);
+}
+
+#[test]
+fn send_on_a_missing_direction_names_the_pe_and_lists_the_directions_it_has() {
+    let err = run_error(run_ring(&one_cube(4), &sends_north::KERNEL));
+    assert_eq!(
+        err,
+        RunError::Kernel(KernelError::NoSuchDirection { pe: pe(0), op: Op::Send, direction: N, available: vec![E, W] })
+    );
+    assert!(err.to_string().contains("it has [E, W]"), "{err}");
+}
+
+#[test]
+fn recv_on_a_missing_direction_is_reported_as_a_recv() {
+    let err = run_error(run_ring(&one_cube(4), &receives_from_north::KERNEL));
+    assert!(matches!(err, RunError::Kernel(KernelError::NoSuchDirection { op: Op::Recv, direction: N, .. })), "{err}");
+}
+
+#[ccl_kernel]
+fn expects_f16(tl: &Tl) {
+    tl.send(E, &Tile::zeros(F32, 8));
+    let _ = tl.recv(W, 8, F16);
+}
+
+#[test]
+fn recv_of_another_dtype_says_both_and_who_sent_it() {
+    let err = run_error(run_ring(&one_cube(3), &expects_f16::KERNEL));
+    assert_eq!(
+        err,
+        RunError::Kernel(KernelError::RecvMismatch {
+            pe: pe(0),
+            direction: W,
+            expected_dtype: F16,
+            expected_len: 8,
+            got_dtype: F32,
+            got_len: 8,
+            from: pe(2),
+        })
+    );
+}
+
+#[ccl_kernel]
+fn expects_other_length(tl: &Tl) {
+    tl.send(E, &Tile::zeros(F32, 8));
+    let _ = tl.recv(W, 6, F32);
+}
+
+#[test]
+fn recv_of_another_length_says_both() {
+    let err = run_error(run_ring(&one_cube(3), &expects_other_length::KERNEL));
+    assert!(
+        matches!(err, RunError::Kernel(KernelError::RecvMismatch { expected_len: 6, got_len: 8, .. })),
+        "{err}"
+    );
+}
+
+/// Rank 0 sends in phase 2 while its east neighbour still receives in phase 1.
+#[ccl_kernel]
+fn phase_skew(tl: &Tl) {
+    if tl.rank() == 0 {
+        tl.phase(2);
+        tl.send(E, &Tile::zeros(F32, 4));
+    } else if tl.rank() == 1 {
+        let _ = tl.recv(W, 4, F32);
+    }
+}
+
+#[test]
+fn a_message_of_another_generation_is_rejected_not_mixed() {
+    let system = one_cube(2);
+    let err = run_error(MockRun::new(&system, "ring_1d", "all_pes", &phase_skew::KERNEL).call(Call { generation: 5, ..Call::default() }).run());
+    // Call 5 owns generations 13, 14, 15: the receiver is in phase 1 (13), the sender in phase 2 (14).
+    assert_eq!(
+        err,
+        RunError::Kernel(KernelError::GenerationMismatch { pe: pe(1), direction: W, expected: 13, got: 14, from: pe(0) })
+    );
+}
+
+#[test]
+fn generation_zero_is_an_error() {
+    let system = one_cube(2);
+    let err = run_error(MockRun::new(&system, "ring_1d", "all_pes", &stream::KERNEL)
+        .params(json!({"count": 1}))
+        .call(Call { generation: 0, ..Call::default() })
+        .run());
+    assert_eq!(err, RunError::ZeroGeneration);
+}
+
+#[ccl_kernel]
+fn receive_first(tl: &Tl) {
+    let x = tl.recv(W, 16, F32);
+    tl.send(E, &x);
+}
+
+#[test]
+fn a_receive_cycle_is_a_deadlock_listing_every_blocked_pe() {
+    let err = run_error(run_ring(&one_cube(3), &receive_first::KERNEL));
+    let RunError::Deadlock(report) = &err else { panic!("expected a deadlock, got {err}") };
+    let expected: Vec<BlockedPe> = (0..3)
+        .map(|i| BlockedPe {
+            pe: pe(i),
+            op: Op::Recv,
+            direction: Some(W),
+            peer: Some(pe((i + 2) % 3)),
+            queued: 0,
+            credits: 4,
+            depth: 4,
+        })
+        .collect();
+    assert_eq!(report.blocked, expected);
+    assert_eq!((report.finished, report.total), (0, 3));
+    assert!(err.to_string().contains("(sip 0, cube 0, pe 1) waits in recv on W (peer (sip 0, cube 0, pe 0))"), "{err}");
+}
+
+#[ccl_kernel]
+fn send_too_many_first(tl: &Tl) {
+    for _ in 0..5 {
+        tl.send(E, &Tile::zeros(F32, 1));
+    }
+    for _ in 0..5 {
+        let _ = tl.recv(W, 1, F32);
+    }
+}
+
+#[test]
+fn senders_out_of_credits_are_a_deadlock_showing_full_queues() {
+    let err = run_error(run_ring(&one_cube(2), &send_too_many_first::KERNEL));
+    let RunError::Deadlock(report) = &err else { panic!("expected a deadlock, got {err}") };
+    let expected: Vec<BlockedPe> = (0..2)
+        .map(|i| BlockedPe {
+            pe: pe(i),
+            op: Op::Send,
+            direction: Some(E),
+            peer: Some(pe(1 - i)),
+            queued: 4,
+            credits: 0,
+            depth: 4,
+        })
+        .collect();
+    assert_eq!(report.blocked, expected);
+}
+
+#[ccl_kernel]
+fn sends_one_too_many(tl: &Tl) {
+    if tl.rank() == 0 {
+        tl.send(E, &Tile::zeros(F32, 2));
+        tl.send(E, &Tile::zeros(F32, 2));
+    } else {
+        let _ = tl.recv(W, 2, F32);
+    }
+}
+
+#[test]
+fn messages_left_in_queues_after_every_kernel_finished_are_an_error() {
+    let err = run_error(run_ring(&one_cube(2), &sends_one_too_many::KERNEL));
+    assert_eq!(err, RunError::LeftoverMessages(vec![Leftover { receiver: pe(1), direction: W, sender: pe(0), messages: 1 }]));
+}
+
+#[ccl_kernel]
+fn rank_two_panics(tl: &Tl) {
+    let x = tl.load(Input);
+    if tl.rank() == 2 {
+        panic!("rank two gives up");
+    }
+    tl.send(E, &x);
+    let _ = tl.recv(W, x.len(), x.dtype());
+}
+
+#[test]
+fn a_panic_in_one_kernel_ends_the_run_with_that_pes_name() {
+    let err = run_error(run_ring(&one_cube(4), &rank_two_panics::KERNEL));
+    assert_eq!(err, RunError::Panicked { pe: pe(2), message: "rank two gives up".to_owned() });
+}
+
+#[ccl_kernel]
+fn barrier_then_exchange(tl: &Tl, skip_rank: usize) {
+    if tl.rank() != skip_rank {
+        tl.barrier();
+    }
+    tl.barrier();
+}
+
+#[test]
+fn a_barrier_releases_everyone_together() {
+    let system = one_cube(3);
+    let report = MockRun::new(&system, "ring_1d", "all_pes", &barrier_then_exchange::KERNEL)
+        .params(json!({"skip_rank": 99}))
+        .run()
+        .unwrap();
+    assert_eq!(report.pes().len(), 3);
+}
+
+#[test]
+fn a_barrier_some_pe_never_reaches_is_a_deadlock() {
+    let system = one_cube(3);
+    let err = run_error(MockRun::new(&system, "ring_1d", "all_pes", &barrier_then_exchange::KERNEL).params(json!({"skip_rank": 1})).run());
+    let RunError::Deadlock(report) = &err else { panic!("expected a deadlock, got {err}") };
+    assert!(report.blocked.iter().all(|b| b.op == Op::Barrier), "{err}");
+}
+
+/// The ADR's T3 on `system`: every PE's tile is rank + 1; every PE must end with the sum.
+fn t3(system: &System, dtype: Dtype, threads: usize) -> RunReport {
+    let report = MockRun::new(system, "hierarchical_3level", "all_pes", &kernbench::algorithms::hierarchical_allreduce::KERNEL)
+        .inputs(|_, rank| Tile::filled(dtype, 128, (rank + 1) as f64))
+        .threads(threads)
+        .parallel_min_ready(1)
+        .run()
+        .unwrap();
+    let n = report.pes().len() as f64;
+    let want = Tile::filled(dtype, 128, n * (n + 1.0) / 2.0);
+    for p in report.pes() {
+        assert_eq!(p.output, want, "{} holds the wrong sum", p.pe);
+    }
+    report
+}
+
+fn t3_system() -> System {
+    System::shape(2, 2, 1, 4).unwrap()
+}
+
+#[test]
+fn t3_hierarchical_allreduce_sums_1_to_16_in_f32() {
+    let report = t3(&t3_system(), F32, 1);
+    assert_eq!(report.output(PeId::new(1, 1, 3)), Some(&Tile::filled(F32, 128, 136.0)));
+}
+
+#[test]
+fn t3_hierarchical_allreduce_sums_1_to_16_in_f16() {
+    let report = t3(&t3_system(), F16, 1);
+    assert_eq!(report.output(PeId::new(0, 0, 0)), Some(&Tile::filled(F16, 128, 136.0)));
+}
+
+#[test]
+fn t3_is_identical_single_and_multi_threaded() {
+    for dtype in [F32, F16] {
+        assert_eq!(t3(&t3_system(), dtype, 1), t3(&t3_system(), dtype, 2), "{dtype}");
+    }
+}
+
+#[test]
+fn a_thousand_pe_run_is_identical_on_one_thread_and_two() {
+    let system = System::shape(4, 4, 4, 16).unwrap();
+    assert_eq!(t3(&system, F32, 1), t3(&system, F32, 2));
+}

@@ -1,0 +1,6 @@
+use kernbench::prelude::*;
+
+#[ccl_kernel]
+fn kernel() {}
+
+fn main() {}

@@ -1,0 +1,6 @@
+use kernbench::prelude::*;
+
+#[ccl_kernel]
+struct Kernel;
+
+fn main() {}
