@@ -10,16 +10,14 @@ use kernbench::sim::testing::MockRun;
 use kernbench::{KernelDef, System};
 use serde_json::json;
 
-/// Streams `count` one-element messages east while receiving as many from the west.
+/// Rank 0 streams `count` one-element messages east; rank 1 receives them.
 #[ccl_kernel]
 fn stream(tl: &Tl, count: u64) {
     let tile = Tile::zeros(F32, 1);
-    let depth = 4;
-    for i in 0..count + depth {
-        if i < count {
+    for _ in 0..count {
+        if tl.rank() == 0 {
             tl.send(E, &tile);
-        }
-        if i >= depth {
+        } else {
             let _ = tl.recv(W, 1, F32);
         }
     }

@@ -80,6 +80,11 @@ impl fmt::Display for Split {
 
 /// How a rank's tensor is spread over its SIP: split over cubes, then each cube's part over its PEs.
 ///
+/// Every part is a rectangle of the rank's tensor; a PE's shard holds its rectangle row-major, made
+/// contiguous. Row-wise and column-wise parts follow [`chunk_range`]: the first `len % count` parts
+/// are one row (column) larger. Every PE the policy places a part on holds a shard, even an empty one,
+/// so which PEs hold data depends only on the policy and the system, never on the tensor's size.
+///
 /// # Examples
 /// ```
 /// use kernbench_core::{DpPolicy, Split};

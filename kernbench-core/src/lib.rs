@@ -18,6 +18,7 @@ mod layout;
 mod mapper;
 mod names;
 mod plan;
+pub mod postcondition;
 mod registry;
 pub mod route;
 mod spec;
@@ -47,7 +48,9 @@ pub use topology::{
     FULL_MAX_PARTICIPANTS, TOPOLOGIES, Topology, TopologyFn, double_binary_tree, full, hierarchical_3level,
     hypercube, intercube, mesh_2d, mesh_2d_grid, ring_1d, topology_by_name, tree,
 };
-pub use validator::{VALIDATORS, ValidationError, ValidatorFn, any, multi_pe_sip_local, replicated, single_shard, validator_by_name};
+pub use validator::{
+    VALIDATORS, ValidationError, ValidatorFn, any, multi_pe_sip_local, replicated, single_shard, validator_by_name,
+};
 pub use tl::{Buffer, Tl, TlContext};
 
 /// Everything a kernel author needs: `use kernbench::prelude::*;`.

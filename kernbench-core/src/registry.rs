@@ -1,16 +1,7 @@
 //! The algorithm registry (`ccl.json`): which kernel, topology, mapper and validator make up each
 //! algorithm, and which algorithm to pick for a collective, a size and a layout.
 //!
-//! ```json
-//! {"algorithms": {
-//!    "ring": {"collective": "all_reduce", "kernel": "ring_allreduce", "topology": "ring_1d",
-//!             "mapper": "leader_only", "validator": "single_shard", "buffer_kind": "tcm",
-//!             "params": {"chunks": 4}, "summary": "bandwidth-optimal ring"}},
-//!  "selection": {
-//!    "all_reduce": [{"algorithm": "recursive_doubling", "max_bytes": 65536},
-//!                   {"algorithm": "hierarchical_allreduce", "layout": "multi_pe"},
-//!                   {"algorithm": "ring"}]}}
-//! ```
+//! The file format is documented on [`RegistrySpec`].
 //!
 //! Two stages: [`RegistrySpec`] is what the JSON says; [`Registry`] has checked that every topology,
 //! mapper and validator exists and that every rule names an algorithm of its collective. Kernels are
@@ -129,7 +120,21 @@ impl fmt::Display for SelectionRule {
     }
 }
 
-/// A registry file as written, before any check.
+/// A registry file (`ccl.json`) as written, before any check.
+///
+/// ```json
+/// {"algorithms": {
+///    "ring": {"collective": "all_reduce", "kernel": "ring_allreduce", "topology": "ring_1d",
+///             "mapper": "leader_only", "validator": "single_shard", "buffer_kind": "tcm",
+///             "params": {"chunks": 4}, "summary": "bandwidth-optimal ring"}},
+///  "selection": {
+///    "all_reduce": [{"algorithm": "recursive_doubling", "max_bytes": 65536},
+///                   {"algorithm": "hierarchical_allreduce", "layout": "multi_pe"},
+///                   {"algorithm": "ring"}]}}
+/// ```
+///
+/// A selection rule's `min_bytes` and `max_bytes` are inclusive bounds on bytes per rank; `layout`
+/// is `one_pe` or `multi_pe`. Check it with [`Registry::from_spec`].
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RegistrySpec {

@@ -3,17 +3,7 @@
 //! Two stages: [`SystemSpec`] is what a JSON file says; [`System`] is a spec that passed every check,
 //! so nothing downstream has to re-check sizes or rates.
 //!
-//! ```json
-//! {"sips": 4, "mesh": {"w": 4, "h": 4}, "pes_per_cube": 8,
-//!  "links": {"intra_cube": {"latency_ns": 20, "bandwidth_gbps": 256},
-//!            "inter_cube": {"latency_ns": 60, "bandwidth_gbps": 128},
-//!            "inter_sip":  {"latency_ns": 500, "bandwidth_gbps": 64}},
-//!  "sip_interconnect": "ring", "ipcq_depth": 4,
-//!  "pe": {"compute_gflops": 512, "memory_gbps": 512}}
-//! ```
-//!
-//! Only the shape (`sips`, `mesh`, `pes_per_cube`) is required; every other field, and each link class
-//! inside `links`, falls back to the built-in value, so a file can override just what it studies.
+//! The JSON shape is documented on [`SystemSpec`].
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -133,7 +123,19 @@ impl Default for PeSpec {
     }
 }
 
-/// A system as a JSON file describes it, before any check. See the [module docs](self) for the shape.
+/// A system as a JSON file describes it, before any check.
+///
+/// ```json
+/// {"sips": 4, "mesh": {"w": 4, "h": 4}, "pes_per_cube": 8,
+///  "links": {"intra_cube": {"latency_ns": 20, "bandwidth_gbps": 256},
+///            "inter_cube": {"latency_ns": 60, "bandwidth_gbps": 128},
+///            "inter_sip":  {"latency_ns": 500, "bandwidth_gbps": 64}},
+///  "sip_interconnect": "ring", "ipcq_depth": 4,
+///  "pe": {"compute_gflops": 512, "memory_gbps": 512}}
+/// ```
+///
+/// Only the shape (`sips`, `mesh`, `pes_per_cube`) is required; every other field, and each link class
+/// inside `links`, falls back to the built-in value, so a file can override just what it studies.
 ///
 /// Turn it into a [`System`] with [`System::from_spec`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

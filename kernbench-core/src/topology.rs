@@ -15,6 +15,9 @@ use crate::names::{NamedItem, UnknownName, listing, lookup};
 use crate::{CubeCoord, Direction, PeId, PlanError, System};
 
 /// The neighbour lists of every participant: the one schema every topology returns.
+///
+/// Rings of one member have no links, and rings of two link both directions to the other member:
+/// each direction has its own queue, so a kernel that sends E and receives W works unchanged.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Topology {
     /// The participating PEs, in `PeId` order; a PE's index is its rank.
@@ -403,7 +406,8 @@ pub fn intercube(system: &System, participants: &[PeId]) -> Result<Topology, Pla
         }
         by_cube.insert((first.sip, first.cube), cube[0]);
     }
-    let (w, h) = system.mesh();
+    // Both fit u32: the system has at most 2^24 PEs.
+    let (w, h) = (system.mesh().0 as u32, system.mesh().1 as u32);
     let mut sip_leaders = Vec::new();
     let mut reached = vec![false; topo.len()];
     for sip in groups_by(&topo.participants, |pe| pe.sip) {
@@ -421,39 +425,31 @@ pub fn intercube(system: &System, participants: &[PeId]) -> Result<Topology, Pla
             let steps = [
                 (
                     Direction::E,
-                    c.x + 1 < w as u32,
-                    CubeCoord { x: c.x + 1, ..c },
+                    (c.x + 1 < w).then(|| CubeCoord { x: c.x + 1, ..c }),
                 ),
                 (
                     Direction::W,
-                    c.x > 0,
-                    CubeCoord {
-                        x: c.x.wrapping_sub(1),
-                        ..c
-                    },
+                    c.x.checked_sub(1).map(|x| CubeCoord { x, ..c }),
                 ),
                 (
                     Direction::N,
-                    c.y + 1 < h as u32,
-                    CubeCoord { y: c.y + 1, ..c },
+                    (c.y + 1 < h).then(|| CubeCoord { y: c.y + 1, ..c }),
                 ),
                 (
                     Direction::S,
-                    c.y > 0,
-                    CubeCoord {
-                        y: c.y.wrapping_sub(1),
-                        ..c
-                    },
+                    c.y.checked_sub(1).map(|y| CubeCoord { y, ..c }),
                 ),
             ];
-            for (direction, inside, coord) in steps {
-                let neighbour = by_cube.get(&(sip_id, system.cube_index(coord)));
-                if let (true, Some(&peer)) = (inside, neighbour) {
-                    topo.neighbors[rank].push((direction, peer));
-                    if !reached[peer] {
-                        reached[peer] = true;
-                        queue.push_back(peer);
-                    }
+            for (direction, coord) in steps {
+                let Some(&peer) =
+                    coord.and_then(|coord| by_cube.get(&(sip_id, system.cube_index(coord))))
+                else {
+                    continue;
+                };
+                topo.neighbors[rank].push((direction, peer));
+                if !reached[peer] {
+                    reached[peer] = true;
+                    queue.push_back(peer);
                 }
             }
         }

@@ -15,9 +15,8 @@
 //! #[ccl_kernel]
 //! pub fn ring_allreduce(tl: &Tl, chunks: usize) {
 //!     let n = tl.size();
-//!     let x = tl.load(Input);
-//!     let mut acc = x.clone();
-//!     let mut travelling = x;
+//!     let mut acc = tl.load(Input);
+//!     let mut travelling = acc.clone();
 //!     for _ in 1..n {
 //!         let mut parts = Vec::new();
 //!         for c in 0..chunks {
@@ -43,14 +42,15 @@
 //! // kernel `ring_allreduce` parameters: missing field `chunks` (its parameters are: chunks: usize)
 //! ```
 //!
-//! `examples/first_kernel.rs` in the workspace runs this end to end.
+//! The workspace's `examples/first_kernel.rs` holds this kernel end to end
+//! (`cargo run --example first_kernel`).
 //!
 //! # What the macro generates
 //!
 //! ```text
 //! pub async fn ring_allreduce(tl: &Tl, chunks: usize) -> Result<(), KernelError> {
 //!     let n = tl.size().await?;                 // every `tl.method(..)` is awaited, its error propagated
-//!     let x = tl.load(Input).await?;
+//!     let mut acc = tl.load(Input).await?;
 //!     ...
 //!     tl.reduce(&mut acc, &travelling, tl.op().await?).await?;   // nested calls too
 //!     ...
@@ -103,6 +103,8 @@
 //! - `tl` calls are written without `.await` or `?`, and not inside closures or `async` blocks, which the
 //!   macro cannot await into: write a `for` loop rather than `for_each` or `map`. Inside macros whose
 //!   arguments are expressions (`assert_eq!(tl.size(), 4)`, `println!`), they are awaited as anywhere.
+//! - A helper may take any types (generics and patterns included) and return a value.
+//! - What a kernel holds across a `tl` call must be `Send`: a runtime may poll each PE on any thread.
 //! - A kernel is an item of a module (not of a function body or an `impl` block): its generated module
 //!   reaches it as `super::name`.
 //!
@@ -123,21 +125,50 @@ use crate::args::KernelArgs;
 use crate::check::Errors;
 use crate::model::Kernel;
 
-/// Turns a plain function taking `tl: &Tl` first into a kernel coroutine; see the crate docs.
+/// Turns a plain function taking `tl: &Tl` first into a kernel coroutine.
 ///
 /// `#[ccl_kernel]` registers it under its name, `#[ccl_kernel(name = "ring")]` under another, and
-/// `#[ccl_kernel(helper)]` makes it a step that other kernels call.
+/// `#[ccl_kernel(helper)]` makes it a step that other kernels call with `tl` first. The function becomes
+/// `async`, returning `Result<_, KernelError>`; every `tl.op(..)` and helper call in it is awaited and
+/// its error propagated. A registered kernel gets a module of the same name holding `KERNEL` (its
+/// registry entry) and `Args` (its parameters, decoded from JSON).
+///
+/// ```ignore
+/// use kernbench::prelude::*;
+///
+/// /// Sends the input one step east and keeps what comes from the west.
+/// #[ccl_kernel]
+/// pub fn shift(tl: &Tl, rounds: usize) {
+///     let mut x = tl.load(Input);
+///     for _ in 0..rounds {
+///         tl.send(E, &x);
+///         x = tl.recv(W, x.len(), x.dtype());
+///     }
+///     tl.store(Output, &x);
+/// }
+///
+/// assert_eq!(shift::KERNEL.params[0].name, "rounds");
+/// ```
+///
+/// The `kernbench-macros` crate documentation holds the whole contract: what is generated, helpers, and
+/// the mistakes rejected at compile time.
 #[proc_macro_attribute]
 pub fn ccl_kernel(args: TokenStream, item: TokenStream) -> TokenStream {
     expand(args.into(), item.into()).into()
 }
 
 /// Parses, checks, rewrites and generates; on any error, the errors and a stub of the function.
-fn expand(args: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
+fn expand(
+    args: proc_macro2::TokenStream,
+    item: proc_macro2::TokenStream,
+) -> proc_macro2::TokenStream {
     let item: syn::ItemFn = match syn::parse2(item.clone()) {
         Ok(item) => item,
         Err(_) => {
-            let error = syn::Error::new_spanned(&item, "#[ccl_kernel] applies to a function: `fn k(tl: &Tl, ...)`");
+            let error = syn::Error::new_spanned(
+                &item,
+                "#[ccl_kernel] applies to a function: `fn k(tl: &Tl, ...)`",
+            );
             let mut tokens = error.to_compile_error();
             tokens.extend(item);
             return tokens;
@@ -155,7 +186,10 @@ fn expand(args: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> pro
             codegen::kernel(&kernel)
         }
         (result, _) => {
-            let mut tokens = result.err().map(|error| error.to_compile_error()).unwrap_or_default();
+            let mut tokens = result
+                .err()
+                .map(|error| error.to_compile_error())
+                .unwrap_or_default();
             codegen::stub(&item, &args).to_tokens(&mut tokens);
             tokens
         }

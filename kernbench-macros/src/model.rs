@@ -7,8 +7,8 @@ use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::visit::Visit;
 use syn::{
-    Expr, ExprLit, FnArg, Ident, ItemFn, Lit, Macro, Meta, Pat, PatIdent, PatType, ReturnType, Token, Type,
-    TypePath,
+    Expr, ExprLit, FnArg, Ident, ItemFn, Lit, Macro, Meta, Pat, PatIdent, PatType, ReturnType,
+    Token, Type, TypePath,
 };
 
 use crate::args::KernelArgs;
@@ -66,8 +66,14 @@ impl Kernel {
         let kind = if args.helper {
             Kind::Helper
         } else {
-            let name = args.name.as_ref().map_or_else(|| syn::ext::IdentExt::unraw(&item.sig.ident).to_string(), |name| name.value());
-            Kind::Kernel { name, params: registry_params(&item)? }
+            let name = args.name.as_ref().map_or_else(
+                || syn::ext::IdentExt::unraw(&item.sig.ident).to_string(),
+                |name| name.value(),
+            );
+            Kind::Kernel {
+                name,
+                params: registry_params(&item)?,
+            }
         };
         Ok(Kernel { item, tl, kind })
     }
@@ -81,21 +87,30 @@ impl Kernel {
     pub(crate) fn summary(&self) -> String {
         let docs = self.item.attrs.iter().filter_map(|attr| match &attr.meta {
             Meta::NameValue(doc) if doc.path.is_ident("doc") => match &doc.value {
-                Expr::Lit(ExprLit { lit: Lit::Str(text), .. }) => Some(text.value()),
+                Expr::Lit(ExprLit {
+                    lit: Lit::Str(text),
+                    ..
+                }) => Some(text.value()),
                 _ => None,
             },
             _ => None,
         });
-        docs.flat_map(|text| text.lines().map(|line| line.trim().to_owned()).collect::<Vec<_>>())
-            .find(|line| !line.is_empty())
-            .unwrap_or_default()
+        docs.flat_map(|text| {
+            text.lines()
+                .map(|line| line.trim().to_owned())
+                .collect::<Vec<_>>()
+        })
+        .find(|line| !line.is_empty())
+        .unwrap_or_default()
     }
 }
 
 /// The declared return type, unless it is absent or `()`.
 pub(crate) fn declared_return(output: &ReturnType) -> Option<&Type> {
     match output {
-        ReturnType::Type(_, ty) if !matches!(&**ty, Type::Tuple(unit) if unit.elems.is_empty()) => Some(ty),
+        ReturnType::Type(_, ty) if !matches!(&**ty, Type::Tuple(unit) if unit.elems.is_empty()) => {
+            Some(ty)
+        }
         _ => None,
     }
 }
@@ -116,8 +131,11 @@ fn tl_handle(item: &ItemFn) -> syn::Result<TlHandle> {
         FnArg::Receiver(receiver) => {
             return Err(syn::Error::new_spanned(
                 receiver,
-                "#[ccl_kernel] applies to free functions, not methods: a kernel cannot take `self`; move it \
-                 out of the `impl` block and take the tl handle first: `fn k(tl: &Tl, ...)`",
+                format_args!(
+                    "#[ccl_kernel] applies to free functions, not methods: a kernel cannot take `self`; move \
+                     it out of the `impl` block and take the tl handle first: `fn {}(tl: &Tl, ...)`",
+                    sig.ident
+                ),
             ));
         }
         FnArg::Typed(first) => first,
@@ -130,7 +148,11 @@ fn tl_handle(item: &ItemFn) -> syn::Result<TlHandle> {
         return Err(match later {
             Some(tl) => syn::Error::new_spanned(
                 tl,
-                "the tl handle must be the first parameter: move it before the others, `fn k(tl: &Tl, ...)`",
+                format_args!(
+                    "the tl handle must be the first parameter: move it before the others, `fn {}({}: &Tl, ...)`",
+                    sig.ident,
+                    plain_ident(tl).map_or_else(|| "tl".to_owned(), Ident::to_string),
+                ),
             ),
             None => syn::Error::new_spanned(
                 &first.ty,
@@ -168,7 +190,12 @@ fn registry_params(item: &ItemFn) -> syn::Result<Vec<Param>> {
 /// `name` or `mut name`, not `ref name`, `name @ ..` or a destructuring pattern.
 fn plain_ident(param: &PatType) -> Option<&Ident> {
     match &*param.pat {
-        Pat::Ident(PatIdent { by_ref: None, subpat: None, ident, .. }) => Some(ident),
+        Pat::Ident(PatIdent {
+            by_ref: None,
+            subpat: None,
+            ident,
+            ..
+        }) => Some(ident),
         _ => None,
     }
 }
@@ -187,8 +214,16 @@ fn is_tl_ref(ty: &Type) -> bool {
 /// A path type with no qualified self and no generic arguments whose last segment is `name`.
 pub(crate) fn last_segment_is(path: &TypePath, name: &str) -> bool {
     path.qself.is_none()
-        && path.path.segments.iter().all(|segment| segment.arguments.is_none())
-        && path.path.segments.last().is_some_and(|segment| segment.ident == name)
+        && path
+            .path
+            .segments
+            .iter()
+            .all(|segment| segment.arguments.is_none())
+        && path
+            .path
+            .segments
+            .last()
+            .is_some_and(|segment| segment.ident == name)
 }
 
 /// The kernel's tl parameter, by name: what tells a tl step from any other expression.
@@ -199,7 +234,9 @@ impl TlHandle {
     /// Whether `expr` is the handle itself: `tl`.
     pub(crate) fn is_handle(&self, expr: &Expr) -> bool {
         match expr {
-            Expr::Path(path) => path.attrs.is_empty() && path.qself.is_none() && path.path.is_ident(&self.0),
+            Expr::Path(path) => {
+                path.attrs.is_empty() && path.qself.is_none() && path.path.is_ident(&self.0)
+            }
             Expr::Group(group) => self.is_handle(&group.expr),
             _ => false,
         }
@@ -211,7 +248,8 @@ impl TlHandle {
         match expr {
             Expr::MethodCall(call) => self.is_handle(&call.receiver),
             Expr::Call(call) => {
-                matches!(&*call.func, Expr::Path(_)) && call.args.first().is_some_and(|arg| self.is_handle(arg))
+                matches!(&*call.func, Expr::Path(_))
+                    && call.args.first().is_some_and(|arg| self.is_handle(arg))
             }
             _ => false,
         }
@@ -232,7 +270,11 @@ impl TlHandle {
             Expr::MethodCall(call) => format!("`{}.{}(..)`", self.0, call.method),
             Expr::Call(call) => match &*call.func {
                 Expr::Path(path) => {
-                    let name = path.path.segments.last().map_or_else(String::new, |s| s.ident.to_string());
+                    let name = path
+                        .path
+                        .segments
+                        .last()
+                        .map_or_else(String::new, |s| s.ident.to_string());
                     format!("`{name}({}, ..)`", self.0)
                 }
                 _ => format!("a call with `{}`", self.0),
@@ -266,7 +308,10 @@ impl TlHandle {
                 }
             }
         }
-        let mut finder = Finder { tl: self, found: None };
+        let mut finder = Finder {
+            tl: self,
+            found: None,
+        };
         finder.visit_expr(expr);
         finder.found
     }
@@ -278,8 +323,14 @@ impl TlHandle {
             let mut previous_is_tl = false;
             for token in tokens {
                 match token {
-                    proc_macro2::TokenTree::Punct(punct) if punct.as_char() == '.' && previous_is_tl => return true,
-                    proc_macro2::TokenTree::Group(group) if scan(group.stream(), tl) => return true,
+                    proc_macro2::TokenTree::Punct(punct)
+                        if punct.as_char() == '.' && previous_is_tl =>
+                    {
+                        return true;
+                    }
+                    proc_macro2::TokenTree::Group(group) if scan(group.stream(), tl) => {
+                        return true;
+                    }
                     proc_macro2::TokenTree::Ident(ident) => {
                         previous_is_tl = ident == *tl;
                         continue;
@@ -297,5 +348,6 @@ impl TlHandle {
 /// A macro's arguments, when they are comma-separated expressions (`println!`, `assert_eq!`,
 /// `format!`, `vec![a, b]`): the macro can see and rewrite the tl steps in them.
 pub(crate) fn macro_args(mac: &Macro) -> Option<Punctuated<Expr, Token![,]>> {
-    mac.parse_body_with(Punctuated::<Expr, Token![,]>::parse_terminated).ok()
+    mac.parse_body_with(Punctuated::<Expr, Token![,]>::parse_terminated)
+        .ok()
 }

@@ -7,14 +7,19 @@
 use proc_macro2::Span;
 use syn::spanned::Spanned;
 use syn::visit_mut::{self, VisitMut};
-use syn::{Block, Expr, ExprAwait, ExprTry, Item, Macro, Stmt, Token, parse_quote_spanned};
+use syn::{
+    Block, Expr, ExprAwait, ExprMacro, ExprTry, Item, Macro, Stmt, Token, parse_quote_spanned,
+};
 
 use crate::model::{Kernel, TlHandle, macro_args};
 
 /// Rewrites the kernel's body in place.
 pub(crate) fn body(kernel: &mut Kernel) {
     let returns_value = kernel.returns_value();
-    let mut steps = Steps { tl: &kernel.tl, changed: false };
+    let mut steps = Steps {
+        tl: &kernel.tl,
+        changed: false,
+    };
     steps.visit_block_mut(&mut kernel.item.block);
     wrap_tail(&mut kernel.item.block, returns_value);
 }
@@ -58,7 +63,9 @@ impl VisitMut for Steps<'_> {
         // Input:  assert_eq!(tl.size(), 4);
         // Output: assert_eq!(tl.size().await?, 4);
         // Macros whose arguments are not expressions are left alone (the checks reject `tl.` in them).
-        let Some(mut args) = macro_args(mac) else { return };
+        let Some(mut args) = macro_args(mac) else {
+            return;
+        };
         let outer = std::mem::replace(&mut self.changed, false);
         args.iter_mut().for_each(|arg| self.visit_expr_mut(arg));
         if self.changed {
@@ -103,6 +110,19 @@ fn ok(value: Expr, span: Span) -> Expr {
 /// A block ending in `return` is left as it is: it never reaches its end.
 fn wrap_tail(block: &mut Block, returns_value: bool) {
     let span = block.brace_token.span.close();
+    // A braced macro ending the block (`m! { .. }`) is its tail expression too.
+    if let Some(Stmt::Macro(tail)) = block.stmts.last() {
+        if tail.semi_token.is_none() {
+            let Some(Stmt::Macro(tail)) = block.stmts.pop() else {
+                unreachable!("the last statement was just seen to be a macro")
+            };
+            let tail = Expr::Macro(ExprMacro {
+                attrs: tail.attrs,
+                mac: tail.mac,
+            });
+            block.stmts.push(Stmt::Expr(tail, None));
+        }
+    }
     match block.stmts.last_mut() {
         Some(Stmt::Expr(Expr::Return(_), _)) => {}
         Some(Stmt::Expr(tail, None)) if returns_value => {
@@ -121,7 +141,10 @@ fn wrap_tail(block: &mut Block, returns_value: bool) {
             }
             // Generated, so that rustc does not call it unreachable after a diverging tail (`panic!()`).
             let generated = Span::mixed_site();
-            block.stmts.push(Stmt::Expr(ok(parse_quote_spanned!(generated=> ()), generated), None));
+            block.stmts.push(Stmt::Expr(
+                ok(parse_quote_spanned!(generated=> ()), generated),
+                None,
+            ));
         }
     }
 }

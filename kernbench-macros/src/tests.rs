@@ -11,14 +11,21 @@ use quote::quote;
 /// Expands `#[ccl_kernel(args)] item` and compares the result with its snapshot.
 fn snapshot(name: &str, args: TokenStream, item: TokenStream) {
     let actual = pretty(crate::expand(args, item));
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots").join(format!("{name}.expanded.rs"));
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/snapshots")
+        .join(format!("{name}.expanded.rs"));
     if std::env::var_os("UPDATE_SNAPSHOTS").is_some_and(|value| value == "1") {
-        std::fs::create_dir_all(path.parent().expect("snapshots have a directory")).expect("create snapshot dir");
+        std::fs::create_dir_all(path.parent().expect("snapshots have a directory"))
+            .expect("create snapshot dir");
         std::fs::write(&path, &actual).expect("write snapshot");
         return;
     }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|error| panic!("{}: {error}; run with UPDATE_SNAPSHOTS=1 to create it", path.display()));
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|error| {
+        panic!(
+            "{}: {error}; run with UPDATE_SNAPSHOTS=1 to create it",
+            path.display()
+        )
+    });
     if let Err(difference) = compare(&actual, &expected) {
         panic!(
             "the expansion of `{name}` differs from {}:\n{difference}\n--- actual expansion ---\n{actual}\n\
@@ -43,7 +50,9 @@ fn compare(actual: &str, expected: &str) -> Result<(), String> {
     for line in 1.. {
         match (actual_lines.next(), expected_lines.next()) {
             (Some(a), Some(e)) if a == e => {}
-            (None, None) => return Err("the files differ only in line endings or a final newline".to_owned()),
+            (None, None) => {
+                return Err("the files differ only in line endings or a final newline".to_owned());
+            }
             (a, e) => {
                 return Err(format!(
                     "line {line}:\n  expected: {}\n  actual:   {}",
@@ -118,16 +127,36 @@ fn snapshot_of_a_helper_calling_a_helper() {
 fn a_difference_fails_the_comparison() {
     assert!(compare("a\nb\n", "a\nb\n").is_ok());
     let error = compare("a\nb\n", "a\nc\n").unwrap_err();
-    assert!(error.contains("line 2") && error.contains("expected: c") && error.contains("actual:   b"), "{error}");
-    assert!(compare("a\n", "a\nb\n").unwrap_err().contains("<end of file>"));
+    assert!(
+        error.contains("line 2") && error.contains("expected: c") && error.contains("actual:   b"),
+        "{error}"
+    );
+    assert!(
+        compare("a\n", "a\nb\n")
+            .unwrap_err()
+            .contains("<end of file>")
+    );
     assert!(compare("a\n", "a").is_err());
 }
 
 #[test]
 fn a_rejected_kernel_expands_to_its_error_and_a_stub() {
-    let expanded = pretty(crate::expand(quote!(), quote!(fn k(tl: &Tl, data: Tile) { tl.send(E, &data); })));
+    let expanded = pretty(crate::expand(
+        quote!(),
+        quote!(
+            fn k(tl: &Tl, data: Tile) {
+                tl.send(E, &data);
+            }
+        ),
+    ));
     assert_eq!(expanded.matches("compile_error!").count(), 1, "{expanded}");
-    assert!(expanded.contains("async fn k(") && expanded.contains("data: Tile"), "{expanded}");
-    assert!(expanded.contains("loop {}") && !expanded.contains("send"), "{expanded}");
+    assert!(
+        expanded.contains("async fn k(") && expanded.contains("data: Tile"),
+        "{expanded}"
+    );
+    assert!(
+        expanded.contains("loop {}") && !expanded.contains("send"),
+        "{expanded}"
+    );
     assert!(expanded.contains("pub static KERNEL"), "{expanded}");
 }

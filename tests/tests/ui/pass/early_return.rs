@@ -26,7 +26,9 @@ fn kernel(tl: &Tl) {
         tl.store(Output, &x);
         return;
     }
-    let Some(tile) = first_nonempty(tl, vec![x]) else { return };
+    let Some(tile) = first_nonempty(tl, vec![x]) else {
+        return;
+    };
     tl.send(E, &tile);
 }
 

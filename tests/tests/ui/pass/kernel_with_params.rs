@@ -49,8 +49,17 @@ fn main() {
     assert!(def.instantiate(json.as_object().unwrap()).is_ok());
 
     let args: kernel::Args = serde_json::from_value(json).unwrap();
-    assert_eq!((args.rounds, args.op, args.dtype), (2, ReduceOp::Max, Dtype::F16));
+    assert_eq!(
+        (args.rounds, args.op, args.dtype),
+        (2, ReduceOp::Max, Dtype::F16)
+    );
 
-    let missing = def.instantiate(serde_json::json!({ "rounds": 2 }).as_object().unwrap()).err().unwrap();
-    assert!(missing.to_string().contains("missing field `scale`"), "{missing}");
+    let missing = def
+        .instantiate(serde_json::json!({ "rounds": 2 }).as_object().unwrap())
+        .err()
+        .unwrap();
+    assert!(
+        missing.to_string().contains("missing field `scale`"),
+        "{missing}"
+    );
 }

@@ -12,7 +12,16 @@ fn main() {
     assert_eq!(kernel::KERNEL.summary, "");
     let empty = serde_json::Map::new();
     assert!(kernel::KERNEL.instantiate(&empty).is_ok());
-    let unknown = kernel::KERNEL.instantiate(serde_json::json!({ "chunks": 4 }).as_object().unwrap()).err().unwrap();
-    assert!(unknown.to_string().contains("unknown field `chunks`"), "{unknown}");
-    assert!(unknown.to_string().contains("its parameters are: none"), "{unknown}");
+    let unknown = kernel::KERNEL
+        .instantiate(serde_json::json!({ "chunks": 4 }).as_object().unwrap())
+        .err()
+        .unwrap();
+    assert!(
+        unknown.to_string().contains("unknown field `chunks`"),
+        "{unknown}"
+    );
+    assert!(
+        unknown.to_string().contains("its parameters are: none"),
+        "{unknown}"
+    );
 }

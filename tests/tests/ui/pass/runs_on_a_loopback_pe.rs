@@ -46,12 +46,25 @@ struct Loopback {
 }
 
 impl Backend for Loopback {
-    fn poll_send(&mut self, _: Direction, tile: &Tile, _: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
+    fn poll_send(
+        &mut self,
+        _: Direction,
+        tile: &Tile,
+        _: &mut Context<'_>,
+    ) -> Poll<Result<(), KernelError>> {
         self.queue.push_back(tile.clone());
         Poll::Ready(Ok(()))
     }
-    fn poll_recv(&mut self, _: Direction, _: usize, _: Dtype, _: &mut Context<'_>) -> Poll<Result<Tile, KernelError>> {
-        self.queue.pop_front().map_or(Poll::Pending, |tile| Poll::Ready(Ok(tile)))
+    fn poll_recv(
+        &mut self,
+        _: Direction,
+        _: usize,
+        _: Dtype,
+        _: &mut Context<'_>,
+    ) -> Poll<Result<Tile, KernelError>> {
+        self.queue
+            .pop_front()
+            .map_or(Poll::Pending, |tile| Poll::Ready(Ok(tile)))
     }
     fn poll_barrier(&mut self, _: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
         Poll::Ready(Ok(()))
@@ -71,7 +84,11 @@ impl Backend for Loopback {
 }
 
 /// Runs `def` with JSON `params` on a loopback PE of a ring of `size`; returns the result and output.
-fn run(def: &kernbench::KernelDef, params: serde_json::Value, size: usize) -> (Result<(), KernelError>, Option<Tile>) {
+fn run(
+    def: &kernbench::KernelDef,
+    params: serde_json::Value,
+    size: usize,
+) -> (Result<(), KernelError>, Option<Tile>) {
     let launch = def.instantiate(params.as_object().unwrap()).unwrap();
     let tl = Tl::new(TlContext {
         pe: PeId::new(0, 0, 0),
@@ -82,7 +99,10 @@ fn run(def: &kernbench::KernelDef, params: serde_json::Value, size: usize) -> (R
         root: 0,
         generation: 0,
     });
-    let mut backend = Loopback { input: Some(Tile::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0])), ..Loopback::default() };
+    let mut backend = Loopback {
+        input: Some(Tile::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0])),
+        ..Loopback::default()
+    };
     let mut kernel = launch.launch(tl);
     let mut cx = Context::from_waker(Waker::noop());
     let result = match enter(&mut backend, || kernel.as_mut().poll(&mut cx)) {
@@ -94,11 +114,21 @@ fn run(def: &kernbench::KernelDef, params: serde_json::Value, size: usize) -> (R
 }
 
 fn main() {
-    let (result, output) = run(&ring_allreduce::KERNEL, serde_json::json!({ "chunks": 2 }), 3);
+    let (result, output) = run(
+        &ring_allreduce::KERNEL,
+        serde_json::json!({ "chunks": 2 }),
+        3,
+    );
     result.unwrap();
-    assert_eq!(output.unwrap().to_vec::<f32>().unwrap(), [3.0, 6.0, 9.0, 12.0, 15.0]);
+    assert_eq!(
+        output.unwrap().to_vec::<f32>().unwrap(),
+        [3.0, 6.0, 9.0, 12.0, 15.0]
+    );
 
     let (result, output) = run(&bad_axis::KERNEL, serde_json::json!({ "axis": 7 }), 1);
-    assert!(matches!(result, Err(KernelError::BadAxis { axis: 7, .. })), "{result:?}");
+    assert!(
+        matches!(result, Err(KernelError::BadAxis { axis: 7, .. })),
+        "{result:?}"
+    );
     assert!(output.is_none(), "the kernel stopped at the failing call");
 }

@@ -16,6 +16,9 @@ mod algorithms {
 fn main() {
     let def = &algorithms::ring::kernel::KERNEL;
     assert_eq!(def.params[0].ty, "kernbench::ReduceOp");
-    let args = algorithms::ring::kernel::Args { op: kernbench::ReduceOp::Sum, dtype: kernbench::Dtype::F32 };
+    let args = algorithms::ring::kernel::Args {
+        op: kernbench::ReduceOp::Sum,
+        dtype: kernbench::Dtype::F32,
+    };
     assert_eq!(format!("{args:?}"), "Args { op: Sum, dtype: F32 }");
 }
