@@ -124,10 +124,22 @@ fn million_pes() {
     println!("{:<28} {:.2}x   (target: >= 1.6x on 2 cores)", "2 threads vs 1", secs_by_threads[0] / secs_by_threads[1]);
 }
 
+/// Whether section `name` runs: all of them, or those named in `KERNBENCH_BENCH_ONLY` (comma-separated:
+/// messages, reduce, million).
+fn section(name: &str) -> bool {
+    std::env::var("KERNBENCH_BENCH_ONLY").map_or(true, |only| only.split(',').any(|s| s == name))
+}
+
 fn main() {
     let count = if quick() { 100_000 } else { 2_000_000 };
-    message_overhead(&stream::KERNEL, "send+recv, streaming", count);
-    message_overhead(&ping_pong::KERNEL, "send+recv, ping-pong", count / 4);
-    reduce_bandwidth();
-    million_pes();
+    if section("messages") {
+        message_overhead(&stream::KERNEL, "send+recv, streaming", count);
+        message_overhead(&ping_pong::KERNEL, "send+recv, ping-pong", count / 4);
+    }
+    if section("reduce") {
+        reduce_bandwidth();
+    }
+    if section("million") {
+        million_pes();
+    }
 }

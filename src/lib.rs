@@ -20,3 +20,8 @@ pub mod sim {
 pub mod algorithms {
     pub use kernbench_algorithms::*;
 }
+
+mod communicator;
+
+pub use communicator::{CallOptions, CallReport, CommError, Communicator};
+pub mod workload;

@@ -11,6 +11,12 @@ use crate::{KernelError, Tl};
 /// A running kernel on one PE: the coroutine a runtime polls.
 pub type KernelFuture = Pin<Box<dyn Future<Output = Result<(), KernelError>> + Send + 'static>>;
 
+/// The JSON parameters of a kernel, as the registry holds them: `{"chunks": 4}`.
+pub type Params = serde_json::Map<String, serde_json::Value>;
+
+/// Binds a kernel's arguments from its JSON parameters.
+pub type Instantiate = fn(&Params) -> Result<Arc<dyn Launch>, ArgsError>;
+
 /// A kernel with its arguments bound, ready to start on any number of PEs.
 pub trait Launch: Send + Sync {
     /// Starts the kernel on the PE that `tl` stands for.
@@ -36,7 +42,7 @@ pub struct KernelDef {
     /// The first line of the kernel's doc comment.
     pub summary: &'static str,
     /// Binds the kernel's arguments from the registry's JSON parameters.
-    pub instantiate: fn(&serde_json::Map<String, serde_json::Value>) -> Result<Arc<dyn Launch>, ArgsError>,
+    pub instantiate: Instantiate,
 }
 
 impl fmt::Debug for KernelDef {
@@ -50,7 +56,7 @@ impl KernelDef {
     ///
     /// # Errors
     /// [`ArgsError`] naming a missing, unknown or mistyped parameter.
-    pub fn instantiate(&self, params: &serde_json::Map<String, serde_json::Value>) -> Result<Arc<dyn Launch>, ArgsError> {
+    pub fn instantiate(&self, params: &Params) -> Result<Arc<dyn Launch>, ArgsError> {
         (self.instantiate)(params)
     }
 }

@@ -31,7 +31,7 @@ pub use direction::{Direction, ParseDirectionError};
 pub use dtype::{Dtype, ParseDtypeError, ParseReduceOpError, ReduceOp};
 pub use error::{KernelError, Op};
 pub use ids::{CubeCoord, LinkClass, PeId};
-pub use kernel::{ArgsError, KernelDef, KernelFuture, KernelSet, Launch, ParamDef, UnknownKernel};
+pub use kernel::{ArgsError, Instantiate, KernelDef, KernelFuture, KernelSet, Launch, ParamDef, Params, UnknownKernel};
 pub use kernbench_macros::ccl_kernel;
 pub use tile::{Element, Tile, TileError, chunk_range, chunk_start};
 pub use plan::{InstallPlan, NeighborTableEntry, PeInstall, PlanError, SipPlan, build_install_plans, check_plan};

@@ -7,7 +7,7 @@ use syn::spanned::Spanned;
 use syn::{Block, ItemFn, ReturnType, Signature, Token, parse_quote, parse_quote_spanned};
 
 use crate::args::KernelArgs;
-use crate::model::{Kernel, Kind, Param};
+use crate::model::{Kernel, Kind, Param, registry_name};
 
 /// The expansion of a checked and rewritten kernel.
 pub(crate) fn kernel(kernel: &Kernel) -> TokenStream {
@@ -30,18 +30,15 @@ pub(crate) fn kernel(kernel: &Kernel) -> TokenStream {
 ///         mod ring { pub static KERNEL: KernelDef = KernelDef { .., instantiate: |_| loop {} }; }
 pub(crate) fn stub(item: &ItemFn, args: &KernelArgs) -> TokenStream {
     let body: Block = parse_quote!({ loop {} });
-    // The stub never uses its parameters; saying so would bury the errors under warnings.
     let function = function(item, &body);
+    // The stub never uses its parameters; saying so would bury the errors under warnings.
     let function = quote!(#[allow(unused_variables)] #function);
     // A method's stub module would sit in an `impl` block, where modules cannot.
     if args.helper || item.sig.receiver().is_some() {
         return function;
     }
     let (vis, ident) = (&item.vis, &item.sig.ident);
-    let name = args
-        .name
-        .as_ref()
-        .map_or_else(|| ident.to_string(), syn::LitStr::value);
+    let name = registry_name(args, ident);
     let cfgs = cfgs(item);
     let module = quote_spanned! {Span::mixed_site()=>
         #(#cfgs)*

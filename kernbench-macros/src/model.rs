@@ -7,8 +7,8 @@ use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::visit::Visit;
 use syn::{
-    Expr, ExprLit, FnArg, Ident, ItemFn, Lit, Macro, Meta, Pat, PatIdent, PatType, ReturnType,
-    Token, Type, TypePath,
+    Expr, ExprLit, FnArg, Ident, ItemFn, Lit, LitStr, Macro, Meta, Pat, PatIdent, PatType,
+    ReturnType, Token, Type, TypePath,
 };
 
 use crate::args::KernelArgs;
@@ -66,12 +66,8 @@ impl Kernel {
         let kind = if args.helper {
             Kind::Helper
         } else {
-            let name = args.name.as_ref().map_or_else(
-                || syn::ext::IdentExt::unraw(&item.sig.ident).to_string(),
-                |name| name.value(),
-            );
             Kind::Kernel {
-                name,
+                name: registry_name(args, &item.sig.ident),
                 params: registry_params(&item)?,
             }
         };
@@ -103,6 +99,14 @@ impl Kernel {
         .find(|line| !line.is_empty())
         .unwrap_or_default()
     }
+}
+
+/// The name a kernel is registered under: `name = "..."`, or the function's name.
+pub(crate) fn registry_name(args: &KernelArgs, ident: &Ident) -> String {
+    args.name.as_ref().map_or_else(
+        || syn::ext::IdentExt::unraw(ident).to_string(),
+        LitStr::value,
+    )
 }
 
 /// The declared return type, unless it is absent or `()`.

@@ -111,16 +111,13 @@ fn ok(value: Expr, span: Span) -> Expr {
 fn wrap_tail(block: &mut Block, returns_value: bool) {
     let span = block.brace_token.span.close();
     // A braced macro ending the block (`m! { .. }`) is its tail expression too.
-    if let Some(Stmt::Macro(tail)) = block.stmts.last() {
-        if tail.semi_token.is_none() {
-            let Some(Stmt::Macro(tail)) = block.stmts.pop() else {
-                unreachable!("the last statement was just seen to be a macro")
-            };
-            let tail = Expr::Macro(ExprMacro {
-                attrs: tail.attrs,
-                mac: tail.mac,
-            });
-            block.stmts.push(Stmt::Expr(tail, None));
+    if let Some(last) = block.stmts.last_mut() {
+        if let Stmt::Macro(tail) = last {
+            if tail.semi_token.is_none() {
+                let attrs = std::mem::take(&mut tail.attrs);
+                let mac = tail.mac.clone();
+                *last = Stmt::Expr(Expr::Macro(ExprMacro { attrs, mac }), None);
+            }
         }
     }
     match block.stmts.last_mut() {

@@ -10,6 +10,18 @@ fn kernel(tl: &Tl) {
     let _ = format!("{:?}", tl.concat(&tiles));
 }
 
+#[ccl_kernel(helper)]
+fn pair(tl: &Tl) -> Vec<Tile> {
+    vec![tl.zeros(F32, 1), tl.zeros(F32, 2)]
+}
+
+#[ccl_kernel]
+fn tail(tl: &Tl) {
+    let parts = pair(tl);
+    println!("{} parts, rank {}", parts.len(), tl.rank())
+}
+
 fn main() {
+    let _ = &tail::KERNEL;
     let _ = &kernel::KERNEL;
 }

@@ -1,0 +1,399 @@
+//! The front end: collectives on a system, each choosing its algorithm from the registry.
+//!
+//! ```text
+//! Communicator::all_reduce(&mut tensor, Sum)
+//!    │ registry.select(all_reduce, bytes per rank, layout)  -> algorithm, and the rule that chose it
+//!    │ build_install_plans + the algorithm's validator      -> who runs it, with which neighbours
+//!    │ Runtime::run, one coroutine per participating PE     -> outputs and per-PE figures
+//!    ▼ postcondition::check against a reference             -> right or wrong, and where
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use kernbench_core::postcondition::{self, CallFacts, Postcondition};
+use kernbench_core::{
+    ArgsError, Collective, DistTensor, KernelSet, LayoutError, PlanError, ReduceOp, Registry, RegistryError, System,
+    Tile, UnknownKernel, UnknownName, ValidationError, build_install_plans, chunk_range,
+    validator_by_name,
+};
+use kernbench_sim::{Call, PeBuffers, RunError, RunReport, Runtime};
+
+/// Why a collective call did not run. The postcondition failing is not an error: it is in the
+/// [`CallReport`], with where it failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CommError {
+    /// No selection rule matched, or a named algorithm does not exist.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// The algorithm's topology and mapper make no plan for this system.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// The tensor's layout does not fit the algorithm (the validator's verdict).
+    #[error("{algorithm} cannot run on this tensor: {source}")]
+    Validation {
+        /// The algorithm chosen.
+        algorithm: String,
+        /// What does not fit.
+        source: ValidationError,
+    },
+    /// The algorithm names a validator that does not exist.
+    #[error(transparent)]
+    UnknownValidator(#[from] UnknownName),
+    /// The algorithm's kernel is not registered.
+    #[error(transparent)]
+    UnknownKernel(#[from] UnknownKernel),
+    /// The algorithm's parameters do not fit its kernel.
+    #[error(transparent)]
+    Args(#[from] ArgsError),
+    /// The run failed (a kernel error, a panic, a deadlock, ...).
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// The tensor cannot be read or rebuilt.
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    /// A named algorithm implements another collective.
+    #[error("algorithm `{algorithm}` implements {implements}, not {asked}")]
+    WrongCollective {
+        /// The algorithm named.
+        algorithm: String,
+        /// What it implements.
+        implements: Collective,
+        /// What was called.
+        asked: Collective,
+    },
+    /// A root rank the algorithm's participants do not have.
+    #[error("root {root} does not exist: {algorithm} has {participants} participants, so expected 0..{participants}")]
+    BadRoot {
+        /// The root asked for.
+        root: usize,
+        /// The algorithm chosen.
+        algorithm: String,
+        /// Its participants.
+        participants: usize,
+    },
+    /// A generation that is not after the communicator's last one.
+    #[error("generation {given} is not valid: expected a generation after {last} (generations count from 1 and never repeat)")]
+    Generation {
+        /// The generation given.
+        given: u64,
+        /// The last generation used.
+        last: u64,
+    },
+    /// The participants' inputs cannot be combined.
+    #[error("the inputs do not fit {collective}: {reason}")]
+    Inputs {
+        /// The collective.
+        collective: Collective,
+        /// What is wrong, naming the PEs.
+        reason: String,
+    },
+}
+
+/// What a collective call did: the algorithm, why it was chosen, whether it was right, and per-PE
+/// figures.
+#[derive(Clone, Debug)]
+pub struct CallReport {
+    /// The collective.
+    pub collective: Collective,
+    /// The algorithm that ran.
+    pub algorithm: String,
+    /// Why: the selection rule that matched, or that the caller named it.
+    pub reason: String,
+    /// The call's generation on its communicator.
+    pub generation: u64,
+    /// Bytes of each rank's tensor.
+    pub bytes_per_rank: u64,
+    /// The reduction operator.
+    pub op: ReduceOp,
+    /// Whether every output matched the reference.
+    pub postcondition: Postcondition,
+    /// Per-PE outputs and figures.
+    pub run: RunReport,
+}
+
+impl fmt::Display for CallReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let verdict = if self.postcondition.held { "correct".to_owned() } else { self.postcondition.to_string() };
+        write!(
+            f,
+            "{} #{}: {} on {} PEs, {} bytes per rank, op {}: {} [{}]",
+            self.collective,
+            self.generation,
+            self.algorithm,
+            self.run.pes().len(),
+            self.bytes_per_rank,
+            self.op,
+            verdict,
+            self.reason
+        )
+    }
+}
+
+/// How to make one call: everything but the tensor is optional.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallOptions {
+    /// Run this algorithm instead of the one the registry's rules choose.
+    pub algorithm: Option<String>,
+    /// Use this generation (must be after the last one) instead of the next.
+    pub generation: Option<u64>,
+}
+
+/// Collectives over one system with one registry: the user's entry point.
+///
+/// # Examples
+/// ```
+/// use kernbench::{Communicator, DistTensor, DpPolicy, ReduceOp, System, Tile};
+/// let system = System::shape(4, 1, 1, 1).unwrap();
+/// let mut comm = Communicator::new(system.clone()).unwrap();
+/// let ranks: Vec<Tile> = (0..4).map(|r| Tile::from_vec(vec![r as f32 + 1.0; 8])).collect();
+/// let mut tensor = DistTensor::distribute(&system, &ranks, 1, 8, DpPolicy::LEADER).unwrap();
+/// let report = comm.all_reduce(&mut tensor, ReduceOp::Sum).unwrap();
+/// assert!(report.postcondition.held, "{report}");
+/// assert_eq!(tensor.gather_rank(3).unwrap().to_vec::<f32>().unwrap(), vec![10.0; 8]);
+/// ```
+#[derive(Debug)]
+pub struct Communicator {
+    system: System,
+    registry: Registry,
+    kernels: KernelSet,
+    last_generation: u64,
+    threads: usize,
+}
+
+impl Communicator {
+    /// A communicator with the shipped kernels and the default `ccl.json`.
+    ///
+    /// # Errors
+    /// Never for the shipped registry; the type is shared with [`Communicator::with_registry`].
+    pub fn new(system: System) -> Result<Communicator, CommError> {
+        Communicator::with_registry(system, kernbench_algorithms::default_registry(), kernbench_algorithms::kernels())
+    }
+
+    /// A communicator with a registry and kernels of the caller's (for instance the defaults with a user
+    /// algorithm merged in).
+    ///
+    /// # Errors
+    /// [`CommError::Registry`] when an algorithm's kernel is missing or rejects its parameters.
+    pub fn with_registry(system: System, registry: Registry, kernels: KernelSet) -> Result<Communicator, CommError> {
+        registry.check_kernels(&kernels)?;
+        Ok(Communicator { system, registry, kernels, last_generation: 0, threads: 1 })
+    }
+
+    /// Runs each call on `threads` threads (results do not depend on it).
+    pub fn threads(mut self, threads: usize) -> Communicator {
+        self.threads = threads.max(1);
+        self
+    }
+
+    /// The system.
+    pub fn system(&self) -> &System {
+        &self.system
+    }
+
+    /// The registry.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The generation of the last call (0 before the first).
+    pub fn generation(&self) -> u64 {
+        self.last_generation
+    }
+
+    /// Every participant ends with the reduction of every participant's shard; the tensor is updated in
+    /// place.
+    ///
+    /// # Errors
+    /// [`CommError`].
+    pub fn all_reduce(&mut self, tensor: &mut DistTensor, op: ReduceOp) -> Result<CallReport, CommError> {
+        self.in_place(Collective::AllReduce, tensor, op, 0, &CallOptions::default())
+    }
+
+    /// Every participant's shard ends as the root's; the tensor is updated in place.
+    ///
+    /// # Errors
+    /// [`CommError`], including [`CommError::BadRoot`].
+    pub fn broadcast(&mut self, tensor: &mut DistTensor, root: usize) -> Result<CallReport, CommError> {
+        self.in_place(Collective::Broadcast, tensor, ReduceOp::Sum, root, &CallOptions::default())
+    }
+
+    /// The root's shard ends as the reduction of every participant's; the others are unchanged.
+    ///
+    /// # Errors
+    /// [`CommError`], including [`CommError::BadRoot`].
+    pub fn reduce(&mut self, tensor: &mut DistTensor, op: ReduceOp, root: usize) -> Result<CallReport, CommError> {
+        self.in_place(Collective::Reduce, tensor, op, root, &CallOptions::default())
+    }
+
+    /// Every participant ends with every participant's shard, in rank order.
+    ///
+    /// # Errors
+    /// [`CommError`].
+    pub fn all_gather(&mut self, tensor: &DistTensor) -> Result<(DistTensor, CallReport), CommError> {
+        self.call(Collective::AllGather, tensor, ReduceOp::Sum, 0, &CallOptions::default())
+    }
+
+    /// Participant `r` ends with part `r` of the reduction of every participant's shard.
+    ///
+    /// # Errors
+    /// [`CommError`].
+    pub fn reduce_scatter(&mut self, tensor: &DistTensor, op: ReduceOp) -> Result<(DistTensor, CallReport), CommError> {
+        self.call(Collective::ReduceScatter, tensor, op, 0, &CallOptions::default())
+    }
+
+    /// Participant `r` ends with block `r` of every participant's shard, in rank order (the transpose).
+    ///
+    /// # Errors
+    /// [`CommError`].
+    pub fn all_to_all(&mut self, tensor: &DistTensor) -> Result<(DistTensor, CallReport), CommError> {
+        self.call(Collective::AllToAll, tensor, ReduceOp::Sum, 0, &CallOptions::default())
+    }
+
+    fn in_place(
+        &mut self,
+        collective: Collective,
+        tensor: &mut DistTensor,
+        op: ReduceOp,
+        root: usize,
+        options: &CallOptions,
+    ) -> Result<CallReport, CommError> {
+        let (out, report) = self.call(collective, tensor, op, root, options)?;
+        *tensor = out;
+        Ok(report)
+    }
+
+    /// Runs `collective` on `tensor`'s shards: the general form of every method above.
+    ///
+    /// # Errors
+    /// [`CommError`].
+    pub fn call(
+        &mut self,
+        collective: Collective,
+        tensor: &DistTensor,
+        op: ReduceOp,
+        root: usize,
+        options: &CallOptions,
+    ) -> Result<(DistTensor, CallReport), CommError> {
+        let layout = tensor.layout();
+        let bytes_per_rank = (layout.rank_elements() * tensor.dtype().size()) as u64;
+        let (entry, reason) = match &options.algorithm {
+            Some(name) => (self.registry.get(name)?, "named by the caller".to_owned()),
+            None => {
+                let chosen = self.registry.select(collective, bytes_per_rank, layout.kind())?;
+                (chosen.algorithm, chosen.reason)
+            }
+        };
+        if entry.collective != collective {
+            return Err(CommError::WrongCollective {
+                algorithm: entry.name.clone(),
+                implements: entry.collective,
+                asked: collective,
+            });
+        }
+        let plan = build_install_plans(entry, &self.system)?;
+        validator_by_name(&entry.validator)?(&plan, &layout)
+            .map_err(|source| CommError::Validation { algorithm: entry.name.clone(), source })?;
+        let kernel = self.kernels.get(&entry.kernel)?.instantiate(&entry.params)?;
+        let inputs: Vec<Tile> = plan
+            .participants()
+            .map(|p| tensor.shard(p.pe).cloned().unwrap_or_else(|| Tile::zeros(tensor.dtype(), 0)))
+            .collect();
+        let n = inputs.len();
+        if root >= n {
+            return Err(CommError::BadRoot { root, algorithm: entry.name.clone(), participants: n });
+        }
+        let pes: Vec<_> = plan.participants().map(|p| p.pe).collect();
+        check_inputs(collective, &pes, &inputs)?;
+        let before: Vec<Tile> = (0..n).map(|rank| starting_output(collective, &inputs[rank], rank, n)).collect();
+        let generation = self.take_generation(options.generation)?;
+        let buffers = inputs.iter().zip(&before).map(|(i, o)| PeBuffers { input: i.clone(), output: o.clone() }).collect();
+        let run = Runtime::new(&self.system).threads(self.threads).run(
+            &plan,
+            &*kernel,
+            buffers,
+            Call { op, root, generation },
+        )?;
+        let outputs: Vec<Tile> = run.pes().iter().map(|p| p.output.clone()).collect();
+        let postcondition = postcondition::check(CallFacts { collective, op, root }, &inputs, &before, &outputs)
+            .map_err(|e| CommError::Inputs { collective, reason: e.to_string() })?;
+        let out = output_tensor(collective, tensor, run.pes().iter().map(|p| (p.pe, p.output.clone())))?;
+        let report = CallReport {
+            collective,
+            algorithm: entry.name.clone(),
+            reason,
+            generation,
+            bytes_per_rank,
+            op,
+            postcondition,
+            run,
+        };
+        Ok((out, report))
+    }
+
+    fn take_generation(&mut self, given: Option<u64>) -> Result<u64, CommError> {
+        let next = match given {
+            Some(g) if g == 0 || g <= self.last_generation => {
+                return Err(CommError::Generation { given: g, last: self.last_generation });
+            }
+            Some(g) => g,
+            None => self.last_generation + 1,
+        };
+        self.last_generation = next;
+        Ok(next)
+    }
+}
+
+/// Every participant's input must have the same dtype and length.
+fn check_inputs(collective: Collective, pes: &[kernbench_core::PeId], inputs: &[Tile]) -> Result<(), CommError> {
+    let Some(first) = inputs.first() else { return Ok(()) };
+    for (pe, x) in pes.iter().zip(inputs) {
+        if x.dtype() != first.dtype() || x.len() != first.len() {
+            return Err(CommError::Inputs {
+                collective,
+                reason: format!(
+                    "{pe} holds {}[{}] but {} holds {}[{}]; every participant must hold the same dtype and length",
+                    x.dtype(),
+                    x.len(),
+                    pes[0],
+                    first.dtype(),
+                    first.len()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A participant's output buffer before the call: sized and typed by the collective.
+fn starting_output(collective: Collective, input: &Tile, rank: usize, n: usize) -> Tile {
+    let part = chunk_range(input.len(), rank, n).map_or(0, |r| r.len());
+    match collective {
+        Collective::AllReduce | Collective::Broadcast | Collective::Reduce => input.clone(),
+        Collective::AllGather => Tile::zeros(input.dtype(), input.len() * n),
+        Collective::ReduceScatter => Tile::zeros(input.dtype(), part),
+        Collective::AllToAll => Tile::zeros(input.dtype(), part * n),
+    }
+}
+
+/// The outputs as a tensor: the input's layout where the shape is kept, one row per shard otherwise.
+fn output_tensor(
+    collective: Collective,
+    input: &DistTensor,
+    outputs: impl Iterator<Item = (kernbench_core::PeId, Tile)>,
+) -> Result<DistTensor, CommError> {
+    let mut shards: BTreeMap<_, _> = input.shards().clone();
+    shards.extend(outputs);
+    match collective {
+        Collective::AllReduce | Collective::Broadcast | Collective::Reduce => Ok(input.with_shards(shards)?),
+        _ => {
+            let per_rank = shards.iter().fold(BTreeMap::<u32, usize>::new(), |mut m, (pe, t)| {
+                *m.entry(pe.sip).or_default() += t.len();
+                m
+            });
+            let cols = per_rank.values().copied().max().unwrap_or(0);
+            Ok(DistTensor::from_shards(input.dtype(), 1, cols, shards)?)
+        }
+    }
+}
