@@ -5,8 +5,9 @@
 //! cargo run --example first_kernel
 //! ```
 
-use kernbench::ParamDef;
 use kernbench::prelude::*;
+use kernbench::sim::testing::MockRun;
+use kernbench::{ParamDef, System};
 
 /// Ring all-reduce: every rank adds its neighbours' data as it travels once around the ring.
 ///
@@ -84,7 +85,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The registry's JSON parameters (an algorithm entry's `"params"`) bind the kernel's arguments.
     let params = serde_json::json!({ "chunks": 4 });
-    let launch = def.instantiate(params.as_object().expect("a JSON object"))?;
+    def.instantiate(params.as_object().expect("a JSON object"))?;
 
     // A missing or unknown parameter is an `ArgsError` that names the kernel and what it takes.
     let missing = def
@@ -101,9 +102,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("{unknown}");
     assert!(unknown.to_string().contains("unknown field `chunk`"));
 
-    // LEAD: run `launch` on every PE here once kernbench-sim's runtime lands: build a system (the
-    // built-in default), a ring install plan and one input tile per rank, run, and assert that every
-    // rank's output is the sum of the inputs, printing the simulated time.
-    let _ = launch;
+    // Run it: one coroutine per PE of the ring of SIP leaders on the built-in system (4 SIPs),
+    // each PE's input filled with its rank + 1, so every output must hold 1 + 2 + 3 + 4 = 10.
+    let system = System::builtin();
+    let report = MockRun::new(&system, "ring_1d", "leader_only", def)
+        .params(params)
+        .inputs(|_pe, rank| Tile::filled(F32, 1024, (rank + 1) as f64))
+        .run()?;
+    for pe in report.pes() {
+        assert_eq!(pe.output, Tile::filled(F32, 1024, 10.0), "{} is wrong", pe.pe);
+    }
+    let totals = report.totals();
+    println!(
+        "ran on {} PEs: every output holds 10 ({} messages, {} bytes)",
+        report.pes().len(),
+        totals.messages_sent,
+        totals.bytes_sent
+    );
     Ok(())
 }

@@ -307,6 +307,7 @@ impl Communicator {
         let pes: Vec<_> = plan.participants().map(|p| p.pe).collect();
         check_inputs(collective, &pes, &inputs)?;
         let before: Vec<Tile> = (0..n).map(|rank| starting_output(collective, &inputs[rank], rank, n)).collect();
+        let algorithm = entry.name.clone();
         let generation = self.take_generation(options.generation)?;
         let buffers = inputs.iter().zip(&before).map(|(i, o)| PeBuffers { input: i.clone(), output: o.clone() }).collect();
         let run = Runtime::new(&self.system).threads(self.threads).run(
@@ -321,7 +322,7 @@ impl Communicator {
         let out = output_tensor(collective, tensor, run.pes().iter().map(|p| (p.pe, p.output.clone())))?;
         let report = CallReport {
             collective,
-            algorithm: entry.name.clone(),
+            algorithm,
             reason,
             generation,
             bytes_per_rank,

@@ -1,23 +1,27 @@
 //! Sample tensors for runs from the command line and for tests: deterministic small values that every
 //! dtype holds exactly, so any correct algorithm gives the reference's bits.
 
-use kernbench_core::{DistTensor, DpPolicy, Dtype, LayoutError, LayoutKind, ReduceOp, Split, System, Tile};
+use kernbench_core::{DistTensor, DpPolicy, Dtype, LayoutError, ReduceOp, Split, System, Tile};
 
-/// A tensor of about `bytes_per_rank` bytes per SIP.
+/// Every PE of a SIP holds an equal column block of the rank's tensor (`multi_pe_sip_local` layouts).
+pub const EVERY_PE: DpPolicy = DpPolicy::new(Split::ColumnWise, Split::ColumnWise);
+
+/// Every cube's PE 0 holds an equal column block (the layout of `cube_leaders` algorithms).
+pub const CUBE_LEADERS: DpPolicy = DpPolicy::new(Split::ColumnWise, Split::Leader);
+
+/// A tensor of about `bytes_per_rank` bytes per SIP, spread as `policy` says.
 ///
-/// With [`LayoutKind::OnePe`] each rank's data sits whole on its (cube 0, PE 0); with
-/// [`LayoutKind::MultiPe`] every PE of the SIP holds an equal column block (the element count is rounded
-/// up to a multiple of the PEs per SIP). Values are small integers (for `prod`: 1 and -1), so sums and
-/// products are exact in every dtype.
+/// The element count is rounded up so that every shard gets the same number of elements. Values are
+/// small integers (for `prod`: 1 and -1), so sums and products are exact in every dtype.
 ///
 /// # Errors
 /// [`LayoutError`] when the shape is too large.
 ///
 /// # Examples
 /// ```
-/// use kernbench::{Dtype, LayoutKind, ReduceOp, System, workload::sample_tensor};
+/// use kernbench::{Dtype, ReduceOp, System, workload::{EVERY_PE, sample_tensor}};
 /// let system = System::shape(2, 1, 1, 4).unwrap();
-/// let t = sample_tensor(&system, 100, Dtype::F32, ReduceOp::Sum, LayoutKind::MultiPe).unwrap();
+/// let t = sample_tensor(&system, 100, Dtype::F32, ReduceOp::Sum, EVERY_PE).unwrap();
 /// assert_eq!(t.shape(), (1, 28)); // 25 elements, rounded up to a multiple of 4 PEs
 /// assert_eq!(t.shards().len(), 8);
 /// ```
@@ -26,16 +30,14 @@ pub fn sample_tensor(
     bytes_per_rank: u64,
     dtype: Dtype,
     op: ReduceOp,
-    layout: LayoutKind,
+    policy: DpPolicy,
 ) -> Result<DistTensor, LayoutError> {
-    let mut elements = (bytes_per_rank as usize).div_ceil(dtype.size()).max(1);
-    let policy = match layout {
-        LayoutKind::OnePe => DpPolicy::LEADER,
-        LayoutKind::MultiPe => {
-            elements = elements.next_multiple_of(system.pes_per_sip());
-            DpPolicy::new(Split::ColumnWise, Split::ColumnWise)
-        }
+    let parts = |split: Split, count: usize| match split {
+        Split::RowWise | Split::ColumnWise => count,
+        Split::Leader | Split::Replicated => 1,
     };
+    let shards = parts(policy.cube, system.cubes_per_sip()) * parts(policy.pe, system.pes_per_cube());
+    let elements = (bytes_per_rank as usize).div_ceil(dtype.size()).max(1).next_multiple_of(shards);
     let ranks: Vec<Tile> = (0..system.sips())
         .map(|sip| {
             let values: Vec<f64> = (0..elements).map(|i| sample_value(sip, i, op)).collect();

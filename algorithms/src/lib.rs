@@ -1,12 +1,22 @@
 //! kernbench's shipped kernels and the default registry, `ccl.json`.
 
+mod butterfly;
+mod direct;
 mod hierarchical;
+mod mesh;
 mod ring;
+mod tree;
 
+pub use butterfly::{
+    rabenseifner_allreduce, recursive_doubling_allgather, recursive_doubling_allreduce, recursive_halving_reduce_scatter,
+};
+pub use direct::{bruck_allgather, one_shot_allreduce, pairwise_alltoall};
 pub use hierarchical::hierarchical_allreduce;
+pub use mesh::{intercube_allreduce, mesh_2d_allreduce};
 pub use ring::{
     bidirectional_ring_allreduce, ring_allgather, ring_allreduce, ring_broadcast, ring_reduce, ring_reduce_scatter,
 };
+pub use tree::{double_binary_tree_allreduce, tree_allreduce, tree_broadcast};
 
 mod catalog;
 pub use catalog::{DEFAULT_CCL_JSON, KERNELS, default_registry, kernels, register_all};

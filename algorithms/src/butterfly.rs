@@ -1,0 +1,259 @@
+//! Butterfly algorithms on `hypercube`: recursive-doubling all-reduce and all-gather, Rabenseifner's
+//! all-reduce, and recursive-halving reduce-scatter.
+//!
+//! With `p2` the largest power of two not above the rank count `n`, ranks below `p2` form the core
+//! and exchange over `dim<k>` with `rank ^ 2^k`. Each extra rank `e >= p2` is folded into its partner
+//! `e - p2` over `dim<log2 p2>` before the butterfly and gets its result from it afterwards, so every
+//! kernel works for any `n`.
+//!
+//! Two partners that both keep a combination of their data combine it the same way, the lower rank's
+//! data first, so they hold the same bits afterwards and every rank ends with the same result.
+
+use kernbench::chunk_start;
+use kernbench::prelude::*;
+
+use crate::ring::split;
+
+/// This rank's place in a `hypercube` topology.
+#[derive(Clone, Copy, Debug)]
+struct Cube {
+    /// This rank.
+    rank: usize,
+    /// The number of ranks.
+    count: usize,
+    /// The number of core ranks: the largest power of two not above `count`.
+    core: usize,
+    /// `log2(core)`: the dimensions of the core, and the dimension that links the extras.
+    dims: usize,
+}
+
+impl Cube {
+    fn new(rank: usize, count: usize) -> Cube {
+        let dims = count.ilog2() as usize;
+        Cube { rank, count, core: 1 << dims, dims }
+    }
+
+    /// Whether this rank is outside the core and folds into its partner.
+    fn is_extra(self) -> bool {
+        self.rank >= self.core
+    }
+
+    /// The extra rank folded into this core rank, if any.
+    fn extra(self) -> Option<usize> {
+        Some(self.rank + self.core).filter(|&extra| extra < self.count)
+    }
+
+    /// The link between an extra rank and its core partner.
+    fn fold(self) -> Direction {
+        dim(self.dims)
+    }
+
+    /// Whether this rank is the lower one of the pair across dimension `k`.
+    fn is_lower(self, k: usize) -> bool {
+        self.rank & (1 << k) == 0
+    }
+
+    /// The ranks whose data core ranks `first..first + len` stand for, in rank order: those ranks and
+    /// their extras.
+    fn members(self, first: usize, len: usize) -> Vec<usize> {
+        let extras = (first + self.core..first + len + self.core).filter(|&r| r < self.count);
+        (first..first + len).chain(extras).collect()
+    }
+}
+
+/// The hypercube link across dimension `k`.
+fn dim(k: usize) -> Direction {
+    // At most 24 dimensions (the system has at most 2^24 PEs), so `k` fits a u8.
+    Direction::Dim(k as u8)
+}
+
+/// `op` of two partners' tiles with the lower rank's first, so both partners get the same bits.
+#[ccl_kernel(helper)]
+fn combine_ordered(tl: &Tl, mine: Tile, theirs: Tile, mine_first: bool, op: ReduceOp) -> Tile {
+    let (mut acc, other) = if mine_first { (mine, theirs) } else { (theirs, mine) };
+    tl.reduce(&mut acc, &other, op);
+    acc
+}
+
+/// The core rank's data with its extra's reduced in (its own first), if it has an extra.
+#[ccl_kernel(helper)]
+fn fold_in_extra(tl: &Tl, cube: Cube, data: Tile, op: ReduceOp) -> Tile {
+    if cube.extra().is_none() {
+        return data;
+    }
+    let theirs = tl.recv(cube.fold(), data.len(), data.dtype());
+    combine_ordered(tl, data, theirs, true, op)
+}
+
+/// An extra rank's whole part: hands `data` to its core partner and returns what comes back, `len`
+/// elements.
+#[ccl_kernel(helper)]
+fn delegate_to_partner(tl: &Tl, cube: Cube, data: &Tile, len: usize) -> Tile {
+    tl.send(cube.fold(), data);
+    tl.recv(cube.fold(), len, data.dtype())
+}
+
+/// Sends a core rank's `result` to its extra, if it has one.
+#[ccl_kernel(helper)]
+fn send_to_extra(tl: &Tl, cube: Cube, result: &Tile) {
+    if cube.extra().is_some() {
+        tl.send(cube.fold(), result);
+    }
+}
+
+/// Recursive-doubling all-reduce: `log2 n` steps in which partners swap everything they have reduced
+/// so far and combine it.
+///
+/// Topology `hypercube`, any mapper, any number of ranks (extras fold into partners first).
+#[ccl_kernel]
+pub fn recursive_doubling_allreduce(tl: &Tl) {
+    let cube = Cube::new(tl.rank(), tl.size());
+    let op = tl.op();
+    let data = tl.load(Input);
+    if cube.is_extra() {
+        let result = delegate_to_partner(tl, cube, &data, data.len());
+        tl.store(Output, &result);
+        return;
+    }
+    let mut acc = fold_in_extra(tl, cube, data, op);
+    for k in 0..cube.dims {
+        tl.send(dim(k), &acc);
+        let theirs = tl.recv(dim(k), acc.len(), acc.dtype());
+        acc = combine_ordered(tl, acc, theirs, cube.is_lower(k), op);
+    }
+    tl.finish(&mut acc, op, cube.count);
+    send_to_extra(tl, cube, &acc);
+    tl.store(Output, &acc);
+}
+
+/// Rabenseifner's all-reduce: a recursive-halving reduce-scatter then a recursive-doubling
+/// all-gather, so each rank sends about twice the data once instead of all of it `log2 n` times.
+///
+/// Topology `hypercube`, any mapper, any number of ranks (extras fold into partners first). The core
+/// splits the data into `p2` near-equal segments; core rank `i` reduces segment `i`.
+#[ccl_kernel]
+pub fn rabenseifner_allreduce(tl: &Tl) {
+    let cube = Cube::new(tl.rank(), tl.size());
+    let op = tl.op();
+    let data = tl.load(Input);
+    if cube.is_extra() {
+        let result = delegate_to_partner(tl, cube, &data, data.len());
+        tl.store(Output, &result);
+        return;
+    }
+    let (len, dtype) = (data.len(), data.dtype());
+    let start = |segment: usize| chunk_start(len, segment, cube.core);
+    let mut acc = fold_in_extra(tl, cube, data, op);
+    // `acc` holds segments `lo..hi`; each step keeps the half on this rank's side of dimension `k`.
+    let (mut lo, mut hi) = (0, cube.core);
+    for k in (0..cube.dims).rev() {
+        let mid = lo + (hi - lo) / 2;
+        let ((keep_lo, keep_hi), (give_lo, give_hi)) =
+            if cube.is_lower(k) { ((lo, mid), (mid, hi)) } else { ((mid, hi), (lo, mid)) };
+        let kept = tl.slice(&acc, start(keep_lo) - start(lo), start(keep_hi) - start(keep_lo));
+        let given = tl.slice(&acc, start(give_lo) - start(lo), start(give_hi) - start(give_lo));
+        tl.send(dim(k), &given);
+        let theirs = tl.recv(dim(k), kept.len(), dtype);
+        acc = combine_ordered(tl, kept, theirs, cube.is_lower(k), op);
+        (lo, hi) = (keep_lo, keep_hi);
+    }
+    // Segment `rank` is final: finish it once, here, and share it.
+    tl.finish(&mut acc, op, cube.count);
+    for k in 0..cube.dims {
+        let size = 1 << k;
+        let partner_lo = lo ^ size;
+        tl.send(dim(k), &acc);
+        let theirs = tl.recv(dim(k), start(partner_lo + size) - start(partner_lo), dtype);
+        acc = if cube.is_lower(k) { tl.concat(&[acc, theirs]) } else { tl.concat(&[theirs, acc]) };
+        lo = lo.min(partner_lo);
+    }
+    send_to_extra(tl, cube, &acc);
+    tl.store(Output, &acc);
+}
+
+/// Recursive-doubling all-gather: `log2 n` steps in which partners swap every block they hold, so
+/// the blocks held double each step.
+///
+/// Topology `hypercube`, any mapper, any number of ranks: an extra rank gives its block to its partner
+/// first and receives the whole result at the end. A message carries its sender's blocks in rank order.
+#[ccl_kernel]
+pub fn recursive_doubling_allgather(tl: &Tl) {
+    let cube = Cube::new(tl.rank(), tl.size());
+    let mine = tl.load(Input);
+    let (m, dtype) = (mine.len(), mine.dtype());
+    if cube.is_extra() {
+        let all = delegate_to_partner(tl, cube, &mine, m * cube.count);
+        tl.store(Output, &all);
+        return;
+    }
+    let mut blocks = vec![Tile::zeros(dtype, m); cube.count];
+    blocks[cube.rank] = mine;
+    if let Some(extra) = cube.extra() {
+        blocks[extra] = tl.recv(cube.fold(), m, dtype);
+    }
+    for k in 0..cube.dims {
+        // This rank stands for the core ranks of its aligned group of 2^k, and their extras.
+        let size = 1 << k;
+        let first = cube.rank & !(size - 1);
+        let held: Vec<Tile> = cube.members(first, size).into_iter().map(|r| blocks[r].clone()).collect();
+        let message = tl.concat(&held);
+        tl.send(dim(k), &message);
+        let from = cube.members(first ^ size, size);
+        let got = tl.recv(dim(k), from.len() * m, dtype);
+        for (i, r) in from.into_iter().enumerate() {
+            blocks[r] = tl.slice(&got, i * m, m);
+        }
+    }
+    let all = tl.concat(&blocks);
+    send_to_extra(tl, cube, &all);
+    tl.store(Output, &all);
+}
+
+/// Recursive-halving reduce-scatter: `log2 n` steps in which partners swap the half of the data the
+/// other keeps reducing, so each rank sends about the data once.
+///
+/// Topology `hypercube`, any mapper, any number of ranks: an extra rank folds its data into its partner
+/// first and receives its part at the end. Core rank `i` is responsible for rank `i`'s part and, if
+/// rank `i + p2` exists, that one's too; the halving splits these pairs between the partners.
+#[ccl_kernel]
+pub fn recursive_halving_reduce_scatter(tl: &Tl) {
+    let cube = Cube::new(tl.rank(), tl.size());
+    let op = tl.op();
+    let data = tl.load(Input);
+    let dtype = data.dtype();
+    if cube.is_extra() {
+        let len = tl.chunk(&data, cube.rank, cube.count).len();
+        let mine = delegate_to_partner(tl, cube, &data, len);
+        tl.store(Output, &mine);
+        return;
+    }
+    let acc = fold_in_extra(tl, cube, data, op);
+    let mut parts = split(tl, &acc, cube.count);
+    // This rank still reduces the parts of core ranks `lo..hi` and their extras.
+    let (mut lo, mut hi) = (0, cube.core);
+    for k in (0..cube.dims).rev() {
+        let mid = lo + (hi - lo) / 2;
+        let ((keep_lo, keep_hi), (give_lo, give_hi)) =
+            if cube.is_lower(k) { ((lo, mid), (mid, hi)) } else { ((mid, hi), (lo, mid)) };
+        let given: Vec<Tile> = cube.members(give_lo, give_hi - give_lo).into_iter().map(|p| parts[p].clone()).collect();
+        let message = tl.concat(&given);
+        tl.send(dim(k), &message);
+        let kept = cube.members(keep_lo, keep_hi - keep_lo);
+        let got = tl.recv(dim(k), kept.iter().map(|&p| parts[p].len()).sum(), dtype);
+        let mut offset = 0;
+        for p in kept {
+            let theirs = tl.slice(&got, offset, parts[p].len());
+            offset += theirs.len();
+            parts[p] = combine_ordered(tl, parts[p].clone(), theirs, cube.is_lower(k), op);
+        }
+        (lo, hi) = (keep_lo, keep_hi);
+    }
+    if let Some(extra) = cube.extra() {
+        let mut theirs = parts[extra].clone();
+        tl.finish(&mut theirs, op, cube.count);
+        tl.send(cube.fold(), &theirs);
+    }
+    let mut mine = parts[cube.rank].clone();
+    tl.finish(&mut mine, op, cube.count);
+    tl.store(Output, &mine);
+}
