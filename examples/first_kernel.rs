@@ -75,30 +75,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("  {}: {}", param.name, param.ty);
     }
     assert_eq!(def.name, "ring_allreduce");
-    assert_eq!(
-        def.params,
-        [ParamDef {
-            name: "chunks",
-            ty: "usize"
-        }]
-    );
+    assert_eq!(def.params, [ParamDef { name: "chunks", ty: "usize" }]);
 
     // The registry's JSON parameters (an algorithm entry's `"params"`) bind the kernel's arguments.
     let params = serde_json::json!({ "chunks": 4 });
     def.instantiate(params.as_object().expect("a JSON object"))?;
 
     // A missing or unknown parameter is an `ArgsError` that names the kernel and what it takes.
-    let missing = def
-        .instantiate(&serde_json::Map::new())
-        .err()
-        .expect("`chunks` is required");
+    let missing = def.instantiate(&serde_json::Map::new()).err().expect("`chunks` is required");
     println!("{missing}");
     assert!(missing.to_string().contains("missing field `chunks`"));
     let typo = serde_json::json!({ "chunks": 4, "chunk": 2 });
-    let unknown = def
-        .instantiate(typo.as_object().expect("a JSON object"))
-        .err()
-        .expect("`chunk` is unknown");
+    let unknown = def.instantiate(typo.as_object().expect("a JSON object")).err().expect("`chunk` is unknown");
     println!("{unknown}");
     assert!(unknown.to_string().contains("unknown field `chunk`"));
 

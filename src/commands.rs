@@ -1,5 +1,6 @@
 //! The subcommands: each turns parsed arguments into library calls and prints the result.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
@@ -72,14 +73,11 @@ struct RunArgs {
 ///
 /// # Errors
 /// Anything that stops the command, as one line for the caller to print.
-pub fn run(cli: Cli) -> Result<()> {
+pub fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
     match cli.command {
-        Command::Run(args) => run_collectives(&args),
-        Command::List => {
-            list();
-            Ok(())
-        }
-        Command::Plan { algorithm, system, all } => plan(&algorithm, system.as_deref(), all),
+        Command::Run(args) => run_collectives(&args, out),
+        Command::List => list(out),
+        Command::Plan { algorithm, system, all } => plan(&algorithm, system.as_deref(), all, out),
     }
 }
 
@@ -104,17 +102,16 @@ pub fn parse_size(text: &str) -> Result<u64> {
         "G" | "GB" | "GIB" => 1 << 30,
         _ => bail!("bad size `{text}`: expected a number with an optional K, M or G suffix, like 64K"),
     };
-    let n: u64 = digits.parse().map_err(|_| anyhow::anyhow!("bad size `{text}`: expected a number with an optional K, M or G suffix, like 64K"))?;
+    let n: u64 = digits.parse().map_err(|_| {
+        anyhow::anyhow!("bad size `{text}`: expected a number with an optional K, M or G suffix, like 64K")
+    })?;
     n.checked_mul(scale).with_context(|| format!("size `{text}` is too large"))
 }
 
-fn run_collectives(args: &RunArgs) -> Result<()> {
+fn run_collectives(args: &RunArgs, out: &mut impl Write) -> Result<()> {
     let system = load_system(args.system.as_deref())?;
-    let collectives: Vec<Collective> = if args.collective == "all" {
-        Collective::ALL.to_vec()
-    } else {
-        vec![args.collective.parse()?]
-    };
+    let collectives: Vec<Collective> =
+        if args.collective == "all" { Collective::ALL.to_vec() } else { vec![args.collective.parse()?] };
     let dtype: Dtype = args.dtype.parse()?;
     let op: ReduceOp = args.op.parse()?;
     let layout = match args.layout.as_str() {
@@ -124,7 +121,7 @@ fn run_collectives(args: &RunArgs) -> Result<()> {
         other => bail!("unknown layout `{other}`: expected one_pe, multi_pe or cube_leaders"),
     };
     let sizes = args.bytes.split(',').map(parse_size).collect::<Result<Vec<_>>>()?;
-    println!("{}", system.describe());
+    writeln!(out, "{}", system.describe())?;
     let mut comm = Communicator::new(system.clone())?.threads(args.threads);
     let mut wrong = 0;
     for collective in collectives {
@@ -134,7 +131,7 @@ fn run_collectives(args: &RunArgs) -> Result<()> {
             let (_, report) = comm
                 .call(collective, &tensor, op, args.root, &options)
                 .with_context(|| format!("{collective} of {bytes} bytes per rank"))?;
-            println!("{report}");
+            writeln!(out, "{report}")?;
             wrong += usize::from(!report.postcondition.held);
         }
     }
@@ -144,62 +141,87 @@ fn run_collectives(args: &RunArgs) -> Result<()> {
     Ok(())
 }
 
-fn list() {
+fn list(out: &mut impl Write) -> Result<()> {
     let registry = kernbench::algorithms::default_registry();
-    println!("algorithms (default ccl.json):");
+    writeln!(out, "algorithms (default ccl.json):")?;
     for a in registry.algorithms() {
-        println!("  {:<34} {:<15} {:<20} {:<13} {}", a.name, a.collective, a.topology, a.mapper, a.summary);
+        writeln!(
+            out,
+            "  {:<34} {:<15} {:<20} {:<13} {}",
+            a.name,
+            a.collective.name(),
+            a.topology,
+            a.mapper,
+            a.summary
+        )?;
     }
-    println!("kernels:");
+    writeln!(out, "kernels:")?;
     for k in kernbench::algorithms::KERNELS {
         let params: Vec<String> = k.params.iter().map(|p| format!("{}: {}", p.name, p.ty)).collect();
-        println!("  {:<34} ({}) {}", k.name, params.join(", "), k.summary);
+        writeln!(out, "  {:<34} ({}) {}", k.name, params.join(", "), k.summary)?;
     }
     for (title, items) in [("topologies", TOPOLOGIES), ("mappers", MAPPERS), ("validators", VALIDATORS)] {
-        println!("{title}:");
+        writeln!(out, "{title}:")?;
         for item in items {
-            println!("  {:<34} {}", item.name, item.summary);
+            writeln!(out, "  {:<34} {}", item.name, item.summary)?;
         }
     }
-    println!("selection rules:");
+    writeln!(out, "selection rules:")?;
     for c in Collective::ALL {
         for (i, rule) in registry.rules(c).iter().enumerate() {
-            println!("  {:<15} {}. {rule}", c.name(), i + 1);
+            writeln!(out, "  {:<15} {}. {rule}", c.name(), i + 1)?;
         }
     }
+    Ok(())
 }
 
-fn plan(algorithm: &str, system: Option<&std::path::Path>, all: bool) -> Result<()> {
+fn plan(algorithm: &str, system: Option<&std::path::Path>, all: bool, out: &mut impl Write) -> Result<()> {
     let system = load_system(system)?;
     let registry = kernbench::algorithms::default_registry();
     let entry = registry.get(algorithm)?;
     let plan = kernbench::build_install_plans(entry, &system)?;
-    println!("{}", system.describe());
-    println!(
+    writeln!(out, "{}", system.describe())?;
+    writeln!(
+        out,
         "{}: topology {}, mapper {}, validator {}, {} participating PEs",
         entry.name,
         entry.topology,
         entry.mapper,
         entry.validator,
         plan.len()
-    );
-    print_plan(&plan, all);
-    Ok(())
+    )?;
+    print_plan(&plan, all, out)
 }
 
-fn print_plan(plan: &InstallPlan, all: bool) {
+fn print_plan(plan: &InstallPlan, all: bool, out: &mut impl Write) -> Result<()> {
     for sip in plan.sips.iter().take(if all { usize::MAX } else { 1 }) {
-        println!("SIP {}:", sip.sip);
+        writeln!(out, "SIP {}:", sip.sip)?;
         for pe in &sip.pes {
             let neighbors: Vec<String> = pe
                 .neighbors
                 .iter()
-                .map(|n| format!("{} -> {} ({}, {} hop{})", n.direction, n.peer, n.link, n.hops, if n.hops == 1 { "" } else { "s" }))
+                .map(|n| {
+                    format!(
+                        "{} -> {} ({}, {} hop{})",
+                        n.direction,
+                        n.peer,
+                        n.link,
+                        n.hops,
+                        if n.hops == 1 { "" } else { "s" }
+                    )
+                })
                 .collect();
-            println!("  rank {:>4} {}: {}", pe.rank, pe.pe, if neighbors.is_empty() { "no neighbours".to_owned() } else { neighbors.join("; ") });
+            writeln!(
+                out,
+                "  rank {:>4} {}: {}",
+                pe.rank,
+                pe.pe,
+                if neighbors.is_empty() { "no neighbours".to_owned() } else { neighbors.join("; ") }
+            )?;
         }
     }
     if !all && plan.sips.len() > 1 {
-        println!("({} more SIPs; --all prints them)", plan.sips.len() - 1);
+        writeln!(out, "({} more SIPs; --all prints them)", plan.sips.len() - 1)?;
     }
+    Ok(())
 }

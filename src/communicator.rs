@@ -14,8 +14,7 @@ use std::fmt;
 use kernbench_core::postcondition::{self, CallFacts, Postcondition};
 use kernbench_core::{
     ArgsError, Collective, DistTensor, KernelSet, LayoutError, PlanError, ReduceOp, Registry, RegistryError, System,
-    Tile, UnknownKernel, UnknownName, ValidationError, build_install_plans, chunk_range,
-    validator_by_name,
+    Tile, UnknownKernel, UnknownName, ValidationError, build_install_plans, chunk_range, validator_by_name,
 };
 use kernbench_sim::{Call, PeBuffers, RunError, RunReport, Runtime};
 
@@ -74,7 +73,9 @@ pub enum CommError {
         participants: usize,
     },
     /// A generation that is not after the communicator's last one.
-    #[error("generation {given} is not valid: expected a generation after {last} (generations count from 1 and never repeat)")]
+    #[error(
+        "generation {given} is not valid: expected a generation after {last} (generations count from 1 and never repeat)"
+    )]
     Generation {
         /// The generation given.
         given: u64,
@@ -309,7 +310,8 @@ impl Communicator {
         let before: Vec<Tile> = (0..n).map(|rank| starting_output(collective, &inputs[rank], rank, n)).collect();
         let algorithm = entry.name.clone();
         let generation = self.take_generation(options.generation)?;
-        let buffers = inputs.iter().zip(&before).map(|(i, o)| PeBuffers { input: i.clone(), output: o.clone() }).collect();
+        let buffers =
+            inputs.iter().zip(&before).map(|(i, o)| PeBuffers { input: i.clone(), output: o.clone() }).collect();
         let run = Runtime::new(&self.system).threads(self.threads).run(
             &plan,
             &*kernel,
@@ -320,16 +322,7 @@ impl Communicator {
         let postcondition = postcondition::check(CallFacts { collective, op, root }, &inputs, &before, &outputs)
             .map_err(|e| CommError::Inputs { collective, reason: e.to_string() })?;
         let out = output_tensor(collective, tensor, run.pes().iter().map(|p| (p.pe, p.output.clone())))?;
-        let report = CallReport {
-            collective,
-            algorithm,
-            reason,
-            generation,
-            bytes_per_rank,
-            op,
-            postcondition,
-            run,
-        };
+        let report = CallReport { collective, algorithm, reason, generation, bytes_per_rank, op, postcondition, run };
         Ok((out, report))
     }
 

@@ -8,8 +8,11 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = commands::Cli::parse();
-    match commands::run(cli) {
+    let mut out = std::io::stdout().lock();
+    match commands::run(cli, &mut out) {
         Ok(()) => ExitCode::SUCCESS,
+        // A reader that went away (`kernbench list | head`) is not an error of ours.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("kernbench: {}", one_line(&e));
             ExitCode::from(2)
@@ -17,7 +20,20 @@ fn main() -> ExitCode {
     }
 }
 
-/// The error and its causes on one line.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
+/// The error and its causes on one line, skipping a cause its parent's message already quotes.
 fn one_line(e: &anyhow::Error) -> String {
-    e.chain().map(ToString::to_string).collect::<Vec<_>>().join(": ").replace('\n', " ")
+    let mut line = String::new();
+    for cause in e.chain().map(ToString::to_string) {
+        if !line.contains(&cause) {
+            if !line.is_empty() {
+                line.push_str(": ");
+            }
+            line.push_str(&cause);
+        }
+    }
+    line.replace('\n', " ")
 }

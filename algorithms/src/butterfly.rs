@@ -77,20 +77,21 @@ fn combine_ordered(tl: &Tl, mine: Tile, theirs: Tile, mine_first: bool, op: Redu
 
 /// The core rank's data with its extra's reduced in (its own first), if it has an extra.
 #[ccl_kernel(helper)]
-fn fold_in_extra(tl: &Tl, cube: Cube, data: Tile, op: ReduceOp) -> Tile {
-    if cube.extra().is_none() {
-        return data;
+fn fold_in_extra(tl: &Tl, cube: Cube, mut data: Tile, op: ReduceOp) -> Tile {
+    if cube.extra().is_some() {
+        let theirs = tl.recv(cube.fold(), data.len(), data.dtype());
+        tl.reduce(&mut data, &theirs, op);
     }
-    let theirs = tl.recv(cube.fold(), data.len(), data.dtype());
-    combine_ordered(tl, data, theirs, true, op)
+    data
 }
 
-/// An extra rank's whole part: hands `data` to its core partner and returns what comes back, `len`
-/// elements.
+/// An extra rank's whole part: hands `data` to its core partner and stores what comes back, `len`
+/// elements, as its output.
 #[ccl_kernel(helper)]
-fn delegate_to_partner(tl: &Tl, cube: Cube, data: &Tile, len: usize) -> Tile {
+fn delegate_to_partner(tl: &Tl, cube: Cube, data: &Tile, len: usize) {
     tl.send(cube.fold(), data);
-    tl.recv(cube.fold(), len, data.dtype())
+    let result = tl.recv(cube.fold(), len, data.dtype());
+    tl.store(Output, &result);
 }
 
 /// Sends a core rank's `result` to its extra, if it has one.
@@ -111,8 +112,7 @@ pub fn recursive_doubling_allreduce(tl: &Tl) {
     let op = tl.op();
     let data = tl.load(Input);
     if cube.is_extra() {
-        let result = delegate_to_partner(tl, cube, &data, data.len());
-        tl.store(Output, &result);
+        delegate_to_partner(tl, cube, &data, data.len());
         return;
     }
     let mut acc = fold_in_extra(tl, cube, data, op);
@@ -137,8 +137,7 @@ pub fn rabenseifner_allreduce(tl: &Tl) {
     let op = tl.op();
     let data = tl.load(Input);
     if cube.is_extra() {
-        let result = delegate_to_partner(tl, cube, &data, data.len());
-        tl.store(Output, &result);
+        delegate_to_partner(tl, cube, &data, data.len());
         return;
     }
     let (len, dtype) = (data.len(), data.dtype());
@@ -182,8 +181,7 @@ pub fn recursive_doubling_allgather(tl: &Tl) {
     let mine = tl.load(Input);
     let (m, dtype) = (mine.len(), mine.dtype());
     if cube.is_extra() {
-        let all = delegate_to_partner(tl, cube, &mine, m * cube.count);
-        tl.store(Output, &all);
+        delegate_to_partner(tl, cube, &mine, m * cube.count);
         return;
     }
     let mut blocks = vec![Tile::zeros(dtype, m); cube.count];
@@ -223,8 +221,7 @@ pub fn recursive_halving_reduce_scatter(tl: &Tl) {
     let dtype = data.dtype();
     if cube.is_extra() {
         let len = tl.chunk(&data, cube.rank, cube.count).len();
-        let mine = delegate_to_partner(tl, cube, &data, len);
-        tl.store(Output, &mine);
+        delegate_to_partner(tl, cube, &data, len);
         return;
     }
     let acc = fold_in_extra(tl, cube, data, op);

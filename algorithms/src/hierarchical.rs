@@ -77,7 +77,8 @@ fn ring_broadcast_from_leader(tl: &Tl, acc: Tile, ring: Ring) -> Tile {
         }
         return acc;
     }
-    let result = if i <= h { tl.recv(ring.prev, acc.len(), acc.dtype()) } else { tl.recv(ring.next, acc.len(), acc.dtype()) };
+    let result =
+        if i <= h { tl.recv(ring.prev, acc.len(), acc.dtype()) } else { tl.recv(ring.next, acc.len(), acc.dtype()) };
     if i < h {
         tl.send(ring.next, &result);
     } else if i > h + 1 {
@@ -94,7 +95,8 @@ pub fn hierarchical_allreduce(tl: &Tl) {
     let (pe, cube, sip) = (tl.program_id(0), tl.program_id(1), tl.program_id(2));
     let pes_ring = Ring { position: pe, count: tl.num_programs(0), next: E, prev: W };
     let cubes_ring = Ring { position: cube, count: tl.num_programs(1), next: N, prev: S };
-    let sips_ring = Ring { position: sip, count: tl.num_programs(2), next: Direction::SipNext, prev: Direction::SipPrev };
+    let sips_ring =
+        Ring { position: sip, count: tl.num_programs(2), next: Direction::SipNext, prev: Direction::SipPrev };
 
     let mut acc = tl.load(Input);
     acc = ring_reduce_to_leader(tl, acc, pes_ring, op);

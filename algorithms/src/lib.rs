@@ -8,7 +8,8 @@ mod ring;
 mod tree;
 
 pub use butterfly::{
-    rabenseifner_allreduce, recursive_doubling_allgather, recursive_doubling_allreduce, recursive_halving_reduce_scatter,
+    rabenseifner_allreduce, recursive_doubling_allgather, recursive_doubling_allreduce,
+    recursive_halving_reduce_scatter,
 };
 pub use direct::{bruck_allgather, one_shot_allreduce, pairwise_alltoall};
 pub use hierarchical::hierarchical_allreduce;

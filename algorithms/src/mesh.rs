@@ -9,14 +9,16 @@ use kernbench::prelude::*;
 
 use crate::ring::{Ring, ring_all_gather_parts, ring_reduce_scatter_parts, split};
 
-/// Ring all-reduce of `tile` over `ring` (reduce-scatter then all-gather), not finished: every member
-/// gets the same bits.
+/// Ring all-reduce of `tile` over `ring` (reduce-scatter then all-gather), finished as a reduction of
+/// `contributions` inputs: every member gets the same bits.
 #[ccl_kernel(helper)]
-fn ring_all_reduce_tile(tl: &Tl, tile: &Tile, ring: Ring, op: ReduceOp) -> Tile {
+fn ring_all_reduce_tile(tl: &Tl, tile: &Tile, ring: Ring, op: ReduceOp, contributions: usize) -> Tile {
     let parts = split(tl, tile, ring.count);
     let parts = ring_reduce_scatter_parts(tl, parts, ring, op);
     let parts = ring_all_gather_parts(tl, parts, ring);
-    tl.concat(&parts)
+    let mut result = tl.concat(&parts);
+    tl.finish(&mut result, op, contributions);
+    result
 }
 
 /// 2-D mesh all-reduce: ring reduce-scatter along each row, ring all-reduce of each rank's reduced
@@ -37,9 +39,7 @@ pub fn mesh_2d_allreduce(tl: &Tl) {
     // The row's reduce-scatter leaves this rank owning part `col + 1` of the row's sum, as it leaves
     // every rank of its column: they all-reduce that part among themselves.
     let owned = (row.position + 1) % cols;
-    let mut reduced = ring_all_reduce_tile(tl, &parts[owned], column, op);
-    tl.finish(&mut reduced, op, n);
-    parts[owned] = reduced;
+    parts[owned] = ring_all_reduce_tile(tl, &parts[owned], column, op, n);
     let parts = ring_all_gather_parts(tl, parts, row);
     tl.store(Output, &tl.concat(&parts));
 }
@@ -78,9 +78,8 @@ pub fn intercube_allreduce(tl: &Tl) {
                 forward: Direction::SipNext,
                 back: Direction::SipPrev,
             };
-            acc = ring_all_reduce_tile(tl, &acc, sips, op);
             let contributions = tl.size();
-            tl.finish(&mut acc, op, contributions);
+            acc = ring_all_reduce_tile(tl, &acc, sips, op, contributions);
         }
     }
     // The result comes back the same way: north up column x = 0, then east along the rows.

@@ -33,10 +33,7 @@ impl HeapTree {
 
     /// The heap positions of this member's children, as `(k, position)` for `Child(index, k)`.
     fn children(self) -> Vec<(u8, usize)> {
-        (0..2u8)
-            .map(|k| (k, 2 * self.position + 1 + usize::from(k)))
-            .filter(|&(_, child)| child < self.count)
-            .collect()
+        (0..2u8).map(|k| (k, 2 * self.position + 1 + usize::from(k))).filter(|&(_, child)| child < self.count).collect()
     }
 
     /// The directions to this member's children, left first.
@@ -142,7 +139,8 @@ pub fn tree_allreduce(tl: &Tl, chunks: usize) {
 #[ccl_kernel]
 pub fn double_binary_tree_allreduce(tl: &Tl, chunks: usize) {
     let (rank, n) = (tl.rank(), tl.size());
-    let trees = [HeapTree { index: 0, position: rank, count: n }, HeapTree { index: 1, position: n - 1 - rank, count: n }];
+    let trees =
+        [HeapTree { index: 0, position: rank, count: n }, HeapTree { index: 1, position: n - 1 - rank, count: n }];
     let op = tl.op();
     let data = tl.load(Input);
     let halves = [tl.chunk(&data, 0, 2), tl.chunk(&data, 1, 2)];
@@ -155,12 +153,15 @@ pub fn double_binary_tree_allreduce(tl: &Tl, chunks: usize) {
 /// Tree broadcast from any root: the root's data goes up its path to rank 0, and every rank on that
 /// path hands it down to its other subtree.
 ///
-/// Topology `tree`, any mapper, any number of ranks and any root below it (a root outside the ranks
-/// fails with a missing-direction error on the rank that would be its ancestor).
+/// Topology `tree`, any mapper, any number of ranks and any root among them.
+///
+/// # Panics
+/// When the call's root is not a rank (the `Communicator` rejects such a call before it runs).
 #[ccl_kernel]
 pub fn tree_broadcast(tl: &Tl) {
     let tree = HeapTree { index: 0, position: tl.rank(), count: tl.size() };
     let root = tl.root();
+    assert!(root < tree.count, "broadcast root {root} is not a rank: expected 0..{}", tree.count);
     let data = tl.load(Input);
     // A rank is on the path when the root is in its subtree: it gets the data from below, passes it
     // up, and sends it down only to the child off the path.

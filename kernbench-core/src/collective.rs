@@ -73,9 +73,6 @@ impl FromStr for Collective {
     type Err = ParseCollectiveError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Collective::ALL
-            .into_iter()
-            .find(|c| c.name() == s)
-            .ok_or_else(|| ParseCollectiveError(s.to_owned()))
+        Collective::ALL.into_iter().find(|c| c.name() == s).ok_or_else(|| ParseCollectiveError(s.to_owned()))
     }
 }

@@ -78,9 +78,7 @@ impl fmt::Display for Direction {
 
 /// A string that names no direction.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown direction `{0}`: expected E, W, N, S, sip_next, sip_prev, parent<t>, child<t>.<k>, dim<k> or peer<i>"
-)]
+#[error("unknown direction `{0}`: expected E, W, N, S, sip_next, sip_prev, parent<t>, child<t>.<k>, dim<k> or peer<i>")]
 pub struct ParseDirectionError(pub String);
 
 impl FromStr for Direction {

@@ -85,10 +85,7 @@ impl FromStr for Dtype {
     type Err = ParseDtypeError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Dtype::ALL
-            .into_iter()
-            .find(|d| d.name() == s)
-            .ok_or_else(|| ParseDtypeError(s.to_owned()))
+        Dtype::ALL.into_iter().find(|d| d.name() == s).ok_or_else(|| ParseDtypeError(s.to_owned()))
     }
 }
 
@@ -142,9 +139,6 @@ impl FromStr for ReduceOp {
     type Err = ParseReduceOpError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        ReduceOp::ALL
-            .into_iter()
-            .find(|op| op.name() == s)
-            .ok_or_else(|| ParseReduceOpError(s.to_owned()))
+        ReduceOp::ALL.into_iter().find(|op| op.name() == s).ok_or_else(|| ParseReduceOpError(s.to_owned()))
     }
 }

@@ -39,7 +39,7 @@ pub struct KernelDef {
     pub name: &'static str,
     /// Its scalar parameters, in declaration order.
     pub params: &'static [ParamDef],
-    /// The first line of the kernel's doc comment.
+    /// The first paragraph of the kernel's doc comment, on one line.
     pub summary: &'static str,
     /// Binds the kernel's arguments from the registry's JSON parameters.
     pub instantiate: Instantiate,
@@ -131,10 +131,10 @@ impl KernelSet {
     /// # Errors
     /// [`UnknownKernel`] listing the known names.
     pub fn get(&self, name: &str) -> Result<&'static KernelDef, UnknownKernel> {
-        self.by_name.get(name).copied().ok_or_else(|| UnknownKernel {
-            name: name.to_owned(),
-            known: self.by_name.keys().copied().collect(),
-        })
+        self.by_name
+            .get(name)
+            .copied()
+            .ok_or_else(|| UnknownKernel { name: name.to_owned(), known: self.by_name.keys().copied().collect() })
     }
 
     /// Every kernel, by name.

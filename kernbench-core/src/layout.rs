@@ -41,12 +41,7 @@ impl Split {
     }
 
     /// Every split.
-    pub const ALL: [Split; 4] = [
-        Split::Leader,
-        Split::RowWise,
-        Split::ColumnWise,
-        Split::Replicated,
-    ];
+    pub const ALL: [Split; 4] = [Split::Leader, Split::RowWise, Split::ColumnWise, Split::Replicated];
 
     /// The part index `index` of `count` holds, or `None` when it holds nothing.
     fn part(self, block: &Block, index: usize, count: usize) -> Result<Option<Block>, TileError> {
@@ -55,18 +50,12 @@ impl Split {
             Split::Leader => (index == 0).then(|| block.clone()),
             Split::Replicated => Some(block.clone()),
             Split::RowWise => Some(Block {
-                rows: offset(
-                    chunk_range(block.rows.len(), index, count)?,
-                    block.rows.start,
-                ),
+                rows: offset(chunk_range(block.rows.len(), index, count)?, block.rows.start),
                 cols: block.cols.clone(),
             }),
             Split::ColumnWise => Some(Block {
                 rows: block.rows.clone(),
-                cols: offset(
-                    chunk_range(block.cols.len(), index, count)?,
-                    block.cols.start,
-                ),
+                cols: offset(chunk_range(block.cols.len(), index, count)?, block.cols.start),
             }),
         })
     }
@@ -103,10 +92,7 @@ pub struct DpPolicy {
 
 impl DpPolicy {
     /// The whole rank tensor on (cube 0, PE 0): one shard per rank.
-    pub const LEADER: DpPolicy = DpPolicy {
-        cube: Split::Leader,
-        pe: Split::Leader,
-    };
+    pub const LEADER: DpPolicy = DpPolicy { cube: Split::Leader, pe: Split::Leader };
 
     /// A policy from its two splits.
     pub const fn new(cube: Split, pe: Split) -> DpPolicy {
@@ -168,18 +154,11 @@ impl Layout {
 
     /// One PE per rank or several.
     pub fn kind(&self) -> LayoutKind {
-        let shards_per_sip =
-            self.shards
-                .keys()
-                .fold(BTreeMap::<u32, usize>::new(), |mut counts, pe| {
-                    *counts.entry(pe.sip).or_default() += 1;
-                    counts
-                });
-        if shards_per_sip.values().all(|&n| n <= 1) {
-            LayoutKind::OnePe
-        } else {
-            LayoutKind::MultiPe
-        }
+        let shards_per_sip = self.shards.keys().fold(BTreeMap::<u32, usize>::new(), |mut counts, pe| {
+            *counts.entry(pe.sip).or_default() += 1;
+            counts
+        });
+        if shards_per_sip.values().all(|&n| n <= 1) { LayoutKind::OnePe } else { LayoutKind::MultiPe }
     }
 }
 
@@ -264,9 +243,7 @@ pub enum LayoutError {
         expected: usize,
     },
     /// Two PEs hold the same part with different contents.
-    #[error(
-        "{pe}'s copy of its part differs from {reference}'s: replicated parts must be bit-identical"
-    )]
+    #[error("{pe}'s copy of its part differs from {reference}'s: replicated parts must be bit-identical")]
     ReplicaMismatch {
         /// The PE whose copy differs.
         pe: PeId,
@@ -274,9 +251,7 @@ pub enum LayoutError {
         reference: PeId,
     },
     /// The shards of a rank built with [`DistTensor::from_shards`] do not add up to its tensor.
-    #[error(
-        "the shards of SIP {sip} hold {got} elements in total: expected rows x cols = {expected}"
-    )]
+    #[error("the shards of SIP {sip} hold {got} elements in total: expected rows x cols = {expected}")]
     RankLength {
         /// The SIP.
         sip: u32,
@@ -307,12 +282,7 @@ impl Block {
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Placement {
     /// Parts placed by a policy on a system of `sips x cubes x pes`.
-    Policy {
-        policy: DpPolicy,
-        sips: u32,
-        cubes: u32,
-        pes: u32,
-    },
+    Policy { policy: DpPolicy, sips: u32, cubes: u32, pes: u32 },
     /// Shards given as they are; a rank is its shards concatenated in `PeId` order.
     Explicit,
 }
@@ -320,16 +290,10 @@ enum Placement {
 impl Placement {
     /// Every `(cube, pe, part)` of one rank, in `PeId` order: the same for every SIP.
     fn parts(&self, rows: usize, cols: usize) -> Result<Vec<(u32, u32, Block)>, TileError> {
-        let Placement::Policy {
-            policy, cubes, pes, ..
-        } = *self
-        else {
+        let Placement::Policy { policy, cubes, pes, .. } = *self else {
             return Ok(Vec::new());
         };
-        let whole = Block {
-            rows: 0..rows,
-            cols: 0..cols,
-        };
+        let whole = Block { rows: 0..rows, cols: 0..cols };
         let mut parts = Vec::new();
         for cube in 0..cubes {
             let Some(cube_part) = policy.cube.part(&whole, cube as usize, cubes as usize)? else {
@@ -367,24 +331,11 @@ pub struct DistTensor {
 }
 
 fn rank_len(rows: usize, cols: usize) -> Result<usize, LayoutError> {
-    rows.checked_mul(cols)
-        .ok_or(LayoutError::ShapeOverflow { rows, cols })
+    rows.checked_mul(cols).ok_or(LayoutError::ShapeOverflow { rows, cols })
 }
 
-fn check_dtype(
-    expected: Dtype,
-    got: Dtype,
-    what: impl FnOnce() -> String,
-) -> Result<(), LayoutError> {
-    if expected == got {
-        Ok(())
-    } else {
-        Err(LayoutError::DtypeMismatch {
-            what: what(),
-            expected,
-            got,
-        })
-    }
+fn check_dtype(expected: Dtype, got: Dtype, what: impl FnOnce() -> String) -> Result<(), LayoutError> {
+    if expected == got { Ok(()) } else { Err(LayoutError::DtypeMismatch { what: what(), expected, got }) }
 }
 
 /// The part `block` of a row-major rank tile with `cols` columns, contiguous; shares the tile's buffer
@@ -413,10 +364,7 @@ fn paste(out: &mut Tile, cols: usize, block: &Block, shard: &Tile) -> Result<(),
         return out.write_at(block.rows.start * cols, shard);
     }
     for (i, r) in block.rows.clone().enumerate() {
-        out.write_at(
-            r * cols + block.cols.start,
-            &shard.slice(i * width..(i + 1) * width)?,
-        )?;
+        out.write_at(r * cols + block.cols.start, &shard.slice(i * width..(i + 1) * width)?)?;
     }
     Ok(())
 }
@@ -437,30 +385,17 @@ impl DistTensor {
     ) -> Result<DistTensor, LayoutError> {
         let (sips, cubes, pes) = system.extents();
         if tiles.len() != system.sips() {
-            return Err(LayoutError::TileCount {
-                expected: system.sips(),
-                got: tiles.len(),
-            });
+            return Err(LayoutError::TileCount { expected: system.sips(), got: tiles.len() });
         }
         let len = rank_len(rows, cols)?;
         let dtype = tiles[0].dtype();
         for (sip, tile) in (0u32..).zip(tiles) {
             check_dtype(dtype, tile.dtype(), || format!("the tile of SIP {sip}"))?;
             if tile.len() != len {
-                return Err(LayoutError::TileLength {
-                    sip,
-                    got: tile.len(),
-                    rows,
-                    cols,
-                });
+                return Err(LayoutError::TileLength { sip, got: tile.len(), rows, cols });
             }
         }
-        let placement = Placement::Policy {
-            policy,
-            sips,
-            cubes,
-            pes,
-        };
+        let placement = Placement::Policy { policy, sips, cubes, pes };
         let parts = placement.parts(rows, cols)?;
         let mut shards = BTreeMap::new();
         for (sip, tile) in (0u32..).zip(tiles) {
@@ -468,13 +403,7 @@ impl DistTensor {
                 shards.insert(PeId::new(sip, *cube, *pe), cut(tile, cols, block)?);
             }
         }
-        Ok(DistTensor {
-            dtype,
-            rows,
-            cols,
-            shards,
-            placement,
-        })
+        Ok(DistTensor { dtype, rows, cols, shards, placement })
     }
 
     /// A tensor from shards as they are (for example a runtime's per-PE outputs). Without a policy,
@@ -492,13 +421,7 @@ impl DistTensor {
         for (pe, shard) in &shards {
             check_dtype(dtype, shard.dtype(), || format!("the shard on {pe}"))?;
         }
-        Ok(DistTensor {
-            dtype,
-            rows,
-            cols,
-            shards,
-            placement: Placement::Explicit,
-        })
+        Ok(DistTensor { dtype, rows, cols, shards, placement: Placement::Explicit })
     }
 
     /// A tensor laid out like this one (same shape and policy) holding `shards` instead: a collective's
@@ -523,34 +446,19 @@ impl DistTensor {
             for (&pe, shard) in &shards {
                 match expected.get(&pe) {
                     None => {
-                        return Err(LayoutError::UnexpectedShard {
-                            pe,
-                            policy,
-                            got: shard.len(),
-                        });
+                        return Err(LayoutError::UnexpectedShard { pe, policy, got: shard.len() });
                     }
                     Some(&len) if len != shard.len() => {
-                        return Err(LayoutError::ShardLength {
-                            pe,
-                            got: shard.len(),
-                            expected: len,
-                        });
+                        return Err(LayoutError::ShardLength { pe, got: shard.len(), expected: len });
                     }
                     Some(_) => {}
                 }
             }
             if let Some((&pe, &len)) = expected.iter().find(|(pe, _)| !shards.contains_key(pe)) {
-                return Err(LayoutError::MissingShard {
-                    pe,
-                    policy,
-                    expected: len,
-                });
+                return Err(LayoutError::MissingShard { pe, policy, expected: len });
             }
         }
-        Ok(DistTensor {
-            shards,
-            ..self.clone_shape()
-        })
+        Ok(DistTensor { shards, ..self.clone_shape() })
     }
 
     fn clone_shape(&self) -> DistTensor {
@@ -579,17 +487,9 @@ impl DistTensor {
                 .collect();
             let got = own.iter().map(Tile::len).sum();
             if got != len {
-                return Err(LayoutError::RankLength {
-                    sip,
-                    got,
-                    expected: len,
-                });
+                return Err(LayoutError::RankLength { sip, got, expected: len });
             }
-            return Ok(if own.is_empty() {
-                Tile::zeros(self.dtype, 0)
-            } else {
-                Tile::concat(&own)?
-            });
+            return Ok(if own.is_empty() { Tile::zeros(self.dtype, 0) } else { Tile::concat(&own)? });
         };
         if sip >= sips {
             return Err(LayoutError::NoSuchSip { sip, sips });
@@ -598,17 +498,9 @@ impl DistTensor {
         let mut first_holder: HashMap<Block, (PeId, &Tile)> = HashMap::new();
         for (cube, pe, block) in self.placement.parts(self.rows, self.cols)? {
             let pe = PeId::new(sip, cube, pe);
-            let shard = self.shards.get(&pe).ok_or(LayoutError::MissingShard {
-                pe,
-                policy,
-                expected: block.len(),
-            })?;
+            let shard = self.shards.get(&pe).ok_or(LayoutError::MissingShard { pe, policy, expected: block.len() })?;
             if shard.len() != block.len() {
-                return Err(LayoutError::ShardLength {
-                    pe,
-                    got: shard.len(),
-                    expected: block.len(),
-                });
+                return Err(LayoutError::ShardLength { pe, got: shard.len(), expected: block.len() });
             }
             match first_holder.get(&block) {
                 Some(&(reference, copy)) if !copy.bit_eq(shard) => {

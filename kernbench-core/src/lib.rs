@@ -27,31 +27,31 @@ pub mod tl;
 mod topology;
 mod validator;
 
+pub use collective::{Collective, ParseCollectiveError};
 pub use direction::{Direction, ParseDirectionError};
 pub use dtype::{Dtype, ParseDtypeError, ParseReduceOpError, ReduceOp};
 pub use error::{KernelError, Op};
 pub use ids::{CubeCoord, LinkClass, PeId};
-pub use kernel::{ArgsError, Instantiate, KernelDef, KernelFuture, KernelSet, Launch, ParamDef, Params, UnknownKernel};
 pub use kernbench_macros::ccl_kernel;
-pub use tile::{Element, Tile, TileError, chunk_range, chunk_start};
-pub use plan::{InstallPlan, NeighborTableEntry, PeInstall, PlanError, SipPlan, build_install_plans, check_plan};
-pub use spec::{LinkSpec, LinksSpec, MeshSpec, PeSpec, SipInterconnect, SpecError, System, SystemSpec};
-pub use collective::{Collective, ParseCollectiveError};
+pub use kernel::{ArgsError, Instantiate, KernelDef, KernelFuture, KernelSet, Launch, ParamDef, Params, UnknownKernel};
 pub use layout::{DistTensor, DpPolicy, Layout, LayoutError, LayoutKind, Split};
 pub use mapper::{MAPPERS, MapperFn, all_pes, cube_leaders, leader_only, mapper_by_name};
 pub use names::{NamedItem, UnknownName};
+pub use plan::{InstallPlan, NeighborTableEntry, PeInstall, PlanError, SipPlan, build_install_plans, check_plan};
 pub use registry::{
     AlgorithmEntry, AlgorithmSpec, BufferKind, Registry, RegistryError, RegistrySpec, Selection, SelectionRule,
 };
 pub use route::{Channel, Node, Route};
+pub use spec::{LinkSpec, LinksSpec, MeshSpec, PeSpec, SipInterconnect, SpecError, System, SystemSpec};
+pub use tile::{Element, Tile, TileError, chunk_range, chunk_start};
+pub use tl::{Buffer, Tl, TlContext};
 pub use topology::{
-    FULL_MAX_PARTICIPANTS, TOPOLOGIES, Topology, TopologyFn, double_binary_tree, full, hierarchical_3level,
-    hypercube, intercube, mesh_2d, mesh_2d_grid, ring_1d, topology_by_name, tree,
+    FULL_MAX_PARTICIPANTS, TOPOLOGIES, Topology, TopologyFn, double_binary_tree, full, hierarchical_3level, hypercube,
+    intercube, mesh_2d, mesh_2d_grid, ring_1d, topology_by_name, tree,
 };
 pub use validator::{
     VALIDATORS, ValidationError, ValidatorFn, any, multi_pe_sip_local, replicated, single_shard, validator_by_name,
 };
-pub use tl::{Buffer, Tl, TlContext};
 
 /// Everything a kernel author needs: `use kernbench::prelude::*;`.
 pub mod prelude {

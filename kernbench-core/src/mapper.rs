@@ -10,27 +10,9 @@ use crate::{PeId, System};
 pub type MapperFn = fn(&System) -> Vec<PeId>;
 
 const TABLE: [(NamedItem, MapperFn); 3] = [
-    (
-        NamedItem {
-            name: "leader_only",
-            summary: "one PE per SIP: (cube 0, pe 0)",
-        },
-        leader_only,
-    ),
-    (
-        NamedItem {
-            name: "cube_leaders",
-            summary: "one PE per cube: pe 0 of every cube",
-        },
-        cube_leaders,
-    ),
-    (
-        NamedItem {
-            name: "all_pes",
-            summary: "every PE of every SIP",
-        },
-        all_pes,
-    ),
+    (NamedItem { name: "leader_only", summary: "one PE per SIP: (cube 0, pe 0)" }, leader_only),
+    (NamedItem { name: "cube_leaders", summary: "one PE per cube: pe 0 of every cube" }, cube_leaders),
+    (NamedItem { name: "all_pes", summary: "every PE of every SIP" }, all_pes),
 ];
 
 /// Every built-in mapper, by name, for listings.
@@ -61,9 +43,7 @@ pub fn leader_only(system: &System) -> Vec<PeId> {
 /// PE 0 of every cube of every SIP.
 pub fn cube_leaders(system: &System) -> Vec<PeId> {
     let (sips, cubes, _) = system.extents();
-    (0..sips)
-        .flat_map(|sip| (0..cubes).map(move |cube| PeId::new(sip, cube, 0)))
-        .collect()
+    (0..sips).flat_map(|sip| (0..cubes).map(move |cube| PeId::new(sip, cube, 0))).collect()
 }
 
 /// Every PE of the system.

@@ -35,13 +35,8 @@ pub struct UnknownName {
 }
 
 /// The listing half of a `(NamedItem, F)` table, computed at compile time.
-pub(crate) const fn listing<F: Copy, const N: usize>(
-    table: &[(NamedItem, F); N],
-) -> [NamedItem; N] {
-    let mut out = [NamedItem {
-        name: "",
-        summary: "",
-    }; N];
+pub(crate) const fn listing<F: Copy, const N: usize>(table: &[(NamedItem, F); N]) -> [NamedItem; N] {
+    let mut out = [NamedItem { name: "", summary: "" }; N];
     let mut i = 0;
     while i < N {
         out[i] = table[i].0;
@@ -51,20 +46,12 @@ pub(crate) const fn listing<F: Copy, const N: usize>(
 }
 
 /// The function called `name` in `table`.
-pub(crate) fn lookup<F: Copy>(
-    kind: &'static str,
-    table: &[(NamedItem, F)],
-    name: &str,
-) -> Result<F, UnknownName> {
-    table
-        .iter()
-        .find(|(item, _)| item.name == name)
-        .map(|&(_, f)| f)
-        .ok_or_else(|| UnknownName {
-            kind,
-            name: name.to_owned(),
-            known: table.iter().map(|(item, _)| item.name).collect(),
-        })
+pub(crate) fn lookup<F: Copy>(kind: &'static str, table: &[(NamedItem, F)], name: &str) -> Result<F, UnknownName> {
+    table.iter().find(|(item, _)| item.name == name).map(|&(_, f)| f).ok_or_else(|| UnknownName {
+        kind,
+        name: name.to_owned(),
+        known: table.iter().map(|(item, _)| item.name).collect(),
+    })
 }
 
 impl fmt::Display for NamedItem {

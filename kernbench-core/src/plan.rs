@@ -8,9 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::names::UnknownName;
-use crate::{
-    AlgorithmEntry, Direction, LinkClass, PeId, System, Topology, mapper_by_name, topology_by_name,
-};
+use crate::{AlgorithmEntry, Direction, LinkClass, PeId, System, Topology, mapper_by_name, topology_by_name};
 
 /// One neighbour of a PE: the direction the kernel names, the peer PE it reaches, and the link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,9 +90,7 @@ pub enum PlanError {
         reason: String,
     },
     /// A topology's neighbour lists do not match its participants.
-    #[error(
-        "topology has {participants} participants but {lists} neighbour lists: expected one list per rank"
-    )]
+    #[error("topology has {participants} participants but {lists} neighbour lists: expected one list per rank")]
     NeighborListCount {
         /// Participants.
         participants: usize,
@@ -162,9 +158,7 @@ pub enum PlanError {
         direction: Direction,
     },
     /// A PE that lists one direction twice, so its queue would be ambiguous.
-    #[error(
-        "{pe} lists direction {direction} twice (to {first} and {second}): expected each direction once"
-    )]
+    #[error("{pe} lists direction {direction} twice (to {first} and {second}): expected each direction once")]
     DuplicateDirection {
         /// The PE.
         pe: PeId,
@@ -210,11 +204,7 @@ pub enum PlanError {
 }
 
 fn list(directions: &[Direction]) -> String {
-    directions
-        .iter()
-        .map(Direction::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
+    directions.iter().map(Direction::to_string).collect::<Vec<_>>().join(", ")
 }
 
 impl InstallPlan {
@@ -249,11 +239,7 @@ impl InstallPlan {
     /// assert_eq!(first.neighbors[0].direction, Direction::E);
     /// assert_eq!(first.neighbors[0].link, LinkClass::InterSip);
     /// ```
-    pub fn build(
-        system: &System,
-        topology_name: &str,
-        mapper_name: &str,
-    ) -> Result<InstallPlan, PlanError> {
+    pub fn build(system: &System, topology_name: &str, mapper_name: &str) -> Result<InstallPlan, PlanError> {
         let topology_fn = topology_by_name(topology_name)?;
         let mapper = mapper_by_name(mapper_name)?;
         let topology = topology_fn(system, &mapper(system))?;
@@ -274,75 +260,38 @@ impl InstallPlan {
     ) -> Result<InstallPlan, PlanError> {
         let len = topology.participants.len();
         if topology.neighbors.len() != len {
-            return Err(PlanError::NeighborListCount {
-                participants: len,
-                lists: topology.neighbors.len(),
-            });
+            return Err(PlanError::NeighborListCount { participants: len, lists: topology.neighbors.len() });
         }
         let (sips, _, _) = system.extents();
         let mut plan = InstallPlan {
             topology: topology_name.to_owned(),
             mapper: mapper_name.to_owned(),
-            sips: (0..sips)
-                .map(|sip| SipPlan {
-                    sip,
-                    pes: Vec::new(),
-                })
-                .collect(),
+            sips: (0..sips).map(|sip| SipPlan { sip, pes: Vec::new() }).collect(),
         };
-        for (rank, (&pe, links)) in topology
-            .participants
-            .iter()
-            .zip(&topology.neighbors)
-            .enumerate()
-        {
-            let Some(sip_plan) = plan
-                .sips
-                .get_mut(pe.sip as usize)
-                .filter(|_| system.contains(pe))
-            else {
-                return Err(PlanError::NotInSystem {
-                    pe,
-                    system: system.describe(),
-                });
+        for (rank, (&pe, links)) in topology.participants.iter().zip(&topology.neighbors).enumerate() {
+            let Some(sip_plan) = plan.sips.get_mut(pe.sip as usize).filter(|_| system.contains(pe)) else {
+                return Err(PlanError::NotInSystem { pe, system: system.describe() });
             };
             let mut neighbors = Vec::with_capacity(links.len());
             for &(direction, peer_rank) in links {
-                let &peer = topology
-                    .participants
-                    .get(peer_rank)
-                    .ok_or(PlanError::BadPeerRank {
-                        pe,
-                        direction,
-                        rank: peer_rank,
-                        len,
-                    })?;
-                let route =
-                    system
-                        .try_route(pe, peer)
-                        .ok_or_else(|| PlanError::PeerNotInSystem {
-                            pe,
-                            direction,
-                            peer,
-                            system: system.describe(),
-                        })?;
-                let link = route
-                    .farthest_class()
-                    .ok_or(PlanError::SelfLink { pe, direction })?;
-                // A route crosses at most a ring, a mesh and the SIPs: far below u32::MAX.
-                let hops = u32::try_from(route.hops()).unwrap_or(u32::MAX);
-                neighbors.push(NeighborTableEntry {
+                let &peer = topology.participants.get(peer_rank).ok_or(PlanError::BadPeerRank {
+                    pe,
+                    direction,
+                    rank: peer_rank,
+                    len,
+                })?;
+                let route = system.try_route(pe, peer).ok_or_else(|| PlanError::PeerNotInSystem {
+                    pe,
                     direction,
                     peer,
-                    link,
-                    hops,
-                });
+                    system: system.describe(),
+                })?;
+                let link = route.farthest_class().ok_or(PlanError::SelfLink { pe, direction })?;
+                // A route crosses at most a ring, a mesh and the SIPs: far below u32::MAX.
+                let hops = u32::try_from(route.hops()).unwrap_or(u32::MAX);
+                neighbors.push(NeighborTableEntry { direction, peer, link, hops });
             }
-            sip_plan.pes.push(PeInstall {
-                pe,
-                rank,
-                neighbors,
-            });
+            sip_plan.pes.push(PeInstall { pe, rank, neighbors });
         }
         check_plan(&plan, system)?;
         Ok(plan)
@@ -351,26 +300,16 @@ impl InstallPlan {
     /// The install of a participating PE.
     pub fn find(&self, pe: PeId) -> Option<&PeInstall> {
         let sip = self.sips.iter().find(|s| s.sip == pe.sip)?;
-        sip.pes
-            .binary_search_by_key(&pe, |p| p.pe)
-            .ok()
-            .map(|i| &sip.pes[i])
+        sip.pes.binary_search_by_key(&pe, |p| p.pe).ok().map(|i| &sip.pes[i])
     }
 
     /// Where a message that `pe` sends on `direction` arrives: the peer and the peer's direction back
     /// to `pe` (the one that pairs with `direction`). `None` when `pe` has no such direction. In a
     /// plan that passed [`check_plan`] the answer is unique.
     pub fn arrival(&self, pe: PeId, direction: Direction) -> Option<(PeId, Direction)> {
-        let entry = self
-            .find(pe)?
-            .neighbors
-            .iter()
-            .find(|n| n.direction == direction)?;
-        let back = self
-            .find(entry.peer)?
-            .neighbors
-            .iter()
-            .find(|n| n.peer == pe && direction.pairs_with(n.direction))?;
+        let entry = self.find(pe)?.neighbors.iter().find(|n| n.direction == direction)?;
+        let back =
+            self.find(entry.peer)?.neighbors.iter().find(|n| n.peer == pe && direction.pairs_with(n.direction))?;
         Some((entry.peer, back.direction))
     }
 }
@@ -389,28 +328,16 @@ pub fn check_plan(plan: &InstallPlan, system: &System) -> Result<(), PlanError> 
         for install in &sip_plan.pes {
             let pe = install.pe;
             if !system.contains(pe) {
-                return Err(PlanError::NotInSystem {
-                    pe,
-                    system: system.describe(),
-                });
+                return Err(PlanError::NotInSystem { pe, system: system.describe() });
             }
             if pe.sip != sip_plan.sip || last_sip.is_some_and(|last| last >= sip_plan.sip) {
-                return Err(PlanError::WrongSip {
-                    pe,
-                    sip: sip_plan.sip,
-                });
+                return Err(PlanError::WrongSip { pe, sip: sip_plan.sip });
             }
             if participants.last().is_some_and(|prev| prev.pe == pe) {
                 return Err(PlanError::DuplicateParticipant { pe });
             }
-            if install.rank != participants.len()
-                || participants.last().is_some_and(|prev| prev.pe > pe)
-            {
-                return Err(PlanError::RankOrder {
-                    pe,
-                    rank: install.rank,
-                    expected: participants.len(),
-                });
+            if install.rank != participants.len() || participants.last().is_some_and(|prev| prev.pe > pe) {
+                return Err(PlanError::RankOrder { pe, rank: install.rank, expected: participants.len() });
             }
             participants.push(install);
         }
@@ -419,71 +346,30 @@ pub fn check_plan(plan: &InstallPlan, system: &System) -> Result<(), PlanError> 
     if participants.is_empty() {
         return Err(PlanError::NoParticipants);
     }
-    let find = |pe: PeId| {
-        participants
-            .binary_search_by_key(&pe, |p| p.pe)
-            .ok()
-            .map(|i| participants[i])
-    };
+    let find = |pe: PeId| participants.binary_search_by_key(&pe, |p| p.pe).ok().map(|i| participants[i]);
     for install in &participants {
         let pe = install.pe;
         for (i, entry) in install.neighbors.iter().enumerate() {
             let (direction, peer) = (entry.direction, entry.peer);
-            if let Some(earlier) = install.neighbors[..i]
-                .iter()
-                .find(|e| e.direction == direction)
-            {
-                return Err(PlanError::DuplicateDirection {
-                    pe,
-                    direction,
-                    first: earlier.peer,
-                    second: peer,
-                });
+            if let Some(earlier) = install.neighbors[..i].iter().find(|e| e.direction == direction) {
+                return Err(PlanError::DuplicateDirection { pe, direction, first: earlier.peer, second: peer });
             }
             if peer == pe {
                 return Err(PlanError::SelfLink { pe, direction });
             }
             if !system.contains(peer) {
-                return Err(PlanError::PeerNotInSystem {
-                    pe,
-                    direction,
-                    peer,
-                    system: system.describe(),
-                });
+                return Err(PlanError::PeerNotInSystem { pe, direction, peer, system: system.describe() });
             }
-            let far = find(peer).ok_or(PlanError::PeerNotParticipant {
-                pe,
-                direction,
-                peer,
-            })?;
-            let back: Vec<Direction> = far
-                .neighbors
-                .iter()
-                .filter(|e| e.peer == pe)
-                .map(|e| e.direction)
-                .collect();
-            let candidates: Vec<Direction> = back
-                .iter()
-                .copied()
-                .filter(|&d| direction.pairs_with(d))
-                .collect();
+            let far = find(peer).ok_or(PlanError::PeerNotParticipant { pe, direction, peer })?;
+            let back: Vec<Direction> = far.neighbors.iter().filter(|e| e.peer == pe).map(|e| e.direction).collect();
+            let candidates: Vec<Direction> = back.iter().copied().filter(|&d| direction.pairs_with(d)).collect();
             match candidates.len() {
                 0 => {
-                    return Err(PlanError::Asymmetric {
-                        pe,
-                        direction,
-                        peer,
-                        back,
-                    });
+                    return Err(PlanError::Asymmetric { pe, direction, peer, back });
                 }
                 1 => {}
                 _ => {
-                    return Err(PlanError::AmbiguousPair {
-                        pe,
-                        direction,
-                        peer,
-                        candidates,
-                    });
+                    return Err(PlanError::AmbiguousPair { pe, direction, peer, candidates });
                 }
             }
         }
@@ -496,9 +382,6 @@ pub fn check_plan(plan: &InstallPlan, system: &System) -> Result<(), PlanError> 
 ///
 /// # Errors
 /// As [`InstallPlan::build`] with the entry's topology and mapper.
-pub fn build_install_plans(
-    entry: &AlgorithmEntry,
-    system: &System,
-) -> Result<InstallPlan, PlanError> {
+pub fn build_install_plans(entry: &AlgorithmEntry, system: &System) -> Result<InstallPlan, PlanError> {
     InstallPlan::build(system, &entry.topology, &entry.mapper)
 }

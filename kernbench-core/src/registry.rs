@@ -18,8 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::names::UnknownName;
 use crate::{
-    ArgsError, Collective, KernelSet, LayoutKind, UnknownKernel, mapper_by_name, topology_by_name,
-    validator_by_name,
+    ArgsError, Collective, KernelSet, LayoutKind, UnknownKernel, mapper_by_name, topology_by_name, validator_by_name,
 };
 
 /// Where a kernel keeps its working data.
@@ -319,11 +318,7 @@ fn describe_rules(collective: Collective, rules: &[SelectionRule]) -> String {
     if rules.is_empty() {
         return format!("{collective} has no rules: add some under `selection.{collective}`");
     }
-    let listed: Vec<String> = rules
-        .iter()
-        .enumerate()
-        .map(|(i, r)| format!("{}: {r}", i + 1))
-        .collect();
+    let listed: Vec<String> = rules.iter().enumerate().map(|(i, r)| format!("{}: {r}", i + 1)).collect();
     format!("its rules are {}", listed.join("; "))
 }
 
@@ -371,10 +366,7 @@ impl From<Registry> for RegistrySpec {
                 (e.name, spec)
             })
             .collect();
-        RegistrySpec {
-            algorithms,
-            selection: registry.selection,
-        }
+        RegistrySpec { algorithms, selection: registry.selection }
     }
 }
 
@@ -447,19 +439,11 @@ impl Registry {
                 if let (Some(min), Some(max)) = (rule.min_bytes, rule.max_bytes)
                     && min > max
                 {
-                    return Err(RegistryError::EmptyBounds {
-                        collective,
-                        rule: n,
-                        min,
-                        max,
-                    });
+                    return Err(RegistryError::EmptyBounds { collective, rule: n, min, max });
                 }
             }
         }
-        Ok(Registry {
-            algorithms,
-            selection: spec.selection,
-        })
+        Ok(Registry { algorithms, selection: spec.selection })
     }
 
     /// Parses and checks a registry.
@@ -477,14 +461,9 @@ impl Registry {
     /// [`RegistryError::Io`] when the file cannot be read, [`RegistryError::InFile`] wrapping what
     /// [`Registry::from_json_str`] says about its content.
     pub fn from_file(path: &Path) -> Result<Registry, RegistryError> {
-        let text = std::fs::read_to_string(path).map_err(|source| RegistryError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
-        Registry::from_json_str(&text).map_err(|e| RegistryError::InFile {
-            path: path.to_owned(),
-            source: Box::new(e),
-        })
+        let text =
+            std::fs::read_to_string(path).map_err(|source| RegistryError::Io { path: path.to_owned(), source })?;
+        Registry::from_json_str(&text).map_err(|e| RegistryError::InFile { path: path.to_owned(), source: Box::new(e) })
     }
 
     /// Lays `other` over this registry: its algorithms replace ones of the same name, and its rules
@@ -512,12 +491,10 @@ impl Registry {
     /// # Errors
     /// [`RegistryError::UnknownAlgorithm`] listing the known names.
     pub fn get(&self, name: &str) -> Result<&AlgorithmEntry, RegistryError> {
-        self.algorithms
-            .get(name)
-            .ok_or_else(|| RegistryError::UnknownAlgorithm {
-                name: name.to_owned(),
-                known: self.algorithms.keys().cloned().collect(),
-            })
+        self.algorithms.get(name).ok_or_else(|| RegistryError::UnknownAlgorithm {
+            name: name.to_owned(),
+            known: self.algorithms.keys().cloned().collect(),
+        })
     }
 
     /// Every algorithm, by name.
@@ -550,26 +527,13 @@ impl Registry {
             let why = if conditions.is_empty() {
                 "no conditions".to_owned()
             } else {
-                conditions
-                    .into_iter()
-                    .map(|(_, text)| text)
-                    .collect::<Vec<_>>()
-                    .join(" and ")
+                conditions.into_iter().map(|(_, text)| text).collect::<Vec<_>>().join(" and ")
             };
             let algorithm = self.get(&rule.algorithm)?;
             let reason = format!("rule {} of {collective} ({}): {why}", i + 1, rule.algorithm);
-            return Ok(Selection {
-                algorithm,
-                rule_index: i,
-                reason,
-            });
+            return Ok(Selection { algorithm, rule_index: i, reason });
         }
-        Err(RegistryError::NoRule {
-            collective,
-            bytes: bytes_per_rank,
-            layout,
-            rules: rules.to_vec(),
-        })
+        Err(RegistryError::NoRule { collective, bytes: bytes_per_rank, layout, rules: rules.to_vec() })
     }
 
     /// Checks that every algorithm's kernel is in `kernels` and accepts the algorithm's params.
@@ -579,18 +543,11 @@ impl Registry {
     /// name) that does not fit.
     pub fn check_kernels(&self, kernels: &KernelSet) -> Result<(), RegistryError> {
         for entry in self.algorithms.values() {
-            let def =
-                kernels
-                    .get(&entry.kernel)
-                    .map_err(|source| RegistryError::MissingKernel {
-                        algorithm: entry.name.clone(),
-                        source,
-                    })?;
+            let def = kernels
+                .get(&entry.kernel)
+                .map_err(|source| RegistryError::MissingKernel { algorithm: entry.name.clone(), source })?;
             def.instantiate(&entry.params)
-                .map_err(|source| RegistryError::KernelArgs {
-                    algorithm: entry.name.clone(),
-                    source,
-                })?;
+                .map_err(|source| RegistryError::KernelArgs { algorithm: entry.name.clone(), source })?;
         }
         Ok(())
     }

@@ -70,11 +70,8 @@ impl Route {
     fn ring(&mut self, class: LinkClass, n: u32, from: u32, to: u32, node: impl Fn(u32) -> Node) {
         let forward = (to + n - from) % n;
         let backward = n - forward;
-        let (steps, next): (u32, fn(u32, u32) -> u32) = if forward <= backward {
-            (forward, |i, n| (i + 1) % n)
-        } else {
-            (backward, |i, n| (i + n - 1) % n)
-        };
+        let (steps, next): (u32, fn(u32, u32) -> u32) =
+            if forward <= backward { (forward, |i, n| (i + 1) % n) } else { (backward, |i, n| (i + n - 1) % n) };
         let mut at = from;
         for _ in 0..steps {
             let to = next(at, n);
@@ -105,10 +102,7 @@ impl System {
     pub fn route(&self, a: PeId, b: PeId) -> Route {
         match self.try_route(a, b) {
             Some(route) => route,
-            None => panic!(
-                "route {a} -> {b}: a PE is outside the system ({})",
-                self.describe()
-            ),
+            None => panic!("route {a} -> {b}: a PE is outside the system ({})", self.describe()),
         }
     }
 
@@ -121,14 +115,10 @@ impl System {
         let mut route = Route::default();
         let pes = self.pes_per_cube() as u32;
         if (a.sip, a.cube) == (b.sip, b.cube) {
-            route.ring(LinkClass::IntraCube, pes, a.pe, b.pe, |i| {
-                Node::Pe(PeId { pe: i, ..a })
-            });
+            route.ring(LinkClass::IntraCube, pes, a.pe, b.pe, |i| Node::Pe(PeId { pe: i, ..a }));
             return Some(route);
         }
-        route.ring(LinkClass::IntraCube, pes, a.pe, 0, |i| {
-            Node::Pe(PeId { pe: i, ..a })
-        });
+        route.ring(LinkClass::IntraCube, pes, a.pe, 0, |i| Node::Pe(PeId { pe: i, ..a }));
         if a.sip == b.sip {
             self.mesh_route(&mut route, a.sip, a.cube, b.cube);
         } else {
@@ -136,21 +126,13 @@ impl System {
             self.sip_route(&mut route, a.sip, b.sip);
             self.mesh_route(&mut route, b.sip, 0, b.cube);
         }
-        route.ring(LinkClass::IntraCube, pes, 0, b.pe, |i| {
-            Node::Pe(PeId { pe: i, ..b })
-        });
+        route.ring(LinkClass::IntraCube, pes, 0, b.pe, |i| Node::Pe(PeId { pe: i, ..b }));
         Some(route)
     }
 
     /// Dimension-order routing between the PE 0s of two cubes of one SIP.
     fn mesh_route(&self, route: &mut Route, sip: u32, from: u32, to: u32) {
-        let node = |x: u32, y: u32| {
-            Node::Pe(PeId::new(
-                sip,
-                self.cube_index(crate::CubeCoord { x, y }),
-                0,
-            ))
-        };
+        let node = |x: u32, y: u32| Node::Pe(PeId::new(sip, self.cube_index(crate::CubeCoord { x, y }), 0));
         let (mut at, dest) = (self.cube_coord(from), self.cube_coord(to));
         while at.x != dest.x {
             let x = if at.x < dest.x { at.x + 1 } else { at.x - 1 };
@@ -168,12 +150,8 @@ impl System {
     fn sip_route(&self, route: &mut Route, from: u32, to: u32) {
         let node = |sip: u32| Node::Pe(PeId::new(sip, 0, 0));
         match self.interconnect() {
-            SipInterconnect::Ring => {
-                route.ring(LinkClass::InterSip, self.sips() as u32, from, to, node)
-            }
-            SipInterconnect::FullyConnected => {
-                route.push(LinkClass::InterSip, node(from), node(to))
-            }
+            SipInterconnect::Ring => route.ring(LinkClass::InterSip, self.sips() as u32, from, to, node),
+            SipInterconnect::FullyConnected => route.push(LinkClass::InterSip, node(from), node(to)),
             SipInterconnect::Switched => {
                 route.push(LinkClass::InterSip, node(from), Node::Switch);
                 route.push(LinkClass::InterSip, Node::Switch, node(to));

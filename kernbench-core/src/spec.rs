@@ -87,18 +87,9 @@ impl Default for LinksSpec {
     /// Intra-cube fastest, inter-SIP slowest: the order of reach.
     fn default() -> Self {
         LinksSpec {
-            intra_cube: LinkSpec {
-                latency_ns: 20.0,
-                bandwidth_gbps: 256.0,
-            },
-            inter_cube: LinkSpec {
-                latency_ns: 60.0,
-                bandwidth_gbps: 128.0,
-            },
-            inter_sip: LinkSpec {
-                latency_ns: 500.0,
-                bandwidth_gbps: 64.0,
-            },
+            intra_cube: LinkSpec { latency_ns: 20.0, bandwidth_gbps: 256.0 },
+            inter_cube: LinkSpec { latency_ns: 60.0, bandwidth_gbps: 128.0 },
+            inter_sip: LinkSpec { latency_ns: 500.0, bandwidth_gbps: 64.0 },
         }
     }
 }
@@ -116,10 +107,7 @@ impl LinksSpec {
 
 impl Default for PeSpec {
     fn default() -> Self {
-        PeSpec {
-            compute_gflops: 512.0,
-            memory_gbps: 512.0,
-        }
+        PeSpec { compute_gflops: 512.0, memory_gbps: 512.0 }
     }
 }
 
@@ -306,27 +294,15 @@ impl System {
 
     /// The built-in system: 4 SIPs x 4x4 cubes x 8 PEs, SIPs on a ring, default link figures.
     pub fn builtin() -> System {
-        System {
-            spec: SystemSpec::default(),
-        }
+        System { spec: SystemSpec::default() }
     }
 
     /// A system of the given shape with the built-in links, interconnect, queue depth and PE rates.
     ///
     /// # Errors
     /// [`SpecError::ZeroSize`] or [`SpecError::TooLarge`].
-    pub fn shape(
-        sips: usize,
-        w: usize,
-        h: usize,
-        pes_per_cube: usize,
-    ) -> Result<System, SpecError> {
-        System::from_spec(SystemSpec {
-            sips,
-            mesh: MeshSpec { w, h },
-            pes_per_cube,
-            ..SystemSpec::default()
-        })
+    pub fn shape(sips: usize, w: usize, h: usize, pes_per_cube: usize) -> Result<System, SpecError> {
+        System::from_spec(SystemSpec { sips, mesh: MeshSpec { w, h }, pes_per_cube, ..SystemSpec::default() })
     }
 
     /// Checks a spec.
@@ -344,9 +320,7 @@ impl System {
         if let Some(&(field, _)) = sizes.iter().find(|(_, v)| *v == 0) {
             return Err(SpecError::ZeroSize { field });
         }
-        let total = sizes
-            .iter()
-            .try_fold(1usize, |acc, &(_, v)| acc.checked_mul(v));
+        let total = sizes.iter().try_fold(1usize, |acc, &(_, v)| acc.checked_mul(v));
         if total.is_none_or(|t| t > System::MAX_PES) {
             return Err(SpecError::TooLarge {
                 sips: spec.sips,
@@ -358,10 +332,7 @@ impl System {
         for class in LinkClass::ALL {
             let link = spec.links.get(class);
             check_rate(format_args!("links.{class}.latency_ns"), link.latency_ns)?;
-            check_rate(
-                format_args!("links.{class}.bandwidth_gbps"),
-                link.bandwidth_gbps,
-            )?;
+            check_rate(format_args!("links.{class}.bandwidth_gbps"), link.bandwidth_gbps)?;
         }
         check_rate(format_args!("pe.compute_gflops"), spec.pe.compute_gflops)?;
         check_rate(format_args!("pe.memory_gbps"), spec.pe.memory_gbps)?;
@@ -386,14 +357,8 @@ impl System {
     /// [`SpecError::Io`] when the file cannot be read, [`SpecError::InFile`] wrapping what
     /// [`System::from_json_str`] says about its content.
     pub fn from_file(path: &Path) -> Result<System, SpecError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
-        System::from_json_str(&text).map_err(|e| SpecError::InFile {
-            path: path.to_owned(),
-            source: Box::new(e),
-        })
+        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Io { path: path.to_owned(), source })?;
+        System::from_json_str(&text).map_err(|e| SpecError::InFile { path: path.to_owned(), source: Box::new(e) })
     }
 
     /// The checked spec.
@@ -457,10 +422,7 @@ impl System {
     pub fn cube_coord(&self, cube: u32) -> CubeCoord {
         // `w` fits u32 because the system has at most 2^24 PEs.
         let w = self.spec.mesh.w as u32;
-        CubeCoord {
-            x: cube % w,
-            y: cube / w,
-        }
+        CubeCoord { x: cube % w, y: cube / w }
     }
 
     /// The cube index at a mesh position: `y * w + x`.
@@ -471,9 +433,7 @@ impl System {
     /// Every PE, in `PeId` order (SIP-major, then cube, then PE).
     pub fn all_pes(&self) -> impl Iterator<Item = PeId> + '_ {
         let (sips, cubes, pes) = self.extents();
-        (0..sips).flat_map(move |sip| {
-            (0..cubes).flat_map(move |cube| (0..pes).map(move |pe| PeId::new(sip, cube, pe)))
-        })
+        (0..sips).flat_map(move |sip| (0..cubes).flat_map(move |cube| (0..pes).map(move |pe| PeId::new(sip, cube, pe))))
     }
 
     /// Whether the PE exists in this system.
@@ -485,31 +445,16 @@ impl System {
     /// A short description of the shape, for messages: `2 SIPs x 1x2 cubes x 4 PEs`.
     pub fn describe(&self) -> String {
         let (w, h) = self.mesh();
-        format!(
-            "{} SIPs x {w}x{h} cubes x {} PEs",
-            self.sips(),
-            self.pes_per_cube()
-        )
+        format!("{} SIPs x {w}x{h} cubes x {} PEs", self.sips(), self.pes_per_cube())
     }
 
     /// `(sips, cubes_per_sip, pes_per_cube)` as `u32`, the type of [`PeId`]'s fields.
     pub(crate) fn extents(&self) -> (u32, u32, u32) {
         // All three fit u32: their product is at most 2^24 and each is at least 1.
-        (
-            self.sips() as u32,
-            self.cubes_per_sip() as u32,
-            self.pes_per_cube() as u32,
-        )
+        (self.sips() as u32, self.cubes_per_sip() as u32, self.pes_per_cube() as u32)
     }
 }
 
 fn check_rate(field: fmt::Arguments<'_>, value: f64) -> Result<(), SpecError> {
-    if value.is_finite() && value > 0.0 {
-        Ok(())
-    } else {
-        Err(SpecError::BadRate {
-            field: field.to_string(),
-            value,
-        })
-    }
+    if value.is_finite() && value > 0.0 { Ok(()) } else { Err(SpecError::BadRate { field: field.to_string(), value }) }
 }

@@ -325,10 +325,8 @@ impl Tile {
     /// # Errors
     /// [`TileError::WrongElementType`] when the tile holds another dtype.
     pub fn as_slice<T: Element>(&self) -> Result<&[T], TileError> {
-        let all = T::view(&self.data).ok_or(TileError::WrongElementType {
-            requested: T::DTYPE,
-            actual: self.dtype(),
-        })?;
+        let all =
+            T::view(&self.data).ok_or(TileError::WrongElementType { requested: T::DTYPE, actual: self.dtype() })?;
         Ok(&all[self.start..self.start + self.len])
     }
 

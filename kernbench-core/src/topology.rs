@@ -30,10 +30,7 @@ impl Topology {
     /// A topology of `participants` with no links yet.
     fn unlinked(participants: Vec<PeId>) -> Topology {
         let neighbors = vec![Vec::new(); participants.len()];
-        Topology {
-            participants,
-            neighbors,
-        }
+        Topology { participants, neighbors }
     }
 
     /// The number of participants.
@@ -79,27 +76,9 @@ impl Topology {
 pub type TopologyFn = fn(&System, &[PeId]) -> Result<Topology, PlanError>;
 
 const TABLE: [(NamedItem, TopologyFn); 8] = [
-    (
-        NamedItem {
-            name: "ring_1d",
-            summary: "one ring over all participants: E to rank+1, W to rank-1",
-        },
-        ring_1d,
-    ),
-    (
-        NamedItem {
-            name: "mesh_2d",
-            summary: "ranks in an r x c grid, rows are E/W rings, columns N/S rings",
-        },
-        mesh_2d,
-    ),
-    (
-        NamedItem {
-            name: "tree",
-            summary: "binary tree in heap order: parent0, child0.0, child0.1",
-        },
-        tree,
-    ),
+    (NamedItem { name: "ring_1d", summary: "one ring over all participants: E to rank+1, W to rank-1" }, ring_1d),
+    (NamedItem { name: "mesh_2d", summary: "ranks in an r x c grid, rows are E/W rings, columns N/S rings" }, mesh_2d),
+    (NamedItem { name: "tree", summary: "binary tree in heap order: parent0, child0.0, child0.1" }, tree),
     (
         NamedItem {
             name: "double_binary_tree",
@@ -107,20 +86,8 @@ const TABLE: [(NamedItem, TopologyFn); 8] = [
         },
         double_binary_tree,
     ),
-    (
-        NamedItem {
-            name: "hypercube",
-            summary: "recursive doubling: dim<k> to rank xor 2^k, extras fold in",
-        },
-        hypercube,
-    ),
-    (
-        NamedItem {
-            name: "full",
-            summary: "every rank has a direct peer<j> to every other rank",
-        },
-        full,
-    ),
+    (NamedItem { name: "hypercube", summary: "recursive doubling: dim<k> to rank xor 2^k, extras fold in" }, hypercube),
+    (NamedItem { name: "full", summary: "every rank has a direct peer<j> to every other rank" }, full),
     (
         NamedItem {
             name: "hierarchical_3level",
@@ -165,10 +132,7 @@ fn sorted_participants(system: &System, participants: &[PeId]) -> Result<Vec<PeI
         return Err(PlanError::NoParticipants);
     }
     if let Some(&pe) = participants.iter().find(|pe| !system.contains(**pe)) {
-        return Err(PlanError::NotInSystem {
-            pe,
-            system: system.describe(),
-        });
+        return Err(PlanError::NotInSystem { pe, system: system.describe() });
     }
     let mut sorted = participants.to_vec();
     sorted.sort_unstable();
@@ -201,11 +165,7 @@ pub fn ring_1d(system: &System, participants: &[PeId]) -> Result<Topology, PlanE
 /// assert_eq!(mesh_2d_grid(7), (1, 7));
 /// ```
 pub fn mesh_2d_grid(n: usize) -> (usize, usize) {
-    let rows = (1..=n)
-        .take_while(|r| r * r <= n)
-        .filter(|r| n % r == 0)
-        .last()
-        .unwrap_or(1);
+    let rows = (1..=n).take_while(|r| r * r <= n).filter(|r| n % r == 0).last().unwrap_or(1);
     (rows, n / rows.max(1))
 }
 
@@ -231,12 +191,7 @@ pub fn mesh_2d(system: &System, participants: &[PeId]) -> Result<Topology, PlanE
 
 /// Links ranks `0..n` into a binary tree in heap order, rank `i` placed at heap position `pos(i)`
 /// (`rank(pos)` is the inverse).
-fn heap_tree(
-    topo: &mut Topology,
-    tree: u8,
-    pos: impl Fn(usize) -> usize,
-    rank: impl Fn(usize) -> usize,
-) {
+fn heap_tree(topo: &mut Topology, tree: u8, pos: impl Fn(usize) -> usize, rank: impl Fn(usize) -> usize) {
     let n = topo.len();
     for r in 0..n {
         let p = pos(r);
@@ -324,11 +279,7 @@ pub fn full(system: &System, participants: &[PeId]) -> Result<Topology, PlanErro
     }
     for (i, list) in topo.neighbors.iter_mut().enumerate() {
         // j < 1024, so it fits a u32.
-        list.extend(
-            (0..n)
-                .filter(|&j| j != i)
-                .map(|j| (Direction::Peer(j as u32), j)),
-        );
+        list.extend((0..n).filter(|&j| j != i).map(|j| (Direction::Peer(j as u32), j)));
     }
     Ok(topo)
 }
@@ -361,10 +312,8 @@ pub fn hierarchical_3level(system: &System, participants: &[PeId]) -> Result<Top
     }
     let mut sip_leaders = Vec::new();
     let sip_of = |cube: &Vec<usize>| topo.participants[cube[0]].sip;
-    let sips: Vec<Vec<usize>> = cubes
-        .chunk_by(|a, b| sip_of(a) == sip_of(b))
-        .map(|sip| sip.iter().map(|c| c[0]).collect())
-        .collect();
+    let sips: Vec<Vec<usize>> =
+        cubes.chunk_by(|a, b| sip_of(a) == sip_of(b)).map(|sip| sip.iter().map(|c| c[0]).collect()).collect();
     for cube_leaders in sips {
         topo.link_ring(&cube_leaders, Direction::N, Direction::S);
         sip_leaders.push(cube_leaders[0]);
@@ -383,18 +332,12 @@ pub fn hierarchical_3level(system: &System, participants: &[PeId]) -> Result<Top
 /// participating mesh neighbours.
 pub fn intercube(system: &System, participants: &[PeId]) -> Result<Topology, PlanError> {
     let mut topo = Topology::unlinked(sorted_participants(system, participants)?);
-    let unsupported = |reason: String| PlanError::Unsupported {
-        topology: "intercube",
-        reason,
-    };
+    let unsupported = |reason: String| PlanError::Unsupported { topology: "intercube", reason };
     let mut by_cube: BTreeMap<(u32, u32), usize> = BTreeMap::new();
     for cube in groups_by(&topo.participants, |pe| (pe.sip, pe.cube)) {
         let first = topo.participants[cube[0]];
         if cube.len() > 1 {
-            let pes: Vec<String> = cube
-                .iter()
-                .map(|&r| topo.participants[r].to_string())
-                .collect();
+            let pes: Vec<String> = cube.iter().map(|&r| topo.participants[r].to_string()).collect();
             return Err(unsupported(format!(
                 "it links one PE per cube (mapper cube_leaders or leader_only), but cube {} of SIP {} has {} \
                  participants: {}",
@@ -423,27 +366,13 @@ pub fn intercube(system: &System, participants: &[PeId]) -> Result<Topology, Pla
         while let Some(rank) = queue.pop_front() {
             let c = system.cube_coord(topo.participants[rank].cube);
             let steps = [
-                (
-                    Direction::E,
-                    (c.x + 1 < w).then(|| CubeCoord { x: c.x + 1, ..c }),
-                ),
-                (
-                    Direction::W,
-                    c.x.checked_sub(1).map(|x| CubeCoord { x, ..c }),
-                ),
-                (
-                    Direction::N,
-                    (c.y + 1 < h).then(|| CubeCoord { y: c.y + 1, ..c }),
-                ),
-                (
-                    Direction::S,
-                    c.y.checked_sub(1).map(|y| CubeCoord { y, ..c }),
-                ),
+                (Direction::E, (c.x + 1 < w).then(|| CubeCoord { x: c.x + 1, ..c })),
+                (Direction::W, c.x.checked_sub(1).map(|x| CubeCoord { x, ..c })),
+                (Direction::N, (c.y + 1 < h).then(|| CubeCoord { y: c.y + 1, ..c })),
+                (Direction::S, c.y.checked_sub(1).map(|y| CubeCoord { y, ..c })),
             ];
             for (direction, coord) in steps {
-                let Some(&peer) =
-                    coord.and_then(|coord| by_cube.get(&(sip_id, system.cube_index(coord))))
-                else {
+                let Some(&peer) = coord.and_then(|coord| by_cube.get(&(sip_id, system.cube_index(coord)))) else {
                     continue;
                 };
                 topo.neighbors[rank].push((direction, peer));

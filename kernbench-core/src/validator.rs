@@ -17,10 +17,7 @@ pub type ValidatorFn = fn(&InstallPlan, &Layout) -> Result<(), ValidationError>;
 
 const TABLE: [(NamedItem, ValidatorFn); 4] = [
     (
-        NamedItem {
-            name: "single_shard",
-            summary: "one participant per SIP holding the whole rank tensor",
-        },
+        NamedItem { name: "single_shard", summary: "one participant per SIP holding the whole rank tensor" },
         single_shard,
     ),
     (
@@ -30,20 +27,8 @@ const TABLE: [(NamedItem, ValidatorFn); 4] = [
         },
         multi_pe_sip_local,
     ),
-    (
-        NamedItem {
-            name: "replicated",
-            summary: "every participant holds a full copy of the rank tensor",
-        },
-        replicated,
-    ),
-    (
-        NamedItem {
-            name: "any",
-            summary: "shards exactly on the participants, of any length",
-        },
-        any,
-    ),
+    (NamedItem { name: "replicated", summary: "every participant holds a full copy of the rank tensor" }, replicated),
+    (NamedItem { name: "any", summary: "shards exactly on the participants, of any length" }, any),
 ];
 
 /// Every built-in validator, by name, for listings.
@@ -79,9 +64,7 @@ pub enum ValidationError {
         participants: Vec<PeId>,
     },
     /// A participant without a shard: its kernel would have no data.
-    #[error(
-        "validator `{validator}`: {pe} takes part in the plan but holds no shard: expected {expected}"
-    )]
+    #[error("validator `{validator}`: {pe} takes part in the plan but holds no shard: expected {expected}")]
     MissingShard {
         /// The validator.
         validator: &'static str,
@@ -106,9 +89,7 @@ pub enum ValidationError {
         mapper: String,
     },
     /// A shard of the wrong size.
-    #[error(
-        "validator `{validator}`: {pe} holds {elements} elements: expected {expected} ({what})"
-    )]
+    #[error("validator `{validator}`: {pe} holds {elements} elements: expected {expected} ({what})")]
     WrongLength {
         /// The validator.
         validator: &'static str,
@@ -141,10 +122,7 @@ pub enum ValidationError {
 }
 
 fn pes(list: &[PeId]) -> String {
-    list.iter()
-        .map(PeId::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
+    list.iter().map(PeId::to_string).collect::<Vec<_>>().join(", ")
 }
 
 /// Checks that shards sit exactly on the participants, and returns `(pe, elements)` per participant.
@@ -155,45 +133,24 @@ fn on_participants(
     layout: &Layout,
 ) -> Result<Vec<(PeId, usize)>, ValidationError> {
     let participants: BTreeSet<PeId> = plan.participants().map(|p| p.pe).collect();
-    if let Some((&pe, &elements)) = layout
-        .shards
-        .iter()
-        .find(|(pe, _)| !participants.contains(pe))
-    {
-        return Err(ValidationError::ShardOffParticipant {
-            validator,
-            pe,
-            elements,
-            mapper: plan.mapper.clone(),
-        });
+    if let Some((&pe, &elements)) = layout.shards.iter().find(|(pe, _)| !participants.contains(pe)) {
+        return Err(ValidationError::ShardOffParticipant { validator, pe, elements, mapper: plan.mapper.clone() });
     }
     participants
         .into_iter()
         .map(|pe| match layout.shards.get(&pe) {
             Some(&elements) => Ok((pe, elements)),
-            None => Err(ValidationError::MissingShard {
-                validator,
-                pe,
-                expected,
-            }),
+            None => Err(ValidationError::MissingShard { validator, pe, expected }),
         })
         .collect()
 }
 
-fn whole_tensor(
-    validator: &'static str,
-    held: &[(PeId, usize)],
-    layout: &Layout,
-) -> Result<(), ValidationError> {
+fn whole_tensor(validator: &'static str, held: &[(PeId, usize)], layout: &Layout) -> Result<(), ValidationError> {
     let expected = layout.rank_elements();
     match held.iter().find(|&&(_, elements)| elements != expected) {
-        Some(&(pe, elements)) => Err(ValidationError::WrongLength {
-            validator,
-            pe,
-            elements,
-            expected,
-            what: "the whole rank tensor",
-        }),
+        Some(&(pe, elements)) => {
+            Err(ValidationError::WrongLength { validator, pe, elements, expected, what: "the whole rank tensor" })
+        }
         None => Ok(()),
     }
 }
@@ -242,17 +199,10 @@ pub fn multi_pe_sip_local(plan: &InstallPlan, layout: &Layout) -> Result<(), Val
     let Some(&(reference, reference_elements)) = held.first() else {
         return Ok(());
     };
-    match held
-        .iter()
-        .find(|&&(_, elements)| elements != reference_elements)
-    {
-        Some(&(pe, elements)) => Err(ValidationError::UnequalShards {
-            validator: NAME,
-            pe,
-            elements,
-            reference,
-            reference_elements,
-        }),
+    match held.iter().find(|&&(_, elements)| elements != reference_elements) {
+        Some(&(pe, elements)) => {
+            Err(ValidationError::UnequalShards { validator: NAME, pe, elements, reference, reference_elements })
+        }
         None => Ok(()),
     }
 }

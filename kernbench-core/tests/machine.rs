@@ -60,24 +60,17 @@ pub fn connected(plan: &InstallPlan) -> bool {
 
 /// A file under `tests/data`.
 pub fn data(relative: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(relative)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(relative)
 }
 
 /// A file under the workspace's `configs/systems`.
 pub fn config(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../configs/systems")
-        .join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../configs/systems").join(name)
 }
 
 /// Asserts that `message` contains every needle, showing the message when it does not.
 pub fn assert_mentions(message: &str, needles: &[&str]) {
     for needle in needles {
-        assert!(
-            message.contains(needle),
-            "expected the message to mention `{needle}`:\n{message}"
-        );
+        assert!(message.contains(needle), "expected the message to mention `{needle}`:\n{message}");
     }
 }

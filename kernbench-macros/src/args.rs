@@ -31,12 +31,8 @@ impl KernelArgs {
         let mut args = KernelArgs::default();
         let parser = syn::meta::parser(|meta| {
             if meta.path.is_ident("helper") {
-                if meta.input.peek(Token![=])
-                    || !meta.input.is_empty() && !meta.input.peek(Token![,])
-                {
-                    return Err(
-                        meta.error("`helper` takes no value: write `#[ccl_kernel(helper)]`")
-                    );
+                if meta.input.peek(Token![=]) || !meta.input.is_empty() && !meta.input.peek(Token![,]) {
+                    return Err(meta.error("`helper` takes no value: write `#[ccl_kernel(helper)]`"));
                 }
                 if args.helper {
                     return Err(meta.error("`helper` is given twice"));
@@ -49,10 +45,7 @@ impl KernelArgs {
                 }
                 let value: Expr = meta.value()?.parse()?;
                 match value {
-                    Expr::Lit(ExprLit {
-                        lit: Lit::Str(name),
-                        ..
-                    }) if !name.value().is_empty() => {
+                    Expr::Lit(ExprLit { lit: Lit::Str(name), .. }) if !name.value().is_empty() => {
                         args.name = Some(name);
                         Ok(())
                     }
@@ -62,9 +55,7 @@ impl KernelArgs {
                     )),
                 }
             } else {
-                Err(meta.error(format_args!(
-                    "unknown argument to #[ccl_kernel]: {EXPECTED}"
-                )))
+                Err(meta.error(format_args!("unknown argument to #[ccl_kernel]: {EXPECTED}")))
             }
         });
         parser.parse2(tokens)?;

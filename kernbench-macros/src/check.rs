@@ -11,8 +11,8 @@ use crate::model::{Kernel, Kind, TlHandle, declared_return, last_segment_is, mac
 /// Types a registry parameter may have (by the last segment of the type's path): what the registry's
 /// JSON can hold and `serde` can decode.
 const SCALAR_TYPES: &[&str] = &[
-    "u8", "u16", "u32", "u64", "usize", "i8", "i16", "i32", "i64", "isize", "f32", "f64", "bool",
-    "String", "ReduceOp", "Dtype",
+    "u8", "u16", "u32", "u64", "usize", "i8", "i16", "i32", "i64", "isize", "f32", "f64", "bool", "String", "ReduceOp",
+    "Dtype",
 ];
 
 /// Errors gathered across independent checks, reported together.
@@ -64,10 +64,7 @@ pub(crate) fn kernel(kernel: &Kernel) -> syn::Result<()> {
             }
         }
     }
-    let mut body = BodyCheck {
-        tl: &kernel.tl,
-        errors: &mut errors,
-    };
+    let mut body = BodyCheck { tl: &kernel.tl, errors: &mut errors };
     body.visit_block(&kernel.item.block);
     errors.finish()
 }
@@ -81,10 +78,7 @@ fn qualifiers(sig: &Signature, errors: &mut Errors) {
         ));
     }
     if let Some(token) = &sig.constness {
-        errors.push(syn::Error::new_spanned(
-            token,
-            "a kernel cannot be `const`: it runs on a PE at run time",
-        ));
+        errors.push(syn::Error::new_spanned(token, "a kernel cannot be `const`: it runs on a PE at run time"));
     }
     if let Some(token) = &sig.unsafety {
         errors.push(syn::Error::new_spanned(
@@ -93,10 +87,7 @@ fn qualifiers(sig: &Signature, errors: &mut Errors) {
         ));
     }
     if let Some(abi) = &sig.abi {
-        errors.push(syn::Error::new_spanned(
-            abi,
-            "a kernel cannot have an ABI: remove it",
-        ));
+        errors.push(syn::Error::new_spanned(abi, "a kernel cannot have an ABI: remove it"));
     }
 }
 
@@ -153,11 +144,7 @@ impl<'ast> Visit<'ast> for BodyCheck<'_> {
             Expr::Try(question) => {
                 if let Expr::Await(awaited) = &*question.expr {
                     if self.tl.is_step(&awaited.base) {
-                        let (dot, await_, mark) = (
-                            &awaited.dot_token,
-                            &awaited.await_token,
-                            &question.question_token,
-                        );
+                        let (dot, await_, mark) = (&awaited.dot_token, &awaited.await_token, &question.question_token);
                         self.error(
                             quote!(#dot #await_ #mark),
                             "remove `.await?`: #[ccl_kernel] awaits every tl call and propagates its errors itself",
@@ -174,10 +161,7 @@ impl<'ast> Visit<'ast> for BodyCheck<'_> {
             }
             Expr::Await(awaited) if self.tl.is_step(&awaited.base) => {
                 let (dot, await_) = (&awaited.dot_token, &awaited.await_token);
-                self.error(
-                    quote!(#dot #await_),
-                    "remove `.await`: #[ccl_kernel] awaits every tl call itself",
-                );
+                self.error(quote!(#dot #await_), "remove `.await`: #[ccl_kernel] awaits every tl call itself");
             }
             Expr::Closure(_) => {
                 if let Some(step) = self.tl.first_step(expr) {

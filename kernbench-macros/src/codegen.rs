@@ -56,9 +56,7 @@ pub(crate) fn stub(item: &ItemFn, args: &KernelArgs) -> TokenStream {
 
 /// The function with `body`, made async and returning `Result`.
 fn function(item: &ItemFn, body: &Block) -> TokenStream {
-    let ItemFn {
-        attrs, vis, sig, ..
-    } = item;
+    let ItemFn { attrs, vis, sig, .. } = item;
     let sig = async_signature(sig);
     quote!(#(#attrs)* #vis #sig #body)
 }
@@ -80,7 +78,8 @@ fn async_signature(sig: &Signature) -> Signature {
         }
         ReturnType::Type(_, ty) => (ty.to_token_stream(), ty.span()),
     };
-    sig.output = parse_quote_spanned!(span=> -> ::kernbench::__private::Result<#value, ::kernbench::__private::KernelError>);
+    sig.output =
+        parse_quote_spanned!(span=> -> ::kernbench::__private::Result<#value, ::kernbench::__private::KernelError>);
     sig
 }
 
@@ -107,17 +106,12 @@ fn module(kernel: &Kernel, name: &str, params: &[Param]) -> TokenStream {
     let (vis, ident) = (&item.vis, &item.sig.ident);
     let cfgs = cfgs(item);
     let summary = kernel.summary();
-    let module_doc =
-        format!(" The registry entry (`KERNEL`) and arguments (`Args`) of the kernel `{ident}`.");
-    let args_doc = format!(
-        " The parameters of the kernel `{ident}`, decoded from the registry's JSON parameters."
-    );
+    let module_doc = format!(" The registry entry (`KERNEL`) and arguments (`Args`) of the kernel `{ident}`.");
+    let args_doc = format!(" The parameters of the kernel `{ident}`, decoded from the registry's JSON parameters.");
     let kernel_doc = format!(" The kernel `{ident}`, registered as `{name}`.");
     let fields: Vec<_> = params.iter().map(|param| &param.ident).collect();
     let types = params.iter().map(|param| &param.ty);
-    let field_docs = params
-        .iter()
-        .map(|param| format!(" The `{}` parameter.", param.key()));
+    let field_docs = params.iter().map(|param| format!(" The `{}` parameter.", param.key()));
     let param_defs = params.iter().map(|param| {
         let (key, ty) = (param.key(), &param.ty);
         let ty = quote!(#ty).to_string().replace(' ', "");

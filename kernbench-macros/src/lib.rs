@@ -63,7 +63,7 @@
 //!     pub static KERNEL: KernelDef = KernelDef {
 //!         name: "ring_allreduce",               // or #[ccl_kernel(name = "ring")]
 //!         params: &[ParamDef { name: "chunks", ty: "usize" }],
-//!         summary: "Ring all-reduce: ...",      // the first line of the doc comment
+//!         summary: "Ring all-reduce: ...",      // the doc comment's first paragraph
 //!         instantiate,                          // JSON parameters -> Args -> a `Launch`
 //!     };
 //! }
@@ -158,17 +158,11 @@ pub fn ccl_kernel(args: TokenStream, item: TokenStream) -> TokenStream {
 }
 
 /// Parses, checks, rewrites and generates; on any error, the errors and a stub of the function.
-fn expand(
-    args: proc_macro2::TokenStream,
-    item: proc_macro2::TokenStream,
-) -> proc_macro2::TokenStream {
+fn expand(args: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
     let item: syn::ItemFn = match syn::parse2(item.clone()) {
         Ok(item) => item,
         Err(_) => {
-            let error = syn::Error::new_spanned(
-                &item,
-                "#[ccl_kernel] applies to a function: `fn k(tl: &Tl, ...)`",
-            );
+            let error = syn::Error::new_spanned(&item, "#[ccl_kernel] applies to a function: `fn k(tl: &Tl, ...)`");
             let mut tokens = error.to_compile_error();
             tokens.extend(item);
             return tokens;
@@ -186,10 +180,7 @@ fn expand(
             codegen::kernel(&kernel)
         }
         (result, _) => {
-            let mut tokens = result
-                .err()
-                .map(|error| error.to_compile_error())
-                .unwrap_or_default();
+            let mut tokens = result.err().map(|error| error.to_compile_error()).unwrap_or_default();
             codegen::stub(&item, &args).to_tokens(&mut tokens);
             tokens
         }

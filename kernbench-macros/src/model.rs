@@ -7,8 +7,8 @@ use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::visit::Visit;
 use syn::{
-    Expr, ExprLit, FnArg, Ident, ItemFn, Lit, LitStr, Macro, Meta, Pat, PatIdent, PatType,
-    ReturnType, Token, Type, TypePath,
+    Expr, ExprLit, FnArg, Ident, ItemFn, Lit, LitStr, Macro, Meta, Pat, PatIdent, PatType, ReturnType, Token, Type,
+    TypePath,
 };
 
 use crate::args::KernelArgs;
@@ -66,10 +66,7 @@ impl Kernel {
         let kind = if args.helper {
             Kind::Helper
         } else {
-            Kind::Kernel {
-                name: registry_name(args, &item.sig.ident),
-                params: registry_params(&item)?,
-            }
+            Kind::Kernel { name: registry_name(args, &item.sig.ident), params: registry_params(&item)? }
         };
         Ok(Kernel { item, tl, kind })
     }
@@ -79,42 +76,37 @@ impl Kernel {
         declared_return(&self.item.sig.output).is_some()
     }
 
-    /// The first line of the function's doc comment, or `""`.
+    /// The first paragraph of the function's doc comment on one line (a summary wrapped over several
+    /// source lines stays whole), or `""`.
     pub(crate) fn summary(&self) -> String {
         let docs = self.item.attrs.iter().filter_map(|attr| match &attr.meta {
             Meta::NameValue(doc) if doc.path.is_ident("doc") => match &doc.value {
-                Expr::Lit(ExprLit {
-                    lit: Lit::Str(text),
-                    ..
-                }) => Some(text.value()),
+                Expr::Lit(ExprLit { lit: Lit::Str(text), .. }) => Some(text.value()),
                 _ => None,
             },
             _ => None,
         });
-        docs.flat_map(|text| {
-            text.lines()
-                .map(|line| line.trim().to_owned())
-                .collect::<Vec<_>>()
-        })
-        .find(|line| !line.is_empty())
-        .unwrap_or_default()
+        let lines: Vec<String> =
+            docs.flat_map(|text| text.lines().map(|line| line.trim().to_owned()).collect::<Vec<_>>()).collect();
+        lines
+            .iter()
+            .skip_while(|line| line.is_empty())
+            .take_while(|line| !line.is_empty())
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 }
 
 /// The name a kernel is registered under: `name = "..."`, or the function's name.
 pub(crate) fn registry_name(args: &KernelArgs, ident: &Ident) -> String {
-    args.name.as_ref().map_or_else(
-        || syn::ext::IdentExt::unraw(ident).to_string(),
-        LitStr::value,
-    )
+    args.name.as_ref().map_or_else(|| syn::ext::IdentExt::unraw(ident).to_string(), LitStr::value)
 }
 
 /// The declared return type, unless it is absent or `()`.
 pub(crate) fn declared_return(output: &ReturnType) -> Option<&Type> {
     match output {
-        ReturnType::Type(_, ty) if !matches!(&**ty, Type::Tuple(unit) if unit.elems.is_empty()) => {
-            Some(ty)
-        }
+        ReturnType::Type(_, ty) if !matches!(&**ty, Type::Tuple(unit) if unit.elems.is_empty()) => Some(ty),
         _ => None,
     }
 }
@@ -125,10 +117,7 @@ fn tl_handle(item: &ItemFn) -> syn::Result<TlHandle> {
     let Some(first) = sig.inputs.first() else {
         return Err(syn::Error::new(
             sig.paren_token.span.join(),
-            format_args!(
-                "a kernel takes the tl handle as its first parameter: `fn {}(tl: &Tl, ...)`",
-                sig.ident
-            ),
+            format_args!("a kernel takes the tl handle as its first parameter: `fn {}(tl: &Tl, ...)`", sig.ident),
         ));
     };
     let first = match first {
@@ -194,12 +183,7 @@ fn registry_params(item: &ItemFn) -> syn::Result<Vec<Param>> {
 /// `name` or `mut name`, not `ref name`, `name @ ..` or a destructuring pattern.
 fn plain_ident(param: &PatType) -> Option<&Ident> {
     match &*param.pat {
-        Pat::Ident(PatIdent {
-            by_ref: None,
-            subpat: None,
-            ident,
-            ..
-        }) => Some(ident),
+        Pat::Ident(PatIdent { by_ref: None, subpat: None, ident, .. }) => Some(ident),
         _ => None,
     }
 }
@@ -218,16 +202,8 @@ fn is_tl_ref(ty: &Type) -> bool {
 /// A path type with no qualified self and no generic arguments whose last segment is `name`.
 pub(crate) fn last_segment_is(path: &TypePath, name: &str) -> bool {
     path.qself.is_none()
-        && path
-            .path
-            .segments
-            .iter()
-            .all(|segment| segment.arguments.is_none())
-        && path
-            .path
-            .segments
-            .last()
-            .is_some_and(|segment| segment.ident == name)
+        && path.path.segments.iter().all(|segment| segment.arguments.is_none())
+        && path.path.segments.last().is_some_and(|segment| segment.ident == name)
 }
 
 /// The kernel's tl parameter, by name: what tells a tl step from any other expression.
@@ -238,9 +214,7 @@ impl TlHandle {
     /// Whether `expr` is the handle itself: `tl`.
     pub(crate) fn is_handle(&self, expr: &Expr) -> bool {
         match expr {
-            Expr::Path(path) => {
-                path.attrs.is_empty() && path.qself.is_none() && path.path.is_ident(&self.0)
-            }
+            Expr::Path(path) => path.attrs.is_empty() && path.qself.is_none() && path.path.is_ident(&self.0),
             Expr::Group(group) => self.is_handle(&group.expr),
             _ => false,
         }
@@ -252,8 +226,7 @@ impl TlHandle {
         match expr {
             Expr::MethodCall(call) => self.is_handle(&call.receiver),
             Expr::Call(call) => {
-                matches!(&*call.func, Expr::Path(_))
-                    && call.args.first().is_some_and(|arg| self.is_handle(arg))
+                matches!(&*call.func, Expr::Path(_)) && call.args.first().is_some_and(|arg| self.is_handle(arg))
             }
             _ => false,
         }
@@ -274,11 +247,7 @@ impl TlHandle {
             Expr::MethodCall(call) => format!("`{}.{}(..)`", self.0, call.method),
             Expr::Call(call) => match &*call.func {
                 Expr::Path(path) => {
-                    let name = path
-                        .path
-                        .segments
-                        .last()
-                        .map_or_else(String::new, |s| s.ident.to_string());
+                    let name = path.path.segments.last().map_or_else(String::new, |s| s.ident.to_string());
                     format!("`{name}({}, ..)`", self.0)
                 }
                 _ => format!("a call with `{}`", self.0),
@@ -312,10 +281,7 @@ impl TlHandle {
                 }
             }
         }
-        let mut finder = Finder {
-            tl: self,
-            found: None,
-        };
+        let mut finder = Finder { tl: self, found: None };
         finder.visit_expr(expr);
         finder.found
     }
@@ -327,9 +293,7 @@ impl TlHandle {
             let mut previous_is_tl = false;
             for token in tokens {
                 match token {
-                    proc_macro2::TokenTree::Punct(punct)
-                        if punct.as_char() == '.' && previous_is_tl =>
-                    {
+                    proc_macro2::TokenTree::Punct(punct) if punct.as_char() == '.' && previous_is_tl => {
                         return true;
                     }
                     proc_macro2::TokenTree::Group(group) if scan(group.stream(), tl) => {
@@ -352,6 +316,5 @@ impl TlHandle {
 /// A macro's arguments, when they are comma-separated expressions (`println!`, `assert_eq!`,
 /// `format!`, `vec![a, b]`): the macro can see and rewrite the tl steps in them.
 pub(crate) fn macro_args(mac: &Macro) -> Option<Punctuated<Expr, Token![,]>> {
-    mac.parse_body_with(Punctuated::<Expr, Token![,]>::parse_terminated)
-        .ok()
+    mac.parse_body_with(Punctuated::<Expr, Token![,]>::parse_terminated).ok()
 }

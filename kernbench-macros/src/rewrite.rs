@@ -7,19 +7,14 @@
 use proc_macro2::Span;
 use syn::spanned::Spanned;
 use syn::visit_mut::{self, VisitMut};
-use syn::{
-    Block, Expr, ExprAwait, ExprMacro, ExprTry, Item, Macro, Stmt, Token, parse_quote_spanned,
-};
+use syn::{Block, Expr, ExprAwait, ExprMacro, ExprTry, Item, Macro, Stmt, Token, parse_quote_spanned};
 
 use crate::model::{Kernel, TlHandle, macro_args};
 
 /// Rewrites the kernel's body in place.
 pub(crate) fn body(kernel: &mut Kernel) {
     let returns_value = kernel.returns_value();
-    let mut steps = Steps {
-        tl: &kernel.tl,
-        changed: false,
-    };
+    let mut steps = Steps { tl: &kernel.tl, changed: false };
     steps.visit_block_mut(&mut kernel.item.block);
     wrap_tail(&mut kernel.item.block, returns_value);
 }
@@ -138,10 +133,7 @@ fn wrap_tail(block: &mut Block, returns_value: bool) {
             }
             // Generated, so that rustc does not call it unreachable after a diverging tail (`panic!()`).
             let generated = Span::mixed_site();
-            block.stmts.push(Stmt::Expr(
-                ok(parse_quote_spanned!(generated=> ()), generated),
-                None,
-            ));
+            block.stmts.push(Stmt::Expr(ok(parse_quote_spanned!(generated=> ()), generated), None));
         }
     }
 }

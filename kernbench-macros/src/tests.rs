@@ -11,21 +11,14 @@ use quote::quote;
 /// Expands `#[ccl_kernel(args)] item` and compares the result with its snapshot.
 fn snapshot(name: &str, args: TokenStream, item: TokenStream) {
     let actual = pretty(crate::expand(args, item));
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/snapshots")
-        .join(format!("{name}.expanded.rs"));
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots").join(format!("{name}.expanded.rs"));
     if std::env::var_os("UPDATE_SNAPSHOTS").is_some_and(|value| value == "1") {
-        std::fs::create_dir_all(path.parent().expect("snapshots have a directory"))
-            .expect("create snapshot dir");
+        std::fs::create_dir_all(path.parent().expect("snapshots have a directory")).expect("create snapshot dir");
         std::fs::write(&path, &actual).expect("write snapshot");
         return;
     }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|error| {
-        panic!(
-            "{}: {error}; run with UPDATE_SNAPSHOTS=1 to create it",
-            path.display()
-        )
-    });
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|error| panic!("{}: {error}; run with UPDATE_SNAPSHOTS=1 to create it", path.display()));
     if let Err(difference) = compare(&actual, &expected) {
         panic!(
             "the expansion of `{name}` differs from {}:\n{difference}\n--- actual expansion ---\n{actual}\n\
@@ -127,15 +120,8 @@ fn snapshot_of_a_helper_calling_a_helper() {
 fn a_difference_fails_the_comparison() {
     assert!(compare("a\nb\n", "a\nb\n").is_ok());
     let error = compare("a\nb\n", "a\nc\n").unwrap_err();
-    assert!(
-        error.contains("line 2") && error.contains("expected: c") && error.contains("actual:   b"),
-        "{error}"
-    );
-    assert!(
-        compare("a\n", "a\nb\n")
-            .unwrap_err()
-            .contains("<end of file>")
-    );
+    assert!(error.contains("line 2") && error.contains("expected: c") && error.contains("actual:   b"), "{error}");
+    assert!(compare("a\n", "a\nb\n").unwrap_err().contains("<end of file>"));
     assert!(compare("a\n", "a").is_err());
 }
 
@@ -150,13 +136,7 @@ fn a_rejected_kernel_expands_to_its_error_and_a_stub() {
         ),
     ));
     assert_eq!(expanded.matches("compile_error!").count(), 1, "{expanded}");
-    assert!(
-        expanded.contains("async fn k(") && expanded.contains("data: Tile"),
-        "{expanded}"
-    );
-    assert!(
-        expanded.contains("loop {}") && !expanded.contains("send"),
-        "{expanded}"
-    );
+    assert!(expanded.contains("async fn k(") && expanded.contains("data: Tile"), "{expanded}");
+    assert!(expanded.contains("loop {}") && !expanded.contains("send"), "{expanded}");
     assert!(expanded.contains("pub static KERNEL"), "{expanded}");
 }

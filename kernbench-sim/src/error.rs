@@ -29,7 +29,9 @@ pub enum RunError {
     #[error("every kernel finished but {} queue(s) still hold messages: {}", .0.len(), leftovers(.0))]
     LeftoverMessages(Vec<Leftover>),
     /// The buffers given do not match the plan (the caller's fault).
-    #[error("the plan has {participants} participating PEs but {buffers} buffers were given (one per PE, in rank order)")]
+    #[error(
+        "the plan has {participants} participating PEs but {buffers} buffers were given (one per PE, in rank order)"
+    )]
     BufferCount {
         /// Participants in the plan.
         participants: usize,

@@ -152,14 +152,26 @@ impl<'s> Runtime<'s> {
             waits: Slots::new((0..pes.len()).map(|_| WaitSlot::new()).collect()),
             queues,
             results: (0..pes.len()).map(|_| OnceLock::new()).collect(),
-            barrier: Barrier { arrived: AtomicUsize::new(0), epoch: AtomicU64::new(0), waiters: Mutex::new(Vec::new()) },
+            barrier: Barrier {
+                arrived: AtomicUsize::new(0),
+                epoch: AtomicU64::new(0),
+                waiters: Mutex::new(Vec::new()),
+            },
             generation: call.generation,
         };
         let ready = Arc::new(ReadyLists { lists: (0..=self.threads).map(|_| Mutex::new(Vec::new())).collect() });
         let results = Arc::clone(&exec.results);
         let extents = [self.system.pes_per_cube(), self.system.cubes_per_sip(), self.system.sips()];
         for (rank, &pe) in pes.iter().enumerate() {
-            let ctx = TlContext { pe, extents, rank, size: pes.len(), op: call.op, root: call.root, generation: call.generation };
+            let ctx = TlContext {
+                pe,
+                extents,
+                rank,
+                size: pes.len(),
+                op: call.op,
+                root: call.root,
+                generation: call.generation,
+            };
             let future = kernel.launch(Tl::new(ctx));
             let results = Arc::clone(&results);
             let schedule = {
@@ -358,8 +370,12 @@ impl Execution<'_> {
                         depth: queue.depth(),
                     }
                 }
-                Wait::Barrier(_) => BlockedPe { pe, op: Op::Barrier, direction: None, peer: None, queued: 0, credits: 0, depth: 0 },
-                Wait::None => BlockedPe { pe, op: Op::External, direction: None, peer: None, queued: 0, credits: 0, depth: 0 },
+                Wait::Barrier(_) => {
+                    BlockedPe { pe, op: Op::Barrier, direction: None, peer: None, queued: 0, credits: 0, depth: 0 }
+                }
+                Wait::None => {
+                    BlockedPe { pe, op: Op::External, direction: None, peer: None, queued: 0, credits: 0, depth: 0 }
+                }
             };
             blocked.push(entry);
         }
@@ -396,7 +412,10 @@ impl Execution<'_> {
     }
 }
 
-fn fold_outcome(acc: (usize, Option<(u32, RunError)>), (rank, polled): (u32, Polled)) -> (usize, Option<(u32, RunError)>) {
+fn fold_outcome(
+    acc: (usize, Option<(u32, RunError)>),
+    (rank, polled): (u32, Polled),
+) -> (usize, Option<(u32, RunError)>) {
     match polled {
         Polled::Pending => acc,
         Polled::Finished => (acc.0 + 1, acc.1),
@@ -444,12 +463,17 @@ fn install_queues(plan: &InstallPlan, pes: &[PeId], depth: usize) -> Result<(Vec
     let mut queues = Vec::with_capacity(next as usize);
     let mut ports: Vec<Vec<Port>> = installs
         .iter()
-        .map(|i| i.neighbors.iter().map(|n| Port { direction: n.direction, out_queue: 0, in_queue: u32::MAX }).collect())
+        .map(|i| {
+            i.neighbors.iter().map(|n| Port { direction: n.direction, out_queue: 0, in_queue: u32::MAX }).collect()
+        })
         .collect();
     for (rank, install) in installs.iter().enumerate() {
         for (i, entry) in install.neighbors.iter().enumerate() {
             let peer = rank_of(entry.peer).ok_or_else(|| {
-                RunError::Plan(format!("{} lists {} on {} but that PE does not participate", install.pe, entry.peer, entry.direction))
+                RunError::Plan(format!(
+                    "{} lists {} on {} but that PE does not participate",
+                    install.pe, entry.peer, entry.direction
+                ))
             })?;
             let back = installs[peer]
                 .neighbors

@@ -37,7 +37,17 @@ fn run_named(system: &System, algorithm: &str, dtype: Dtype, op: ReduceOp, bytes
 /// The shapes each mapper's algorithms claim: SIPs, mesh w x h, PEs per cube.
 fn shapes(mapper: &str) -> &'static [(usize, usize, usize, usize)] {
     match mapper {
-        "all_pes" => &[(1, 1, 1, 1), (1, 1, 1, 4), (2, 2, 2, 2), (2, 1, 1, 3), (3, 2, 2, 1), (1, 3, 5, 2), (2, 2, 2, 8), (5, 1, 1, 2), (2, 4, 4, 1)],
+        "all_pes" => &[
+            (1, 1, 1, 1),
+            (1, 1, 1, 4),
+            (2, 2, 2, 2),
+            (2, 1, 1, 3),
+            (3, 2, 2, 1),
+            (1, 3, 5, 2),
+            (2, 2, 2, 8),
+            (5, 1, 1, 2),
+            (2, 4, 4, 1),
+        ],
         "cube_leaders" => &[(1, 1, 1, 1), (2, 2, 2, 4), (3, 3, 5, 1), (1, 4, 4, 2), (4, 2, 2, 1), (8, 1, 1, 1)],
         _ => &[(1, 1, 1, 1), (2, 1, 1, 1), (3, 2, 2, 1), (4, 1, 1, 2), (5, 1, 1, 1), (8, 4, 4, 1)],
     }
@@ -174,7 +184,10 @@ fn consecutive_calls_take_consecutive_generations_and_a_reused_one_is_an_error()
     let err = comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &reused).unwrap_err();
     assert!(matches!(err, CommError::Generation { given: 3, last: 3 }), "{err}");
     let zero = CallOptions { algorithm: None, generation: Some(0) };
-    assert!(matches!(comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &zero), Err(CommError::Generation { given: 0, .. })));
+    assert!(matches!(
+        comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &zero),
+        Err(CommError::Generation { given: 0, .. })
+    ));
 }
 
 #[test]
@@ -184,7 +197,13 @@ fn an_algorithm_that_cannot_take_a_shape_says_so_at_plan_time() {
     let tensor = sample_tensor(&system, 64, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
     let mut comm = comm(&system);
     let err = comm
-        .call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &CallOptions { algorithm: Some("one_shot".into()), generation: None })
+        .call(
+            Collective::AllReduce,
+            &tensor,
+            ReduceOp::Sum,
+            0,
+            &CallOptions { algorithm: Some("one_shot".into()), generation: None },
+        )
         .unwrap_err();
     assert!(matches!(err, CommError::Plan(PlanError::Unsupported { topology: "full", .. })), "{err}");
 }

@@ -119,10 +119,7 @@ fn expects_other_length(tl: &Tl) {
 #[test]
 fn recv_of_another_length_says_both() {
     let err = run_error(run_ring(&one_cube(3), &expects_other_length::KERNEL));
-    assert!(
-        matches!(err, RunError::Kernel(KernelError::RecvMismatch { expected_len: 6, got_len: 8, .. })),
-        "{err}"
-    );
+    assert!(matches!(err, RunError::Kernel(KernelError::RecvMismatch { expected_len: 6, got_len: 8, .. })), "{err}");
 }
 
 /// Rank 0 sends in phase 2 while its east neighbour still receives in phase 1.
@@ -139,21 +136,33 @@ fn phase_skew(tl: &Tl) {
 #[test]
 fn a_message_of_another_generation_is_rejected_not_mixed() {
     let system = one_cube(2);
-    let err = run_error(MockRun::new(&system, "ring_1d", "all_pes", &phase_skew::KERNEL).call(Call { generation: 5, ..Call::default() }).run());
+    let err = run_error(
+        MockRun::new(&system, "ring_1d", "all_pes", &phase_skew::KERNEL)
+            .call(Call { generation: 5, ..Call::default() })
+            .run(),
+    );
     // Call 5 owns generations 13, 14, 15: the receiver is in phase 1 (13), the sender in phase 2 (14).
     assert_eq!(
         err,
-        RunError::Kernel(KernelError::GenerationMismatch { pe: pe(1), direction: W, expected: 13, got: 14, from: pe(0) })
+        RunError::Kernel(KernelError::GenerationMismatch {
+            pe: pe(1),
+            direction: W,
+            expected: 13,
+            got: 14,
+            from: pe(0)
+        })
     );
 }
 
 #[test]
 fn generation_zero_is_an_error() {
     let system = one_cube(2);
-    let err = run_error(MockRun::new(&system, "ring_1d", "all_pes", &stream::KERNEL)
-        .params(json!({"count": 1}))
-        .call(Call { generation: 0, ..Call::default() })
-        .run());
+    let err = run_error(
+        MockRun::new(&system, "ring_1d", "all_pes", &stream::KERNEL)
+            .params(json!({"count": 1}))
+            .call(Call { generation: 0, ..Call::default() })
+            .run(),
+    );
     assert_eq!(err, RunError::ZeroGeneration);
 }
 
@@ -224,7 +233,10 @@ fn sends_one_too_many(tl: &Tl) {
 #[test]
 fn messages_left_in_queues_after_every_kernel_finished_are_an_error() {
     let err = run_error(run_ring(&one_cube(2), &sends_one_too_many::KERNEL));
-    assert_eq!(err, RunError::LeftoverMessages(vec![Leftover { receiver: pe(1), direction: W, sender: pe(0), messages: 1 }]));
+    assert_eq!(
+        err,
+        RunError::LeftoverMessages(vec![Leftover { receiver: pe(1), direction: W, sender: pe(0), messages: 1 }])
+    );
 }
 
 #[ccl_kernel]
@@ -264,19 +276,24 @@ fn a_barrier_releases_everyone_together() {
 #[test]
 fn a_barrier_some_pe_never_reaches_is_a_deadlock() {
     let system = one_cube(3);
-    let err = run_error(MockRun::new(&system, "ring_1d", "all_pes", &barrier_then_exchange::KERNEL).params(json!({"skip_rank": 1})).run());
+    let err = run_error(
+        MockRun::new(&system, "ring_1d", "all_pes", &barrier_then_exchange::KERNEL)
+            .params(json!({"skip_rank": 1}))
+            .run(),
+    );
     let RunError::Deadlock(report) = &err else { panic!("expected a deadlock, got {err}") };
     assert!(report.blocked.iter().all(|b| b.op == Op::Barrier), "{err}");
 }
 
 /// The ADR's T3 on `system`: every PE's tile is rank + 1; every PE must end with the sum.
 fn t3(system: &System, dtype: Dtype, threads: usize) -> RunReport {
-    let report = MockRun::new(system, "hierarchical_3level", "all_pes", &kernbench::algorithms::hierarchical_allreduce::KERNEL)
-        .inputs(|_, rank| Tile::filled(dtype, 128, (rank + 1) as f64))
-        .threads(threads)
-        .parallel_min_ready(1)
-        .run()
-        .unwrap();
+    let report =
+        MockRun::new(system, "hierarchical_3level", "all_pes", &kernbench::algorithms::hierarchical_allreduce::KERNEL)
+            .inputs(|_, rank| Tile::filled(dtype, 128, (rank + 1) as f64))
+            .threads(threads)
+            .parallel_min_ready(1)
+            .run()
+            .unwrap();
     let n = report.pes().len() as f64;
     let want = Tile::filled(dtype, 128, n * (n + 1.0) / 2.0);
     for p in report.pes() {

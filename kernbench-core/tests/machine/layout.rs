@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use kernbench_core::{
-    DistTensor, DpPolicy, Dtype, InstallPlan, Layout, LayoutError, LayoutKind, PeId, Split, System,
-    Tile, ValidationError, any, multi_pe_sip_local, replicated, single_shard, validator_by_name,
+    DistTensor, DpPolicy, Dtype, InstallPlan, Layout, LayoutError, LayoutKind, PeId, Split, System, Tile,
+    ValidationError, any, multi_pe_sip_local, replicated, single_shard, validator_by_name,
 };
 
 use crate::{assert_mentions, system};
@@ -12,12 +12,7 @@ use crate::{assert_mentions, system};
 /// One distinct tile per SIP: element `i` of SIP `s` is `1000 * s + i`.
 fn rank_tiles(system: &System, dtype: Dtype, len: usize) -> Vec<Tile> {
     (0..system.sips())
-        .map(|s| {
-            Tile::from_f64s(
-                dtype,
-                &(0..len).map(|i| (1000 * s + i) as f64).collect::<Vec<_>>(),
-            )
-        })
+        .map(|s| Tile::from_f64s(dtype, &(0..len).map(|i| (1000 * s + i) as f64).collect::<Vec<_>>()))
         .collect()
 }
 
@@ -28,10 +23,7 @@ fn round_trip(system: &System, rows: usize, cols: usize, policy: DpPolicy, dtype
     assert_eq!(t.policy(), Some(policy));
     for (sip, tile) in (0u32..).zip(&tiles) {
         let back = t.gather_rank(sip).unwrap();
-        assert!(
-            back.bit_eq(tile),
-            "{policy} {rows}x{cols}: SIP {sip} gathered {back:?}, expected {tile:?}"
-        );
+        assert!(back.bit_eq(tile), "{policy} {rows}x{cols}: SIP {sip} gathered {back:?}, expected {tile:?}");
     }
     let layout = t.layout();
     let copies = |split: Split, count: usize| match split {
@@ -43,24 +35,14 @@ fn round_trip(system: &System, rows: usize, cols: usize, policy: DpPolicy, dtype
         _ => count,
     };
     let (cubes, pes) = (system.cubes_per_sip(), system.pes_per_cube());
-    let expected_elements =
-        rows * cols * copies(policy.cube, cubes) * copies(policy.pe, pes) * system.sips();
-    assert_eq!(
-        layout.shards.values().sum::<usize>(),
-        expected_elements,
-        "{policy}"
-    );
-    let expected_holders =
-        holders_per_level(policy.cube, cubes) * holders_per_level(policy.pe, pes) * system.sips();
+    let expected_elements = rows * cols * copies(policy.cube, cubes) * copies(policy.pe, pes) * system.sips();
+    assert_eq!(layout.shards.values().sum::<usize>(), expected_elements, "{policy}");
+    let expected_holders = holders_per_level(policy.cube, cubes) * holders_per_level(policy.pe, pes) * system.sips();
     assert_eq!(layout.shards.len(), expected_holders, "{policy}");
 }
 
 fn every_policy() -> impl Iterator<Item = DpPolicy> {
-    Split::ALL.into_iter().flat_map(|cube| {
-        Split::ALL
-            .into_iter()
-            .map(move |pe| DpPolicy::new(cube, pe))
-    })
+    Split::ALL.into_iter().flat_map(|cube| Split::ALL.into_iter().map(move |pe| DpPolicy::new(cube, pe)))
 }
 
 macro_rules! round_trips {
@@ -101,32 +83,16 @@ round_trips! {
 fn round_trip_keeps_every_dtype() {
     let system = system(2, 2, 1, 2);
     for dtype in Dtype::ALL {
-        round_trip(
-            &system,
-            4,
-            6,
-            DpPolicy::new(Split::ColumnWise, Split::RowWise),
-            dtype,
-        );
+        round_trip(&system, 4, 6, DpPolicy::new(Split::ColumnWise, Split::RowWise), dtype);
     }
 }
 
 #[test]
 fn leader_leader_puts_the_rank_tensor_on_cube_0_pe_0() {
     let system = system(2, 2, 2, 4);
-    let t = DistTensor::distribute(
-        &system,
-        &rank_tiles(&system, Dtype::F32, 12),
-        3,
-        4,
-        DpPolicy::LEADER,
-    )
-    .unwrap();
+    let t = DistTensor::distribute(&system, &rank_tiles(&system, Dtype::F32, 12), 3, 4, DpPolicy::LEADER).unwrap();
     let layout = t.layout();
-    assert_eq!(
-        layout.shards,
-        BTreeMap::from([(PeId::new(0, 0, 0), 12), (PeId::new(1, 0, 0), 12)])
-    );
+    assert_eq!(layout.shards, BTreeMap::from([(PeId::new(0, 0, 0), 12), (PeId::new(1, 0, 0), 12)]));
     assert_eq!(layout.kind(), LayoutKind::OnePe);
 }
 
@@ -137,13 +103,7 @@ fn column_wise_shards_are_made_contiguous() {
     let tile = Tile::from_vec((0..8).map(|v| v as f32).collect());
     let policy = DpPolicy::new(Split::ColumnWise, Split::Leader);
     let t = DistTensor::distribute(&system, &[tile], 2, 4, policy).unwrap();
-    assert_eq!(
-        t.shard(PeId::new(0, 1, 0))
-            .unwrap()
-            .to_vec::<f32>()
-            .unwrap(),
-        vec![2.0, 3.0, 6.0, 7.0]
-    );
+    assert_eq!(t.shard(PeId::new(0, 1, 0)).unwrap().to_vec::<f32>().unwrap(), vec![2.0, 3.0, 6.0, 7.0]);
     assert_eq!(t.layout().kind(), LayoutKind::MultiPe);
 }
 
@@ -167,21 +127,9 @@ fn row_wise_shards_share_the_rank_buffer() {
 #[test]
 fn distribute_wants_one_tile_per_sip() {
     let system = system(3, 1, 1, 1);
-    let err = DistTensor::distribute(
-        &system,
-        &rank_tiles(&system, Dtype::F32, 4)[..2],
-        2,
-        2,
-        DpPolicy::LEADER,
-    )
-    .unwrap_err();
-    assert_eq!(
-        err,
-        LayoutError::TileCount {
-            expected: 3,
-            got: 2
-        }
-    );
+    let err =
+        DistTensor::distribute(&system, &rank_tiles(&system, Dtype::F32, 4)[..2], 2, 2, DpPolicy::LEADER).unwrap_err();
+    assert_eq!(err, LayoutError::TileCount { expected: 3, got: 2 });
     assert_mentions(&err.to_string(), &["2 rank tiles", "3 SIPs"]);
 }
 
@@ -191,15 +139,7 @@ fn distribute_wants_rows_times_cols_elements() {
     let mut tiles = rank_tiles(&system, Dtype::F32, 6);
     tiles[1] = Tile::zeros(Dtype::F32, 5);
     let err = DistTensor::distribute(&system, &tiles, 2, 3, DpPolicy::LEADER).unwrap_err();
-    assert_eq!(
-        err,
-        LayoutError::TileLength {
-            sip: 1,
-            got: 5,
-            rows: 2,
-            cols: 3
-        }
-    );
+    assert_eq!(err, LayoutError::TileLength { sip: 1, got: 5, rows: 2, cols: 3 });
     assert_mentions(&err.to_string(), &["SIP 1 holds 5 elements", "2 x 3 = 6"]);
 }
 
@@ -208,52 +148,23 @@ fn distribute_rejects_mixed_dtypes() {
     let system = system(2, 1, 1, 1);
     let tiles = [Tile::zeros(Dtype::F32, 4), Tile::zeros(Dtype::I32, 4)];
     let err = DistTensor::distribute(&system, &tiles, 2, 2, DpPolicy::LEADER).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            LayoutError::DtypeMismatch {
-                expected: Dtype::F32,
-                got: Dtype::I32,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
-    assert_mentions(
-        &err.to_string(),
-        &["the tile of SIP 1 holds i32", "expected f32"],
-    );
+    assert!(matches!(err, LayoutError::DtypeMismatch { expected: Dtype::F32, got: Dtype::I32, .. }), "{err:?}");
+    assert_mentions(&err.to_string(), &["the tile of SIP 1 holds i32", "expected f32"]);
 }
 
 #[test]
 fn distribute_rejects_an_overflowing_shape() {
     let system = system(1, 1, 1, 1);
-    let err = DistTensor::distribute(
-        &system,
-        &[Tile::zeros(Dtype::F32, 1)],
-        usize::MAX,
-        2,
-        DpPolicy::LEADER,
-    )
-    .unwrap_err();
+    let err =
+        DistTensor::distribute(&system, &[Tile::zeros(Dtype::F32, 1)], usize::MAX, 2, DpPolicy::LEADER).unwrap_err();
     assert!(matches!(err, LayoutError::ShapeOverflow { .. }));
 }
 
 #[test]
 fn gather_rejects_a_sip_the_tensor_does_not_span() {
     let system = system(2, 1, 1, 1);
-    let t = DistTensor::distribute(
-        &system,
-        &rank_tiles(&system, Dtype::F32, 4),
-        2,
-        2,
-        DpPolicy::LEADER,
-    )
-    .unwrap();
-    assert_eq!(
-        t.gather_rank(2).unwrap_err(),
-        LayoutError::NoSuchSip { sip: 2, sips: 2 }
-    );
+    let t = DistTensor::distribute(&system, &rank_tiles(&system, Dtype::F32, 4), 2, 2, DpPolicy::LEADER).unwrap();
+    assert_eq!(t.gather_rank(2).unwrap_err(), LayoutError::NoSuchSip { sip: 2, sips: 2 });
 }
 
 #[test]
@@ -270,33 +181,18 @@ fn gather_rejects_replicas_that_disagree() {
     let mut shards = t.shards().clone();
     shards.insert(PeId::new(0, 0, 2), Tile::filled(Dtype::F32, 4, 9.0));
     let err = t.with_shards(shards).unwrap().gather_rank(0).unwrap_err();
-    assert_eq!(
-        err,
-        LayoutError::ReplicaMismatch {
-            pe: PeId::new(0, 0, 2),
-            reference: PeId::new(0, 0, 0)
-        }
-    );
+    assert_eq!(err, LayoutError::ReplicaMismatch { pe: PeId::new(0, 0, 2), reference: PeId::new(0, 0, 0) });
 }
 
 #[test]
 fn with_shards_keeps_the_policy_and_checks_positions() {
     let system = system(1, 2, 1, 2);
     let policy = DpPolicy::new(Split::RowWise, Split::ColumnWise);
-    let t = DistTensor::distribute(&system, &rank_tiles(&system, Dtype::F32, 16), 4, 4, policy)
-        .unwrap();
+    let t = DistTensor::distribute(&system, &rank_tiles(&system, Dtype::F32, 16), 4, 4, policy).unwrap();
     let doubled: BTreeMap<PeId, Tile> = t
         .shards()
         .iter()
-        .map(|(&pe, s)| {
-            (
-                pe,
-                Tile::from_f64s(
-                    Dtype::F32,
-                    &s.to_f64_vec().iter().map(|v| v * 2.0).collect::<Vec<_>>(),
-                ),
-            )
-        })
+        .map(|(&pe, s)| (pe, Tile::from_f64s(Dtype::F32, &s.to_f64_vec().iter().map(|v| v * 2.0).collect::<Vec<_>>())))
         .collect();
     let out = t.with_shards(doubled.clone()).unwrap();
     let expected: Vec<f64> = (0..16).map(|v| 2.0 * v as f64).collect();
@@ -311,18 +207,11 @@ fn with_shards_keeps_the_policy_and_checks_positions() {
     short.insert(PeId::new(0, 0, 0), Tile::zeros(Dtype::F32, 3));
     assert_eq!(
         t.with_shards(short).unwrap_err(),
-        LayoutError::ShardLength {
-            pe: PeId::new(0, 0, 0),
-            got: 3,
-            expected: 4
-        }
+        LayoutError::ShardLength { pe: PeId::new(0, 0, 0), got: 3, expected: 4 }
     );
     let mut extra = doubled;
     extra.insert(PeId::new(0, 5, 0), Tile::zeros(Dtype::F32, 1));
-    assert!(matches!(
-        t.with_shards(extra).unwrap_err(),
-        LayoutError::UnexpectedShard { .. }
-    ));
+    assert!(matches!(t.with_shards(extra).unwrap_err(), LayoutError::UnexpectedShard { .. }));
 }
 
 #[test]
@@ -334,35 +223,16 @@ fn from_shards_gathers_a_rank_in_pe_order() {
     ]);
     let t = DistTensor::from_shards(Dtype::I32, 2, 2, shards).unwrap();
     assert_eq!(t.policy(), None);
-    assert_eq!(
-        t.gather_rank(0).unwrap().to_vec::<i32>().unwrap(),
-        vec![1, 2, 3, 4]
-    );
-    assert_eq!(
-        t.gather_rank(1).unwrap().to_vec::<i32>().unwrap(),
-        vec![5, 6, 7, 8]
-    );
-    assert_eq!(
-        t.gather_rank(2).unwrap_err(),
-        LayoutError::RankLength {
-            sip: 2,
-            got: 0,
-            expected: 4
-        }
-    );
+    assert_eq!(t.gather_rank(0).unwrap().to_vec::<i32>().unwrap(), vec![1, 2, 3, 4]);
+    assert_eq!(t.gather_rank(1).unwrap().to_vec::<i32>().unwrap(), vec![5, 6, 7, 8]);
+    assert_eq!(t.gather_rank(2).unwrap_err(), LayoutError::RankLength { sip: 2, got: 0, expected: 4 });
 }
 
 #[test]
 fn from_shards_rejects_a_shard_of_another_dtype() {
     let shards = BTreeMap::from([(PeId::new(0, 0, 3), Tile::zeros(Dtype::F16, 2))]);
     let err = DistTensor::from_shards(Dtype::F32, 1, 2, shards).unwrap_err();
-    assert_mentions(
-        &err.to_string(),
-        &[
-            "the shard on (sip 0, cube 0, pe 3) holds f16",
-            "expected f32",
-        ],
-    );
+    assert_mentions(&err.to_string(), &["the shard on (sip 0, cube 0, pe 3) holds f16", "expected f32"]);
 }
 
 #[test]
@@ -378,15 +248,7 @@ fn policies_read_from_json() {
 // --- validators ---
 
 fn layout_of(system: &System, cols: usize, policy: DpPolicy) -> Layout {
-    DistTensor::distribute(
-        system,
-        &rank_tiles(system, Dtype::F32, cols),
-        1,
-        cols,
-        policy,
-    )
-    .unwrap()
-    .layout()
+    DistTensor::distribute(system, &rank_tiles(system, Dtype::F32, cols), 1, cols, policy).unwrap().layout()
 }
 
 const SPREAD: DpPolicy = DpPolicy::new(Split::ColumnWise, Split::ColumnWise);
@@ -396,28 +258,15 @@ fn t5_multi_pe_sip_local_rejects_one_shard_per_rank_naming_the_pe() {
     let system = system(2, 2, 2, 4);
     let plan = InstallPlan::build(&system, "hierarchical_3level", "all_pes").unwrap();
     let err = multi_pe_sip_local(&plan, &layout_of(&system, 64, DpPolicy::LEADER)).unwrap_err();
-    assert!(
-        matches!(err, ValidationError::MissingShard { pe, .. } if pe == PeId::new(0, 0, 1)),
-        "{err:?}"
-    );
-    assert_mentions(
-        &err.to_string(),
-        &[
-            "multi_pe_sip_local",
-            "(sip 0, cube 0, pe 1)",
-            "holds no shard",
-        ],
-    );
+    assert!(matches!(err, ValidationError::MissingShard { pe, .. } if pe == PeId::new(0, 0, 1)), "{err:?}");
+    assert_mentions(&err.to_string(), &["multi_pe_sip_local", "(sip 0, cube 0, pe 1)", "holds no shard"]);
 }
 
 #[test]
 fn multi_pe_sip_local_accepts_one_equal_shard_per_pe() {
     let system = system(2, 2, 2, 4);
     let plan = InstallPlan::build(&system, "hierarchical_3level", "all_pes").unwrap();
-    assert_eq!(
-        multi_pe_sip_local(&plan, &layout_of(&system, 64, SPREAD)),
-        Ok(())
-    );
+    assert_eq!(multi_pe_sip_local(&plan, &layout_of(&system, 64, SPREAD)), Ok(()));
 }
 
 #[test]
@@ -425,21 +274,8 @@ fn multi_pe_sip_local_rejects_unequal_shards() {
     let system = system(1, 1, 1, 4);
     let plan = InstallPlan::build(&system, "ring_1d", "all_pes").unwrap();
     let err = multi_pe_sip_local(&plan, &layout_of(&system, 6, SPREAD)).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            ValidationError::UnequalShards {
-                elements: 1,
-                reference_elements: 2,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
-    assert_mentions(
-        &err.to_string(),
-        &["(sip 0, cube 0, pe 2) holds 1 elements", "equal length"],
-    );
+    assert!(matches!(err, ValidationError::UnequalShards { elements: 1, reference_elements: 2, .. }), "{err:?}");
+    assert_mentions(&err.to_string(), &["(sip 0, cube 0, pe 2) holds 1 elements", "equal length"]);
 }
 
 #[test]
@@ -447,10 +283,7 @@ fn multi_pe_sip_local_rejects_a_shard_off_the_plan() {
     let system = system(1, 2, 1, 2);
     let plan = InstallPlan::build(&system, "ring_1d", "cube_leaders").unwrap();
     let err = multi_pe_sip_local(&plan, &layout_of(&system, 8, SPREAD)).unwrap_err();
-    assert!(
-        matches!(err, ValidationError::ShardOffParticipant { pe, .. } if pe == PeId::new(0, 0, 1)),
-        "{err:?}"
-    );
+    assert!(matches!(err, ValidationError::ShardOffParticipant { pe, .. } if pe == PeId::new(0, 0, 1)), "{err:?}");
     assert_mentions(&err.to_string(), &["does not take part", "cube_leaders"]);
 }
 
@@ -458,10 +291,7 @@ fn multi_pe_sip_local_rejects_a_shard_off_the_plan() {
 fn single_shard_accepts_the_leader_layout() {
     let system = system(4, 2, 2, 8);
     let plan = InstallPlan::build(&system, "ring_1d", "leader_only").unwrap();
-    assert_eq!(
-        single_shard(&plan, &layout_of(&system, 32, DpPolicy::LEADER)),
-        Ok(())
-    );
+    assert_eq!(single_shard(&plan, &layout_of(&system, 32, DpPolicy::LEADER)), Ok(()));
 }
 
 #[test]
@@ -469,14 +299,8 @@ fn single_shard_rejects_several_participants_per_sip() {
     let system = system(2, 2, 1, 1);
     let plan = InstallPlan::build(&system, "ring_1d", "cube_leaders").unwrap();
     let err = single_shard(&plan, &layout_of(&system, 4, DpPolicy::LEADER)).unwrap_err();
-    assert!(
-        matches!(err, ValidationError::NotOnePerSip { sip: 0, .. }),
-        "{err:?}"
-    );
-    assert_mentions(
-        &err.to_string(),
-        &["SIP 0 has 2 participating PEs", "leader_only"],
-    );
+    assert!(matches!(err, ValidationError::NotOnePerSip { sip: 0, .. }), "{err:?}");
+    assert_mentions(&err.to_string(), &["SIP 0 has 2 participating PEs", "leader_only"]);
 }
 
 #[test]
@@ -486,41 +310,18 @@ fn single_shard_rejects_a_partial_shard() {
     let mut layout = layout_of(&system, 8, DpPolicy::LEADER);
     layout.shards.insert(PeId::new(1, 0, 0), 4);
     let err = single_shard(&plan, &layout).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            ValidationError::WrongLength {
-                elements: 4,
-                expected: 8,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
-    assert_mentions(
-        &err.to_string(),
-        &[
-            "(sip 1, cube 0, pe 0) holds 4 elements",
-            "whole rank tensor",
-        ],
-    );
+    assert!(matches!(err, ValidationError::WrongLength { elements: 4, expected: 8, .. }), "{err:?}");
+    assert_mentions(&err.to_string(), &["(sip 1, cube 0, pe 0) holds 4 elements", "whole rank tensor"]);
 }
 
 #[test]
 fn replicated_accepts_full_copies_and_rejects_a_split() {
     let system = system(2, 2, 1, 2);
     let plan = InstallPlan::build(&system, "hierarchical_3level", "all_pes").unwrap();
-    let copies = layout_of(
-        &system,
-        8,
-        DpPolicy::new(Split::Replicated, Split::Replicated),
-    );
+    let copies = layout_of(&system, 8, DpPolicy::new(Split::Replicated, Split::Replicated));
     assert_eq!(replicated(&plan, &copies), Ok(()));
     let err = replicated(&plan, &layout_of(&system, 8, SPREAD)).unwrap_err();
-    assert!(
-        matches!(err, ValidationError::WrongLength { expected: 8, .. }),
-        "{err:?}"
-    );
+    assert!(matches!(err, ValidationError::WrongLength { expected: 8, .. }), "{err:?}");
 }
 
 #[test]
@@ -529,21 +330,11 @@ fn any_accepts_uneven_shards_on_the_participants() {
     let plan = InstallPlan::build(&system, "ring_1d", "all_pes").unwrap();
     assert_eq!(any(&plan, &layout_of(&system, 6, SPREAD)), Ok(()));
     let leader = layout_of(&system, 6, DpPolicy::LEADER);
-    assert!(matches!(
-        any(&plan, &leader),
-        Err(ValidationError::MissingShard { .. })
-    ));
+    assert!(matches!(any(&plan, &leader), Err(ValidationError::MissingShard { .. })));
 }
 
 #[test]
 fn unknown_validator_lists_the_known_ones() {
     let err = validator_by_name("single").unwrap_err();
-    assert_mentions(
-        &err.to_string(),
-        &[
-            "unknown validator `single`",
-            "single_shard",
-            "multi_pe_sip_local",
-        ],
-    );
+    assert_mentions(&err.to_string(), &["unknown validator `single`", "single_shard", "multi_pe_sip_local"]);
 }

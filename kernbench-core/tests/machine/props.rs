@@ -3,8 +3,8 @@
 //! physical model implies.
 
 use kernbench_core::{
-    FULL_MAX_PARTICIPANTS, InstallPlan, LinkClass, MAPPERS, MeshSpec, Node, PeId, PlanError,
-    SipInterconnect, System, SystemSpec, TOPOLOGIES, check_plan, mapper_by_name,
+    FULL_MAX_PARTICIPANTS, InstallPlan, LinkClass, MAPPERS, MeshSpec, Node, PeId, PlanError, SipInterconnect, System,
+    SystemSpec, TOPOLOGIES, check_plan, mapper_by_name,
 };
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -16,17 +16,10 @@ fn shape() -> impl Strategy<Value = (usize, usize, usize, usize)> {
 }
 
 fn interconnect() -> impl Strategy<Value = SipInterconnect> {
-    prop_oneof![
-        Just(SipInterconnect::Ring),
-        Just(SipInterconnect::FullyConnected),
-        Just(SipInterconnect::Switched)
-    ]
+    prop_oneof![Just(SipInterconnect::Ring), Just(SipInterconnect::FullyConnected), Just(SipInterconnect::Switched)]
 }
 
-fn build_system(
-    (sips, w, h, pes): (usize, usize, usize, usize),
-    interconnect: SipInterconnect,
-) -> System {
+fn build_system((sips, w, h, pes): (usize, usize, usize, usize), interconnect: SipInterconnect) -> System {
     let spec = SystemSpec {
         sips,
         mesh: MeshSpec { w, h },
@@ -45,32 +38,17 @@ fn every_plan_is_sound(system: &System) -> Result<(), TestCaseError> {
     for topology in TOPOLOGIES {
         for mapper in MAPPERS {
             let participants = mapper_by_name(mapper.name).unwrap()(system).len();
-            let context = format!(
-                "{} x {} on {}",
-                topology.name,
-                mapper.name,
-                system.describe()
-            );
+            let context = format!("{} x {} on {}", topology.name, mapper.name, system.describe());
             let result = match (topology.name, mapper.name) {
                 ("full", _) if participants > FULL_MAX_PARTICIPANTS => {
                     let err = InstallPlan::build(system, topology.name, mapper.name).unwrap_err();
-                    prop_assert!(
-                        matches!(err, PlanError::Unsupported { .. }),
-                        "{}: {:?}",
-                        context,
-                        err
-                    );
+                    prop_assert!(matches!(err, PlanError::Unsupported { .. }), "{}: {:?}", context, err);
                     continue;
                 }
                 ("full", _) if participants > FULL_TESTED_UP_TO => continue,
                 ("intercube", "all_pes") if system.pes_per_cube() > 1 => {
                     let err = InstallPlan::build(system, topology.name, mapper.name).unwrap_err();
-                    prop_assert!(
-                        matches!(err, PlanError::Unsupported { .. }),
-                        "{}: {:?}",
-                        context,
-                        err
-                    );
+                    prop_assert!(matches!(err, PlanError::Unsupported { .. }), "{}: {:?}", context, err);
                     continue;
                 }
                 _ => InstallPlan::build(system, topology.name, mapper.name),
@@ -82,14 +60,7 @@ fn every_plan_is_sound(system: &System) -> Result<(), TestCaseError> {
             for p in plan.participants() {
                 for n in &p.neighbors {
                     let route = system.route(p.pe, n.peer);
-                    prop_assert_eq!(
-                        n.hops as usize,
-                        route.hops(),
-                        "{}: {} -> {}",
-                        context,
-                        p.pe,
-                        n.peer
-                    );
+                    prop_assert_eq!(n.hops as usize, route.hops(), "{}: {} -> {}", context, p.pe, n.peer);
                     prop_assert_eq!(Some(n.link), route.farthest_class());
                 }
             }
@@ -119,14 +90,7 @@ fn route_is_sound(system: &System, a: PeId, b: PeId) -> Result<(), TestCaseError
     prop_assert_eq!(route.channels.first().map(|c| c.from), Some(Node::Pe(a)));
     prop_assert_eq!(route.channels.last().map(|c| c.to), Some(Node::Pe(b)));
     for pair in route.channels.windows(2) {
-        prop_assert_eq!(
-            pair[0].to,
-            pair[1].from,
-            "{} -> {}: {:?}",
-            a,
-            b,
-            route.channels
-        );
+        prop_assert_eq!(pair[0].to, pair[1].from, "{} -> {}: {:?}", a, b, route.channels);
     }
     prop_assert!(route.channels.iter().all(|c| c.from != c.to));
 
@@ -143,34 +107,14 @@ fn route_is_sound(system: &System, a: PeId, b: PeId) -> Result<(), TestCaseError
                 SipInterconnect::FullyConnected => 1,
                 SipInterconnect::Switched => 2,
             };
-            (
-                intra,
-                mesh_distance(system, a.cube, 0) + mesh_distance(system, 0, b.cube),
-                sip_hops,
-            )
+            (intra, mesh_distance(system, a.cube, 0) + mesh_distance(system, 0, b.cube), sip_hops)
         }
     };
     prop_assert_eq!(route.count(LinkClass::IntraCube), intra, "{} -> {}", a, b);
-    prop_assert_eq!(
-        route.count(LinkClass::InterCube),
-        inter_cube,
-        "{} -> {}",
-        a,
-        b
-    );
-    prop_assert_eq!(
-        route.count(LinkClass::InterSip),
-        inter_sip,
-        "{} -> {}",
-        a,
-        b
-    );
+    prop_assert_eq!(route.count(LinkClass::InterCube), inter_cube, "{} -> {}", a, b);
+    prop_assert_eq!(route.count(LinkClass::InterSip), inter_sip, "{} -> {}", a, b);
     prop_assert_eq!(route.hops(), intra + inter_cube + inter_sip);
-    prop_assert_eq!(
-        system.route(b, a).hops(),
-        route.hops(),
-        "distances are symmetric"
-    );
+    prop_assert_eq!(system.route(b, a).hops(), route.hops(), "distances are symmetric");
     Ok(())
 }
 

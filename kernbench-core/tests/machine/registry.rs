@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use kernbench_core::{
-    ArgsError, BufferKind, Collective, KernelDef, KernelFuture, KernelSet, Launch, LayoutKind,
-    ParamDef, Registry, RegistryError, RegistrySpec, Tl,
+    ArgsError, BufferKind, Collective, KernelDef, KernelFuture, KernelSet, Launch, LayoutKind, ParamDef, Registry,
+    RegistryError, RegistrySpec, Tl,
 };
 
 use crate::{assert_mentions, data};
@@ -49,10 +49,7 @@ fn a_registry_loads_its_entries() {
     assert_eq!(ring.collective, Collective::AllReduce);
     assert_eq!(ring.buffer_kind, BufferKind::Tcm);
     assert_eq!(ring.params["chunks"], 4);
-    assert_eq!(
-        r.get("recursive_doubling").unwrap().summary,
-        "latency-optimal"
-    );
+    assert_eq!(r.get("recursive_doubling").unwrap().summary, "latency-optimal");
     assert_eq!(r.algorithms().count(), 4);
     assert_eq!(r.rules(Collective::AllReduce).len(), 3);
     assert!(r.rules(Collective::AllToAll).is_empty());
@@ -60,14 +57,8 @@ fn a_registry_loads_its_entries() {
 
 #[test]
 fn select_takes_the_first_matching_rule() {
-    assert_eq!(
-        selected(1024, LayoutKind::MultiPe),
-        ("recursive_doubling".into(), 0)
-    );
-    assert_eq!(
-        selected(1 << 20, LayoutKind::MultiPe),
-        ("hierarchical_allreduce".into(), 1)
-    );
+    assert_eq!(selected(1024, LayoutKind::MultiPe), ("recursive_doubling".into(), 0));
+    assert_eq!(selected(1 << 20, LayoutKind::MultiPe), ("hierarchical_allreduce".into(), 1));
     assert_eq!(selected(1 << 20, LayoutKind::OnePe), ("ring".into(), 2));
 }
 
@@ -76,77 +67,39 @@ fn select_bounds_are_inclusive() {
     assert_eq!(selected(65536, LayoutKind::OnePe).0, "recursive_doubling");
     assert_eq!(selected(65537, LayoutKind::OnePe).0, "ring");
     let r = registry();
-    assert!(
-        r.select(Collective::Broadcast, 1024, LayoutKind::OnePe)
-            .is_ok()
-    );
-    assert!(
-        r.select(Collective::Broadcast, 4096, LayoutKind::OnePe)
-            .is_ok()
-    );
+    assert!(r.select(Collective::Broadcast, 1024, LayoutKind::OnePe).is_ok());
+    assert!(r.select(Collective::Broadcast, 4096, LayoutKind::OnePe).is_ok());
 }
 
 #[test]
 fn select_explains_its_choice() {
     let r = registry();
-    let s = r
-        .select(Collective::AllReduce, 1024, LayoutKind::OnePe)
-        .unwrap();
-    assert_eq!(
-        s.reason,
-        "rule 1 of all_reduce (recursive_doubling): bytes 1024 <= max_bytes 65536"
-    );
-    let s = r
-        .select(Collective::AllReduce, 1 << 20, LayoutKind::MultiPe)
-        .unwrap();
-    assert_eq!(
-        s.reason,
-        "rule 2 of all_reduce (hierarchical_allreduce): layout multi_pe is multi_pe"
-    );
-    let s = r
-        .select(Collective::AllReduce, 1 << 20, LayoutKind::OnePe)
-        .unwrap();
+    let s = r.select(Collective::AllReduce, 1024, LayoutKind::OnePe).unwrap();
+    assert_eq!(s.reason, "rule 1 of all_reduce (recursive_doubling): bytes 1024 <= max_bytes 65536");
+    let s = r.select(Collective::AllReduce, 1 << 20, LayoutKind::MultiPe).unwrap();
+    assert_eq!(s.reason, "rule 2 of all_reduce (hierarchical_allreduce): layout multi_pe is multi_pe");
+    let s = r.select(Collective::AllReduce, 1 << 20, LayoutKind::OnePe).unwrap();
     assert_eq!(s.reason, "rule 3 of all_reduce (ring): no conditions");
 }
 
 #[test]
 fn select_without_a_match_lists_the_rules() {
-    let err = registry()
-        .select(Collective::Broadcast, 10, LayoutKind::OnePe)
-        .unwrap_err();
-    assert!(
-        matches!(err, RegistryError::NoRule { bytes: 10, .. }),
-        "{err:?}"
-    );
-    assert_mentions(
-        &err.to_string(),
-        &[
-            "broadcast",
-            "10 bytes",
-            "1: tree_bcast (min_bytes 1024, max_bytes 4096)",
-        ],
-    );
+    let err = registry().select(Collective::Broadcast, 10, LayoutKind::OnePe).unwrap_err();
+    assert!(matches!(err, RegistryError::NoRule { bytes: 10, .. }), "{err:?}");
+    assert_mentions(&err.to_string(), &["broadcast", "10 bytes", "1: tree_bcast (min_bytes 1024, max_bytes 4096)"]);
 }
 
 #[test]
 fn select_for_a_collective_without_rules_says_so() {
-    let err = registry()
-        .select(Collective::AllGather, 10, LayoutKind::OnePe)
-        .unwrap_err();
-    assert_mentions(
-        &err.to_string(),
-        &["all_gather has no rules", "selection.all_gather"],
-    );
+    let err = registry().select(Collective::AllGather, 10, LayoutKind::OnePe).unwrap_err();
+    assert_mentions(&err.to_string(), &["all_gather has no rules", "selection.all_gather"]);
 }
 
 #[test]
 fn get_an_unknown_algorithm_lists_the_known_ones() {
     let err = registry().get("rnig").unwrap_err();
     assert!(matches!(err, RegistryError::UnknownAlgorithm { .. }));
-    assert_mentions(
-        &err.to_string(),
-        &["unknown algorithm `rnig`", "ring", "tree_bcast"],
-    );
+    assert_mentions(&err.to_string(), &["unknown algorithm `rnig`", "ring", "tree_bcast"]);
 }
 
 const USER: &str = r#"{
@@ -169,9 +122,7 @@ fn merge_overrides_entries_by_name() {
 fn merge_puts_user_rules_first() {
     let mut r = registry();
     r.merge(Registry::from_json_str(USER).unwrap()).unwrap();
-    let s = r
-        .select(Collective::AllReduce, 1 << 21, LayoutKind::MultiPe)
-        .unwrap();
+    let s = r.select(Collective::AllReduce, 1 << 21, LayoutKind::MultiPe).unwrap();
     assert_eq!((s.algorithm.name.as_str(), s.rule_index), ("ring", 0));
     assert_eq!(r.rules(Collective::AllReduce).len(), 4);
 }
@@ -179,29 +130,17 @@ fn merge_puts_user_rules_first() {
 #[test]
 fn merge_accepts_rules_naming_base_algorithms() {
     let mut r = registry();
-    let user: RegistrySpec = serde_json::from_str(
-        r#"{"selection": {"all_reduce": [{"algorithm": "ring", "max_bytes": 16}]}}"#,
-    )
-    .unwrap();
+    let user: RegistrySpec =
+        serde_json::from_str(r#"{"selection": {"all_reduce": [{"algorithm": "ring", "max_bytes": 16}]}}"#).unwrap();
     r.merge(user).unwrap();
-    assert_eq!(
-        r.select(Collective::AllReduce, 8, LayoutKind::OnePe)
-            .unwrap()
-            .algorithm
-            .name,
-        "ring"
-    );
+    assert_eq!(r.select(Collective::AllReduce, 8, LayoutKind::OnePe).unwrap().algorithm.name, "ring");
 }
 
 #[test]
 fn a_failed_merge_leaves_the_registry_unchanged() {
     let mut r = registry();
-    let user: RegistrySpec =
-        serde_json::from_str(r#"{"selection": {"all_reduce": [{"algorithm": "nope"}]}}"#).unwrap();
-    assert!(matches!(
-        r.merge(user).unwrap_err(),
-        RegistryError::UnknownRuleAlgorithm { .. }
-    ));
+    let user: RegistrySpec = serde_json::from_str(r#"{"selection": {"all_reduce": [{"algorithm": "nope"}]}}"#).unwrap();
+    assert!(matches!(r.merge(user).unwrap_err(), RegistryError::UnknownRuleAlgorithm { .. }));
     assert_eq!(r, registry());
 }
 
@@ -221,64 +160,31 @@ impl Launch for Noop {
     }
 }
 
-const CHUNKS: &[ParamDef] = &[ParamDef {
-    name: "chunks",
-    ty: "usize",
-}];
+const CHUNKS: &[ParamDef] = &[ParamDef { name: "chunks", ty: "usize" }];
 
-fn instantiate_chunks(
-    params: &serde_json::Map<String, serde_json::Value>,
-) -> Result<Arc<dyn Launch>, ArgsError> {
+fn instantiate_chunks(params: &serde_json::Map<String, serde_json::Value>) -> Result<Arc<dyn Launch>, ArgsError> {
     match params.get("chunks") {
         Some(v) if v.is_u64() && params.len() == 1 => Ok(Arc::new(Noop)),
-        _ => Err(ArgsError::new(
-            "ring_allreduce",
-            CHUNKS,
-            "missing field `chunks`",
-        )),
+        _ => Err(ArgsError::new("ring_allreduce", CHUNKS, "missing field `chunks`")),
     }
 }
 
-fn instantiate_none(
-    params: &serde_json::Map<String, serde_json::Value>,
-) -> Result<Arc<dyn Launch>, ArgsError> {
+fn instantiate_none(params: &serde_json::Map<String, serde_json::Value>) -> Result<Arc<dyn Launch>, ArgsError> {
     match params.keys().next() {
         None => Ok(Arc::new(Noop)),
         Some(k) => Err(ArgsError::new("noop", &[], format!("unknown field `{k}`"))),
     }
 }
 
-static RING: KernelDef = KernelDef {
-    name: "ring_allreduce",
-    params: CHUNKS,
-    summary: "",
-    instantiate: instantiate_chunks,
-};
-static RD: KernelDef = KernelDef {
-    name: "rd_allreduce",
-    params: &[],
-    summary: "",
-    instantiate: instantiate_none,
-};
-static HIER: KernelDef = KernelDef {
-    name: "hier_allreduce",
-    params: &[],
-    summary: "",
-    instantiate: instantiate_none,
-};
-static BCAST: KernelDef = KernelDef {
-    name: "tree_bcast",
-    params: &[],
-    summary: "",
-    instantiate: instantiate_none,
-};
+static RING: KernelDef =
+    KernelDef { name: "ring_allreduce", params: CHUNKS, summary: "", instantiate: instantiate_chunks };
+static RD: KernelDef = KernelDef { name: "rd_allreduce", params: &[], summary: "", instantiate: instantiate_none };
+static HIER: KernelDef = KernelDef { name: "hier_allreduce", params: &[], summary: "", instantiate: instantiate_none };
+static BCAST: KernelDef = KernelDef { name: "tree_bcast", params: &[], summary: "", instantiate: instantiate_none };
 
 fn kernels() -> KernelSet {
     let mut set = KernelSet::new();
-    set.register(&RING)
-        .register(&RD)
-        .register(&HIER)
-        .register(&BCAST);
+    set.register(&RING).register(&RD).register(&HIER).register(&BCAST);
     set
 }
 
@@ -292,17 +198,10 @@ fn check_kernels_names_a_missing_kernel_and_the_known_ones() {
     let mut set = KernelSet::new();
     set.register(&RING).register(&RD).register(&HIER);
     let err = registry().check_kernels(&set).unwrap_err();
-    assert!(
-        matches!(&err, RegistryError::MissingKernel { algorithm, .. } if algorithm == "tree_bcast"),
-        "{err:?}"
-    );
+    assert!(matches!(&err, RegistryError::MissingKernel { algorithm, .. } if algorithm == "tree_bcast"), "{err:?}");
     assert_mentions(
         &err.to_string(),
-        &[
-            "algorithms.tree_bcast.kernel",
-            "unknown kernel `tree_bcast`",
-            "ring_allreduce",
-        ],
+        &["algorithms.tree_bcast.kernel", "unknown kernel `tree_bcast`", "ring_allreduce"],
     );
 }
 
@@ -316,14 +215,8 @@ fn check_kernels_names_params_the_kernel_rejects() {
     .unwrap();
     r.merge(user).unwrap();
     let err = r.check_kernels(&kernels()).unwrap_err();
-    assert!(
-        matches!(&err, RegistryError::KernelArgs { algorithm, .. } if algorithm == "ring"),
-        "{err:?}"
-    );
-    assert_mentions(
-        &err.to_string(),
-        &["algorithms.ring.params", "chunks: usize"],
-    );
+    assert!(matches!(&err, RegistryError::KernelArgs { algorithm, .. } if algorithm == "ring"), "{err:?}");
+    assert_mentions(&err.to_string(), &["algorithms.ring.params", "chunks: usize"]);
 }
 
 // --- bad registry files ---
@@ -388,8 +281,5 @@ fn collective_names_parse_and_print() {
         assert_eq!(serde_json::to_string(&c).unwrap(), format!("\"{c}\""));
     }
     let err = "allgather".parse::<Collective>().unwrap_err();
-    assert_mentions(
-        &err.to_string(),
-        &["unknown collective `allgather`", "all_gather", "all_to_all"],
-    );
+    assert_mentions(&err.to_string(), &["unknown collective `allgather`", "all_gather", "all_to_all"]);
 }

@@ -13,9 +13,8 @@ fn hop(class: LinkClass, from: Node, to: Node) -> Channel {
 }
 
 fn with_interconnect(name: &str, sips: usize) -> System {
-    let json = format!(
-        r#"{{"sips": {sips}, "mesh": {{"w": 2, "h": 2}}, "pes_per_cube": 4, "sip_interconnect": "{name}"}}"#
-    );
+    let json =
+        format!(r#"{{"sips": {sips}, "mesh": {{"w": 2, "h": 2}}, "pes_per_cube": 4, "sip_interconnect": "{name}"}}"#);
     System::from_json_str(&json).unwrap()
 }
 
@@ -32,13 +31,7 @@ fn same_cube_takes_the_shorter_way_round_the_ring() {
     let s = system(1, 1, 1, 8);
     let r = s.route(PeId::new(0, 0, 1), PeId::new(0, 0, 7));
     use LinkClass::IntraCube as I;
-    assert_eq!(
-        r.channels,
-        vec![
-            hop(I, pe(0, 0, 1), pe(0, 0, 0)),
-            hop(I, pe(0, 0, 0), pe(0, 0, 7))
-        ]
-    );
+    assert_eq!(r.channels, vec![hop(I, pe(0, 0, 1), pe(0, 0, 0)), hop(I, pe(0, 0, 0), pe(0, 0, 7))]);
 }
 
 #[test]
@@ -46,13 +39,7 @@ fn same_cube_ties_go_forward() {
     let s = system(1, 1, 1, 4);
     let r = s.route(PeId::new(0, 0, 3), PeId::new(0, 0, 1));
     use LinkClass::IntraCube as I;
-    assert_eq!(
-        r.channels,
-        vec![
-            hop(I, pe(0, 0, 3), pe(0, 0, 0)),
-            hop(I, pe(0, 0, 0), pe(0, 0, 1))
-        ]
-    );
+    assert_eq!(r.channels, vec![hop(I, pe(0, 0, 3), pe(0, 0, 0)), hop(I, pe(0, 0, 0), pe(0, 0, 1))]);
 }
 
 #[test]
@@ -63,11 +50,7 @@ fn the_mesh_is_crossed_x_first_then_y() {
     use LinkClass::InterCube as C;
     assert_eq!(
         r.channels,
-        vec![
-            hop(C, pe(0, 0, 0), pe(0, 1, 0)),
-            hop(C, pe(0, 1, 0), pe(0, 2, 0)),
-            hop(C, pe(0, 2, 0), pe(0, 5, 0))
-        ]
+        vec![hop(C, pe(0, 0, 0), pe(0, 1, 0)), hop(C, pe(0, 1, 0), pe(0, 2, 0)), hop(C, pe(0, 2, 0), pe(0, 5, 0))]
     );
 }
 
@@ -110,15 +93,8 @@ fn leaving_a_sip_goes_through_cube_0_on_both_sides() {
 fn a_sip_ring_takes_the_shorter_way() {
     let s = with_interconnect("ring", 5);
     let r = s.route(PeId::new(0, 0, 0), PeId::new(4, 0, 0));
-    assert_eq!(
-        r.channels,
-        vec![hop(LinkClass::InterSip, pe(0, 0, 0), pe(4, 0, 0))]
-    );
-    assert_eq!(
-        s.route(PeId::new(0, 0, 0), PeId::new(2, 0, 0))
-            .count(LinkClass::InterSip),
-        2
-    );
+    assert_eq!(r.channels, vec![hop(LinkClass::InterSip, pe(0, 0, 0), pe(4, 0, 0))]);
+    assert_eq!(s.route(PeId::new(0, 0, 0), PeId::new(2, 0, 0)).count(LinkClass::InterSip), 2);
 }
 
 #[test]
@@ -126,23 +102,14 @@ fn a_sip_ring_tie_goes_forward() {
     let s = with_interconnect("ring", 4);
     let r = s.route(PeId::new(3, 0, 0), PeId::new(1, 0, 0));
     use LinkClass::InterSip as U;
-    assert_eq!(
-        r.channels,
-        vec![
-            hop(U, pe(3, 0, 0), pe(0, 0, 0)),
-            hop(U, pe(0, 0, 0), pe(1, 0, 0))
-        ]
-    );
+    assert_eq!(r.channels, vec![hop(U, pe(3, 0, 0), pe(0, 0, 0)), hop(U, pe(0, 0, 0), pe(1, 0, 0))]);
 }
 
 #[test]
 fn fully_connected_sips_are_one_hop_apart() {
     let s = with_interconnect("fully_connected", 6);
     let r = s.route(PeId::new(1, 0, 0), PeId::new(4, 0, 0));
-    assert_eq!(
-        r.channels,
-        vec![hop(LinkClass::InterSip, pe(1, 0, 0), pe(4, 0, 0))]
-    );
+    assert_eq!(r.channels, vec![hop(LinkClass::InterSip, pe(1, 0, 0), pe(4, 0, 0))]);
 }
 
 #[test]
@@ -150,26 +117,14 @@ fn switched_sips_go_through_the_switch() {
     let s = with_interconnect("switched", 6);
     let r = s.route(PeId::new(1, 0, 0), PeId::new(4, 0, 0));
     use LinkClass::InterSip as U;
-    assert_eq!(
-        r.channels,
-        vec![
-            hop(U, pe(1, 0, 0), Node::Switch),
-            hop(U, Node::Switch, pe(4, 0, 0))
-        ]
-    );
+    assert_eq!(r.channels, vec![hop(U, pe(1, 0, 0), Node::Switch), hop(U, Node::Switch, pe(4, 0, 0))]);
 }
 
 #[test]
 fn try_route_refuses_a_pe_outside_the_system() {
     let s = system(1, 1, 1, 2);
-    assert!(
-        s.try_route(PeId::new(0, 0, 0), PeId::new(0, 0, 2))
-            .is_none()
-    );
-    assert!(
-        s.try_route(PeId::new(1, 0, 0), PeId::new(0, 0, 0))
-            .is_none()
-    );
+    assert!(s.try_route(PeId::new(0, 0, 0), PeId::new(0, 0, 2)).is_none());
+    assert!(s.try_route(PeId::new(1, 0, 0), PeId::new(0, 0, 0)).is_none());
 }
 
 #[test]

@@ -57,9 +57,7 @@ fn contains_rejects_each_coordinate_out_of_range() {
 
 #[test]
 fn a_spec_without_optional_fields_takes_the_builtin_values() {
-    let system =
-        System::from_json_str(r#"{"sips": 2, "mesh": {"w": 1, "h": 2}, "pes_per_cube": 4}"#)
-            .unwrap();
+    let system = System::from_json_str(r#"{"sips": 2, "mesh": {"w": 1, "h": 2}, "pes_per_cube": 4}"#).unwrap();
     let builtin = System::builtin();
     for class in LinkClass::ALL {
         assert_eq!(system.link(class), builtin.link(class));
@@ -75,10 +73,7 @@ fn a_spec_may_override_one_link_class_only() {
                    "links": {"inter_sip": {"latency_ns": 1000, "bandwidth_gbps": 25}}}"#;
     let system = System::from_json_str(json).unwrap();
     assert_eq!(system.link(LinkClass::InterSip).bandwidth_gbps, 25.0);
-    assert_eq!(
-        system.link(LinkClass::IntraCube),
-        System::builtin().link(LinkClass::IntraCube)
-    );
+    assert_eq!(system.link(LinkClass::IntraCube), System::builtin().link(LinkClass::IntraCube));
 }
 
 #[test]
@@ -92,9 +87,7 @@ fn a_system_round_trips_through_json() {
 
 #[test]
 fn deserializing_a_system_checks_it() {
-    let err = serde_json::from_str::<System>(
-        r#"{"sips": 0, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1}"#,
-    );
+    let err = serde_json::from_str::<System>(r#"{"sips": 0, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1}"#);
     assert_mentions(&err.unwrap_err().to_string(), &["`sips` is 0"]);
 }
 
@@ -107,15 +100,7 @@ fn a_million_pe_system_is_allowed() {
 #[test]
 fn shape_rejects_a_zero_size_naming_it() {
     let err = System::shape(2, 1, 1, 0).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            SpecError::ZeroSize {
-                field: "pes_per_cube"
-            }
-        ),
-        "{err:?}"
-    );
+    assert!(matches!(err, SpecError::ZeroSize { field: "pes_per_cube" }), "{err:?}");
 }
 
 #[test]
@@ -123,10 +108,7 @@ fn from_spec_rejects_a_nan_rate() {
     let mut spec = SystemSpec::default();
     spec.pe.memory_gbps = f64::NAN;
     let err = System::from_spec(spec).unwrap_err();
-    assert!(
-        matches!(&err, SpecError::BadRate { field, .. } if field == "pe.memory_gbps"),
-        "{err:?}"
-    );
+    assert!(matches!(&err, SpecError::BadRate { field, .. } if field == "pe.memory_gbps"), "{err:?}");
 }
 
 #[test]
@@ -134,13 +116,7 @@ fn from_spec_rejects_an_infinite_bandwidth() {
     let mut spec = SystemSpec::default();
     spec.links.inter_cube.bandwidth_gbps = f64::INFINITY;
     let err = System::from_spec(spec).unwrap_err();
-    assert_mentions(
-        &err.to_string(),
-        &[
-            "links.inter_cube.bandwidth_gbps",
-            "finite number greater than 0",
-        ],
-    );
+    assert_mentions(&err.to_string(), &["links.inter_cube.bandwidth_gbps", "finite number greater than 0"]);
 }
 
 fn load_config(name: &str) -> System {
@@ -155,10 +131,7 @@ fn config_default_equals_the_builtin_system() {
 #[test]
 fn config_small_2sip_is_2_sips_of_1x2_cubes_of_4_pes() {
     let system = load_config("small_2sip.json");
-    assert_eq!(
-        (system.sips(), system.mesh(), system.pes_per_cube()),
-        (2, (1, 2), 4)
-    );
+    assert_eq!((system.sips(), system.mesh(), system.pes_per_cube()), (2, (1, 2), 4));
 }
 
 #[test]
@@ -169,10 +142,7 @@ fn config_wide_mesh_is_wider_than_tall() {
 
 #[test]
 fn config_switched_uses_a_switch() {
-    assert_eq!(
-        load_config("switched.json").interconnect(),
-        SipInterconnect::Switched
-    );
+    assert_eq!(load_config("switched.json").interconnect(), SipInterconnect::Switched);
 }
 
 #[test]
@@ -182,10 +152,7 @@ fn config_single_sip_has_one_sip() {
 
 #[test]
 fn config_fully_connected_links_every_pair() {
-    assert_eq!(
-        load_config("fully_connected.json").interconnect(),
-        SipInterconnect::FullyConnected
-    );
+    assert_eq!(load_config("fully_connected.json").interconnect(), SipInterconnect::FullyConnected);
 }
 
 #[test]
@@ -206,9 +173,7 @@ fn every_config_file_loads() {
 fn a_missing_file_is_an_io_error_naming_the_file() {
     let path = data("specs/no_such_file.json");
     let err = System::from_file(&path).unwrap_err();
-    assert!(
-        matches!(&err, SpecError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
-    );
+    assert!(matches!(&err, SpecError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound));
     assert_mentions(&err.to_string(), &["no_such_file.json"]);
 }
 

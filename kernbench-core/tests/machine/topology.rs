@@ -4,9 +4,8 @@ use std::collections::BTreeSet;
 
 use kernbench_core::Direction::{self, *};
 use kernbench_core::{
-    InstallPlan, MAPPERS, PeId, PlanError, System, TOPOLOGIES, Topology, TopologyFn, cube_leaders,
-    double_binary_tree, full, hierarchical_3level, hypercube, intercube, mesh_2d, mesh_2d_grid,
-    ring_1d, topology_by_name, tree,
+    InstallPlan, MAPPERS, PeId, PlanError, System, TOPOLOGIES, Topology, TopologyFn, cube_leaders, double_binary_tree,
+    full, hierarchical_3level, hypercube, intercube, mesh_2d, mesh_2d_grid, ring_1d, topology_by_name, tree,
 };
 
 use crate::{assert_mentions, flat, links, system};
@@ -15,8 +14,7 @@ use crate::{assert_mentions, flat, links, system};
 fn over(topology: TopologyFn, name: &str, n: usize) -> Topology {
     let (system, pes) = flat(n);
     let topo = topology(&system, &pes).unwrap();
-    InstallPlan::from_topology(&system, &topo, name, "all_pes")
-        .unwrap_or_else(|e| panic!("{name} n={n}: {e}"));
+    InstallPlan::from_topology(&system, &topo, name, "all_pes").unwrap_or_else(|e| panic!("{name} n={n}: {e}"));
     topo
 }
 
@@ -67,12 +65,7 @@ fn mesh_of_6_is_2_rows_of_3() {
 fn mesh_of_a_prime_is_one_ring_without_n_s() {
     let t = over(mesh_2d, "mesh_2d", 5);
     assert_eq!(links(&t, 0), set(&[(E, 1), (W, 4)]));
-    assert!(
-        t.neighbors
-            .iter()
-            .flatten()
-            .all(|(d, _)| matches!(d, E | W))
-    );
+    assert!(t.neighbors.iter().flatten().all(|(d, _)| matches!(d, E | W)));
 }
 
 #[test]
@@ -86,10 +79,7 @@ fn mesh_of_9_is_3x3_tori() {
 fn tree_of_6_is_a_heap() {
     let t = over(tree, "tree", 6);
     assert_eq!(links(&t, 0), set(&[(Child(0, 0), 1), (Child(0, 1), 2)]));
-    assert_eq!(
-        links(&t, 1),
-        set(&[(Parent(0), 0), (Child(0, 0), 3), (Child(0, 1), 4)])
-    );
+    assert_eq!(links(&t, 1), set(&[(Parent(0), 0), (Child(0, 0), 3), (Child(0, 1), 4)]));
     assert_eq!(links(&t, 2), set(&[(Parent(0), 0), (Child(0, 0), 5)]));
     assert_eq!(links(&t, 5), set(&[(Parent(0), 2)]));
 }
@@ -104,16 +94,10 @@ fn double_binary_tree_of_6_mirrors_tree_1() {
     let t = over(double_binary_tree, "double_binary_tree", 6);
     // Tree 1: heap over positions 5-r: root rank 5, its children ranks 4 and 3, then 2, 1 under 4, 0 under 3.
     let tree1 = |r: usize| -> BTreeSet<(Direction, usize)> {
-        links(&t, r)
-            .into_iter()
-            .filter(|(d, _)| matches!(d, Parent(1) | Child(1, _)))
-            .collect()
+        links(&t, r).into_iter().filter(|(d, _)| matches!(d, Parent(1) | Child(1, _))).collect()
     };
     assert_eq!(tree1(5), set(&[(Child(1, 0), 4), (Child(1, 1), 3)]));
-    assert_eq!(
-        tree1(4),
-        set(&[(Parent(1), 5), (Child(1, 0), 2), (Child(1, 1), 1)])
-    );
+    assert_eq!(tree1(4), set(&[(Parent(1), 5), (Child(1, 0), 2), (Child(1, 1), 1)]));
     assert_eq!(tree1(3), set(&[(Parent(1), 5), (Child(1, 0), 0)]));
     assert_eq!(tree1(0), set(&[(Parent(1), 3)]));
 }
@@ -123,15 +107,8 @@ fn double_binary_tree_makes_each_rank_interior_in_at_most_one_tree() {
     for n in 1..40 {
         let t = over(double_binary_tree, "double_binary_tree", n);
         for r in 0..n {
-            let interior = |tree: u8| {
-                t.neighbors[r]
-                    .iter()
-                    .any(|(d, _)| matches!(d, Child(x, _) if *x == tree))
-            };
-            assert!(
-                !(interior(0) && interior(1)),
-                "n={n}: rank {r} is interior in both trees"
-            );
+            let interior = |tree: u8| t.neighbors[r].iter().any(|(d, _)| matches!(d, Child(x, _) if *x == tree));
+            assert!(!(interior(0) && interior(1)), "n={n}: rank {r} is interior in both trees");
         }
     }
 }
@@ -174,26 +151,14 @@ fn hypercube_of_1_has_no_links() {
 #[test]
 fn full_of_4_peers_every_other_rank() {
     let t = over(full, "full", 4);
-    assert_eq!(
-        links(&t, 2),
-        set(&[(Peer(0), 0), (Peer(1), 1), (Peer(3), 3)])
-    );
+    assert_eq!(links(&t, 2), set(&[(Peer(0), 0), (Peer(1), 1), (Peer(3), 3)]));
 }
 
 #[test]
 fn full_refuses_more_participants_than_its_limit() {
     let (system, pes) = flat(kernbench_core::FULL_MAX_PARTICIPANTS + 1);
     let err = full(&system, &pes).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            PlanError::Unsupported {
-                topology: "full",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert!(matches!(err, PlanError::Unsupported { topology: "full", .. }), "{err:?}");
     assert_mentions(&err.to_string(), &["1025 participants", "at most 1024"]);
 }
 
@@ -221,14 +186,7 @@ fn every_topology_rejects_a_repeated_participant() {
     let pes = [PeId::new(0, 0, 0), PeId::new(0, 0, 0)];
     for item in TOPOLOGIES {
         let err = topology_by_name(item.name).unwrap()(&system, &pes).unwrap_err();
-        assert_eq!(
-            err,
-            PlanError::DuplicateParticipant {
-                pe: PeId::new(0, 0, 0)
-            },
-            "{}",
-            item.name
-        );
+        assert_eq!(err, PlanError::DuplicateParticipant { pe: PeId::new(0, 0, 0) }, "{}", item.name);
     }
 }
 
@@ -237,41 +195,22 @@ fn every_topology_rejects_a_pe_outside_the_system() {
     let system = system(1, 1, 1, 2);
     for item in TOPOLOGIES {
         let err = topology_by_name(item.name).unwrap()(&system, &[PeId::new(0, 0, 5)]).unwrap_err();
-        assert!(
-            matches!(err, PlanError::NotInSystem { .. }),
-            "{}: {err:?}",
-            item.name
-        );
-        assert_mentions(
-            &err.to_string(),
-            &["(sip 0, cube 0, pe 5)", "1 SIPs x 1x1 cubes x 2 PEs"],
-        );
+        assert!(matches!(err, PlanError::NotInSystem { .. }), "{}: {err:?}", item.name);
+        assert_mentions(&err.to_string(), &["(sip 0, cube 0, pe 5)", "1 SIPs x 1x1 cubes x 2 PEs"]);
     }
 }
 
 #[test]
 fn unknown_topology_lists_the_known_ones() {
     let err = topology_by_name("ring").unwrap_err();
-    assert_mentions(
-        &err.to_string(),
-        &[
-            "unknown topology `ring`",
-            "ring_1d",
-            "hierarchical_3level",
-            "intercube",
-        ],
-    );
+    assert_mentions(&err.to_string(), &["unknown topology `ring`", "ring_1d", "hierarchical_3level", "intercube"]);
 }
 
 #[test]
 fn listings_name_every_builtin_with_a_summary() {
     assert_eq!(TOPOLOGIES.len(), 8);
     assert_eq!(MAPPERS.len(), 3);
-    for item in TOPOLOGIES
-        .iter()
-        .chain(MAPPERS)
-        .chain(kernbench_core::VALIDATORS)
-    {
+    for item in TOPOLOGIES.iter().chain(MAPPERS).chain(kernbench_core::VALIDATORS) {
         assert!(!item.summary.is_empty(), "{} has no summary", item.name);
     }
     for item in TOPOLOGIES {
@@ -285,18 +224,10 @@ fn intercube_links_cube_leaders_to_mesh_neighbours_on_a_wide_mesh() {
     let system = system(2, 3, 2, 4);
     let t = intercube(&system, &cube_leaders(&system)).unwrap();
     let rank = |sip, cube| t.rank_of(PeId::new(sip, cube, 0)).unwrap();
-    assert_eq!(
-        links(&t, rank(0, 4)),
-        set(&[(W, rank(0, 3)), (E, rank(0, 5)), (S, rank(0, 1))])
-    );
+    assert_eq!(links(&t, rank(0, 4)), set(&[(W, rank(0, 3)), (E, rank(0, 5)), (S, rank(0, 1))]));
     assert_eq!(
         links(&t, rank(1, 0)),
-        set(&[
-            (E, rank(1, 1)),
-            (N, rank(1, 3)),
-            (SipNext, rank(0, 0)),
-            (SipPrev, rank(0, 0))
-        ])
+        set(&[(E, rank(1, 1)), (N, rank(1, 3)), (SipNext, rank(0, 0)), (SipPrev, rank(0, 0))])
     );
     InstallPlan::from_topology(&system, &t, "intercube", "cube_leaders").unwrap();
 }
@@ -306,23 +237,8 @@ fn intercube_refuses_two_participants_in_a_cube() {
     let system = system(1, 2, 1, 2);
     let pes: Vec<PeId> = system.all_pes().collect();
     let err = intercube(&system, &pes).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            PlanError::Unsupported {
-                topology: "intercube",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
-    assert_mentions(
-        &err.to_string(),
-        &[
-            "cube 0 of SIP 0 has 2 participants",
-            "(sip 0, cube 0, pe 1)",
-        ],
-    );
+    assert!(matches!(err, PlanError::Unsupported { topology: "intercube", .. }), "{err:?}");
+    assert_mentions(&err.to_string(), &["cube 0 of SIP 0 has 2 participants", "(sip 0, cube 0, pe 1)"]);
 }
 
 #[test]
@@ -338,27 +254,16 @@ fn intercube_refuses_a_cube_cut_off_from_cube_0() {
     let system = system(1, 3, 1, 1);
     let pes = [PeId::new(0, 0, 0), PeId::new(0, 2, 0)];
     let err = intercube(&system, &pes).unwrap_err();
-    assert_mentions(
-        &err.to_string(),
-        &["(sip 0, cube 2, pe 0) cannot be reached from cube 0"],
-    );
+    assert_mentions(&err.to_string(), &["(sip 0, cube 2, pe 0) cannot be reached from cube 0"]);
 }
 
 #[test]
 fn hierarchical_on_a_sparse_set_rings_what_participates() {
     let system = system(2, 2, 1, 4);
-    let pes = [
-        PeId::new(0, 0, 1),
-        PeId::new(0, 0, 3),
-        PeId::new(0, 1, 2),
-        PeId::new(1, 1, 0),
-    ];
+    let pes = [PeId::new(0, 0, 1), PeId::new(0, 0, 3), PeId::new(0, 1, 2), PeId::new(1, 1, 0)];
     let t = hierarchical_3level(&system, &pes).unwrap();
     // Cube leaders of SIP 0: ranks 0 and 2; SIP leaders: ranks 0 and 3.
-    assert_eq!(
-        links(&t, 0),
-        set(&[(E, 1), (W, 1), (N, 2), (S, 2), (SipNext, 3), (SipPrev, 3)])
-    );
+    assert_eq!(links(&t, 0), set(&[(E, 1), (W, 1), (N, 2), (S, 2), (SipNext, 3), (SipPrev, 3)]));
     assert_eq!(links(&t, 1), set(&[(E, 0), (W, 0)]));
     assert_eq!(links(&t, 2), set(&[(N, 0), (S, 0)]));
     assert_eq!(links(&t, 3), set(&[(SipNext, 0), (SipPrev, 0)]));
@@ -372,12 +277,7 @@ fn single_sip_single_cube_single_pe_is_a_valid_shape_for_every_topology() {
         for mapper in MAPPERS {
             let plan = InstallPlan::build(&system, item.name, mapper.name).unwrap();
             assert_eq!(plan.len(), 1);
-            assert!(
-                plan.sips[0].pes[0].neighbors.is_empty(),
-                "{} x {}",
-                item.name,
-                mapper.name
-            );
+            assert!(plan.sips[0].pes[0].neighbors.is_empty(), "{} x {}", item.name, mapper.name);
         }
     }
 }

@@ -1,0 +1,443 @@
+//! The shipped tree, butterfly, direct-peer and mesh kernels: each one's collective postcondition over
+//! participant counts, dtypes, operators, lengths and roots, and bit-identical reruns.
+//!
+//! Inputs are small integers wherever a sum or product must come out exact, so any lost or doubled
+//! contribution shows as a wrong element; one scenario per reducing kernel uses arbitrary floats to
+//! exercise the postcondition's tolerance.
+
+use kernbench::algorithms as alg;
+use kernbench::postcondition::{CallFacts, check};
+use kernbench::prelude::*;
+use kernbench::sim::testing::{MockError, MockRun};
+use kernbench::sim::{Call, RunError, RunReport};
+use kernbench::{Collective, KernelDef, System, SystemSpec, chunk_range, mapper_by_name};
+use serde_json::{Value, json};
+
+/// The participant counts every flat kernel is run with.
+const COUNTS: [usize; 8] = [1, 2, 3, 4, 5, 7, 8, 16];
+
+/// A length that no count above divides (but 1).
+const ODD_LEN: usize = 37;
+
+/// A kernel and what it must compute.
+struct Algo {
+    kernel: &'static KernelDef,
+    topology: &'static str,
+    collective: Collective,
+    params: Value,
+}
+
+impl Algo {
+    fn new(kernel: &'static KernelDef, topology: &'static str, collective: Collective) -> Algo {
+        Algo { kernel, topology, collective, params: json!({}) }
+    }
+
+    fn params(self, params: Value) -> Algo {
+        Algo { params, ..self }
+    }
+}
+
+/// A system and the mapper that picks its participants.
+struct Machine {
+    system: System,
+    mapper: &'static str,
+}
+
+impl Machine {
+    /// `n` participants on a flat machine: alternately `n` SIPs of one PE (leader_only) and one cube of
+    /// `n` PEs (all_pes), so both link classes and both mappers are covered.
+    fn flat(n: usize) -> Machine {
+        if n % 2 == 0 {
+            Machine { system: System::shape(n, 1, 1, 1).expect("a valid shape"), mapper: "leader_only" }
+        } else {
+            Machine { system: System::shape(1, 1, 1, n).expect("a valid shape"), mapper: "all_pes" }
+        }
+    }
+
+    /// `sips` SIPs of a `w x h` cube mesh, one participant per cube.
+    fn cubes(sips: usize, w: usize, h: usize) -> Machine {
+        Machine { system: System::shape(sips, w, h, 2).expect("a valid shape"), mapper: "cube_leaders" }
+    }
+
+    fn participants(&self) -> usize {
+        mapper_by_name(self.mapper).expect("a built-in mapper")(&self.system).len()
+    }
+}
+
+// The kernels under test, each with its topology and collective.
+
+fn tree_allreduce() -> Algo {
+    Algo::new(&alg::tree_allreduce::KERNEL, "tree", Collective::AllReduce).params(json!({"chunks": 3}))
+}
+
+fn double_binary_tree_allreduce() -> Algo {
+    Algo::new(&alg::double_binary_tree_allreduce::KERNEL, "double_binary_tree", Collective::AllReduce)
+        .params(json!({"chunks": 3}))
+}
+
+fn recursive_doubling_allreduce() -> Algo {
+    Algo::new(&alg::recursive_doubling_allreduce::KERNEL, "hypercube", Collective::AllReduce)
+}
+
+fn rabenseifner_allreduce() -> Algo {
+    Algo::new(&alg::rabenseifner_allreduce::KERNEL, "hypercube", Collective::AllReduce)
+}
+
+fn one_shot_allreduce() -> Algo {
+    Algo::new(&alg::one_shot_allreduce::KERNEL, "full", Collective::AllReduce)
+}
+
+fn mesh_2d_allreduce() -> Algo {
+    Algo::new(&alg::mesh_2d_allreduce::KERNEL, "mesh_2d", Collective::AllReduce)
+}
+
+fn intercube_allreduce() -> Algo {
+    Algo::new(&alg::intercube_allreduce::KERNEL, "intercube", Collective::AllReduce)
+}
+
+fn recursive_doubling_allgather() -> Algo {
+    Algo::new(&alg::recursive_doubling_allgather::KERNEL, "hypercube", Collective::AllGather)
+}
+
+fn bruck_allgather() -> Algo {
+    Algo::new(&alg::bruck_allgather::KERNEL, "full", Collective::AllGather)
+}
+
+fn recursive_halving_reduce_scatter() -> Algo {
+    Algo::new(&alg::recursive_halving_reduce_scatter::KERNEL, "hypercube", Collective::ReduceScatter)
+}
+
+fn tree_broadcast() -> Algo {
+    Algo::new(&alg::tree_broadcast::KERNEL, "tree", Collective::Broadcast)
+}
+
+fn pairwise_alltoall() -> Algo {
+    Algo::new(&alg::pairwise_alltoall::KERNEL, "full", Collective::AllToAll)
+}
+
+/// Flat machines of every count in [`COUNTS`].
+fn flat_machines() -> Vec<Machine> {
+    COUNTS.into_iter().map(Machine::flat).collect()
+}
+
+/// Cube meshes for `intercube`: one cube, a row, a column, rectangles, and several SIPs (on their
+/// ring of 2 and of 3, alone or with meshes).
+fn cube_machines() -> Vec<Machine> {
+    let mut machines: Vec<Machine> =
+        [(1, 1, 1), (1, 3, 1), (1, 1, 3), (1, 3, 2), (2, 1, 1), (2, 2, 2), (3, 1, 1), (3, 4, 2), (5, 2, 3)]
+            .into_iter()
+            .map(|(sips, w, h)| Machine::cubes(sips, w, h))
+            .collect();
+    // Only the SIP leaders of a meshed system: the mesh steps are empty.
+    machines.push(Machine { system: System::shape(3, 2, 2, 1).expect("a valid shape"), mapper: "leader_only" });
+    machines
+}
+
+/// Machines with participant counts that `mesh_2d` arranges in every kind of grid.
+fn mesh_machines() -> Vec<Machine> {
+    COUNTS.into_iter().chain([6, 9, 12]).map(Machine::flat).collect()
+}
+
+/// A small integer for element `i` of `rank`'s input: in -5..=5, or for `Prod` one of 1, -1 and
+/// (rarely) 2, so that no sum or product over a few dozen ranks rounds or overflows in any dtype.
+fn small(op: ReduceOp, rank: usize, i: usize) -> f64 {
+    let h = rank * 7 + i * 3;
+    match op {
+        ReduceOp::Prod => match h % 5 {
+            0 => 2.0,
+            1 | 3 => -1.0,
+            _ => 1.0,
+        },
+        _ => (h % 11) as f64 - 5.0,
+    }
+}
+
+/// An arbitrary float in [-1, 1) for element `i` of `rank`'s input.
+fn noisy(rank: usize, i: usize) -> f64 {
+    let mut x = (rank as u64) << 32 | i as u64;
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 31;
+    (x >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+}
+
+/// `len` small integers of `dtype` for `rank` (see [`small`]).
+fn small_input(dtype: Dtype, op: ReduceOp, len: usize) -> impl Fn(usize) -> Tile {
+    move |rank| Tile::from_f64s(dtype, &(0..len).map(|i| small(op, rank, i)).collect::<Vec<_>>())
+}
+
+/// `len` arbitrary floats of `dtype` for `rank` (see [`noisy`]).
+fn noisy_input(dtype: Dtype, len: usize) -> impl Fn(usize) -> Tile {
+    move |rank| Tile::from_f64s(dtype, &(0..len).map(|i| noisy(rank, i)).collect::<Vec<_>>())
+}
+
+/// What a rank's output buffer holds before the call: the input for an in-place all-reduce, zeros of
+/// the collective's output length otherwise.
+fn initial_output(collective: Collective, n: usize, rank: usize, input: &Tile) -> Tile {
+    let part = || chunk_range(input.len(), rank, n).expect("rank below n").len();
+    match collective {
+        Collective::AllReduce | Collective::Reduce => input.clone(),
+        Collective::AllGather => Tile::zeros(input.dtype(), n * input.len()),
+        Collective::ReduceScatter => Tile::zeros(input.dtype(), part()),
+        Collective::Broadcast => Tile::zeros(input.dtype(), input.len()),
+        Collective::AllToAll => Tile::zeros(input.dtype(), n * part()),
+    }
+}
+
+/// One call of `algo` on `machine`: its inputs, the outputs before, and the report.
+struct Outcome {
+    inputs: Vec<Tile>,
+    before: Vec<Tile>,
+    report: RunReport,
+}
+
+/// Runs `algo` on `machine` with `input(rank)` per rank, `threads` polling threads.
+fn run(
+    algo: &Algo,
+    machine: &Machine,
+    op: ReduceOp,
+    root: usize,
+    input: &dyn Fn(usize) -> Tile,
+    threads: usize,
+) -> Outcome {
+    let n = machine.participants();
+    let inputs: Vec<Tile> = (0..n).map(input).collect();
+    let before: Vec<Tile> = inputs.iter().enumerate().map(|(r, x)| initial_output(algo.collective, n, r, x)).collect();
+    let report = MockRun::new(&machine.system, algo.topology, machine.mapper, algo.kernel)
+        .params(algo.params.clone())
+        .inputs(|_, rank| inputs[rank].clone())
+        .outputs(|_, rank, _| before[rank].clone())
+        .call(Call { op, root, generation: 1 })
+        .threads(threads)
+        .parallel_min_ready(1)
+        .run()
+        .unwrap_or_else(|e| panic!("{} on {n} ranks ({}, {op}, root {root}): {e}", algo.kernel.name, machine.mapper));
+    Outcome { inputs, before, report }
+}
+
+/// Runs `algo` and checks its collective's postcondition, and for an all-reduce that every rank holds
+/// the same bits.
+fn check_call(algo: &Algo, machine: &Machine, op: ReduceOp, root: usize, input: &dyn Fn(usize) -> Tile) {
+    let Outcome { inputs, before, report } = run(algo, machine, op, root, input, 1);
+    let outputs: Vec<Tile> = report.pes().iter().map(|p| p.output.clone()).collect();
+    let n = inputs.len();
+    let what = || {
+        let shape = inputs.first().map(|x| format!("{}[{}]", x.dtype(), x.len())).unwrap_or_default();
+        format!("{} on {n} ranks ({}), {shape}, {op}, root {root}", algo.kernel.name, machine.mapper)
+    };
+    let facts = CallFacts { collective: algo.collective, op, root };
+    let verdict = check(facts, &inputs, &before, &outputs).expect("inputs of one shape");
+    assert!(verdict.held, "{}: {verdict}", what());
+    if algo.collective == Collective::AllReduce {
+        if let Some(rank) = outputs.iter().position(|o| *o != outputs[0]) {
+            panic!("{}: rank {rank} holds other bits than rank 0: {:?} vs {:?}", what(), outputs[rank], outputs[0]);
+        }
+    }
+}
+
+/// Every machine, every dtype under every operator.
+fn every_dtype_and_op(algo: &Algo, machines: &[Machine]) {
+    for machine in machines {
+        for dtype in Dtype::ALL {
+            for op in ReduceOp::ALL {
+                check_call(algo, machine, op, 0, &small_input(dtype, op, ODD_LEN));
+            }
+        }
+    }
+}
+
+/// Every machine, lengths from empty to not divisible by the count, i32 sums.
+fn every_machine_and_len(algo: &Algo, machines: &[Machine]) {
+    for machine in machines {
+        for len in [0, 1, 2, 5, ODD_LEN] {
+            check_call(algo, machine, ReduceOp::Sum, 0, &small_input(I32, ReduceOp::Sum, len));
+        }
+    }
+}
+
+/// Arbitrary floats, summed and averaged, within the postcondition's tolerance.
+fn noisy_floats(algo: &Algo, machines: &[Machine]) {
+    for machine in machines {
+        for dtype in [F32, BF16] {
+            for op in [ReduceOp::Sum, ReduceOp::Avg] {
+                check_call(algo, machine, op, 0, &noisy_input(dtype, 101));
+            }
+        }
+    }
+}
+
+/// Two runs of the same call, on one thread and on several, give the same report bit for bit.
+fn deterministic(algo: &Algo, machine: &Machine) {
+    let input = noisy_input(F32, 53);
+    let once = run(algo, machine, ReduceOp::Sum, 0, &input, 1).report;
+    let again = run(algo, machine, ReduceOp::Sum, 0, &input, 3).report;
+    assert_eq!(once, again, "{} ran differently the second time", algo.kernel.name);
+}
+
+/// The scenarios every reducing kernel runs, as one module of tests per kernel.
+macro_rules! reducing_kernel_tests {
+    ($name:ident, $machines:expr, $one:expr) => {
+        mod $name {
+            use super::*;
+
+            #[test]
+            fn holds_on_every_machine_for_every_dtype_and_op() {
+                every_dtype_and_op(&super::$name(), &$machines);
+            }
+
+            #[test]
+            fn holds_for_empty_short_and_uneven_lengths() {
+                every_machine_and_len(&super::$name(), &$machines);
+            }
+
+            #[test]
+            fn arbitrary_floats_stay_within_tolerance() {
+                let machines = $machines;
+                let some: Vec<Machine> =
+                    machines.into_iter().filter(|m| [3, 8, 12, 16, 24].contains(&m.participants())).collect();
+                noisy_floats(&super::$name(), &some);
+            }
+
+            #[test]
+            fn runs_twice_with_identical_bits() {
+                deterministic(&super::$name(), &$one);
+            }
+        }
+    };
+}
+
+reducing_kernel_tests!(tree_allreduce, flat_machines(), Machine::flat(7));
+reducing_kernel_tests!(double_binary_tree_allreduce, flat_machines(), Machine::flat(7));
+reducing_kernel_tests!(recursive_doubling_allreduce, flat_machines(), Machine::flat(7));
+reducing_kernel_tests!(rabenseifner_allreduce, flat_machines(), Machine::flat(7));
+reducing_kernel_tests!(one_shot_allreduce, flat_machines(), Machine::flat(7));
+reducing_kernel_tests!(mesh_2d_allreduce, mesh_machines(), Machine::flat(12));
+reducing_kernel_tests!(intercube_allreduce, cube_machines(), Machine::cubes(3, 4, 2));
+reducing_kernel_tests!(recursive_halving_reduce_scatter, flat_machines(), Machine::flat(7));
+
+/// Streamed tree all-reduces with more pieces than queue slots, more pieces than elements, and one.
+fn tree_chunk_counts(algo: fn() -> Algo) {
+    for n in [2, 7, 16] {
+        let machine = Machine::flat(n);
+        for chunks in [1, 2, 5, 11, ODD_LEN, 100] {
+            let algo = Algo { params: json!({ "chunks": chunks }), ..algo() };
+            check_call(&algo, &machine, ReduceOp::Sum, 0, &small_input(I64, ReduceOp::Sum, ODD_LEN));
+        }
+    }
+}
+
+#[test]
+fn tree_allreduce_holds_for_any_chunk_count() {
+    tree_chunk_counts(tree_allreduce);
+}
+
+#[test]
+fn double_binary_tree_allreduce_holds_for_any_chunk_count() {
+    tree_chunk_counts(double_binary_tree_allreduce);
+}
+
+/// Streaming overlaps pieces: the run takes about `chunks + 2 height` dependent steps where one
+/// round trip per piece would take `2 height chunks`.
+#[test]
+fn tree_allreduce_pieces_overlap_instead_of_each_waiting_for_a_round_trip() {
+    let (n, height, chunks) = (16, 4, 32);
+    for algo in [tree_allreduce, double_binary_tree_allreduce] {
+        let algo = Algo { params: json!({ "chunks": chunks }), ..algo() };
+        let report = run(&algo, &Machine::flat(n), ReduceOp::Sum, 0, &small_input(F32, ReduceOp::Sum, 64), 1).report;
+        assert!(
+            report.rounds() <= (chunks + 4 * height) as u64,
+            "{} took {} rounds for {chunks} pieces on a tree of height {height}",
+            algo.kernel.name,
+            report.rounds()
+        );
+    }
+}
+
+/// The streamed tree schedule needs no queue depth: every receive waits for an earlier slot's send.
+#[test]
+fn tree_allreduces_stream_through_one_slot_queues_without_deadlock() {
+    for n in [5, 16] {
+        let spec = SystemSpec { sips: n, ipcq_depth: 1, ..SystemSpec::default() };
+        let machine = Machine { system: System::from_spec(spec).expect("a valid spec"), mapper: "leader_only" };
+        for algo in [tree_allreduce, double_binary_tree_allreduce] {
+            let algo = Algo { params: json!({"chunks": 9}), ..algo() };
+            check_call(&algo, &machine, ReduceOp::Sum, 0, &small_input(F32, ReduceOp::Sum, ODD_LEN));
+        }
+    }
+}
+
+/// Every machine, lengths from empty to uneven, every dtype: for the non-reducing collectives.
+fn moves_every_block(algo: &Algo, machines: &[Machine]) {
+    for machine in machines {
+        for len in [0, 1, 3, ODD_LEN] {
+            check_call(algo, machine, ReduceOp::Sum, 0, &small_input(I32, ReduceOp::Sum, len));
+        }
+    }
+    for dtype in Dtype::ALL {
+        check_call(algo, &Machine::flat(5), ReduceOp::Sum, 0, &noisy_input(dtype, ODD_LEN));
+    }
+}
+
+/// The scenarios every non-reducing kernel runs.
+macro_rules! moving_kernel_tests {
+    ($name:ident) => {
+        mod $name {
+            use super::*;
+
+            #[test]
+            fn holds_on_every_machine_for_every_dtype_and_length() {
+                moves_every_block(&super::$name(), &flat_machines());
+            }
+
+            #[test]
+            fn runs_twice_with_identical_bits() {
+                deterministic(&super::$name(), &Machine::flat(7));
+            }
+        }
+    };
+}
+
+moving_kernel_tests!(recursive_doubling_allgather);
+moving_kernel_tests!(bruck_allgather);
+moving_kernel_tests!(pairwise_alltoall);
+moving_kernel_tests!(tree_broadcast);
+
+#[test]
+fn tree_broadcast_holds_from_every_root() {
+    let algo = tree_broadcast();
+    for n in COUNTS.into_iter().chain([6, 15]) {
+        let machine = Machine::flat(n);
+        for root in 0..n {
+            check_call(&algo, &machine, ReduceOp::Sum, root, &noisy_input(BF16, ODD_LEN));
+        }
+    }
+}
+
+#[test]
+fn pairwise_alltoall_holds_when_blocks_differ_in_length() {
+    // 2n + 3 elements: the first three blocks of every input are one element longer.
+    for n in COUNTS {
+        check_call(
+            &pairwise_alltoall(),
+            &Machine::flat(n),
+            ReduceOp::Sum,
+            0,
+            &small_input(I64, ReduceOp::Sum, 2 * n + 3),
+        );
+    }
+}
+
+#[test]
+fn tree_broadcast_from_a_root_that_is_not_a_rank_is_a_panic_naming_the_root() {
+    let machine = Machine::flat(5);
+    let result = MockRun::new(&machine.system, "tree", machine.mapper, &alg::tree_broadcast::KERNEL)
+        .call(Call { op: ReduceOp::Sum, root: 5, generation: 1 })
+        .run();
+    match result {
+        Err(MockError::Run(RunError::Panicked { message, .. })) => {
+            assert!(message.contains("root 5 is not a rank"), "{message}")
+        }
+        other => panic!("expected a panic naming the root, got {other:?}"),
+    }
+}
