@@ -315,9 +315,10 @@ impl Execution<'_> {
             // SAFETY: a PE waits on one queue at a time, and only that queue's other side wakes it, so
             // no other thread touches this wait slot in this merge.
             let slot = unsafe { self.waits.get_mut(other as usize) };
+            // The waker stays in the slot, so the PE's next park finds it there and need not clone it.
             if slot.wait == waiting {
-                if let Some(waker) = slot.waker.take() {
-                    waker.wake();
+                if let Some(waker) = &slot.waker {
+                    waker.wake_by_ref();
                 }
             }
         }
@@ -332,8 +333,8 @@ impl Execution<'_> {
         self.barrier.epoch.fetch_add(1, Ordering::Relaxed);
         let waiters = std::mem::take(&mut *lock(&self.barrier.waiters));
         for rank in waiters {
-            if let Some(waker) = self.waits.get(rank as usize).waker.take() {
-                waker.wake();
+            if let Some(waker) = &self.waits.get(rank as usize).waker {
+                waker.wake_by_ref();
             }
         }
     }

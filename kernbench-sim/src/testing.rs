@@ -19,6 +19,12 @@ pub enum MockError {
     Run(#[from] RunError),
 }
 
+/// Makes a PE's input from its id and rank.
+type InputFn<'a> = Box<dyn Fn(PeId, usize) -> Tile + 'a>;
+
+/// Makes a PE's starting output from its id, rank and input.
+type OutputFn<'a> = Box<dyn Fn(PeId, usize, &Tile) -> Tile + 'a>;
+
 /// A mock run: a kernel on a topology and mapper of a system, with inputs made per PE.
 ///
 /// Each PE's output buffer starts as a copy of its input (the in-place convention of all-reduce);
@@ -37,8 +43,8 @@ pub struct MockRun<'a> {
     mapper: &'a str,
     kernel: &'a KernelDef,
     params: serde_json::Map<String, serde_json::Value>,
-    inputs: Box<dyn Fn(PeId, usize) -> Tile + 'a>,
-    outputs: Option<Box<dyn Fn(PeId, usize, &Tile) -> Tile + 'a>>,
+    inputs: InputFn<'a>,
+    outputs: Option<OutputFn<'a>>,
     call: Call,
     threads: usize,
     parallel_min_ready: usize,

@@ -1,4 +1,5 @@
 /// Adds the west neighbour's tile to `acc`, unless it is empty.
+#[allow(clippy::needless_question_mark)]
 async fn add_from_west(
     tl: &Tl,
     mut acc: Tile,

@@ -1,6 +1,7 @@
 /// Ring all-reduce, pipelined in `chunks` chunks.
 ///
 /// Every rank adds its neighbours' data as it travels once around the ring.
+#[allow(clippy::needless_question_mark)]
 pub async fn ring_allreduce(
     tl: &Tl,
     chunks: usize,
@@ -62,7 +63,7 @@ pub mod ring_allreduce {
                 ty: "ReduceOp",
             },
         ],
-        summary: "Ring all-reduce, pipelined in `chunks` chunks.",
+        summary: "Ring all-reduce, pipelined in `chunks` chunks. Every rank adds its neighbours' data as it travels once around the ring.",
         instantiate,
     };
     fn instantiate(
