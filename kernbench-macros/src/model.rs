@@ -86,8 +86,12 @@ impl Kernel {
             },
             _ => None,
         });
-        let lines: Vec<String> =
-            docs.flat_map(|text| text.lines().map(|line| line.trim().to_owned()).collect::<Vec<_>>()).collect();
+        let lines: Vec<String> = docs
+            .flat_map(|text| {
+                // `split`, not `lines`: an empty `///` line is an empty string and must still end a paragraph.
+                text.split('\n').map(|line| line.trim().to_owned()).collect::<Vec<_>>()
+            })
+            .collect();
         lines
             .iter()
             .skip_while(|line| line.is_empty())
