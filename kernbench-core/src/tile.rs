@@ -281,17 +281,25 @@ impl Tile {
 
     /// `len` zeros of `dtype`.
     pub fn zeros(dtype: Dtype, len: usize) -> Tile {
-        with_element!(dtype, T => Tile::from_vec(vec![T::from_f64(0.0); len]))
+        Tile::filled(dtype, len, 0.0)
     }
 
     /// `len` copies of `value` converted to `dtype` (rounded to nearest; integers truncated).
     pub fn filled(dtype: Dtype, len: usize, value: f64) -> Tile {
-        with_element!(dtype, T => Tile::from_vec(vec![T::from_f64(value); len]))
+        with_element!(dtype, T => {
+            let mut values: Vec<T> = buffer(len);
+            values.resize(len, T::from_f64(value));
+            Tile::from_vec(values)
+        })
     }
 
     /// A tile of `dtype` from `f64` values (rounded to nearest; integers truncated).
     pub fn from_f64s(dtype: Dtype, values: &[f64]) -> Tile {
-        with_element!(dtype, T => Tile::from_vec(values.iter().map(|&v| T::from_f64(v)).collect::<Vec<T>>()))
+        with_element!(dtype, T => {
+            let mut out: Vec<T> = buffer(values.len());
+            out.extend(values.iter().map(|&v| T::from_f64(v)));
+            Tile::from_vec(out)
+        })
     }
 
     /// The element type.
@@ -370,7 +378,7 @@ impl Tile {
         let first = tiles.first().ok_or(TileError::EmptyConcat)?;
         let dtype = first.dtype();
         with_element!(dtype, T => {
-            let mut out: Vec<T> = Vec::with_capacity(tiles.iter().map(Tile::len).sum());
+            let mut out: Vec<T> = buffer(tiles.iter().map(Tile::len).sum());
             for t in tiles {
                 out.extend_from_slice(t.as_slice::<T>().map_err(|_| TileError::DtypeMismatch { left: dtype, right: t.dtype() })?);
             }
@@ -506,10 +514,37 @@ pub fn chunk_start(len: usize, index: usize, count: usize) -> usize {
     index * (len / count) + index.min(len % count)
 }
 
+/// An empty vector with room for `len` elements. Large ones ask the OS for huge pages before anything
+/// touches them: faulting a fresh buffer in 4 KiB at a time costs more than filling it.
+fn buffer<T>(len: usize) -> Vec<T> {
+    let values = Vec::with_capacity(len);
+    #[cfg(target_os = "linux")]
+    advise_huge_pages(&values);
+    values
+}
+
+#[cfg(target_os = "linux")]
+fn advise_huge_pages<T>(values: &Vec<T>) {
+    const HUGE_PAGE: usize = 2 << 20;
+    let bytes = values.capacity() * size_of::<T>();
+    if bytes < 2 * HUGE_PAGE {
+        return;
+    }
+    let start = (values.as_ptr() as usize).next_multiple_of(HUGE_PAGE);
+    let end = (values.as_ptr() as usize + bytes) / HUGE_PAGE * HUGE_PAGE;
+    if end > start {
+        // SAFETY: the range lies inside the vector's own allocation; MADV_HUGEPAGE is advice about how
+        // to back those pages and changes neither their contents nor their mapping.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+    }
+}
+
 /// `op` of `a` and `b`, elementwise, into a new vector.
 fn combine_slices<T: Element>(a: &[T], b: &[T], op: ReduceOp) -> Vec<T> {
     fn each<T: Element>(a: &[T], b: &[T], op: ReduceOp) -> Vec<T> {
-        a.iter().zip(b).map(|(&x, &y)| x.combine(y, op)).collect()
+        let mut out = buffer(a.len());
+        out.extend(a.iter().zip(b).map(|(&x, &y)| x.combine(y, op)));
+        out
     }
     match op {
         ReduceOp::Sum | ReduceOp::Avg => each(a, b, ReduceOp::Sum),

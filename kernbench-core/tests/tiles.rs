@@ -692,28 +692,28 @@ fn add_leaves_both_operands_and_shares_neither() {
 // Chunk boundaries.
 // ---------------------------------------------------------------------------------------------------
 
-/// (len, count, every chunk's range).
-const CHUNK_TABLE: &[(usize, usize, &[Range<usize>])] = &[
-    (10, 4, &[0..3, 3..6, 6..8, 8..10]),
-    (12, 4, &[0..3, 3..6, 6..9, 9..12]),
-    (7, 3, &[0..3, 3..5, 5..7]),
-    (5, 1, &[0..5]),
-    (1, 1, &[0..1]),
-    (3, 5, &[0..1, 1..2, 2..3, 3..3, 3..3]),
-    (1, 3, &[0..1, 1..1, 1..1]),
-    (0, 3, &[0..0, 0..0, 0..0]),
-    (0, 1, &[0..0]),
+/// (len, count, every chunk boundary): chunk `i` is `bounds[i]..bounds[i + 1]`, so `bounds` holds
+/// `count + 1` entries and ends at `len`.
+const CHUNK_TABLE: &[(usize, usize, &[usize])] = &[
+    (10, 4, &[0, 3, 6, 8, 10]),
+    (12, 4, &[0, 3, 6, 9, 12]),
+    (7, 3, &[0, 3, 5, 7]),
+    (5, 1, &[0, 5]),
+    (1, 1, &[0, 1]),
+    (3, 5, &[0, 1, 2, 3, 3, 3]),
+    (1, 3, &[0, 1, 1, 1]),
+    (0, 3, &[0, 0, 0, 0]),
+    (0, 1, &[0, 0]),
 ];
 
 #[test]
 fn chunk_ranges_match_the_table() {
-    for &(len, count, ranges) in CHUNK_TABLE {
+    for &(len, count, bounds) in CHUNK_TABLE {
+        let want: Vec<Range<usize>> = bounds.windows(2).map(|w| w[0]..w[1]).collect();
         let got: Vec<_> = (0..count).map(|i| chunk_range(len, i, count).unwrap()).collect();
-        assert_eq!(got, ranges, "len {len}, count {count}");
-        for (i, range) in ranges.iter().enumerate() {
-            assert_eq!(chunk_start(len, i, count), range.start, "len {len}, chunk {i} of {count}");
-        }
-        assert_eq!(chunk_start(len, count, count), len, "len {len}, count {count}: the end");
+        assert_eq!(got, want, "len {len}, count {count}");
+        let starts: Vec<_> = (0..=count).map(|i| chunk_start(len, i, count)).collect();
+        assert_eq!(starts, bounds, "len {len}, count {count}: chunk_start up to and including count");
     }
 }
 

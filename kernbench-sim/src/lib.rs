@@ -30,3 +30,20 @@ pub use error::{BlockedPe, DeadlockReport, Leftover, RunError};
 pub use pe::{PeBuffers, PeFigures};
 pub use report::{PeReport, RunReport};
 pub use run::{Call, Runtime};
+
+/// Asks the C allocator to keep memory it has freed for later allocations instead of handing it back to
+/// the OS, and to serve large buffers from that pool too.
+///
+/// Tiles of a large collective are allocated and freed by the megabyte. Memory fresh from the OS must be
+/// zeroed (and on a virtual machine, backed by the host) before first use, which can cost more than the
+/// collective itself; reused memory costs nothing. Programs that run many large collectives (the
+/// `kernbench` CLI, the benchmarks) call this once at start. Affects only glibc on Linux; elsewhere it
+/// does nothing.
+pub fn keep_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator tuning parameters; any value is valid for these two.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, i32::MAX);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+    }
+}
