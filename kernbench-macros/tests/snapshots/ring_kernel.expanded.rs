@@ -63,7 +63,7 @@ pub mod ring_allreduce {
                 ty: "ReduceOp",
             },
         ],
-        summary: "Ring all-reduce, pipelined in `chunks` chunks. Every rank adds its neighbours' data as it travels once around the ring.",
+        summary: "Ring all-reduce, pipelined in `chunks` chunks.",
         instantiate,
     };
     fn instantiate(
