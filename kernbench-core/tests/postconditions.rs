@@ -232,10 +232,11 @@ fn epsilon(dtype: Dtype) -> f64 {
 
 /// `big` + 1 rounds back to `big` (a tie, to even), so summing rank 2's 1 into rank 0's `big` before
 /// rank 1's `-big` cancels it gives 0 where rank order gives 1: a rounding difference well inside
-/// `4 n eps` of the magnitudes.
+/// `4 n eps` of the magnitudes. It is in the last element, which reduce-scatter gives rank 2, so the
+/// tolerance must be taken from the inputs' elements that rank's chunk came from.
 fn float_sum_in_another_order_passes(collective: Collective, dtype: Dtype) {
     let big = 2.0 / epsilon(dtype);
-    let inputs = tiles(dtype, &[[big, 1.5, 0.25], [-big, 2.5, 0.5], [1.0, 3.5, 0.75]]);
+    let inputs = tiles(dtype, &[[1.5, 0.25, big], [2.5, 0.5, -big], [3.5, 0.75, 1.0]]);
     let before = tiles(dtype, &[[-1.0; 3]; 3]);
     let call = sum_call(collective);
     let reordered = summed_in_another_order(call, &inputs, &before);
@@ -244,33 +245,39 @@ fn float_sum_in_another_order_passes(collective: Collective, dtype: Dtype) {
     assert_eq!(check(call, &inputs, &before, &reordered).unwrap(), HELD, "{collective} {dtype}");
 }
 
+/// How many elements of `outputs` hold reduced data (see [`map_reduced`]).
+fn reduced_elements(call: CallFacts, outputs: &[Tile]) -> usize {
+    map_reduced(call, outputs, |v| v + 1.0).iter().zip(outputs).map(|(a, b)| if a == b { 0 } else { a.len() }).sum()
+}
+
 /// Every reduced element 1% too large: far outside f32's `4 n eps`, so each one is wrong.
 fn f32_sum_one_percent_off_fails(collective: Collective) {
     let call = sum_call(collective);
     let right = tiles(Dtype::F32, &hand_computed(collective));
     let off = map_reduced(call, &right, |v| v * 1.01);
     let result = check_outputs(call, Dtype::F32, &off);
-    let reduced_elements = if collective == Collective::Reduce { 5 } else { right.iter().map(Tile::len).sum() };
     assert!(!result.held, "{collective}");
-    assert_eq!(result.wrong, reduced_elements, "{collective}");
+    assert_eq!(result.wrong, reduced_elements(call, &right), "{collective}");
 }
 
-/// Sums of 1 + 1 + 2 = 4 over three ranks may be off by `4 * 3 * eps * 4`, which is 12 units in the
-/// last place of 4 in every float dtype: 12 pass, 13 fail, either side.
+/// Sums of 1 + 1 + 2, 2 + 2 + 4 and 4 + 4 + 8 over three ranks (powers of two: the units in their
+/// last place are `eps` times them) may each be off by `4 * 3 * eps` times the sum of the magnitudes
+/// that went into them: 12 units in the last place. 12 pass, 13 fail, either side.
 fn float_sum_tolerance_is_4_n_eps(collective: Collective, dtype: Dtype) {
     let call = sum_call(collective);
-    let inputs = tiles(dtype, &[[1.0; 3], [1.0; 3], [2.0; 3]]);
+    let inputs = tiles(dtype, &[[1.0, 2.0, 4.0], [1.0, 2.0, 4.0], [2.0, 4.0, 8.0]]);
     let before = tiles(dtype, &[[-1.0; 3]; 3]);
     let want = reference(call, &inputs, &before).unwrap();
-    let ulp = 4.0 * epsilon(dtype);
+    let eps = epsilon(dtype);
     for ulps in [-12.0, 12.0] {
-        let inside = map_reduced(call, &want, |v| v + ulps * ulp);
+        let inside = map_reduced(call, &want, |v| v + ulps * eps * v);
         assert_eq!(check(call, &inputs, &before, &inside).unwrap(), HELD, "{collective} {dtype}, {ulps} ulps");
     }
     for ulps in [-13.0, 13.0] {
-        let outside = map_reduced(call, &want, |v| v + ulps * ulp);
+        let outside = map_reduced(call, &want, |v| v + ulps * eps * v);
         let result = check(call, &inputs, &before, &outside).unwrap();
         assert!(!result.held, "{collective} {dtype}, {ulps} ulps");
+        assert_eq!(result.wrong, reduced_elements(call, &want), "{collective} {dtype}, {ulps} ulps");
     }
 }
 
