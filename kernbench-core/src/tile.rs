@@ -71,19 +71,31 @@ mod sealed {
 #[derive(Debug)]
 pub struct Storage_(Storage);
 
+/// `v` as an `f32` rounded to odd: truncated toward zero, with the last bit set when anything was cut
+/// off. Rounding that to a narrower type (f16, bf16: at least two bits fewer) gives the same result as
+/// rounding `v` directly, where rounding to nearest twice could round a tie the wrong way.
+fn f32_round_to_odd(v: f64) -> f32 {
+    let nearest = v as f32;
+    if !nearest.is_finite() || f64::from(nearest) == v {
+        return nearest;
+    }
+    let toward_zero = if f64::from(nearest).abs() > v.abs() { f32::from_bits(nearest.to_bits() - 1) } else { nearest };
+    f32::from_bits(toward_zero.to_bits() | 1)
+}
+
 fn element_dtype<T: Element>(_: &[T]) -> Dtype {
     T::DTYPE
 }
 
 macro_rules! float_element {
-    ($t:ty, $variant:ident, $to32:expr, $from32:expr) => {
+    ($t:ty, $variant:ident, $to32:expr, $from32:expr, $from64:expr) => {
         impl Element for $t {
             const DTYPE: Dtype = Dtype::$variant;
             fn to_f64(self) -> f64 {
                 f64::from(($to32)(self))
             }
             fn from_f64(v: f64) -> Self {
-                ($from32)(v as f32)
+                ($from64)(v)
             }
             fn combine(self, other: Self, op: ReduceOp) -> Self {
                 let (a, b): (f32, f32) = (($to32)(self), ($to32)(other));
@@ -119,9 +131,9 @@ macro_rules! float_element {
     };
 }
 
-float_element!(f32, F32, |x: f32| x, |x: f32| x);
-float_element!(f16, F16, |x: f16| x.to_f32(), f16::from_f32);
-float_element!(bf16, BF16, |x: bf16| x.to_f32(), bf16::from_f32);
+float_element!(f32, F32, |x: f32| x, |x: f32| x, |v: f64| v as f32);
+float_element!(f16, F16, |x: f16| x.to_f32(), f16::from_f32, |v| f16::from_f32(f32_round_to_odd(v)));
+float_element!(bf16, BF16, |x: bf16| x.to_f32(), bf16::from_f32, |v| bf16::from_f32(f32_round_to_odd(v)));
 
 macro_rules! int_element {
     ($t:ty, $variant:ident) => {
@@ -288,7 +300,7 @@ impl Tile {
     pub fn filled(dtype: Dtype, len: usize, value: f64) -> Tile {
         with_element!(dtype, T => {
             let mut values: Vec<T> = buffer(len);
-            values.resize(len, T::from_f64(value));
+            values.resize(len, <T as Element>::from_f64(value));
             Tile::from_vec(values)
         })
     }
@@ -297,7 +309,7 @@ impl Tile {
     pub fn from_f64s(dtype: Dtype, values: &[f64]) -> Tile {
         with_element!(dtype, T => {
             let mut out: Vec<T> = buffer(values.len());
-            out.extend(values.iter().map(|&v| T::from_f64(v)));
+            out.extend(values.iter().map(|&v| <T as Element>::from_f64(v)));
             Tile::from_vec(out)
         })
     }
@@ -348,7 +360,7 @@ impl Tile {
 
     /// The elements converted to `f64`, for checks and reports.
     pub fn to_f64_vec(&self) -> Vec<f64> {
-        with_element!(self.dtype(), T => self.typed::<T>().iter().map(|&v| v.to_f64()).collect())
+        with_element!(self.dtype(), T => self.typed::<T>().iter().map(|&v| Element::to_f64(v)).collect())
     }
 
     /// The view `range` of this tile, sharing its buffer.
@@ -413,10 +425,10 @@ impl Tile {
         if self.dtype() != src.dtype() {
             return Err(TileError::DtypeMismatch { left: self.dtype(), right: src.dtype() });
         }
-        let end = offset + src.len();
-        if end > self.len {
-            return Err(TileError::OutOfRange { start: offset, end, len: self.len });
-        }
+        let end = offset.checked_add(src.len()).filter(|&end| end <= self.len);
+        let Some(end) = end else {
+            return Err(TileError::OutOfRange { start: offset, end: offset.saturating_add(src.len()), len: self.len });
+        };
         with_element!(self.dtype(), T => {
             let values = src.typed::<T>().to_vec();
             self.typed_mut::<T>()[offset..end].copy_from_slice(&values);
@@ -435,6 +447,11 @@ impl Tile {
                 *v = v.divide(contributions);
             }
         });
+    }
+
+    /// Each element's bits (zero-extended), for comparisons that must be exact.
+    pub fn to_bits_vec(&self) -> Vec<u64> {
+        with_element!(self.dtype(), T => self.typed::<T>().iter().map(|v| v.bits()).collect())
     }
 
     /// Whether both tiles hold the same dtype, length and bits (NaNs compare by their bits).
