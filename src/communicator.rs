@@ -339,10 +339,22 @@ impl Communicator {
     }
 }
 
-/// Every participant's input must have the same dtype and length.
+/// Every participant's input must have the same dtype and length; an all-to-all contribution must be
+/// `n` whole blocks, one per participant.
 fn check_inputs(collective: Collective, pes: &[kernbench_core::PeId], inputs: &[Tile]) -> Result<(), CommError> {
     let Some(first) = inputs.first() else { return Ok(()) };
-    for (pe, x) in pes.iter().zip(inputs) {
+    let n = inputs.len();
+    for (rank, (pe, x)) in pes.iter().zip(inputs).enumerate() {
+        if collective == Collective::AllToAll && x.len() % n != 0 {
+            return Err(CommError::Inputs {
+                collective,
+                reason: format!(
+                    "rank {rank} {pe} contributes {} elements, which is not {n} equal blocks (one per participant): \
+                     expected a multiple of {n}",
+                    x.len()
+                ),
+            });
+        }
         if x.dtype() != first.dtype() || x.len() != first.len() {
             return Err(CommError::Inputs {
                 collective,

@@ -75,6 +75,8 @@ pub trait Backend {
     fn charge(&mut self, work: Work);
     /// Moves the PE to sub-generation `phase` (1..=3) of its call: see [`Tl::phase`].
     fn set_phase(&mut self, phase: u8);
+    /// Records a fact about this PE's run for the report: see [`Tl::note`].
+    fn note(&mut self, key: &str, value: String);
 }
 
 /// Sub-generations per call: a call of generation `k` owns the message generations `3k-2`, `3k-1`
@@ -229,6 +231,14 @@ impl Tl {
             return Err(KernelError::BadPhase { pe: self.ctx.pe, phase });
         }
         with(|b| b.set_phase(phase));
+        Ok(())
+    }
+
+    /// Records `key = value` in this PE's part of the run report (the last value of a key wins): which
+    /// path an algorithm took, or what it held at its peak.
+    pub async fn note(&self, key: &str, value: impl std::fmt::Display) -> Result<(), KernelError> {
+        let value = value.to_string();
+        with(|b| b.note(key, value));
         Ok(())
     }
 

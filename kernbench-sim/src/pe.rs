@@ -1,5 +1,6 @@
 //! One PE's state in a run, and the [`Backend`] its kernel's `tl` calls reach.
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
@@ -70,6 +71,8 @@ pub(crate) struct PeState {
     pub(crate) figures: PeFigures,
     /// The generation stamped on messages sent and expected on messages received now.
     pub(crate) generation: u64,
+    /// What the kernel recorded with `tl.note`, by key.
+    pub(crate) notes: BTreeMap<String, String>,
 }
 
 /// What a PE's kernel waits for.
@@ -277,6 +280,10 @@ impl Backend for PeView<'_> {
             None => target.check_same_shape(tile).map(|()| *target = tile.clone()),
         };
         result.map_err(|source| KernelError::Tile { pe, op: Op::Store, source })
+    }
+
+    fn note(&mut self, key: &str, value: String) {
+        self.state.notes.insert(key.to_owned(), value);
     }
 
     fn set_phase(&mut self, phase: u8) {

@@ -1,5 +1,7 @@
 //! What a run returns: every PE's output and figures.
 
+use std::collections::BTreeMap;
+
 use kernbench_core::{PeId, Tile};
 
 use crate::pe::PeFigures;
@@ -13,6 +15,8 @@ pub struct PeReport {
     pub output: Tile,
     /// What it did.
     pub figures: PeFigures,
+    /// What its kernel recorded with `tl.note`, by key.
+    pub notes: BTreeMap<String, String>,
 }
 
 /// The result of a completed run. Two runs of the same inputs compare equal, bit for bit, whatever the
@@ -41,6 +45,17 @@ impl RunReport {
     /// The number of rounds the executor ran (the length of the longest chain of dependent steps).
     pub fn rounds(&self) -> u64 {
         self.rounds
+    }
+
+    /// The distinct values PEs recorded for `key` with `tl.note`, with how many PEs recorded each.
+    pub fn note(&self, key: &str) -> BTreeMap<&str, usize> {
+        let mut values = BTreeMap::new();
+        for p in &self.pes {
+            if let Some(v) = p.notes.get(key) {
+                *values.entry(v.as_str()).or_default() += 1;
+            }
+        }
+        values
     }
 
     /// The figures of all PEs added up.

@@ -14,6 +14,7 @@
 //! woken while kernels remain is a deadlock, reported with every blocked PE.
 
 use std::any::Any;
+use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -144,6 +145,7 @@ impl<'s> Runtime<'s> {
                 touched: Vec::new(),
                 figures: PeFigures::default(),
                 generation: message_generation(call.generation, 1),
+                notes: BTreeMap::new(),
             })
             .collect();
         let mut exec = Execution {
@@ -406,7 +408,12 @@ impl Execution<'_> {
         let per_pe: Vec<PeReport> = self
             .states
             .iter_mut()
-            .map(|s| PeReport { pe: s.pe, output: s.output.clone(), figures: s.figures })
+            .map(|s| PeReport {
+                pe: s.pe,
+                output: s.output.clone(),
+                figures: s.figures,
+                notes: std::mem::take(&mut s.notes),
+            })
             .collect();
         debug_assert_eq!(per_pe.len(), pes.len());
         RunReport::new(per_pe, rounds)

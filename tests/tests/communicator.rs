@@ -77,8 +77,10 @@ fn matrix(algorithm: &str) {
         };
         for &(dtype, op) in &cases {
             for &root in &roots {
-                // 37 elements per shard: not a multiple of any participant count above 1.
-                let bytes = 37 * dtype.size() as u64;
+                // 37 elements per shard: not a multiple of any participant count above 1 (all-to-all needs
+                // one whole block per participant: 5 elements each).
+                let elements = if entry.collective == Collective::AllToAll { 5 * participants } else { 37 };
+                let bytes = (elements * dtype.size()) as u64;
                 let post = run_named(&system, algorithm, dtype, op, bytes, root);
                 assert!(post.held, "{algorithm} on {}, {dtype} {op} root {root}: {post}", system.describe());
             }
@@ -171,7 +173,7 @@ fn selection_follows_the_size_rules_and_says_which_rule_chose() {
 fn consecutive_calls_take_consecutive_generations_and_a_reused_one_is_an_error() {
     let system = System::shape(3, 1, 1, 1).unwrap();
     let mut comm = comm(&system);
-    let tensor = sample_tensor(&system, 64, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
+    let tensor = sample_tensor(&system, 48, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
     let (_, gathered) = comm.all_gather(&tensor).unwrap();
     let (_, exchanged) = comm.all_to_all(&tensor).unwrap();
     let mut reduced = tensor.clone();
@@ -225,6 +227,16 @@ fn naming_an_algorithm_of_another_collective_is_an_error() {
     let options = CallOptions { algorithm: Some("ring_allgather".into()), generation: None };
     let err = comm(&system).call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &options).unwrap_err();
     assert!(matches!(err, CommError::WrongCollective { .. }), "{err}");
+}
+
+#[test]
+fn an_all_to_all_contribution_that_is_not_whole_blocks_is_an_error_naming_the_rank() {
+    let system = System::shape(3, 1, 1, 1).unwrap();
+    let tensor = sample_tensor(&system, 4 * 4, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
+    let err = comm(&system).all_to_all(&tensor).unwrap_err();
+    let message = err.to_string();
+    assert!(matches!(err, CommError::Inputs { collective: Collective::AllToAll, .. }), "{err}");
+    assert!(message.contains("rank 0 (sip 0, cube 0, pe 0) contributes 4 elements"), "{message}");
 }
 
 #[test]

@@ -81,6 +81,7 @@ impl Backend for Loopback {
     }
     fn charge(&mut self, _: Work) {}
     fn set_phase(&mut self, _: u8) {}
+    fn note(&mut self, _: &str, _: String) {}
 }
 
 /// Runs `def` with JSON `params` on a loopback PE of a ring of `size`; returns the result and output.
