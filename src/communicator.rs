@@ -16,7 +16,7 @@ use kernbench_core::{
     ArgsError, Collective, DistTensor, KernelSet, LayoutError, PlanError, ReduceOp, Registry, RegistryError, System,
     Tile, UnknownKernel, UnknownName, ValidationError, build_install_plans, chunk_range, validator_by_name,
 };
-use kernbench_sim::{Call, PeBuffers, RunError, RunReport, Runtime};
+use kernbench_sim::{Call, PeBuffers, RunError, RunReport, Runtime, Timing};
 
 /// Why a collective call did not run. The postcondition failing is not an error: it is in the
 /// [`CallReport`], with where it failed.
@@ -117,9 +117,10 @@ pub struct CallReport {
 impl fmt::Display for CallReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let verdict = if self.postcondition.held { "correct".to_owned() } else { self.postcondition.to_string() };
+        let time = self.run.completion_ns().map_or(String::new(), |ns| format!(", {ns:.0} ns simulated"));
         write!(
             f,
-            "{} #{}: {} on {} PEs, {} bytes per rank, op {}: {} [{}]",
+            "{} #{}: {} on {} PEs, {} bytes per rank, op {}: {}{} [{}]",
             self.collective,
             self.generation,
             self.algorithm,
@@ -127,6 +128,7 @@ impl fmt::Display for CallReport {
             self.bytes_per_rank,
             self.op,
             verdict,
+            time,
             self.reason
         )
     }
@@ -161,6 +163,7 @@ pub struct Communicator {
     kernels: KernelSet,
     last_generation: u64,
     threads: usize,
+    timing: Option<Timing>,
 }
 
 impl Communicator {
@@ -179,12 +182,19 @@ impl Communicator {
     /// [`CommError::Registry`] when an algorithm's kernel is missing or rejects its parameters.
     pub fn with_registry(system: System, registry: Registry, kernels: KernelSet) -> Result<Communicator, CommError> {
         registry.check_kernels(&kernels)?;
-        Ok(Communicator { system, registry, kernels, last_generation: 0, threads: 1 })
+        Ok(Communicator { system, registry, kernels, last_generation: 0, threads: 1, timing: Some(Timing::default()) })
     }
 
     /// Runs each call on `threads` threads (results do not depend on it).
     pub fn threads(mut self, threads: usize) -> Communicator {
         self.threads = threads.max(1);
+        self
+    }
+
+    /// Simulates time with these settings (the default: cut-through, no stragglers, no trace), or not at
+    /// all with `None`.
+    pub fn timing(mut self, timing: Option<Timing>) -> Communicator {
+        self.timing = timing;
         self
     }
 
@@ -312,7 +322,7 @@ impl Communicator {
         let generation = self.take_generation(options.generation)?;
         let buffers =
             inputs.iter().zip(&before).map(|(i, o)| PeBuffers { input: i.clone(), output: o.clone() }).collect();
-        let run = Runtime::new(&self.system).threads(self.threads).run(
+        let run = Runtime::new(&self.system).threads(self.threads).timing(self.timing.clone()).run(
             &plan,
             &*kernel,
             buffers,

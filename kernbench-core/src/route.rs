@@ -18,7 +18,7 @@
 use crate::{LinkClass, PeId, SipInterconnect, System};
 
 /// An end of a physical channel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Node {
     /// A PE; cubes and SIPs attach to the network through their PE 0 and (cube 0, PE 0).
     Pe(PeId),
@@ -27,7 +27,7 @@ pub enum Node {
 }
 
 /// One direction of one physical link: transfers on the same channel share its bandwidth.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Channel {
     /// The link class, which sets latency and bandwidth.
     pub class: LinkClass,

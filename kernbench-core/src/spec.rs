@@ -59,6 +59,13 @@ pub struct PeSpec {
     pub compute_gflops: f64,
     /// Load/store rate between a PE and its buffers, in GB/s.
     pub memory_gbps: f64,
+    /// Time a PE spends handing one message to the network (the `o` of LogP), in ns; 0 is allowed.
+    #[serde(default = "default_injection_ns")]
+    pub injection_ns: f64,
+}
+
+fn default_injection_ns() -> f64 {
+    PeSpec::default().injection_ns
 }
 
 /// The size of each SIP's cube mesh.
@@ -107,7 +114,7 @@ impl LinksSpec {
 
 impl Default for PeSpec {
     fn default() -> Self {
-        PeSpec { compute_gflops: 512.0, memory_gbps: 512.0 }
+        PeSpec { compute_gflops: 512.0, memory_gbps: 512.0, injection_ns: 10.0 }
     }
 }
 
@@ -195,6 +202,14 @@ pub enum SpecError {
     #[error("system spec field `{field}` is {value}: expected a finite number greater than 0")]
     BadRate {
         /// The field's path, e.g. `links.inter_sip.bandwidth_gbps`.
+        field: String,
+        /// The value found.
+        value: f64,
+    },
+    /// A time that is negative or not a finite number.
+    #[error("system spec field `{field}` is {value}: expected a finite number of ns, 0 or more")]
+    BadTime {
+        /// The field's path, e.g. `pe.injection_ns`.
         field: String,
         /// The value found.
         value: f64,
@@ -336,6 +351,10 @@ impl System {
         }
         check_rate(format_args!("pe.compute_gflops"), spec.pe.compute_gflops)?;
         check_rate(format_args!("pe.memory_gbps"), spec.pe.memory_gbps)?;
+        let injection = spec.pe.injection_ns;
+        if !(injection.is_finite() && injection >= 0.0) {
+            return Err(SpecError::BadTime { field: "pe.injection_ns".to_owned(), value: injection });
+        }
         if spec.ipcq_depth == 0 {
             return Err(SpecError::ZeroIpcqDepth);
         }

@@ -25,11 +25,13 @@ mod report;
 pub mod run;
 mod slots;
 pub mod testing;
+mod timing;
 
 pub use error::{BlockedPe, DeadlockReport, Leftover, RunError};
 pub use pe::{PeBuffers, PeFigures};
 pub use report::{PeReport, RunReport};
 pub use run::{Call, Runtime};
+pub use timing::{ChannelTime, PeTime, Routing, Span, SpanKind, Straggler, TimeReport, Timing, Trace};
 
 /// Asks the C allocator to keep memory it has freed for later allocations instead of handing it back to
 /// the OS, and to serve large buffers from that pool too.

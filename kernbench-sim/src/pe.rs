@@ -10,6 +10,7 @@ use kernbench_core::{Buffer, Direction, Dtype, KernelError, Op, PeId, Tile};
 use serde::{Deserialize, Serialize};
 
 use crate::queue::{Message, Queue};
+use crate::timing::{Clock, SpanKind};
 
 /// A PE's buffers at the start of a run.
 #[derive(Clone, Debug)]
@@ -73,6 +74,8 @@ pub(crate) struct PeState {
     pub(crate) generation: u64,
     /// What the kernel recorded with `tl.note`, by key.
     pub(crate) notes: BTreeMap<String, String>,
+    /// Its simulated time.
+    pub(crate) clock: Clock,
 }
 
 /// What a PE's kernel waits for.
@@ -110,7 +113,8 @@ impl WaitSlot {
 pub(crate) struct Barrier {
     pub(crate) arrived: AtomicUsize,
     pub(crate) epoch: AtomicU64,
-    pub(crate) waiters: Mutex<Vec<u32>>,
+    /// Who arrived, and at what simulated time.
+    pub(crate) waiters: Mutex<Vec<(u32, f64)>>,
 }
 
 /// The [`Backend`] of one PE for one poll.
@@ -121,6 +125,8 @@ pub(crate) struct PeView<'a> {
     pub(crate) queues: &'a [Queue],
     /// Every participant's id, by rank.
     pub(crate) pes: &'a [PeId],
+    /// Per queue, how long a credit takes to get back to the sender (empty when untimed).
+    pub(crate) credit_latency: &'a [f64],
     /// The call's generation, from which each phase's message generation follows.
     pub(crate) call_generation: u64,
     pub(crate) barrier: &'a Barrier,
@@ -167,24 +173,27 @@ impl Backend for PeView<'_> {
             Err(e) => return Poll::Ready(Err(e)),
         };
         let queue = &self.queues[port.out_queue as usize];
-        let message = Message { tile: tile.clone(), generation: self.state.generation };
+        let (clock, generation) = (&mut self.state.clock, self.state.generation);
+        let bytes = tile.bytes() as u64;
+        let make = |credit_at: f64| {
+            clock.advance_to(SpanKind::CreditWait, credit_at, 0, false);
+            clock.work(SpanKind::Send, clock.injection_ns, bytes);
+            Message { tile: tile.clone(), generation, depart_ns: clock.now, arrive_ns: clock.now }
+        };
         // SAFETY: this PE is the queue's sender and we are in the poll phase.
-        match unsafe { queue.try_push(message) } {
-            Ok(()) => {
-                let f = &mut self.state.figures;
-                f.messages_sent += 1;
-                f.bytes_sent += tile.bytes() as u64;
-                self.wait.wait = Wait::None;
-                self.touch(port.out_queue, Side::Sender);
-                Poll::Ready(Ok(()))
+        if unsafe { queue.try_push(make) } {
+            let f = &mut self.state.figures;
+            f.messages_sent += 1;
+            f.bytes_sent += bytes;
+            self.wait.wait = Wait::None;
+            self.touch(port.out_queue, Side::Sender);
+            Poll::Ready(Ok(()))
+        } else {
+            if self.wait.wait != Wait::Send(port.out_queue) {
+                self.state.figures.credit_waits += 1;
             }
-            Err(_) => {
-                if self.wait.wait != Wait::Send(port.out_queue) {
-                    self.state.figures.credit_waits += 1;
-                }
-                self.wait.park(Wait::Send(port.out_queue), cx);
-                Poll::Pending
-            }
+            self.wait.park(Wait::Send(port.out_queue), cx);
+            Poll::Pending
         }
     }
 
@@ -229,8 +238,11 @@ impl Backend for PeView<'_> {
                 from: self.peer_of(port),
             }));
         }
+        let clock = &mut self.state.clock;
+        clock.advance_to(SpanKind::Recv, head.arrive_ns, head.tile.bytes() as u64, false);
+        let credit_at = clock.now + self.credit_latency.get(port.in_queue as usize).copied().unwrap_or(0.0);
         // SAFETY: as for `peek`.
-        let message = unsafe { queue.pop() }.expect("peeked a message this poll");
+        let message = unsafe { queue.pop(credit_at) }.expect("peeked a message this poll");
         let f = &mut self.state.figures;
         f.messages_received += 1;
         f.bytes_received += message.tile.bytes() as u64;
@@ -252,7 +264,8 @@ impl Backend for PeView<'_> {
             }
             _ => {
                 self.barrier.arrived.fetch_add(1, Ordering::Relaxed);
-                self.barrier.waiters.lock().unwrap_or_else(|e| e.into_inner()).push(self.rank);
+                let arrived = (self.rank, self.state.clock.now);
+                self.barrier.waiters.lock().unwrap_or_else(|e| e.into_inner()).push(arrived);
                 self.wait.park(Wait::Barrier(epoch + 1), cx);
                 Poll::Pending
             }
@@ -291,10 +304,16 @@ impl Backend for PeView<'_> {
     }
 
     fn charge(&mut self, work: Work) {
-        let f = &mut self.state.figures;
+        let (f, clock) = (&mut self.state.figures, &mut self.state.clock);
         match work {
-            Work::Reduce { elements, .. } => f.reduced_elements += elements as u64,
-            Work::Memory { bytes } => f.memory_bytes += bytes as u64,
+            Work::Reduce { elements, dtype } => {
+                f.reduced_elements += elements as u64;
+                clock.work(SpanKind::Reduce, elements as f64 * clock.ns_per_element, (elements * dtype.size()) as u64);
+            }
+            Work::Memory { bytes } => {
+                f.memory_bytes += bytes as u64;
+                clock.work(SpanKind::Memory, bytes as f64 * clock.ns_per_byte, bytes as u64);
+            }
         }
     }
 }

@@ -19,6 +19,17 @@ use kernbench_core::{Direction, Tile};
 pub(crate) struct Message {
     pub(crate) tile: Tile,
     pub(crate) generation: u64,
+    /// Simulated time the sender finished injecting it, in ns.
+    pub(crate) depart_ns: f64,
+    /// Simulated time its last byte reaches the receiver, in ns (set when the round is merged).
+    pub(crate) arrive_ns: f64,
+}
+
+/// One slot of a queue: a message, and when its credit is back with the sender.
+struct Slot {
+    message: Option<Message>,
+    /// Simulated time the slot's credit reaches the sender (0 before first use), in ns.
+    free_at_ns: f64,
 }
 
 /// One directed neighbour edge.
@@ -32,7 +43,7 @@ pub(crate) struct Queue {
     head: UnsafeCell<u64>,
     published_tail: UnsafeCell<u64>,
     published_head: UnsafeCell<u64>,
-    slots: Box<[UnsafeCell<Option<Message>>]>,
+    slots: Box<[UnsafeCell<Slot>]>,
 }
 
 // SAFETY: see the module docs. During a round, `tail` and the slots being written belong to the
@@ -52,25 +63,26 @@ impl Queue {
             head: UnsafeCell::new(0),
             published_tail: UnsafeCell::new(0),
             published_head: UnsafeCell::new(0),
-            slots: (0..depth).map(|_| UnsafeCell::new(None)).collect(),
+            slots: (0..depth).map(|_| UnsafeCell::new(Slot { message: None, free_at_ns: 0.0 })).collect(),
         }
     }
 
-    /// Sender side: pushes `message` if a credit is free, or hands it back.
+    /// Sender side: when a credit is free, pushes the message `make` builds from the time that credit
+    /// reached the sender; `false` when there is none.
     ///
     /// # Safety
     /// Only the sender's thread, in the poll phase.
-    pub(crate) unsafe fn try_push(&self, message: Message) -> Result<(), Message> {
+    pub(crate) unsafe fn try_push(&self, make: impl FnOnce(f64) -> Message) -> bool {
         // SAFETY: `tail` is the sender's; `published_head` is read-only during the round.
         let (tail, head) = unsafe { (&mut *self.tail.get(), *self.published_head.get()) };
         if *tail - head >= self.depth {
-            return Err(message);
+            return false;
         }
-        let slot = &self.slots[(*tail % self.depth) as usize];
-        // SAFETY: the slot is outside `head..published_tail`, the only slots the receiver reads.
-        unsafe { *slot.get() = Some(message) };
+        // SAFETY: the slot is outside `head..published_tail`, the only slots the receiver touches.
+        let slot = unsafe { &mut *self.slots[(*tail % self.depth) as usize].get() };
+        slot.message = Some(make(slot.free_at_ns));
         *tail += 1;
-        Ok(())
+        true
     }
 
     /// Receiver side: the oldest message visible this round, left in place.
@@ -79,44 +91,56 @@ impl Queue {
     /// Only the receiver's thread, in the poll phase.
     pub(crate) unsafe fn peek(&self) -> Option<&Message> {
         // SAFETY: `head` is the receiver's; `published_tail` is read-only during the round; the slot at
-        // `head` is below `published_tail`, so the sender does not write it this round.
+        // `head` is below `published_tail`, so the sender does not touch it this round.
         unsafe {
             let head = *self.head.get();
             if head == *self.published_tail.get() {
                 return None;
             }
-            (*self.slots[(head % self.depth) as usize].get()).as_ref()
+            (*self.slots[(head % self.depth) as usize].get()).message.as_ref()
         }
     }
 
-    /// Receiver side: takes the oldest visible message, returning its credit at the next publish.
+    /// Receiver side: takes the oldest visible message; its credit returns to the sender at the next
+    /// publish, usable from simulated time `credit_at_ns`.
     ///
     /// # Safety
     /// As for [`Queue::peek`].
-    pub(crate) unsafe fn pop(&self) -> Option<Message> {
+    pub(crate) unsafe fn pop(&self, credit_at_ns: f64) -> Option<Message> {
         // SAFETY: as in `peek`.
         unsafe {
             let head = &mut *self.head.get();
             if *head == *self.published_tail.get() {
                 return None;
             }
-            let message = (*self.slots[(*head % self.depth) as usize].get()).take();
+            let slot = &mut *self.slots[(*head % self.depth) as usize].get();
+            slot.free_at_ns = credit_at_ns;
             *head += 1;
-            message
+            slot.message.take()
         }
     }
 
-    /// Publishes the sender's side: messages pushed so far become receivable. Returns whether
-    /// anything new was published.
+    /// The message at position `position` (a count of messages pushed before it).
+    ///
+    /// # Safety
+    /// Only between rounds, with no other access to the queue, for a position that holds a message.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn message_mut(&self, position: u64) -> Option<&mut Message> {
+        // SAFETY: the caller excludes every other access.
+        unsafe { (*self.slots[(position % self.depth) as usize].get()).message.as_mut() }
+    }
+
+    /// Publishes the sender's side: messages pushed so far become receivable. Returns the positions
+    /// published now (empty when nothing was new).
     ///
     /// # Safety
     /// Only the thread merging the sender, in the merge phase.
-    pub(crate) unsafe fn publish_tail(&self) -> bool {
+    pub(crate) unsafe fn publish_tail(&self) -> std::ops::Range<u64> {
         // SAFETY: merge phase; `tail` is not written and `published_tail` is the sender's to publish.
         unsafe {
-            let changed = *self.published_tail.get() != *self.tail.get();
-            *self.published_tail.get() = *self.tail.get();
-            changed
+            let new = *self.published_tail.get()..*self.tail.get();
+            *self.published_tail.get() = new.end;
+            new
         }
     }
 

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use kernbench_core::{PeId, Tile};
 
 use crate::pe::PeFigures;
+use crate::timing::{TimeReport, Trace};
 
 /// One participating PE at the end of a run.
 #[derive(Clone, Debug, PartialEq)]
@@ -25,11 +26,28 @@ pub struct PeReport {
 pub struct RunReport {
     pes: Vec<PeReport>,
     rounds: u64,
+    time: Option<TimeReport>,
 }
 
 impl RunReport {
-    pub(crate) fn new(pes: Vec<PeReport>, rounds: u64) -> Self {
-        RunReport { pes, rounds }
+    pub(crate) fn new(pes: Vec<PeReport>, rounds: u64, time: Option<TimeReport>) -> Self {
+        RunReport { pes, rounds, time }
+    }
+
+    /// The simulated time, when the run was timed.
+    pub fn time(&self) -> Option<&TimeReport> {
+        self.time.as_ref()
+    }
+
+    /// When the last kernel finished in simulated time, ns (when the run was timed).
+    pub fn completion_ns(&self) -> Option<f64> {
+        self.time.as_ref().map(|t| t.completion_ns)
+    }
+
+    /// The run as a Chrome / Perfetto trace, when it was timed with `trace` on (empty tracks otherwise).
+    pub fn trace(&self) -> Option<Trace> {
+        let pes: Vec<PeId> = self.pes.iter().map(|p| p.pe).collect();
+        self.time.as_ref().map(|time| Trace::new(&pes, time))
     }
 
     /// Every participant, in rank order.

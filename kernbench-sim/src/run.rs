@@ -29,6 +29,7 @@ use crate::pe::{Barrier, PeBuffers, PeFigures, PeState, PeView, Port, Side, Wait
 use crate::queue::Queue;
 use crate::report::{PeReport, RunReport};
 use crate::slots::Slots;
+use crate::timing::{Clock, Network, SpanKind, TimeReport, Timing, Transfer};
 
 /// Below this many PEs woken in a round, the round runs on one thread by default: handing work to
 /// other threads costs more than it saves.
@@ -55,11 +56,12 @@ impl Default for Call {
 ///
 /// # Examples
 /// See [`crate::testing::run_kernel_in_mock`] for a whole run in one call.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Runtime<'s> {
     system: &'s System,
     threads: usize,
     parallel_min_ready: usize,
+    timing: Option<Timing>,
 }
 
 /// Woken runnables, one list per thread so that wakes from parallel merges rarely meet on a lock.
@@ -95,7 +97,14 @@ enum Polled {
 impl<'s> Runtime<'s> {
     /// A single-threaded runtime for `system`.
     pub fn new(system: &'s System) -> Self {
-        Runtime { system, threads: 1, parallel_min_ready: PARALLEL_MIN_READY }
+        Runtime { system, threads: 1, parallel_min_ready: PARALLEL_MIN_READY, timing: Some(Timing::default()) }
+    }
+
+    /// Simulates time with these settings (the default: cut-through, no stragglers, no trace), or not at
+    /// all with `None` (outputs and figures are the same either way).
+    pub fn timing(mut self, timing: Option<Timing>) -> Self {
+        self.timing = timing;
+        self
     }
 
     /// Polls PEs on `threads` threads (at least 1). Results do not depend on it.
@@ -132,6 +141,10 @@ impl<'s> Runtime<'s> {
             return Err(RunError::BufferCount { participants: pes.len(), buffers: buffers.len() });
         }
         let (queues, ports) = install_queues(plan, &pes, self.system.ipcq_depth())?;
+        let network = self
+            .timing
+            .as_ref()
+            .map(|timing| Network::new(self.system, timing, &pes, queues.iter().map(|q| (q.sender, q.receiver))));
         let states = pes
             .iter()
             .zip(ports)
@@ -146,6 +159,7 @@ impl<'s> Runtime<'s> {
                 figures: PeFigures::default(),
                 generation: message_generation(call.generation, 1),
                 notes: BTreeMap::new(),
+                clock: Clock::new(self.system, self.timing.as_ref(), pe),
             })
             .collect();
         let mut exec = Execution {
@@ -160,6 +174,7 @@ impl<'s> Runtime<'s> {
                 waiters: Mutex::new(Vec::new()),
             },
             generation: call.generation,
+            network,
         };
         let ready = Arc::new(ReadyLists { lists: (0..=self.threads).map(|_| Mutex::new(Vec::new())).collect() });
         let results = Arc::clone(&exec.results);
@@ -214,6 +229,8 @@ struct Execution<'p> {
     results: Arc<[OnceLock<Result<(), KernelError>>]>,
     barrier: Barrier,
     generation: u64,
+    /// The channels and routes, when time is simulated.
+    network: Option<Network>,
 }
 
 impl Execution<'_> {
@@ -252,12 +269,27 @@ impl Execution<'_> {
             if let Some((_, error)) = failure {
                 return Err(error);
             }
-            match pool {
-                Some(pool) if polled.len() >= parallel_min_ready => {
-                    pool.install(|| polled.par_iter().with_min_len(64).for_each(|&rank| this.merge(rank)))
+            let mut transfers = match pool {
+                Some(pool) if polled.len() >= parallel_min_ready => pool.install(|| {
+                    polled
+                        .par_iter()
+                        .with_min_len(64)
+                        .fold(Vec::new, |mut sent, &rank| {
+                            this.merge(rank, &mut sent);
+                            sent
+                        })
+                        .reduce(Vec::new, |mut a, mut b| {
+                            a.append(&mut b);
+                            a
+                        })
+                }),
+                _ => {
+                    let mut sent = Vec::new();
+                    polled.iter().for_each(|&rank| this.merge(rank, &mut sent));
+                    sent
                 }
-                _ => polled.iter().for_each(|&rank| this.merge(rank)),
-            }
+            };
+            self.place_transfers(&mut transfers);
             self.release_barrier();
         }
         if finished < self.pes.len() {
@@ -282,6 +314,7 @@ impl Execution<'_> {
             wait,
             queues: &self.queues,
             pes: self.pes,
+            credit_latency: self.network.as_ref().map_or(&[], |n| &n.route_latency),
             call_generation: self.generation,
             barrier: &self.barrier,
         };
@@ -297,8 +330,9 @@ impl Execution<'_> {
         (rank, outcome)
     }
 
-    /// Publishes what a polled PE did to its queues and wakes the PEs waiting on them.
-    fn merge(&self, rank: u32) {
+    /// Publishes what a polled PE did to its queues and wakes the PEs waiting on them; under the timing
+    /// model, lists the messages it sent in `sent`.
+    fn merge(&self, rank: u32, sent: &mut Vec<Transfer>) {
         // SAFETY: merge phase; only this thread merges `rank`, and merging reads nothing of another
         // PE's state but its wait slot below.
         let state = unsafe { self.states.get_mut(rank as usize) };
@@ -307,7 +341,18 @@ impl Execution<'_> {
             // SAFETY: merge phase, and this PE is the side it publishes.
             let (changed, other, waiting) = unsafe {
                 match side {
-                    Side::Sender => (queue.publish_tail(), queue.receiver, Wait::Recv(q)),
+                    Side::Sender => {
+                        let new = queue.publish_tail();
+                        if self.network.is_some() {
+                            for position in new.clone() {
+                                // SAFETY: positions published now were written by this PE this round,
+                                // and the receiver reads nothing before the next round.
+                                let depart_ns = queue.message_mut(position).map_or(0.0, |m| m.depart_ns);
+                                sent.push(Transfer { depart_ns, sender: rank, queue: q, position });
+                            }
+                        }
+                        (!new.is_empty(), queue.receiver, Wait::Recv(q))
+                    }
                     Side::Receiver => (queue.publish_head(), queue.sender, Wait::Send(q)),
                 }
             };
@@ -326,7 +371,24 @@ impl Execution<'_> {
         }
     }
 
-    /// Releases the barrier once every participant has arrived.
+    /// Places the round's messages on their channels, earliest departure first, and stamps each with
+    /// its arrival time. Sequential, in a fixed order, so times do not depend on the thread count.
+    fn place_transfers(&mut self, transfers: &mut [Transfer]) {
+        let Some(network) = &mut self.network else { return };
+        transfers.sort_unstable_by(|a, b| {
+            a.depart_ns
+                .total_cmp(&b.depart_ns)
+                .then((a.sender, a.queue, a.position).cmp(&(b.sender, b.queue, b.position)))
+        });
+        for t in transfers.iter() {
+            // SAFETY: between rounds, with `&mut self`: nothing else touches the queue.
+            if let Some(message) = unsafe { self.queues[t.queue as usize].message_mut(t.position) } {
+                message.arrive_ns = network.deliver(t.queue, t.depart_ns, message.tile.bytes() as u64);
+            }
+        }
+    }
+
+    /// Releases the barrier once every participant has arrived, at the latest arrival's time.
     fn release_barrier(&mut self) {
         if self.barrier.arrived.load(Ordering::Relaxed) < self.pes.len() {
             return;
@@ -334,7 +396,9 @@ impl Execution<'_> {
         self.barrier.arrived.store(0, Ordering::Relaxed);
         self.barrier.epoch.fetch_add(1, Ordering::Relaxed);
         let waiters = std::mem::take(&mut *lock(&self.barrier.waiters));
-        for rank in waiters {
+        let release = waiters.iter().map(|&(_, at)| at).fold(0.0, f64::max);
+        for (rank, _) in waiters {
+            self.states.get(rank as usize).clock.advance_to(SpanKind::Barrier, release, 0, false);
             if let Some(waker) = &self.waits.get(rank as usize).waker {
                 waker.wake_by_ref();
             }
@@ -404,7 +468,11 @@ impl Execution<'_> {
     }
 
     fn report(&mut self, rounds: u64) -> RunReport {
-        let pes = self.pes;
+        let time = self.network.as_mut().map(|network| {
+            let completion = self.states.iter_mut().map(|s| s.clock.now).fold(0.0, f64::max);
+            let pes = self.states.iter_mut().map(|s| s.clock.report(completion)).collect();
+            TimeReport { completion_ns: completion, pes, channels: network.report(completion) }
+        });
         let per_pe: Vec<PeReport> = self
             .states
             .iter_mut()
@@ -415,8 +483,7 @@ impl Execution<'_> {
                 notes: std::mem::take(&mut s.notes),
             })
             .collect();
-        debug_assert_eq!(per_pe.len(), pes.len());
-        RunReport::new(per_pe, rounds)
+        RunReport::new(per_pe, rounds, time)
     }
 }
 

@@ -1,0 +1,390 @@
+//! The timing model: simulated time for every PE and every physical channel of a run.
+//!
+//! Units are ns throughout, and bandwidths are GB/s = 1e9 bytes/s, so `bytes / GB/s` is ns.
+//!
+//! - A send costs its PE the injection overhead (`pe.injection_ns`), starting no earlier than the
+//!   queue slot's credit is back. The message then crosses every channel of the route from sender to
+//!   receiver (ring hops in a cube, mesh hops, SIP hops): each channel adds its latency and holds the
+//!   message for `bytes / bandwidth`. With cut-through routing the head moves on after a hop's latency
+//!   and the tail follows; with store-and-forward each hop waits for the whole message. A channel
+//!   carries one message at a time, so two transfers on one channel in the same interval share it: the
+//!   second starts when the first leaves.
+//! - A recv completes at the later of the PE's clock and the message's arrival; the slot's credit is
+//!   back with the sender one route latency after that.
+//! - Reductions cost `elements / compute rate`, loads and stores `bytes / memory rate`, at the spec's
+//!   rates or a straggler's override.
+//! - A barrier releases everyone at the latest arrival.
+//!
+//! Transfers of a round are placed on channels between rounds, in order of departure time (then
+//! sender rank, queue, position), so the times are the same on one thread or many.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+
+use kernbench_core::route::Channel;
+use kernbench_core::{PeId, System};
+use serde::{Deserialize, Serialize};
+
+/// How a message crosses a multi-hop route.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Routing {
+    /// The head moves on after each hop's latency; the tail follows (wormhole / cut-through).
+    #[default]
+    CutThrough,
+    /// Each hop receives the whole message before sending it on.
+    StoreAndForward,
+}
+
+/// A PE that runs slower or starts late.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Straggler {
+    /// Its reduction rate, in 1e9 elements per second, instead of the spec's.
+    pub compute_gflops: Option<f64>,
+    /// Its load/store rate, in GB/s, instead of the spec's.
+    pub memory_gbps: Option<f64>,
+    /// How late its kernel starts, in ns.
+    pub start_delay_ns: f64,
+}
+
+/// The timing model's settings for a run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timing {
+    /// Cut-through or store-and-forward.
+    pub routing: Routing,
+    /// PEs that run slower or start late.
+    pub stragglers: BTreeMap<PeId, Straggler>,
+    /// Whether to record every operation and transfer as a span, for [`Trace`].
+    pub trace: bool,
+}
+
+/// What a span of a PE's or a channel's time was spent on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpanKind {
+    /// Injecting a message.
+    Send,
+    /// Waiting for a message to arrive.
+    Recv,
+    /// Waiting for a credit to send.
+    CreditWait,
+    /// A reduction.
+    Reduce,
+    /// A load or store.
+    Memory,
+    /// Waiting at a barrier.
+    Barrier,
+    /// Late start of a straggler.
+    Delay,
+    /// A channel carrying a message.
+    Transfer,
+}
+
+/// One span of simulated time.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Span {
+    /// What the time went to.
+    pub kind: SpanKind,
+    /// Start, ns.
+    pub start_ns: f64,
+    /// End, ns.
+    pub end_ns: f64,
+    /// Bytes involved (messages, reductions, loads and stores).
+    pub bytes: u64,
+}
+
+/// One PE's simulated time.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PeTime {
+    /// When its kernel finished, ns.
+    pub finish_ns: f64,
+    /// Time spent working: injecting messages, reducing, loading and storing.
+    pub busy_ns: f64,
+    /// Time spent waiting: for messages, credits or a barrier.
+    pub blocked_ns: f64,
+    /// Time before its kernel started and after it finished, up to the end of the run.
+    pub idle_ns: f64,
+    /// Its spans, when the run was traced.
+    pub spans: Vec<Span>,
+}
+
+/// One physical channel's use.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChannelTime {
+    /// The channel.
+    pub channel: Channel,
+    /// Bytes it carried.
+    pub bytes: u64,
+    /// Time it was carrying data, ns.
+    pub busy_ns: f64,
+    /// `busy_ns` over the run's simulated time.
+    pub utilization: f64,
+    /// Its transfers, when the run was traced.
+    pub spans: Vec<Span>,
+}
+
+/// The simulated time of a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimeReport {
+    /// When the last kernel finished, ns.
+    pub completion_ns: f64,
+    /// Per participating PE, in rank order.
+    pub pes: Vec<PeTime>,
+    /// Every channel that carried data.
+    pub channels: Vec<ChannelTime>,
+}
+
+/// A PE's clock and rates during a run.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Clock {
+    pub(crate) on: bool,
+    pub(crate) now: f64,
+    pub(crate) busy: f64,
+    pub(crate) blocked: f64,
+    pub(crate) start_delay: f64,
+    pub(crate) ns_per_element: f64,
+    pub(crate) ns_per_byte: f64,
+    pub(crate) injection_ns: f64,
+    pub(crate) spans: Option<Vec<Span>>,
+}
+
+impl Clock {
+    /// The clock of `pe` under `timing` (`None`: a clock that never moves).
+    pub(crate) fn new(system: &System, timing: Option<&Timing>, pe: PeId) -> Clock {
+        let Some(timing) = timing else { return Clock::default() };
+        let spec = system.pe_spec();
+        let straggler = timing.stragglers.get(&pe).copied().unwrap_or_default();
+        let mut clock = Clock {
+            on: true,
+            now: 0.0,
+            busy: 0.0,
+            blocked: 0.0,
+            start_delay: straggler.start_delay_ns,
+            ns_per_element: 1.0 / straggler.compute_gflops.unwrap_or(spec.compute_gflops),
+            ns_per_byte: 1.0 / straggler.memory_gbps.unwrap_or(spec.memory_gbps),
+            injection_ns: spec.injection_ns,
+            spans: timing.trace.then(Vec::new),
+        };
+        clock.advance_to(SpanKind::Delay, straggler.start_delay_ns, 0, false);
+        clock
+    }
+
+    /// Moves the clock to `until` (if later), counting the time as busy or blocked.
+    pub(crate) fn advance_to(&mut self, kind: SpanKind, until: f64, bytes: u64, busy: bool) {
+        if !self.on || until <= self.now {
+            return;
+        }
+        let spent = until - self.now;
+        if busy {
+            self.busy += spent;
+        } else if kind != SpanKind::Delay {
+            self.blocked += spent;
+        }
+        if let Some(spans) = &mut self.spans {
+            spans.push(Span { kind, start_ns: self.now, end_ns: until, bytes });
+        }
+        self.now = until;
+    }
+
+    /// Spends `ns` of work.
+    pub(crate) fn work(&mut self, kind: SpanKind, ns: f64, bytes: u64) {
+        let until = self.now + ns;
+        self.advance_to(kind, until, bytes, true);
+    }
+
+    /// The PE's part of the report, for a run that ended at `completion`.
+    pub(crate) fn report(&mut self, completion: f64) -> PeTime {
+        PeTime {
+            finish_ns: self.now,
+            busy_ns: self.busy,
+            blocked_ns: self.blocked,
+            idle_ns: completion - self.now + self.start_delay,
+            spans: self.spans.take().unwrap_or_default(),
+        }
+    }
+}
+
+/// A transfer sent in the current round, waiting to be placed on its channels.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Transfer {
+    pub(crate) depart_ns: f64,
+    pub(crate) sender: u32,
+    pub(crate) queue: u32,
+    pub(crate) position: u64,
+}
+
+struct ChannelState {
+    latency_ns: f64,
+    ns_per_byte: f64,
+    free_at: f64,
+    bytes: u64,
+    busy_ns: f64,
+    spans: Option<Vec<Span>>,
+}
+
+/// Every channel the run's queues route over, and each queue's route.
+pub(crate) struct Network {
+    routing: Routing,
+    keys: Vec<Channel>,
+    channels: Vec<ChannelState>,
+    /// Queue `q`'s channels are `route_channels[route_start[q]..route_start[q + 1]]`.
+    route_start: Vec<usize>,
+    route_channels: Vec<u32>,
+    /// Sum of the route's latencies, per queue: how long a credit takes to get back.
+    pub(crate) route_latency: Vec<f64>,
+}
+
+impl Network {
+    /// The network of queues `(sender, receiver)` between `pes`.
+    pub(crate) fn new(
+        system: &System,
+        timing: &Timing,
+        pes: &[PeId],
+        queues: impl Iterator<Item = (u32, u32)>,
+    ) -> Network {
+        let mut network = Network {
+            routing: timing.routing,
+            keys: Vec::new(),
+            channels: Vec::new(),
+            route_start: vec![0],
+            route_channels: Vec::new(),
+            route_latency: Vec::new(),
+        };
+        let mut index: HashMap<Channel, u32> = HashMap::new();
+        for (sender, receiver) in queues {
+            let route = system.route(pes[sender as usize], pes[receiver as usize]);
+            let mut latency = 0.0;
+            for channel in route.channels {
+                let link = system.link(channel.class);
+                latency += link.latency_ns;
+                let id = *index.entry(channel).or_insert_with(|| {
+                    network.keys.push(channel);
+                    network.channels.push(ChannelState {
+                        latency_ns: link.latency_ns,
+                        ns_per_byte: 1.0 / link.bandwidth_gbps,
+                        free_at: 0.0,
+                        bytes: 0,
+                        busy_ns: 0.0,
+                        spans: timing.trace.then(Vec::new),
+                    });
+                    (network.keys.len() - 1) as u32
+                });
+                network.route_channels.push(id);
+            }
+            network.route_start.push(network.route_channels.len());
+            network.route_latency.push(latency);
+        }
+        network
+    }
+
+    /// Places a message of `bytes` leaving on queue `queue` at `depart` on its channels; returns when
+    /// its last byte arrives.
+    pub(crate) fn deliver(&mut self, queue: u32, depart: f64, bytes: u64) -> f64 {
+        let route = &self.route_channels[self.route_start[queue as usize]..self.route_start[queue as usize + 1]];
+        // `head`: when the first byte can enter the next channel; `tail`: when the last byte has.
+        let (mut head, mut tail) = (depart, depart);
+        for &id in route {
+            let ch = &mut self.channels[id as usize];
+            let occupy = bytes as f64 * ch.ns_per_byte;
+            let ready = match self.routing {
+                Routing::CutThrough => head,
+                Routing::StoreAndForward => tail,
+            };
+            let start = ready.max(ch.free_at);
+            let end = (start + occupy).max(tail);
+            ch.free_at = end;
+            ch.bytes += bytes;
+            ch.busy_ns += end - start;
+            if let Some(spans) = &mut ch.spans {
+                spans.push(Span { kind: SpanKind::Transfer, start_ns: start, end_ns: end, bytes });
+            }
+            head = start + ch.latency_ns;
+            tail = end + ch.latency_ns;
+        }
+        tail
+    }
+
+    /// Every channel that carried data, for a run that ended at `completion`.
+    pub(crate) fn report(&mut self, completion: f64) -> Vec<ChannelTime> {
+        self.keys
+            .iter()
+            .zip(&mut self.channels)
+            .filter(|(_, ch)| ch.bytes > 0)
+            .map(|(&channel, ch)| ChannelTime {
+                channel,
+                bytes: ch.bytes,
+                busy_ns: ch.busy_ns,
+                utilization: if completion > 0.0 { ch.busy_ns / completion } else { 0.0 },
+                spans: ch.spans.take().unwrap_or_default(),
+            })
+            .collect()
+    }
+}
+
+/// A run's spans as a Chrome / Perfetto trace (the Trace Event Format): one track per PE, one per
+/// channel that carried data. Open it at ui.perfetto.dev or chrome://tracing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Trace {
+    /// The trace events.
+    #[serde(rename = "traceEvents")]
+    pub trace_events: Vec<serde_json::Value>,
+    /// How viewers show time.
+    #[serde(rename = "displayTimeUnit")]
+    pub display_time_unit: String,
+}
+
+impl Trace {
+    /// The trace of a timed run of `pes` (rank order).
+    pub fn new(pes: &[PeId], time: &TimeReport) -> Trace {
+        use serde_json::json;
+        // The format counts microseconds; fractions keep the ns.
+        let us = |ns: f64| ns / 1000.0;
+        let mut events = vec![
+            json!({"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "PEs"}}),
+            json!({"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "channels"}}),
+        ];
+        for (rank, (pe, t)) in pes.iter().zip(&time.pes).enumerate() {
+            events.push(
+                json!({"name": "thread_name", "ph": "M", "pid": 0, "tid": rank, "args": {"name": pe.to_string()}}),
+            );
+            for span in &t.spans {
+                events.push(json!({
+                    "name": span_name(span.kind), "cat": "pe", "ph": "X", "pid": 0, "tid": rank,
+                    "ts": us(span.start_ns), "dur": us(span.end_ns - span.start_ns), "args": {"bytes": span.bytes},
+                }));
+            }
+        }
+        for (i, ch) in time.channels.iter().enumerate() {
+            let mut name = String::new();
+            let _ = write!(name, "{} {} -> {}", ch.channel.class, node(ch.channel.from), node(ch.channel.to));
+            events.push(json!({"name": "thread_name", "ph": "M", "pid": 1, "tid": i, "args": {"name": name}}));
+            for span in &ch.spans {
+                events.push(json!({
+                    "name": "transfer", "cat": "channel", "ph": "X", "pid": 1, "tid": i,
+                    "ts": us(span.start_ns), "dur": us(span.end_ns - span.start_ns), "args": {"bytes": span.bytes},
+                }));
+            }
+        }
+        Trace { trace_events: events, display_time_unit: "ns".to_owned() }
+    }
+}
+
+fn span_name(kind: SpanKind) -> &'static str {
+    match kind {
+        SpanKind::Send => "send",
+        SpanKind::Recv => "recv (waiting)",
+        SpanKind::CreditWait => "blocked on credit",
+        SpanKind::Reduce => "reduce",
+        SpanKind::Memory => "load/store",
+        SpanKind::Barrier => "barrier",
+        SpanKind::Delay => "late start",
+        SpanKind::Transfer => "transfer",
+    }
+}
+
+fn node(n: kernbench_core::route::Node) -> String {
+    match n {
+        kernbench_core::route::Node::Pe(pe) => pe.to_string(),
+        kernbench_core::route::Node::Switch => "switch".to_owned(),
+    }
+}
