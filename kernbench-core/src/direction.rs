@@ -59,6 +59,34 @@ impl Direction {
     }
 }
 
+impl Direction {
+    /// A number that identifies the direction, ordered as directions are: a cheap key for lookups in
+    /// neighbour tables.
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench_core::Direction;
+    /// assert!(Direction::E.key() < Direction::W.key());
+    /// assert_ne!(Direction::Child(0, 1).key(), Direction::Child(1, 0).key());
+    /// ```
+    pub const fn key(self) -> u64 {
+        // The variant's index in the top byte, its fields below: the same order as the derived `Ord`.
+        let (variant, fields) = match self {
+            Direction::E => (0, 0),
+            Direction::W => (1, 0),
+            Direction::N => (2, 0),
+            Direction::S => (3, 0),
+            Direction::SipNext => (4, 0),
+            Direction::SipPrev => (5, 0),
+            Direction::Parent(t) => (6, (t as u64) << 8),
+            Direction::Child(t, k) => (7, ((t as u64) << 8) | k as u64),
+            Direction::Dim(k) => (8, k as u64),
+            Direction::Peer(j) => (9, j as u64),
+        };
+        (variant << 56) | fields
+    }
+}
+
 impl fmt::Display for Direction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

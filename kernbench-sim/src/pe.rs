@@ -47,6 +47,8 @@ pub struct PeFigures {
 /// A direction of a PE and the two queues behind it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Port {
+    /// `direction.key()`, what lookups compare.
+    pub(crate) key: u64,
     pub(crate) direction: Direction,
     pub(crate) out_queue: u32,
     pub(crate) in_queue: u32,
@@ -62,7 +64,7 @@ pub(crate) enum Side {
 /// A PE's own state: touched only while its kernel is polled or its round is merged.
 pub(crate) struct PeState {
     pub(crate) pe: PeId,
-    /// Sorted by direction, for lookup by binary search.
+    /// Sorted by direction key (so the error lists them in order).
     pub(crate) ports: Vec<Port>,
     pub(crate) input: Tile,
     pub(crate) output: Tile,
@@ -133,16 +135,34 @@ pub(crate) struct PeView<'a> {
 }
 
 impl PeView<'_> {
+    #[inline]
     fn port(&self, direction: Direction, op: Op) -> Result<Port, KernelError> {
-        let ports = &self.state.ports;
-        match ports.binary_search_by(|p| p.direction.cmp(&direction)) {
-            Ok(i) => Ok(ports[i]),
-            Err(_) => Err(KernelError::NoSuchDirection {
-                pe: self.state.pe,
-                op,
-                direction,
-                available: ports.iter().map(|p| p.direction).collect(),
-            }),
+        match self.find(direction) {
+            Some(port) => Ok(port),
+            None => Err(self.no_such_direction(direction, op)),
+        }
+    }
+
+    /// The port for `direction`: most tables are a handful of entries, where a scan beats a binary
+    /// search; `full` topologies have hundreds.
+    #[inline]
+    fn find(&self, direction: Direction) -> Option<Port> {
+        const SCAN: usize = 16;
+        let (ports, key) = (&self.state.ports, direction.key());
+        if ports.len() <= SCAN {
+            ports.iter().find(|p| p.key == key).copied()
+        } else {
+            ports.binary_search_by_key(&key, |p| p.key).ok().map(|i| ports[i])
+        }
+    }
+
+    #[cold]
+    fn no_such_direction(&self, direction: Direction, op: Op) -> KernelError {
+        KernelError::NoSuchDirection {
+            pe: self.state.pe,
+            op,
+            direction,
+            available: self.state.ports.iter().map(|p| p.direction).collect(),
         }
     }
 
@@ -273,7 +293,7 @@ impl Backend for PeView<'_> {
     }
 
     fn has(&self, direction: Direction) -> bool {
-        self.state.ports.binary_search_by(|p| p.direction.cmp(&direction)).is_ok()
+        self.find(direction).is_some()
     }
 
     fn load(&mut self, buffer: Buffer) -> Result<Tile, KernelError> {

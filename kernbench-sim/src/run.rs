@@ -71,7 +71,8 @@ struct ReadyLists {
 
 impl ReadyLists {
     fn push(&self, runnable: Runnable<u32>) {
-        let slot = rayon::current_thread_index().map_or(0, |i| i + 1) % self.lists.len();
+        // The driving thread and pool thread 0 share a list; the lock keeps that (rare) meeting safe.
+        let slot = rayon::current_thread_index().unwrap_or(0) % self.lists.len();
         lock(&self.lists[slot]).push(runnable);
     }
 
@@ -176,7 +177,7 @@ impl<'s> Runtime<'s> {
             generation: call.generation,
             network,
         };
-        let ready = Arc::new(ReadyLists { lists: (0..=self.threads).map(|_| Mutex::new(Vec::new())).collect() });
+        let ready = Arc::new(ReadyLists { lists: (0..self.threads).map(|_| Mutex::new(Vec::new())).collect() });
         let results = Arc::clone(&exec.results);
         let extents = [self.system.pes_per_cube(), self.system.cubes_per_sip(), self.system.sips()];
         for (rank, &pe) in pes.iter().enumerate() {
@@ -242,6 +243,7 @@ impl Execution<'_> {
     ) -> Result<RunReport, RunError> {
         let mut round: Vec<Runnable<u32>> = Vec::new();
         let mut polled: Vec<u32> = Vec::new();
+        let mut sent: Vec<Transfer> = Vec::new();
         let mut finished = 0usize;
         let mut rounds = 0u64;
         loop {
@@ -269,27 +271,24 @@ impl Execution<'_> {
             if let Some((_, error)) = failure {
                 return Err(error);
             }
-            let mut transfers = match pool {
-                Some(pool) if polled.len() >= parallel_min_ready => pool.install(|| {
-                    polled
-                        .par_iter()
-                        .with_min_len(64)
-                        .fold(Vec::new, |mut sent, &rank| {
-                            this.merge(rank, &mut sent);
-                            sent
-                        })
-                        .reduce(Vec::new, |mut a, mut b| {
-                            a.append(&mut b);
-                            a
-                        })
-                }),
-                _ => {
-                    let mut sent = Vec::new();
-                    polled.iter().for_each(|&rank| this.merge(rank, &mut sent));
-                    sent
+            sent.clear();
+            match pool {
+                Some(pool) if polled.len() >= parallel_min_ready => {
+                    let parts = pool.install(|| {
+                        polled
+                            .par_iter()
+                            .with_min_len(64)
+                            .fold(Vec::new, |mut part, &rank| {
+                                this.merge(rank, &mut part);
+                                part
+                            })
+                            .collect::<Vec<_>>()
+                    });
+                    parts.into_iter().for_each(|mut part| sent.append(&mut part));
                 }
-            };
-            self.place_transfers(&mut transfers);
+                _ => polled.iter().for_each(|&rank| this.merge(rank, &mut sent)),
+            }
+            self.place_transfers(&mut sent);
             self.release_barrier();
         }
         if finished < self.pes.len() {
@@ -539,7 +538,10 @@ fn install_queues(plan: &InstallPlan, pes: &[PeId], depth: usize) -> Result<(Vec
     let mut ports: Vec<Vec<Port>> = installs
         .iter()
         .map(|i| {
-            i.neighbors.iter().map(|n| Port { direction: n.direction, out_queue: 0, in_queue: u32::MAX }).collect()
+            i.neighbors
+                .iter()
+                .map(|n| Port { key: n.direction.key(), direction: n.direction, out_queue: 0, in_queue: u32::MAX })
+                .collect()
         })
         .collect();
     for (rank, install) in installs.iter().enumerate() {
@@ -574,7 +576,7 @@ fn install_queues(plan: &InstallPlan, pes: &[PeId], depth: usize) -> Result<(Vec
                 pes[rank], p.direction
             )));
         }
-        list.sort_unstable_by_key(|p| p.direction);
+        list.sort_unstable_by_key(|p| p.key);
         if let Some(w) = list.windows(2).find(|w| w[0].direction == w[1].direction) {
             return Err(RunError::Plan(format!("{} lists direction {} twice", pes[rank], w[0].direction)));
         }
