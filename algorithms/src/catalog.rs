@@ -10,6 +10,7 @@ pub const KERNELS: &[&KernelDef] = &[
     &crate::bidirectional_ring_allreduce::KERNEL,
     &crate::bruck_allgather::KERNEL,
     &crate::double_binary_tree_allreduce::KERNEL,
+    &crate::hierarchical_all_to_all::KERNEL,
     &crate::hierarchical_allreduce::KERNEL,
     &crate::intercube_allreduce::KERNEL,
     &crate::mesh_2d_allreduce::KERNEL,

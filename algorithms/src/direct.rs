@@ -6,7 +6,7 @@
 use kernbench::prelude::*;
 
 /// The `full` topology's link to rank `j`.
-fn peer(j: usize) -> Direction {
+pub(crate) fn peer(j: usize) -> Direction {
     // `full` links at most 1024 participants, so `j` fits a u32.
     Direction::Peer(j as u32)
 }
@@ -69,6 +69,12 @@ pub fn bruck_allgather(tl: &Tl) {
 /// `r`'s output holds every rank's block `r`, in rank order.
 #[ccl_kernel]
 pub fn pairwise_alltoall(tl: &Tl) {
+    pairwise_exchange(tl);
+}
+
+/// The exchange of [`pairwise_alltoall()`], for every kernel whose flat path it is.
+#[ccl_kernel(helper)]
+pub(crate) fn pairwise_exchange(tl: &Tl) {
     let (rank, n) = (tl.rank(), tl.size());
     let data = tl.load(Input);
     let own = tl.chunk(&data, rank, n);

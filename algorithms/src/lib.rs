@@ -3,6 +3,7 @@
 mod butterfly;
 mod direct;
 mod hierarchical;
+mod hierarchical_a2a;
 mod mesh;
 mod ring;
 mod tree;
@@ -13,6 +14,7 @@ pub use butterfly::{
 };
 pub use direct::{bruck_allgather, one_shot_allreduce, pairwise_alltoall};
 pub use hierarchical::hierarchical_allreduce;
+pub use hierarchical_a2a::hierarchical_all_to_all;
 pub use mesh::{intercube_allreduce, mesh_2d_allreduce};
 pub use ring::{
     bidirectional_ring_allreduce, ring_allgather, ring_allreduce, ring_broadcast, ring_reduce, ring_reduce_scatter,

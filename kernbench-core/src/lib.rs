@@ -17,6 +17,7 @@ mod kernel;
 mod layout;
 mod mapper;
 mod names;
+pub mod partition;
 mod plan;
 pub mod postcondition;
 mod registry;

@@ -3,6 +3,8 @@
 
 #[path = "machine/layout.rs"]
 mod layout;
+#[path = "machine/partition.rs"]
+mod partition;
 #[path = "machine/plan.rs"]
 mod plan;
 #[path = "machine/props.rs"]

@@ -78,8 +78,12 @@ fn matrix(algorithm: &str) {
         for &(dtype, op) in &cases {
             for &root in &roots {
                 // 37 elements per shard: not a multiple of any participant count above 1 (all-to-all needs
-                // one whole block per participant: 5 elements each).
-                let elements = if entry.collective == Collective::AllToAll { 5 * participants } else { 37 };
+                // one whole block per participant, 5 elements each, on each of a rank's participating PEs).
+                let elements = if entry.collective == Collective::AllToAll {
+                    5 * participants * (participants / sips)
+                } else {
+                    37
+                };
                 let bytes = (elements * dtype.size()) as u64;
                 let post = run_named(&system, algorithm, dtype, op, bytes, root);
                 assert!(post.held, "{algorithm} on {}, {dtype} {op} root {root}: {post}", system.describe());
@@ -122,6 +126,8 @@ mod matrix {
         ring_broadcast,
         ring_reduce,
         pairwise_alltoall,
+        hierarchical_all_to_all,
+        hierarchical_all_to_all_pes,
     );
 }
 
