@@ -1,4 +1,5 @@
-//! The mock runtime's speed: per-message overhead, reduction bandwidth, and a million-PE run.
+//! The mock runtime's speed: per-message overhead, the timing model's cost per message, reduction
+//! bandwidth, and a million-PE run.
 //!
 //! `cargo bench --bench runtime` prints each figure next to its target. Set `KERNBENCH_BENCH_QUICK=1`
 //! for a smaller, faster pass (CI uses it to check the benchmark still runs).
@@ -7,7 +8,7 @@ use std::time::Instant;
 
 use kernbench::prelude::*;
 use kernbench::sim::testing::MockRun;
-use kernbench::sim::{Call, PeBuffers, Runtime};
+use kernbench::sim::{Call, PeBuffers, Runtime, Timing};
 use kernbench::{InstallPlan, KernelDef, System};
 use serde_json::json;
 
@@ -67,6 +68,36 @@ fn message_overhead(kernel: &KernelDef, name: &str, count: u64) {
         "{name:<28} {messages:>10} messages  {:>8.1} ns/message  {:>6.2} M messages/s   (target: <= 50 ns streaming)",
         secs * 1e9 / messages as f64,
         messages as f64 / secs / 1e6
+    );
+}
+
+/// The cost of simulated time: the streaming kernel with the timing model on and off, best of three
+/// runs each.
+fn timing_overhead(count: u64) {
+    let system = System::shape(1, 1, 1, 2).unwrap();
+    let mut per_message = Vec::new();
+    for (label, timing) in [("untimed", None), ("timed", Some(Timing::default()))] {
+        let run = MockRun::new(&system, "ring_1d", "all_pes", &stream::KERNEL)
+            .params(json!({ "count": count }))
+            .timing(timing);
+        let mut best = f64::MAX;
+        for _ in 0..3 {
+            let (report, secs) = time(|| run.run().unwrap());
+            best = best.min(secs / report.totals().messages_sent as f64);
+        }
+        println!(
+            "{:<28} {count:>10} messages  {:>8.1} ns/message  {:>6.2} M messages/s",
+            format!("streaming, {label}"),
+            best * 1e9,
+            1e-6 / best
+        );
+        per_message.push(best);
+    }
+    println!(
+        "{:<28} {:.2}x per message   (target: <= 2x); timed {:.2} M messages/s on one core (target: >= 10)",
+        "timed vs untimed",
+        per_message[1] / per_message[0],
+        1e-6 / per_message[1]
     );
 }
 
@@ -139,7 +170,7 @@ fn million_pes() {
 }
 
 /// Whether section `name` runs: all of them, or those named in `KERNBENCH_BENCH_ONLY` (comma-separated:
-/// messages, reduce, million).
+/// messages, timing, reduce, million).
 fn section(name: &str) -> bool {
     std::env::var("KERNBENCH_BENCH_ONLY").map_or(true, |only| only.split(',').any(|s| s == name))
 }
@@ -150,6 +181,9 @@ fn main() {
     if section("messages") {
         message_overhead(&stream::KERNEL, "send+recv, streaming", count);
         message_overhead(&ping_pong::KERNEL, "send+recv, ping-pong", count / 4);
+    }
+    if section("timing") {
+        timing_overhead(count);
     }
     if section("reduce") {
         reduce_bandwidth();

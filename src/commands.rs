@@ -1,17 +1,20 @@
 //! The subcommands: each turns parsed arguments into library calls and prints the result.
 
-use std::io::Write;
-use std::path::PathBuf;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use kernbench::sim::Timing;
+use kernbench::sweep::{Row, Series, Sweep, parse_size, parse_sizes, table_footer, table_header};
 use kernbench::workload::{CUBE_LEADERS, EVERY_PE, sample_tensor};
 use kernbench::{
-    CallOptions, Collective, Communicator, DpPolicy, Dtype, InstallPlan, MAPPERS, ReduceOp, System, TOPOLOGIES,
-    VALIDATORS,
+    CallOptions, Collective, Communicator, DpPolicy, Dtype, InstallPlan, MAPPERS, ReduceOp, Registry, System,
+    TOPOLOGIES, VALIDATORS,
 };
 
-/// Write, run and check collective-communication kernels on a simulated accelerator.
+/// Write, run, time and tune collective-communication kernels on a simulated accelerator.
 #[derive(Debug, Parser)]
 #[command(name = "kernbench", version)]
 pub struct Cli {
@@ -23,6 +26,14 @@ pub struct Cli {
 enum Command {
     /// Run collectives on a system and check each against its postcondition.
     Run(RunArgs),
+    /// Sweep a collective over sizes and algorithms and print an nccl-tests table of simulated times.
+    Bench(BenchArgs),
+    /// Find the fastest algorithm per size on a system and write it as selection rules.
+    Tune(TuneArgs),
+    /// Write a Chrome / Perfetto trace of one simulated call.
+    Trace(TraceArgs),
+    /// Draw bus bandwidth against size for several algorithms, as an SVG.
+    Plot(PlotArgs),
     /// List the algorithms, kernels, topologies, mappers and validators.
     List,
     /// Print a system and an algorithm's install plan on it.
@@ -38,6 +49,34 @@ enum Command {
     },
 }
 
+/// Where to run: the system and the registry.
+#[derive(Debug, clap::Args)]
+struct Setup {
+    /// A system JSON file (default: the built-in system).
+    #[arg(long)]
+    system: Option<PathBuf>,
+    /// A complete registry JSON file, such as `kernbench tune --out` writes (default: the shipped ccl.json).
+    #[arg(long)]
+    registry: Option<PathBuf>,
+}
+
+/// What the data is.
+#[derive(Debug, clap::Args)]
+struct Data {
+    /// Element type: f32, f16, bf16, i32, i64.
+    #[arg(long, default_value = "f32")]
+    dtype: String,
+    /// Reduction: sum, prod, max, min, avg.
+    #[arg(long, default_value = "sum")]
+    op: String,
+}
+
+impl Data {
+    fn parse(&self) -> Result<(Dtype, ReduceOp)> {
+        Ok((self.dtype.parse()?, self.op.parse()?))
+    }
+}
+
 #[derive(Debug, clap::Args)]
 struct RunArgs {
     /// The collective (all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all), or `all`.
@@ -45,18 +84,13 @@ struct RunArgs {
     /// Run this algorithm instead of the registry's choice.
     #[arg(long)]
     algo: Option<String>,
-    /// A system JSON file (default: the built-in system).
-    #[arg(long)]
-    system: Option<PathBuf>,
+    #[command(flatten)]
+    setup: Setup,
     /// Bytes per rank; several sizes separated by commas, with K/M/G suffixes (powers of 1024).
     #[arg(long, default_value = "1K,64K,1M")]
     bytes: String,
-    /// Element type: f32, f16, bf16, i32, i64.
-    #[arg(long, default_value = "f32")]
-    dtype: String,
-    /// Reduction: sum, prod, max, min, avg.
-    #[arg(long, default_value = "sum")]
-    op: String,
+    #[command(flatten)]
+    data: Data,
     /// Root rank of broadcast and reduce.
     #[arg(long, default_value_t = 0)]
     root: usize,
@@ -69,6 +103,99 @@ struct RunArgs {
     threads: usize,
 }
 
+#[derive(Debug, clap::Args)]
+struct BenchArgs {
+    /// The collective: all_reduce, all_gather, reduce_scatter, broadcast, reduce or all_to_all.
+    collective: String,
+    /// `auto` (the registry's choice per size), `all` (every algorithm of the collective), or a
+    /// comma-separated list of algorithms and `auto`.
+    #[arg(long, default_value = "auto")]
+    algos: String,
+    /// nccl-tests sizes in bytes per rank: FROM..TO doubles from FROM to TO; or a comma-separated list.
+    /// The runtime moves real data, so large sizes take real time and memory.
+    #[arg(long, default_value = "1K..16M")]
+    sizes: String,
+    #[command(flatten)]
+    setup: Setup,
+    #[command(flatten)]
+    data: Data,
+    /// Root rank of broadcast and reduce.
+    #[arg(long, default_value_t = 0)]
+    root: usize,
+    /// Print the rows as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Threads to poll PEs on.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+}
+
+#[derive(Debug, clap::Args)]
+struct TuneArgs {
+    /// The collective to tune.
+    collective: String,
+    /// The sizes to tune at (as for `bench`).
+    #[arg(long, default_value = "1K..16M")]
+    sizes: String,
+    #[command(flatten)]
+    setup: Setup,
+    #[command(flatten)]
+    data: Data,
+    /// Write the registry with the tuned rules here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Write the tuned rules here as NCCL-tuner-style CSV.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// Threads to poll PEs on.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+}
+
+#[derive(Debug, clap::Args)]
+struct TraceArgs {
+    /// The collective.
+    collective: String,
+    /// The algorithm, or `auto` for the registry's choice.
+    #[arg(long, default_value = "auto")]
+    algo: String,
+    /// The nccl-tests size of the call, in bytes per rank.
+    #[arg(long, default_value = "1M")]
+    bytes: String,
+    #[command(flatten)]
+    setup: Setup,
+    #[command(flatten)]
+    data: Data,
+    /// Root rank of broadcast and reduce.
+    #[arg(long, default_value_t = 0)]
+    root: usize,
+    /// Where to write the trace (open it at ui.perfetto.dev or chrome://tracing).
+    #[arg(long, default_value = "trace.json")]
+    out: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+struct PlotArgs {
+    /// The collective.
+    collective: String,
+    /// The algorithms to draw, as for `bench`.
+    #[arg(long, default_value = "all")]
+    algos: String,
+    /// The sizes, as for `bench`.
+    #[arg(long, default_value = "1K..16M")]
+    sizes: String,
+    #[command(flatten)]
+    setup: Setup,
+    #[command(flatten)]
+    data: Data,
+    /// Where to write the SVG.
+    #[arg(long, default_value = "busbw.svg")]
+    out: PathBuf,
+    /// Threads to poll PEs on.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+}
+
 /// Runs the parsed command.
 ///
 /// # Errors
@@ -76,53 +203,102 @@ struct RunArgs {
 pub fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
     match cli.command {
         Command::Run(args) => run_collectives(&args, out),
+        Command::Bench(args) => bench(&args, out),
+        Command::Tune(args) => tune(&args, out),
+        Command::Trace(args) => trace(&args, out),
+        Command::Plot(args) => plot(&args, out),
         Command::List => list(out),
         Command::Plan { algorithm, system, all } => plan(&algorithm, system.as_deref(), all, out),
     }
 }
 
-fn load_system(path: Option<&std::path::Path>) -> Result<System> {
+fn load_system(path: Option<&Path>) -> Result<System> {
     match path {
         Some(p) => Ok(System::from_file(p)?),
         None => Ok(System::builtin()),
     }
 }
 
-/// Parses `1K`, `64K`, `1M`, `512` (K, M, G are powers of 1024).
-pub fn parse_size(text: &str) -> Result<u64> {
-    let t = text.trim();
-    let (digits, unit) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
-        Some((i, _)) => t.split_at(i),
-        None => (t, ""),
-    };
-    let scale: u64 = match unit.to_ascii_uppercase().as_str() {
-        "" | "B" => 1,
-        "K" | "KB" | "KIB" => 1 << 10,
-        "M" | "MB" | "MIB" => 1 << 20,
-        "G" | "GB" | "GIB" => 1 << 30,
-        _ => bail!("bad size `{text}`: expected a number with an optional K, M or G suffix, like 64K"),
-    };
-    let n: u64 = digits.parse().map_err(|_| {
-        anyhow::anyhow!("bad size `{text}`: expected a number with an optional K, M or G suffix, like 64K")
-    })?;
-    n.checked_mul(scale).with_context(|| format!("size `{text}` is too large"))
+impl Setup {
+    /// A communicator on the chosen system with the chosen registry.
+    fn communicator(&self, threads: usize) -> Result<Communicator> {
+        let system = load_system(self.system.as_deref())?;
+        let comm = match &self.registry {
+            Some(path) => {
+                Communicator::with_registry(system, Registry::from_file(path)?, kernbench::algorithms::kernels())?
+            }
+            None => Communicator::new(system)?,
+        };
+        Ok(comm.threads(threads))
+    }
+}
+
+fn collective(name: &str) -> Result<Collective> {
+    Ok(name.parse()?)
+}
+
+/// Rows printed as they come, above a progress bar on stderr when stderr is a terminal.
+struct Progress {
+    bar: Option<ProgressBar>,
+    print: bool,
+    written: std::io::Result<()>,
+}
+
+impl Progress {
+    /// Progress over `points` rows, printing each as a table line when `print`.
+    fn new(points: usize, print: bool) -> Progress {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let style = ProgressStyle::with_template("{bar:40} {pos}/{len} points, {elapsed} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar());
+            ProgressBar::new(points as u64).with_style(style)
+        });
+        Progress { bar, print, written: Ok(()) }
+    }
+
+    fn row(&mut self, row: &Row, out: &mut impl Write) {
+        if self.print && self.written.is_ok() {
+            self.written = match &self.bar {
+                Some(bar) => bar.suspend(|| writeln!(out, "{}", row.table_line())),
+                None => writeln!(out, "{}", row.table_line()),
+            };
+        }
+        if let Some(bar) = &self.bar {
+            bar.set_message(format!("{} {} B", row.series, row.size));
+            bar.inc(1);
+        }
+    }
+
+    /// Clears the bar; the first error writing a row, if any.
+    fn finish(self) -> std::io::Result<()> {
+        if let Some(bar) = self.bar {
+            bar.finish_and_clear();
+        }
+        self.written
+    }
+}
+
+/// Runs `sweep`, printing each row as a table line (unless `quiet`).
+fn run_sweep(sweep: &Sweep, comm: &mut Communicator, quiet: bool, out: &mut impl Write) -> Result<Vec<Row>> {
+    let mut progress = Progress::new(sweep.points(), !quiet);
+    let rows = sweep.run(comm, |row| progress.row(row, out));
+    progress.finish()?;
+    Ok(rows?)
 }
 
 fn run_collectives(args: &RunArgs, out: &mut impl Write) -> Result<()> {
-    let system = load_system(args.system.as_deref())?;
+    let mut comm = args.setup.communicator(args.threads)?;
+    let system = comm.system().clone();
     let collectives: Vec<Collective> =
-        if args.collective == "all" { Collective::ALL.to_vec() } else { vec![args.collective.parse()?] };
-    let dtype: Dtype = args.dtype.parse()?;
-    let op: ReduceOp = args.op.parse()?;
+        if args.collective == "all" { Collective::ALL.to_vec() } else { vec![collective(&args.collective)?] };
+    let (dtype, op) = args.data.parse()?;
     let layout = match args.layout.as_str() {
         "one_pe" => DpPolicy::LEADER,
         "multi_pe" => EVERY_PE,
         "cube_leaders" => CUBE_LEADERS,
         other => bail!("unknown layout `{other}`: expected one_pe, multi_pe or cube_leaders"),
     };
-    let sizes = args.bytes.split(',').map(parse_size).collect::<Result<Vec<_>>>()?;
+    let sizes = args.bytes.split(',').map(parse_size).collect::<Result<Vec<_>, _>>()?;
     writeln!(out, "{}", system.describe())?;
-    let mut comm = Communicator::new(system.clone())?.threads(args.threads);
     let mut wrong = 0;
     for collective in collectives {
         for &bytes in &sizes {
@@ -138,6 +314,106 @@ fn run_collectives(args: &RunArgs, out: &mut impl Write) -> Result<()> {
     if wrong > 0 {
         bail!("{wrong} call(s) broke their postcondition");
     }
+    Ok(())
+}
+
+fn bench(args: &BenchArgs, out: &mut impl Write) -> Result<()> {
+    let collective = collective(&args.collective)?;
+    let mut comm = args.setup.communicator(args.threads)?;
+    let series = Series::parse_list(&args.algos, comm.registry(), collective)?;
+    let sizes = parse_sizes(&args.sizes)?;
+    let (dtype, op) = args.data.parse()?;
+    let sweep = Sweep::new(collective, series, sizes).dtype(dtype).op(op).root(args.root);
+    let system = comm.system().clone();
+    if args.json {
+        let rows = run_sweep(&sweep, &mut comm, true, out)?;
+        let doc = serde_json::json!({
+            "collective": collective,
+            "system": system.spec(),
+            "rows": rows,
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+        return Ok(());
+    }
+    writeln!(out, "# kernbench bench {collective} on {}", system.describe())?;
+    writeln!(out, "{}", table_header())?;
+    let rows = run_sweep(&sweep, &mut comm, false, out)?;
+    write!(out, "{}", table_footer(&rows))?;
+    Ok(())
+}
+
+fn tune(args: &TuneArgs, out: &mut impl Write) -> Result<()> {
+    let collective = collective(&args.collective)?;
+    let mut comm = args.setup.communicator(args.threads)?;
+    let sizes = parse_sizes(&args.sizes)?;
+    let data = args.data.parse()?;
+    let system = comm.system().clone();
+    writeln!(out, "# kernbench tune {collective}: {}", system.describe())?;
+    let candidates = kernbench::tune::candidates(&comm, collective);
+    writeln!(out, "# candidates (one-PE layout): {}", candidates.join(", "))?;
+    writeln!(out, "{}", table_header())?;
+    let mut progress = Progress::new(sizes.len() * candidates.len(), true);
+    let tuning = kernbench::tune::tune(&mut comm, collective, &sizes, data, |row| progress.row(row, out));
+    progress.finish()?;
+    let tuning = tuning?;
+    writeln!(out, "# fastest per size (bytes per rank):")?;
+    for bucket in &tuning.buckets {
+        writeln!(out, "#   {bucket}")?;
+    }
+    if let Some(path) = &args.out {
+        let registry = tuning.registry(comm.registry())?;
+        let text = serde_json::to_string_pretty(&registry)?;
+        std::fs::write(path, text + "\n").with_context(|| format!("cannot write `{}`", path.display()))?;
+        writeln!(out, "# wrote {} (use it with --registry)", path.display())?;
+    }
+    if let Some(path) = &args.csv {
+        std::fs::write(path, tuning.csv()).with_context(|| format!("cannot write `{}`", path.display()))?;
+        writeln!(out, "# wrote {}", path.display())?;
+    }
+    Ok(())
+}
+
+fn trace(args: &TraceArgs, out: &mut impl Write) -> Result<()> {
+    let collective = collective(&args.collective)?;
+    let comm = args.setup.communicator(1)?;
+    let mut comm = comm.timing(Some(Timing { trace: true, ..Timing::default() }));
+    let series = match Series::parse_list(&args.algo, comm.registry(), collective)?.as_slice() {
+        [one] => one.clone(),
+        _ => bail!("bad --algo `{}`: expected one algorithm of {collective}, or auto", args.algo),
+    };
+    let size = parse_size(&args.bytes)?;
+    let (dtype, op) = args.data.parse()?;
+    let sweep = Sweep::new(collective, vec![series.clone()], vec![size]).dtype(dtype).op(op).root(args.root);
+    let (row, report) = sweep.call(&mut comm, &series, size)?;
+    let trace = report.run.trace().context("the run was not timed")?;
+    let text = serde_json::to_string(&trace)?;
+    std::fs::write(&args.out, text + "\n").with_context(|| format!("cannot write `{}`", args.out.display()))?;
+    writeln!(out, "{report}")?;
+    let channels = report.run.time().map_or(0, |t| t.channels.len());
+    writeln!(
+        out,
+        "wrote {}: {} events, a track per PE ({}) and per busy channel ({}); {:.0} ns simulated; open it at ui.perfetto.dev",
+        args.out.display(),
+        trace.trace_events.len(),
+        report.run.pes().len(),
+        channels,
+        row.time_ns
+    )?;
+    Ok(())
+}
+
+fn plot(args: &PlotArgs, out: &mut impl Write) -> Result<()> {
+    let collective = collective(&args.collective)?;
+    let mut comm = args.setup.communicator(args.threads)?;
+    let series = Series::parse_list(&args.algos, comm.registry(), collective)?;
+    let sizes = parse_sizes(&args.sizes)?;
+    let (dtype, op) = args.data.parse()?;
+    let sweep = Sweep::new(collective, series.clone(), sizes.clone()).dtype(dtype).op(op);
+    let rows = run_sweep(&sweep, &mut comm, true, out)?;
+    let title = format!("{collective} busbw on {}", comm.system().describe());
+    let svg = kernbench::plot::busbw_svg(&title, &rows);
+    std::fs::write(&args.out, svg).with_context(|| format!("cannot write `{}`", args.out.display()))?;
+    writeln!(out, "wrote {}: busbw of {} series at {} sizes", args.out.display(), series.len(), sizes.len())?;
     Ok(())
 }
 
@@ -175,7 +451,7 @@ fn list(out: &mut impl Write) -> Result<()> {
     Ok(())
 }
 
-fn plan(algorithm: &str, system: Option<&std::path::Path>, all: bool, out: &mut impl Write) -> Result<()> {
+fn plan(algorithm: &str, system: Option<&Path>, all: bool, out: &mut impl Write) -> Result<()> {
     let system = load_system(system)?;
     let registry = kernbench::algorithms::default_registry();
     let entry = registry.get(algorithm)?;

@@ -24,4 +24,7 @@ pub mod algorithms {
 mod communicator;
 
 pub use communicator::{CallOptions, CallReport, CommError, Communicator};
+pub mod plot;
+pub mod sweep;
+pub mod tune;
 pub mod workload;

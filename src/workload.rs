@@ -9,6 +9,39 @@ pub const EVERY_PE: DpPolicy = DpPolicy::new(Split::ColumnWise, Split::ColumnWis
 /// Every cube's PE 0 holds an equal column block (the layout of `cube_leaders` algorithms).
 pub const CUBE_LEADERS: DpPolicy = DpPolicy::new(Split::ColumnWise, Split::Leader);
 
+/// The layout an algorithm's mapper needs: the SIP leader's for `leader_only` (and any mapper this
+/// does not know), a block per cube leader for `cube_leaders`, a block per PE for `all_pes`.
+///
+/// # Examples
+/// ```
+/// use kernbench::workload::{EVERY_PE, policy_for_mapper};
+/// assert_eq!(policy_for_mapper("all_pes"), EVERY_PE);
+/// assert_eq!(policy_for_mapper("leader_only"), kernbench::DpPolicy::LEADER);
+/// ```
+pub fn policy_for_mapper(mapper: &str) -> DpPolicy {
+    match mapper {
+        "all_pes" => EVERY_PE,
+        "cube_leaders" => CUBE_LEADERS,
+        _ => DpPolicy::LEADER,
+    }
+}
+
+/// How many PEs of a SIP hold a shard of its tensor under `policy`.
+///
+/// # Examples
+/// ```
+/// use kernbench::{System, workload::{CUBE_LEADERS, shards_per_rank}};
+/// let system = System::shape(2, 2, 2, 4).unwrap();
+/// assert_eq!(shards_per_rank(&system, CUBE_LEADERS), 4);
+/// ```
+pub fn shards_per_rank(system: &System, policy: DpPolicy) -> usize {
+    let parts = |split: Split, count: usize| match split {
+        Split::RowWise | Split::ColumnWise => count,
+        Split::Leader | Split::Replicated => 1,
+    };
+    parts(policy.cube, system.cubes_per_sip()) * parts(policy.pe, system.pes_per_cube())
+}
+
 /// A tensor of about `bytes_per_rank` bytes per SIP, spread as `policy` says.
 ///
 /// The element count is rounded up so that every shard gets the same number of elements. Values are
@@ -32,11 +65,7 @@ pub fn sample_tensor(
     op: ReduceOp,
     policy: DpPolicy,
 ) -> Result<DistTensor, LayoutError> {
-    let parts = |split: Split, count: usize| match split {
-        Split::RowWise | Split::ColumnWise => count,
-        Split::Leader | Split::Replicated => 1,
-    };
-    let shards = parts(policy.cube, system.cubes_per_sip()) * parts(policy.pe, system.pes_per_cube());
+    let shards = shards_per_rank(system, policy);
     let elements = (bytes_per_rank as usize).div_ceil(dtype.size()).max(1).next_multiple_of(shards);
     let ranks: Vec<Tile> = (0..system.sips())
         .map(|sip| {

@@ -2,7 +2,7 @@
 
 use kernbench_core::{ArgsError, InstallPlan, KernelDef, PeId, PlanError, ReduceOp, System, Tile};
 
-use crate::{Call, PeBuffers, RunError, RunReport, Runtime};
+use crate::{Call, PeBuffers, RunError, RunReport, Runtime, Timing};
 
 /// Why a mock run did not produce a report.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +48,7 @@ pub struct MockRun<'a> {
     call: Call,
     threads: usize,
     parallel_min_ready: usize,
+    timing: Option<Timing>,
 }
 
 impl std::fmt::Debug for MockRun<'_> {
@@ -77,6 +78,7 @@ impl<'a> MockRun<'a> {
             call: Call::default(),
             threads: 1,
             parallel_min_ready: crate::run::PARALLEL_MIN_READY,
+            timing: Some(Timing::default()),
         }
     }
 
@@ -126,6 +128,13 @@ impl<'a> MockRun<'a> {
         self
     }
 
+    /// Simulates time with these settings (the default: cut-through, no stragglers, no trace), or not at
+    /// all with `None`; see [`Runtime::timing`].
+    pub fn timing(mut self, timing: Option<Timing>) -> Self {
+        self.timing = timing;
+        self
+    }
+
     /// Builds the plan and runs the kernel.
     ///
     /// # Errors
@@ -147,6 +156,7 @@ impl<'a> MockRun<'a> {
         Ok(Runtime::new(self.system)
             .threads(self.threads)
             .parallel_min_ready(self.parallel_min_ready)
+            .timing(self.timing.clone())
             .run(&plan, &*kernel, buffers, self.call)?)
     }
 }

@@ -1,0 +1,584 @@
+//! Sweeps: one collective over sizes and algorithms, timed by the simulator and reported the way
+//! nccl-tests reports, plus how close each run comes to the speed of light of its slowest link.
+//!
+//! ```text
+//!         size         count    type  redop  algorithm               time(us)  algbw  busbw  #wrong   sol
+//!      1048576        262144     f32    sum  ring                       ...     ...    ...       0   0.93
+//! ```
+//!
+//! - A point of size `S` gives every SIP a tensor of `S` bytes. The collective's ranks are the PEs
+//!   that hold it: the SIP leaders for `auto` and one-PE algorithms (rank = SIP), every participating
+//!   PE for multi-PE algorithms (`hierarchical_allreduce` splits each SIP's tensor over all its PEs),
+//!   whose rows then report per-PE figures with `n` = participants.
+//! - `size` is nccl-tests' size: the bytes of a rank's larger buffer, which is its input except for
+//!   all-gather, whose output is `n` times the input; so an all-gather of `1M` contributes `1M / n`
+//!   bytes per rank, as `all_gather_perf -b 1M` does.
+//! - `algbw` is `size / time` and `busbw` is `algbw` times nccl-tests' factor for the collective
+//!   ([`busbw_factor`]): the bandwidth each rank's link would need for that time.
+//! - `sol` is `busbw` over the bandwidth of the slowest link class the algorithm's routes cross
+//!   ([`slowest_link`]): 1 means the algorithm keeps one direction of that link busy for the whole
+//!   call; an algorithm that sends over two links at once (`bidirectional_ring`) can pass 1.
+//! - `#wrong` is the number of wrong output elements, from the postcondition check.
+
+use std::fmt::Write as _;
+
+use kernbench_core::{
+    Collective, DpPolicy, Dtype, InstallPlan, LayoutError, LinkClass, ReduceOp, Registry, RegistryError, System,
+    build_install_plans,
+};
+use serde::Serialize;
+
+use crate::communicator::{CallOptions, CallReport, CommError, Communicator};
+use crate::workload::{policy_for_mapper, sample_tensor, shards_per_rank};
+
+/// Why a sweep (or its arguments) failed. Each message is one line, naming what was given and what
+/// was expected.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SweepError {
+    /// A size that is not a number with an optional K, M or G suffix, is 0, or a range whose start is
+    /// after its end.
+    #[error("bad size `{text}`: {expected}")]
+    BadSize {
+        /// The text given.
+        text: String,
+        /// What would be valid.
+        expected: &'static str,
+    },
+    /// An algorithm the registry does not have for this collective.
+    #[error("unknown algorithm `{name}` for {collective}: expected all, auto or a comma-separated list of [{}]", known.join(", "))]
+    UnknownAlgorithm {
+        /// The name given.
+        name: String,
+        /// The collective swept.
+        collective: Collective,
+        /// The collective's algorithms.
+        known: Vec<String>,
+    },
+    /// No algorithm of the collective runs on the one-PE layout of the system, so there is nothing to
+    /// tune.
+    #[error("no algorithm of {collective} runs on the one-PE layout of this system: nothing to tune")]
+    NoCandidates {
+        /// The collective.
+        collective: Collective,
+    },
+    /// The communicator does not simulate time, so there is nothing to report.
+    #[error("the communicator runs untimed: a sweep needs simulated time (Communicator::timing(Some(..)))")]
+    Untimed,
+    /// A point of the sweep did not run.
+    #[error("{series} for {collective} of {size} bytes: {source}")]
+    Call {
+        /// `auto` or the algorithm.
+        series: String,
+        /// The collective.
+        collective: Collective,
+        /// The size of the point.
+        size: u64,
+        /// Why it did not run.
+        source: Box<CommError>,
+    },
+    /// The sample tensor could not be made.
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    /// The registry could not be read or rewritten.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+}
+
+/// What a point of a sweep runs: whatever the registry selects, or a named algorithm.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Series {
+    /// The registry's choice for the size (with the one-PE layout).
+    Auto,
+    /// This algorithm, with the layout its mapper needs.
+    Algorithm(String),
+}
+
+impl Series {
+    /// `auto`, or the algorithm's name.
+    pub fn label(&self) -> &str {
+        match self {
+            Series::Auto => "auto",
+            Series::Algorithm(name) => name,
+        }
+    }
+
+    /// Parses an `--algos` value: `all` (every algorithm of `collective`, by name), `auto`, or a
+    /// comma-separated list of algorithm names and `auto`.
+    ///
+    /// # Errors
+    /// [`SweepError::UnknownAlgorithm`] for a name that is not one of the collective's algorithms.
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench::Collective;
+    /// use kernbench::sweep::Series;
+    /// let registry = kernbench::algorithms::default_registry();
+    /// let list = Series::parse_list("ring,auto", &registry, Collective::AllReduce).unwrap();
+    /// assert_eq!(list, vec![Series::Algorithm("ring".into()), Series::Auto]);
+    /// assert!(Series::parse_list("all", &registry, Collective::AllReduce).unwrap().len() > 5);
+    /// assert!(Series::parse_list("ring_allgather", &registry, Collective::AllReduce).is_err());
+    /// ```
+    pub fn parse_list(text: &str, registry: &Registry, collective: Collective) -> Result<Vec<Series>, SweepError> {
+        let known: Vec<String> =
+            registry.algorithms().filter(|a| a.collective == collective).map(|a| a.name.clone()).collect();
+        if text.trim() == "all" {
+            return Ok(known.into_iter().map(Series::Algorithm).collect());
+        }
+        text.split(',')
+            .map(|name| match name.trim() {
+                "auto" => Ok(Series::Auto),
+                name if known.iter().any(|k| k == name) => Ok(Series::Algorithm(name.to_owned())),
+                name => Err(SweepError::UnknownAlgorithm { name: name.to_owned(), collective, known: known.clone() }),
+            })
+            .collect()
+    }
+}
+
+/// Parses a size in bytes: `512`, `64K`, `1M`, `2G` (K, M, G are powers of 1024).
+///
+/// # Errors
+/// [`SweepError::BadSize`] for anything else, and for 0.
+///
+/// # Examples
+/// ```
+/// assert_eq!(kernbench::sweep::parse_size("64K").unwrap(), 65536);
+/// assert!(kernbench::sweep::parse_size("64Q").is_err());
+/// ```
+pub fn parse_size(text: &str) -> Result<u64, SweepError> {
+    const EXPECTED: &str = "expected a number of bytes, at least 1, with an optional K, M or G suffix, like 64K";
+    let bad = || SweepError::BadSize { text: text.to_owned(), expected: EXPECTED };
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let scale: u64 = match unit.to_ascii_uppercase().as_str() {
+        "" | "B" => 1,
+        "K" | "KB" | "KIB" => 1 << 10,
+        "M" | "MB" | "MIB" => 1 << 20,
+        "G" | "GB" | "GIB" => 1 << 30,
+        _ => return Err(bad()),
+    };
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    n.checked_mul(scale).filter(|&bytes| bytes > 0).ok_or_else(bad)
+}
+
+/// Parses a list of sizes: `1K..1M` (1K and every doubling up to 1M), or sizes separated by commas
+/// (`1K,64K,1M`); both forms may be mixed (`1K..4K,1M`).
+///
+/// # Errors
+/// [`SweepError::BadSize`] for a bad size or a range whose start is after its end.
+///
+/// # Examples
+/// ```
+/// use kernbench::sweep::parse_sizes;
+/// assert_eq!(parse_sizes("1K..8K").unwrap(), vec![1024, 2048, 4096, 8192]);
+/// assert_eq!(parse_sizes("1K,1M").unwrap(), vec![1024, 1 << 20]);
+/// assert!(parse_sizes("8K..1K").is_err());
+/// ```
+pub fn parse_sizes(text: &str) -> Result<Vec<u64>, SweepError> {
+    let mut sizes = Vec::new();
+    for item in text.split(',') {
+        match item.split_once("..") {
+            None => sizes.push(parse_size(item)?),
+            Some((from, to)) => {
+                let (mut size, to) = (parse_size(from)?, parse_size(to)?);
+                if size > to {
+                    return Err(SweepError::BadSize {
+                        text: item.to_owned(),
+                        expected: "expected a range FROM..TO with FROM <= TO, like 1K..16M",
+                    });
+                }
+                while size <= to {
+                    sizes.push(size);
+                    let Some(next) = size.checked_mul(2) else { break };
+                    size = next;
+                }
+            }
+        }
+    }
+    Ok(sizes)
+}
+
+/// A size as people write it: `512`, `64K`, `1M`, `3G`; sizes that are not a whole number of the
+/// unit stay in the next smaller one.
+///
+/// # Examples
+/// ```
+/// use kernbench::sweep::format_size;
+/// assert_eq!((format_size(512), format_size(65536), format_size(3 << 30)), ("512".into(), "64K".into(), "3G".into()));
+/// assert_eq!(format_size(1536), "1536");
+/// ```
+pub fn format_size(bytes: u64) -> String {
+    for (shift, unit) in [(30, "G"), (20, "M"), (10, "K")] {
+        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
+/// nccl-tests' bus-bandwidth factor: `busbw = algbw * factor`, so that busbw is the bandwidth a
+/// rank's link needs for the collective's time, whatever the collective. `ranks` is `n`.
+///
+/// | collective | factor |
+/// | --- | --- |
+/// | all_reduce | 2(n-1)/n |
+/// | all_gather, reduce_scatter, all_to_all | (n-1)/n |
+/// | broadcast, reduce | 1 |
+///
+/// # Examples
+/// ```
+/// use kernbench::Collective;
+/// assert_eq!(kernbench::sweep::busbw_factor(Collective::AllReduce, 4), 1.5);
+/// assert_eq!(kernbench::sweep::busbw_factor(Collective::Broadcast, 4), 1.0);
+/// ```
+pub fn busbw_factor(collective: Collective, ranks: usize) -> f64 {
+    let n = ranks.max(1) as f64;
+    match collective {
+        Collective::AllReduce => 2.0 * (n - 1.0) / n,
+        Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => (n - 1.0) / n,
+        Collective::Broadcast | Collective::Reduce => 1.0,
+    }
+}
+
+/// The slowest link class an install plan's neighbours are reached over, and its bandwidth (GB/s):
+/// the lowest bandwidth among the classes of every channel of every neighbour's route, so a
+/// multi-hop neighbour counts every class it crosses. `None` when no participant has a neighbour.
+///
+/// # Examples
+/// ```
+/// use kernbench::{InstallPlan, LinkClass, System};
+/// let system = System::shape(2, 2, 1, 4).unwrap();
+/// let plan = InstallPlan::build(&system, "ring_1d", "leader_only").unwrap();
+/// assert_eq!(kernbench::sweep::slowest_link(&system, &plan), Some((LinkClass::InterSip, 64.0)));
+/// ```
+pub fn slowest_link(system: &System, plan: &InstallPlan) -> Option<(LinkClass, f64)> {
+    let mut crossed = [false; LinkClass::ALL.len()];
+    for install in plan.participants() {
+        for entry in &install.neighbors {
+            for channel in system.route(install.pe, entry.peer).channels {
+                crossed[channel.class as usize] = true;
+            }
+        }
+    }
+    // On equal bandwidths the farther class is named: it is the one people think of as the limit.
+    LinkClass::ALL
+        .into_iter()
+        .filter(|&class| crossed[class as usize])
+        .map(|class| (class, system.link(class).bandwidth_gbps))
+        .reduce(|slowest, next| if next.1 <= slowest.1 { next } else { slowest })
+}
+
+/// One point of a sweep: an nccl-tests line and the speed-of-light ratio.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Row {
+    /// nccl-tests' size, in bytes: a rank's larger buffer (its gathered output for all-gather, its
+    /// input otherwise).
+    pub size: u64,
+    /// Elements in `size`.
+    pub count: u64,
+    /// The collective's ranks: the participating PEs that hold data (one per SIP for the one-PE
+    /// layout), nccl-tests' `n`.
+    pub ranks: usize,
+    /// Bytes each rank contributes: what the registry's `min_bytes` / `max_bytes` compare.
+    pub bytes_per_rank: u64,
+    /// The element type.
+    pub dtype: Dtype,
+    /// The reduction operator.
+    pub op: ReduceOp,
+    /// `auto` or the algorithm named.
+    pub series: String,
+    /// The algorithm that ran (for `auto`, the one the registry selected).
+    pub algorithm: String,
+    /// Simulated time of the call, ns.
+    pub time_ns: f64,
+    /// `size / time`, GB/s.
+    pub algbw_gbps: f64,
+    /// `algbw` times [`busbw_factor`], GB/s.
+    pub busbw_gbps: f64,
+    /// Wrong output elements (0 when the postcondition held).
+    pub wrong: usize,
+    /// The slowest link class the algorithm crosses (see [`slowest_link`]).
+    pub slowest_link: Option<LinkClass>,
+    /// `busbw` over that class's bandwidth.
+    pub sol: Option<f64>,
+}
+
+/// The column titles of [`Row::table_line`], two lines, nccl-tests style.
+pub fn table_header() -> String {
+    let line = |c: [&str; 10]| {
+        let text = format!(
+            "{:>14} {:>13} {:>7} {:>7}  {:<34} {:>10} {:>8} {:>8} {:>7} {:>7}",
+            c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9]
+        );
+        format!("#{}", &text[1..])
+    };
+    let titles = ["size", "count", "type", "redop", "algorithm", "time", "algbw", "busbw", "#wrong", "sol"];
+    let units = ["(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", ""];
+    format!("{}\n{}", line(titles), line(units).trim_end())
+}
+
+impl Row {
+    /// The row as a line under [`table_header`].
+    pub fn table_line(&self) -> String {
+        let algorithm = match self.series.as_str() {
+            "auto" => format!("auto: {}", self.algorithm),
+            _ => self.algorithm.clone(),
+        };
+        let sol = self.sol.map_or("-".to_owned(), |s| format!("{s:.3}"));
+        format!(
+            "{:>14} {:>13} {:>7} {:>7}  {:<34} {:>10.2} {:>8.2} {:>8.2} {:>7} {:>7}",
+            self.size,
+            self.count,
+            self.dtype.name(),
+            self.op.name(),
+            algorithm,
+            self.time_ns / 1000.0,
+            self.algbw_gbps,
+            self.busbw_gbps,
+            self.wrong,
+            sol
+        )
+    }
+}
+
+/// A sweep of one collective over sizes and series (algorithms or `auto`).
+///
+/// # Examples
+/// ```
+/// use kernbench::sweep::{Series, Sweep};
+/// use kernbench::{Collective, Communicator, System};
+/// let system = System::shape(4, 1, 1, 1).unwrap();
+/// let mut comm = Communicator::new(system).unwrap();
+/// let sweep = Sweep::new(Collective::AllReduce, vec![Series::Algorithm("ring".into()), Series::Auto], vec![1024, 4096]);
+/// let rows = sweep.run(&mut comm, |_| {}).unwrap();
+/// assert_eq!(rows.len(), 4);
+/// assert!(rows.iter().all(|r| r.wrong == 0 && r.time_ns > 0.0 && r.sol.unwrap() <= 1.0));
+/// ```
+#[derive(Clone, Debug)]
+pub struct Sweep {
+    collective: Collective,
+    series: Vec<Series>,
+    sizes: Vec<u64>,
+    dtype: Dtype,
+    op: ReduceOp,
+    root: usize,
+}
+
+impl Sweep {
+    /// A sweep of `collective` at every size for every series, f32 sums from root 0.
+    pub fn new(collective: Collective, series: Vec<Series>, sizes: Vec<u64>) -> Sweep {
+        Sweep { collective, series, sizes, dtype: Dtype::F32, op: ReduceOp::Sum, root: 0 }
+    }
+
+    /// The element type.
+    pub fn dtype(mut self, dtype: Dtype) -> Sweep {
+        self.dtype = dtype;
+        self
+    }
+
+    /// The reduction operator.
+    pub fn op(mut self, op: ReduceOp) -> Sweep {
+        self.op = op;
+        self
+    }
+
+    /// The root rank of broadcast and reduce.
+    pub fn root(mut self, root: usize) -> Sweep {
+        self.root = root;
+        self
+    }
+
+    /// The number of points: sizes times series.
+    pub fn points(&self) -> usize {
+        self.sizes.len() * self.series.len()
+    }
+
+    /// Runs every point, size by size, each size's series in order; calls `each` with every row as it
+    /// is made.
+    ///
+    /// # Errors
+    /// [`SweepError`] from the first point that does not run.
+    pub fn run(&self, comm: &mut Communicator, mut each: impl FnMut(&Row)) -> Result<Vec<Row>, SweepError> {
+        let mut rows = Vec::with_capacity(self.points());
+        for &size in &self.sizes {
+            for series in &self.series {
+                let (row, _) = self.call(comm, series, size)?;
+                each(&row);
+                rows.push(row);
+            }
+        }
+        Ok(rows)
+    }
+
+    /// Runs one point and returns its row and the call's full report (with the run's trace when the
+    /// communicator traces).
+    ///
+    /// # Errors
+    /// [`SweepError`].
+    pub fn call(&self, comm: &mut Communicator, series: &Series, size: u64) -> Result<(Row, CallReport), SweepError> {
+        let system = comm.system().clone();
+        let call_error = |source: CommError| SweepError::Call {
+            series: series.label().to_owned(),
+            collective: self.collective,
+            size,
+            source: Box::new(source),
+        };
+        // `auto` runs on the one-PE layout, the layout every rank of every collective can take.
+        let (policy, ranks) = match series {
+            Series::Auto => (DpPolicy::LEADER, system.sips()),
+            Series::Algorithm(name) => {
+                let entry = comm.registry().get(name).map_err(|e| call_error(e.into()))?;
+                let plan = build_install_plans(entry, &system).map_err(|e| call_error(e.into()))?;
+                (policy_for_mapper(&entry.mapper), plan.len())
+            }
+        };
+        let shards = shards_per_rank(&system, policy) as u64;
+        let shard_elements = self.shard_elements(size, shards, ranks as u64);
+        let element = self.dtype.size() as u64;
+        let tensor = sample_tensor(&system, shard_elements * shards * element, self.dtype, self.op, policy)?;
+        let options = CallOptions {
+            algorithm: match series {
+                Series::Auto => None,
+                Series::Algorithm(name) => Some(name.clone()),
+            },
+            generation: None,
+        };
+        let (_, report) = comm.call(self.collective, &tensor, self.op, self.root, &options).map_err(call_error)?;
+        let time_ns = report.run.completion_ns().ok_or(SweepError::Untimed)?;
+        let entry = comm.registry().get(&report.algorithm).map_err(|e| call_error(e.into()))?;
+        let plan = build_install_plans(entry, &system).map_err(|e| call_error(e.into()))?;
+        let slowest = slowest_link(&system, &plan);
+        let gathered = if self.collective == Collective::AllGather { ranks as u64 } else { 1 };
+        let buffer = shard_elements * element * gathered;
+        let algbw = buffer as f64 / time_ns;
+        let busbw = algbw * busbw_factor(self.collective, ranks);
+        let row = Row {
+            size: buffer,
+            ranks,
+            count: buffer / self.dtype.size() as u64,
+            bytes_per_rank: report.bytes_per_rank,
+            dtype: self.dtype,
+            op: self.op,
+            series: series.label().to_owned(),
+            algorithm: report.algorithm.clone(),
+            time_ns,
+            algbw_gbps: algbw,
+            busbw_gbps: busbw,
+            wrong: report.postcondition.wrong,
+            slowest_link: slowest.map(|(class, _)| class),
+            sol: slowest.map(|(_, gbps)| busbw / gbps),
+        };
+        Ok((row, report))
+    }
+
+    /// The elements each participant holds for a point of size `size` (bytes per SIP), with `shards`
+    /// participants per SIP and `ranks` in all: an equal share of `size` (at least one element), of
+    /// which an all-gather contributes one rank's part and an all-to-all rounds up to one block per
+    /// rank.
+    fn shard_elements(&self, size: u64, shards: u64, ranks: u64) -> u64 {
+        let mut elements = (size / self.dtype.size() as u64 / shards.max(1)).max(1);
+        match self.collective {
+            Collective::AllGather => elements = (elements / ranks.max(1)).max(1),
+            Collective::AllToAll => elements = elements.next_multiple_of(ranks.max(1)),
+            _ => {}
+        }
+        elements
+    }
+}
+
+/// The rows as an nccl-tests table: a title line, the header, one line per row, and the average
+/// bus bandwidth of each series.
+pub fn table(title: &str, rows: &[Row]) -> String {
+    let mut out = format!("# {title}\n{}\n", table_header());
+    for row in rows {
+        let _ = writeln!(out, "{}", row.table_line());
+    }
+    out.push_str(&table_footer(rows));
+    out
+}
+
+/// The closing lines of a table: wrong elements in total and each series' average bus bandwidth.
+pub fn table_footer(rows: &[Row]) -> String {
+    let wrong: usize = rows.iter().map(|r| r.wrong).sum();
+    let mut out = format!("# wrong elements: {wrong}\n# average busbw (GB/s):");
+    let mut series: Vec<&str> = Vec::new();
+    for row in rows {
+        if !series.contains(&row.series.as_str()) {
+            series.push(&row.series);
+        }
+    }
+    for s in series {
+        let of: Vec<f64> = rows.iter().filter(|r| r.series == s).map(|r| r.busbw_gbps).collect();
+        let _ = write!(out, " {s} {:.2};", of.iter().sum::<f64>() / of.len() as f64);
+    }
+    out.pop();
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_as_ranges_and_lists() {
+        assert_eq!(parse_sizes("1K..1K").unwrap(), vec![1024]);
+        assert_eq!(parse_sizes("3..12").unwrap(), vec![3, 6, 12]);
+        assert_eq!(parse_sizes("1K..4K,1G").unwrap(), vec![1024, 2048, 4096, 1 << 30]);
+        assert_eq!(parse_sizes("1K..16M").unwrap().len(), 15);
+        for bad in ["", "0", "1X", "K", "-1", "1K..", "..1K", "2K..1K", "99999999999999999999"] {
+            assert!(matches!(parse_sizes(bad), Err(SweepError::BadSize { .. })), "{bad} parsed");
+        }
+    }
+
+    #[test]
+    fn busbw_factors_are_nccl_tests() {
+        let cases = [
+            (Collective::AllReduce, 8, 1.75),
+            (Collective::AllGather, 8, 0.875),
+            (Collective::ReduceScatter, 4, 0.75),
+            (Collective::AllToAll, 2, 0.5),
+            (Collective::Broadcast, 8, 1.0),
+            (Collective::Reduce, 8, 1.0),
+            (Collective::AllReduce, 1, 0.0),
+        ];
+        for (collective, n, factor) in cases {
+            assert_eq!(busbw_factor(collective, n), factor, "{collective} on {n}");
+        }
+    }
+
+    #[test]
+    fn an_all_gather_point_contributes_a_rank_share_and_reports_the_gathered_size() {
+        let system = System::shape(4, 1, 1, 1).unwrap();
+        let mut comm = Communicator::new(system).unwrap();
+        let sweep = Sweep::new(Collective::AllGather, vec![Series::Algorithm("ring_allgather".into())], vec![4096]);
+        let rows = sweep.run(&mut comm, |_| {}).unwrap();
+        assert_eq!((rows[0].size, rows[0].bytes_per_rank, rows[0].count), (4096, 1024, 1024));
+        assert!((rows[0].busbw_gbps / rows[0].algbw_gbps - 0.75).abs() < 1e-12);
+    }
+
+    #[test]
+    fn all_to_all_contributions_split_into_whole_blocks() {
+        let system = System::shape(3, 1, 1, 1).unwrap();
+        let mut comm = Communicator::new(system).unwrap();
+        let sweep = Sweep::new(Collective::AllToAll, vec![Series::Auto], vec![1000]);
+        let rows = sweep.run(&mut comm, |_| {}).unwrap();
+        // 250 f32 rounded up to 252, three blocks of 84.
+        assert_eq!((rows[0].bytes_per_rank, rows[0].wrong), (1008, 0));
+    }
+
+    #[test]
+    fn rows_print_under_the_header() {
+        let system = System::shape(2, 1, 1, 1).unwrap();
+        let mut comm = Communicator::new(system).unwrap();
+        let rows = Sweep::new(Collective::Broadcast, vec![Series::Auto], vec![1 << 20]).run(&mut comm, |_| {}).unwrap();
+        let text = table("broadcast", &rows);
+        assert!(text.contains("auto: tree_broadcast") || text.contains("auto: ring_broadcast"), "{text}");
+        assert!(text.contains("# average busbw (GB/s): auto "), "{text}");
+        let header = table_header();
+        let header = header.lines().next().unwrap();
+        let line = text.lines().nth(3).unwrap();
+        assert_eq!(line.len(), header.len(), "columns line up:\n{header}\n{line}");
+    }
+}

@@ -1,0 +1,194 @@
+//! The `kernbench` binary as a user runs it: every bad invocation ends in one line on stderr and exit
+//! code 2, never a panic; `bench`, `tune`, `trace` and `plot` write what they promise.
+//!
+//! This is a test of the root package (see `[[test]] cli` in the root `Cargo.toml`), so Cargo builds
+//! the binary first and names it in `CARGO_BIN_EXE_kernbench`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn kernbench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kernbench")).args(args).output().expect("the binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A scratch directory for this test's files.
+fn scratch(test: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli").join(test);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn write(dir: &Path, name: &str, content: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, content).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+/// A small system file: 2 SIPs of 1x2 cubes of 4 PEs.
+const SMALL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/systems/small_2sip.json");
+
+#[test]
+fn every_bad_invocation_gives_one_line_and_exit_code_2() {
+    let dir = scratch("bad");
+    let malformed = write(&dir, "malformed.json", "{\"sips\": 4,");
+    let zero = write(&dir, "zero.json", r#"{"sips": 0, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1}"#);
+    let unknown_field =
+        write(&dir, "field.json", r#"{"sips": 2, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1, "speed": 9}"#);
+    let bad_registry =
+        write(&dir, "registry.json", r#"{"algorithms": {}, "selection": {"all_reduce": [{"algorithm": "x"}]}}"#);
+    let missing = dir.join("missing.json");
+    let missing = missing.to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["bench", "all_reduc"], "unknown collective `all_reduc`: expected one of all_reduce"),
+        (&["tune", "gather"], "unknown collective `gather`"),
+        (&["trace", "scatter"], "unknown collective `scatter`"),
+        (&["plot", "x"], "unknown collective `x`"),
+        (&["run", "x"], "unknown collective `x`"),
+        (&["bench", "all_reduce", "--algos", "rign"], "unknown algorithm `rign` for all_reduce: expected all, auto or"),
+        (
+            &["bench", "all_reduce", "--algos", "ring,ring_allgather"],
+            "unknown algorithm `ring_allgather` for all_reduce",
+        ),
+        (&["plot", "broadcast", "--algos", "ring"], "unknown algorithm `ring` for broadcast"),
+        (&["trace", "all_reduce", "--algo", "nope"], "unknown algorithm `nope` for all_reduce"),
+        (&["trace", "all_reduce", "--algo", "ring,tree"], "expected one algorithm of all_reduce, or auto"),
+        (&["run", "all_reduce", "--algo", "nope"], "unknown algorithm `nope`"),
+        (&["run", "all_reduce", "--algo", "ring_allgather"], "implements all_gather, not all_reduce"),
+        (&["plan", "nope"], "unknown algorithm `nope`"),
+        (&["bench", "all_reduce", "--sizes", "12Q"], "bad size `12Q`: expected a number of bytes"),
+        (&["bench", "all_reduce", "--sizes", "0"], "bad size `0`"),
+        (&["bench", "all_reduce", "--sizes", "1M..1K"], "bad size `1M..1K`: expected a range FROM..TO"),
+        (&["tune", "all_reduce", "--sizes", "1K,"], "bad size ``"),
+        (&["trace", "all_reduce", "--bytes", "lots"], "bad size `lots`"),
+        (&["run", "all_reduce", "--bytes=-1"], "bad size `-1`"),
+        (&["bench", "all_reduce", "--system", missing], "cannot read system spec file"),
+        (&["bench", "all_reduce", "--system", &malformed], "invalid system spec: EOF while parsing"),
+        (&["plot", "all_reduce", "--system", &zero], "system spec field `sips` is 0"),
+        (&["tune", "all_reduce", "--system", &unknown_field], "unknown field `speed`"),
+        (&["trace", "all_reduce", "--system", missing], "cannot read system spec file"),
+        (&["run", "all_reduce", "--system", &malformed], "invalid system spec"),
+        (&["bench", "all_reduce", "--registry", missing], "cannot read registry file"),
+        (&["bench", "all_reduce", "--registry", &bad_registry], "unknown algorithm `x`"),
+        (&["bench", "all_reduce", "--dtype", "f8"], "unknown dtype `f8`"),
+        (&["bench", "all_reduce", "--op", "xor"], "unknown reduction op `xor`"),
+        (&["bench", "reduce", "--root", "9", "--sizes", "1K"], "root 9 does not exist"),
+        (&["bench"], "required arguments were not provided: <COLLECTIVE>"),
+        (&["bench", "all_reduce", "--json=yes"], "unexpected value"),
+        (&["bnech"], "unrecognized subcommand 'bnech'"),
+        (&[], "missing subcommand: expected one of run, bench, tune, trace, plot, list, plan"),
+    ];
+    for (args, want) in cases {
+        let out = kernbench(args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "kernbench {args:?}: exit {:?}, stderr {stderr}", out.status.code());
+        assert!(!stderr.contains("panicked"), "kernbench {args:?} panicked: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "kernbench {args:?}: not one line:\n{stderr}");
+        assert!(stderr.starts_with("kernbench: "), "kernbench {args:?}: {stderr}");
+        assert!(stderr.contains(want), "kernbench {args:?}: expected `{want}` in\n{stderr}");
+    }
+}
+
+#[test]
+fn help_and_version_are_not_errors() {
+    for args in [&["--help"][..], &["--version"], &["bench", "--help"]] {
+        let out = kernbench(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        assert!(!out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn bench_prints_an_nccl_tests_table_and_json() {
+    let out = kernbench(&["bench", "all_reduce", "--system", SMALL, "--sizes", "1K..4K", "--algos", "ring,auto"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(lines.len(), 6, "{stdout}");
+    let header = stdout.lines().find(|l| l.contains("busbw")).expect("a header");
+    for column in ["size", "count", "type", "redop", "algorithm", "time", "algbw", "busbw", "#wrong", "sol"] {
+        assert!(header.contains(column), "no {column} in {header}");
+    }
+    assert!(lines[0].trim_start().starts_with("1024 ") && lines[1].contains("auto: "), "{stdout}");
+    // No progress bar when stderr is not a terminal.
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+
+    let out = kernbench(&["bench", "broadcast", "--system", SMALL, "--sizes", "1K,64K", "--algos", "all", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json prints JSON");
+    assert_eq!(json["collective"], "broadcast");
+    let rows = json["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2 * 2);
+    for row in rows {
+        for key in ["size", "count", "dtype", "op", "algorithm", "time_ns", "algbw_gbps", "busbw_gbps", "wrong", "sol"]
+        {
+            assert!(row.get(key).is_some(), "no {key} in {row}");
+        }
+        // Broadcast's busbw factor is 1.
+        assert_eq!(row["algbw_gbps"], row["busbw_gbps"]);
+    }
+}
+
+#[test]
+fn tune_writes_a_registry_that_bench_and_run_load() {
+    let dir = scratch("tune");
+    let (registry, csv) = (dir.join("registry.json"), dir.join("tuner.csv"));
+    let (registry, csv) = (registry.to_str().unwrap(), csv.to_str().unwrap());
+    let sizes = "1K,64K,1M";
+    let out = kernbench(&["tune", "all_reduce", "--system", SMALL, "--sizes", sizes, "--out", registry, "--csv", csv]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("# fastest per size"), "{stdout}");
+    let csv = std::fs::read_to_string(csv).unwrap();
+    assert!(csv.starts_with("# collective_type,min_bytes,max_bytes,algorithm,"), "{csv}");
+    assert!(csv.lines().skip(1).all(|l| l.starts_with("all_reduce,") && l.split(',').count() == 10), "{csv}");
+
+    let out =
+        kernbench(&["bench", "all_reduce", "--system", SMALL, "--sizes", sizes, "--registry", registry, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = kernbench(&["bench", "all_reduce", "--system", SMALL, "--sizes", sizes, "--algos", "all", "--json"]);
+    let all: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for row in json["rows"].as_array().unwrap() {
+        let best = all["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["size"] == row["size"] && r["ranks"] == row["ranks"])
+            .map(|r| r["time_ns"].as_f64().unwrap())
+            .fold(f64::MAX, f64::min);
+        assert!(row["time_ns"].as_f64().unwrap() <= 1.01 * best, "{row} vs {best}");
+    }
+    let out = kernbench(&["run", "all_reduce", "--system", SMALL, "--registry", registry, "--bytes", "64K"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("ns simulated"), "{}", text(&out.stdout));
+}
+
+#[test]
+fn trace_and_plot_write_their_files() {
+    let dir = scratch("files");
+    let (trace, svg) = (dir.join("trace.json"), dir.join("busbw.svg"));
+    let out =
+        kernbench(&["trace", "all_reduce", "--system", SMALL, "--bytes", "64K", "--out", trace.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("open it at ui.perfetto.dev"), "{}", text(&out.stdout));
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    assert!(json["traceEvents"].as_array().is_some_and(|e| !e.is_empty()));
+
+    let args = ["plot", "all_gather", "--system", SMALL, "--sizes", "1K..8K", "--out", svg.to_str().unwrap()];
+    let out = kernbench(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.starts_with("<svg") && svg.matches("<polyline").count() == 3, "{svg}");
+}
+
+#[test]
+fn run_prints_simulated_time() {
+    let out = kernbench(&["run", "all", "--system", SMALL, "--bytes", "1K"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert_eq!(stdout.matches("ns simulated").count(), 6, "{stdout}");
+}

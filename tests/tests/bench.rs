@@ -1,0 +1,210 @@
+//! Sweeps, tuning, traces and plots: the tuned registry makes `auto` the fastest candidate, a trace is
+//! a valid Chrome / Perfetto trace with a track per PE and per busy channel, and a plot is a valid SVG
+//! with axes and one line per algorithm.
+
+use kernbench::sim::Timing;
+use kernbench::sweep::{Row, Series, Sweep};
+use kernbench::{Collective, Communicator, Dtype, ReduceOp, Registry, System};
+
+fn small_system() -> System {
+    System::shape(4, 1, 2, 2).expect("a valid shape")
+}
+
+/// Tunes `collective` at `sizes`, then sweeps `auto` with the tuned registry at the same sizes.
+fn tuned_auto_against_candidates(collective: Collective, sizes: &[u64]) {
+    let system = small_system();
+    let mut comm = Communicator::new(system.clone()).unwrap();
+    let data = (Dtype::F32, ReduceOp::Sum);
+    let tuning = kernbench::tune::tune(&mut comm, collective, sizes, data, |_| {}).unwrap();
+    assert_eq!(tuning.rows.len(), sizes.len() * tuning.candidates.len());
+    // Through the file format, as `kernbench tune --out` and `--registry` use it.
+    let text = serde_json::to_string_pretty(&tuning.registry(comm.registry()).unwrap()).unwrap();
+    let registry = Registry::from_json_str(&text).unwrap();
+    let mut tuned = Communicator::with_registry(system, registry, kernbench::algorithms::kernels()).unwrap();
+    let auto = Sweep::new(collective, vec![Series::Auto], sizes.to_vec()).run(&mut tuned, |_| {}).unwrap();
+    for row in &auto {
+        let best = tuning
+            .rows
+            .iter()
+            .filter(|r| r.size == row.size)
+            .min_by(|a, b| a.time_ns.total_cmp(&b.time_ns))
+            .expect("every size was tuned");
+        assert!(
+            row.time_ns <= 1.01 * best.time_ns,
+            "{collective} at {} B: auto ran {} in {} ns, but {} took {} ns",
+            row.size,
+            row.algorithm,
+            row.time_ns,
+            best.algorithm,
+            best.time_ns
+        );
+        assert_eq!(row.wrong, 0);
+    }
+}
+
+#[test]
+fn tuned_auto_is_never_slower_than_the_best_candidate_at_the_tuned_sizes() {
+    let sizes = [1 << 10, 1 << 13, 1 << 16, 1 << 18, 1 << 20];
+    for collective in Collective::ALL {
+        tuned_auto_against_candidates(collective, &sizes);
+    }
+}
+
+#[test]
+fn the_default_registry_is_not_always_the_fastest_so_tuning_has_something_to_do() {
+    // A regression guard for the test above: were the default rules already optimal everywhere, it
+    // could not tell a working tuner from one that copies the defaults.
+    let sizes = vec![1 << 10, 1 << 13, 1 << 16, 1 << 18, 1 << 20];
+    let mut comm = Communicator::new(small_system()).unwrap();
+    let data = (Dtype::F32, ReduceOp::Sum);
+    let tuning = kernbench::tune::tune(&mut comm, Collective::AllReduce, &sizes, data, |_| {}).unwrap();
+    let auto = Sweep::new(Collective::AllReduce, vec![Series::Auto], sizes).run(&mut comm, |_| {}).unwrap();
+    let slower = auto.iter().any(|row| {
+        let best = tuning.rows.iter().filter(|r| r.size == row.size).map(|r| r.time_ns).fold(f64::MAX, f64::min);
+        row.time_ns > 1.01 * best
+    });
+    assert!(slower, "the default all_reduce rules are already the fastest at every size");
+}
+
+// --- traces ---
+
+fn traced_call(system: System, collective: Collective, algorithm: &str, bytes: u64) -> serde_json::Value {
+    let comm = Communicator::new(system).unwrap();
+    let mut comm = comm.timing(Some(Timing { trace: true, ..Timing::default() }));
+    let series = Series::Algorithm(algorithm.to_owned());
+    let (_, report) =
+        Sweep::new(collective, vec![series.clone()], vec![bytes]).call(&mut comm, &series, bytes).unwrap();
+    let trace = report.run.trace().expect("a timed run has a trace");
+    let text = serde_json::to_string(&trace).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).expect("the trace is valid JSON");
+    assert_trace_structure(&json, report.run.pes().len(), report.run.time().unwrap().channels.len());
+    json
+}
+
+/// The Trace Event Format as Perfetto reads it: `traceEvents` of metadata (`M`) and complete (`X`)
+/// events, a named thread per PE in process 0 and per busy channel in process 1.
+fn assert_trace_structure(json: &serde_json::Value, pes: usize, channels: usize) {
+    assert_eq!(json["displayTimeUnit"], "ns");
+    let events = json["traceEvents"].as_array().expect("traceEvents is an array");
+    let mut tracks = [std::collections::BTreeSet::new(), std::collections::BTreeSet::new()];
+    let mut named = [std::collections::BTreeSet::new(), std::collections::BTreeSet::new()];
+    for e in events {
+        let name = e["name"].as_str().unwrap_or_else(|| panic!("event without a name: {e}"));
+        let pid = e["pid"].as_u64().unwrap_or_else(|| panic!("event without a pid: {e}")) as usize;
+        assert!(pid < 2, "{e}");
+        match e["ph"].as_str() {
+            Some("M") if name == "process_name" => assert!(e["args"]["name"].is_string(), "{e}"),
+            Some("M") => {
+                assert_eq!(name, "thread_name", "{e}");
+                assert!(e["args"]["name"].is_string(), "{e}");
+                named[pid].insert(e["tid"].as_u64().expect("tid"));
+            }
+            Some("X") => {
+                let (ts, dur) = (e["ts"].as_f64().expect("ts"), e["dur"].as_f64().expect("dur"));
+                assert!(ts >= 0.0 && dur >= 0.0, "{e}");
+                assert!(e["args"]["bytes"].is_u64(), "{e}");
+                tracks[pid].insert(e["tid"].as_u64().expect("tid"));
+            }
+            other => panic!("unexpected phase {other:?} in {e}"),
+        }
+    }
+    assert_eq!(named[0].len(), pes, "a named track per PE");
+    assert_eq!(named[1].len(), channels, "a named track per busy channel");
+    assert!(tracks[0].is_subset(&named[0]) && tracks[1].is_subset(&named[1]), "spans on unnamed tracks");
+    assert_eq!(tracks[1].len(), channels, "every busy channel has spans");
+}
+
+fn span_names(json: &serde_json::Value, pid: u64) -> std::collections::BTreeSet<String> {
+    json["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["pid"] == pid)
+        .map(|e| e["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_trace_has_send_recv_reduce_and_blocked_spans_per_pe_and_transfers_per_channel() {
+    let json = traced_call(small_system(), Collective::AllReduce, "ring", 1 << 16);
+    let names = span_names(&json, 0);
+    for want in ["send", "recv (waiting)", "reduce", "load/store"] {
+        assert!(names.contains(want), "no {want} span in {names:?}");
+    }
+    assert_eq!(span_names(&json, 1), ["transfer".to_owned()].into());
+
+    // Depth-1 queues and a one-shot all-reduce's back-to-back sends: senders block on credits.
+    let spec = serde_json::json!({"sips": 4, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1, "ipcq_depth": 1,
+                                  "sip_interconnect": "fully_connected"});
+    let system = System::from_json_str(&spec.to_string()).unwrap();
+    let json = traced_call(system, Collective::Broadcast, "ring_broadcast", 1 << 16);
+    assert!(span_names(&json, 0).contains("blocked on credit"), "{:?}", span_names(&json, 0));
+}
+
+#[test]
+fn a_multi_pe_trace_names_every_participating_pe() {
+    traced_call(small_system(), Collective::AllReduce, "hierarchical_allreduce", 1 << 12);
+}
+
+// --- plots ---
+
+fn rows(algorithms: &[&str], sizes: &[u64]) -> Vec<Row> {
+    let mut comm = Communicator::new(small_system()).unwrap();
+    let series = algorithms.iter().map(|a| Series::Algorithm((*a).to_owned())).collect();
+    Sweep::new(Collective::AllReduce, series, sizes.to_vec()).run(&mut comm, |_| {}).unwrap()
+}
+
+fn class_of<'a>(node: &roxmltree::Node<'a, '_>) -> &'a str {
+    node.attribute("class").unwrap_or("")
+}
+
+#[test]
+fn a_plot_is_an_svg_with_axes_ticks_and_one_line_per_algorithm() {
+    let algorithms = ["ring", "recursive_doubling", "one_shot"];
+    let sizes = [1 << 10, 1 << 12, 1 << 14, 1 << 16];
+    let svg = kernbench::plot::busbw_svg("all_reduce", &rows(&algorithms, &sizes));
+    let doc = roxmltree::Document::parse(&svg).expect("the SVG is well-formed XML");
+    let root = doc.root_element();
+    assert_eq!((root.tag_name().name(), root.tag_name().namespace()), ("svg", Some("http://www.w3.org/2000/svg")));
+    let view: Vec<f64> = root.attribute("viewBox").expect("a viewBox").split(' ').map(|v| v.parse().unwrap()).collect();
+    let (width, height) = (view[2], view[3]);
+
+    let nodes: Vec<_> = root.descendants().filter(|n| n.is_element()).collect();
+    for axis in ["x-axis", "y-axis"] {
+        let line = nodes.iter().find(|n| class_of(n) == axis).unwrap_or_else(|| panic!("no {axis}"));
+        assert_eq!(line.tag_name().name(), "line");
+    }
+    for ticks in ["x-ticks", "y-ticks"] {
+        let group = nodes.iter().find(|n| class_of(n) == ticks).unwrap_or_else(|| panic!("no {ticks}"));
+        let labels: Vec<&str> =
+            group.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text()).collect();
+        assert!(labels.len() >= 2, "{ticks}: {labels:?}");
+        if ticks == "x-ticks" {
+            assert_eq!(labels, ["1K", "2K", "4K", "8K", "16K", "32K", "64K"]);
+        }
+    }
+    for label in ["x-label", "y-label"] {
+        assert!(nodes.iter().any(|n| class_of(n) == label && n.text().is_some_and(|t| !t.is_empty())), "no {label}");
+    }
+
+    let lines: Vec<_> = nodes.iter().filter(|n| n.has_tag_name("polyline")).collect();
+    let names: Vec<&str> = lines.iter().map(|n| n.attribute("data-series").unwrap()).collect();
+    assert_eq!(names, algorithms, "one line per algorithm, in order");
+    for line in &lines {
+        let points: Vec<(f64, f64)> = line
+            .attribute("points")
+            .unwrap()
+            .split(' ')
+            .map(|p| {
+                let (x, y) = p.split_once(',').unwrap();
+                (x.parse().unwrap(), y.parse().unwrap())
+            })
+            .collect();
+        assert_eq!(points.len(), sizes.len());
+        assert!(points.windows(2).all(|w| w[0].0 < w[1].0), "x grows with size");
+        assert!(points.iter().all(|&(x, y)| (0.0..=width).contains(&x) && (0.0..=height).contains(&y)));
+    }
+    let legend = nodes.iter().find(|n| class_of(n) == "legend").expect("a legend");
+    let entries: Vec<&str> = legend.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text()).collect();
+    assert_eq!(entries, algorithms);
+}
