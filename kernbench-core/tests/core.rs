@@ -1,21 +1,26 @@
-//! The machine model: system specs, routes, topologies, mappers, install plans, layouts, validators
-//! and the registry. Scenarios are functions over their parameters; the `#[test]`s call them.
+//! kernbench-core's tests, in one binary: the machine model (system specs, routes, topologies, mappers,
+//! install plans, layouts, validators, partitions and the registry), tiles, and postconditions.
+//! Scenarios are functions over their parameters; the `#[test]`s call them.
 
-#[path = "machine/layout.rs"]
+#[path = "core/layout.rs"]
 mod layout;
-#[path = "machine/partition.rs"]
+#[path = "core/partition.rs"]
 mod partition;
-#[path = "machine/plan.rs"]
+#[path = "core/plan.rs"]
 mod plan;
-#[path = "machine/props.rs"]
+#[path = "core/postconditions.rs"]
+mod postconditions;
+#[path = "core/props.rs"]
 mod props;
-#[path = "machine/registry.rs"]
+#[path = "core/registry.rs"]
 mod registry;
-#[path = "machine/route.rs"]
+#[path = "core/route.rs"]
 mod route;
-#[path = "machine/spec.rs"]
+#[path = "core/spec.rs"]
 mod spec;
-#[path = "machine/topology.rs"]
+#[path = "core/tiles.rs"]
+mod tiles;
+#[path = "core/topology.rs"]
 mod topology;
 
 use std::collections::{BTreeSet, VecDeque};

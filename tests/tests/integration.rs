@@ -1,0 +1,17 @@
+//! Integration tests across kernbench's crates, in one binary: the mock runtime and its diagnosed
+//! failures, every shipped kernel, the Communicator and the algorithm matrix, the hierarchical
+//! all-to-all, simulated time against closed forms, and the bench / tune / trace / plot library.
+//! (The macro's trybuild UI tests are `ui.rs`; they drive rustc and need a binary of their own.)
+
+#[path = "integration/all_to_all.rs"]
+mod all_to_all;
+#[path = "integration/bench.rs"]
+mod bench;
+#[path = "integration/communicator.rs"]
+mod communicator;
+#[path = "integration/kernels.rs"]
+mod kernels;
+#[path = "integration/runtime.rs"]
+mod runtime;
+#[path = "integration/timing.rs"]
+mod timing;
