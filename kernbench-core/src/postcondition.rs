@@ -138,10 +138,10 @@ impl fmt::Display for Postcondition {
     }
 }
 
-/// Checks `outputs` (per rank, after the call) against the [`reference`].
+/// Checks `outputs` (per rank, after the call) against the [`reference()`].
 ///
 /// # Errors
-/// As [`reference`].
+/// As [`reference()`].
 pub fn check(
     call: CallFacts,
     inputs: &[Tile],
