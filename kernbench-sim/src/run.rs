@@ -385,6 +385,18 @@ impl Execution<'_> {
                 message.arrive_ns = network.deliver(t.queue, t.depart_ns, message.tile.bytes() as u64);
             }
         }
+        if network.forget_due {
+            // No message can leave before the clock of the earliest PE still running.
+            let results = &self.results;
+            let floor = self
+                .states
+                .iter_mut()
+                .enumerate()
+                .filter(|(rank, _)| results[*rank].get().is_none())
+                .map(|(_, s)| s.clock.now)
+                .fold(f64::INFINITY, f64::min);
+            network.forget_before(floor);
+        }
     }
 
     /// Releases the barrier once every participant has arrived, at the latest arrival's time.

@@ -8,7 +8,8 @@
 //!   message for `bytes / bandwidth`. With cut-through routing the head moves on after a hop's latency
 //!   and the tail follows; with store-and-forward each hop waits for the whole message. A channel
 //!   carries one message at a time, so two transfers on one channel in the same interval share it: the
-//!   second starts when the first leaves.
+//!   second starts when the first leaves. A channel keeps its bookings as intervals, so a message that
+//!   is placed after another (a round later) but left earlier still takes the gap in front of it.
 //! - A recv completes at the later of the PE's clock and the message's arrival; the slot's credit is
 //!   back with the sender one route latency after that.
 //! - Reductions cost `elements / compute rate`, loads and stores `bytes / memory rate`, at the spec's
@@ -204,6 +205,9 @@ impl Clock {
     }
 }
 
+/// A channel with more bookings than this asks for old ones to be forgotten.
+const FORGET_ABOVE: usize = 64;
+
 /// A transfer sent in the current round, waiting to be placed on its channels.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Transfer {
@@ -216,10 +220,42 @@ pub(crate) struct Transfer {
 struct ChannelState {
     latency_ns: f64,
     ns_per_byte: f64,
-    free_at: f64,
+    /// The intervals the channel is carrying data in, sorted and disjoint.
+    busy: Vec<(f64, f64)>,
     bytes: u64,
     busy_ns: f64,
     spans: Option<Vec<Span>>,
+}
+
+impl ChannelState {
+    /// Books the channel for a message whose head is ready at `ready`, which occupies it for `occupy`
+    /// ns and whose tail reaches it at `tail`: the earliest start at or after `ready` whose interval
+    /// `start ..= max(start + occupy, tail)` fits between the transfers already booked. Transfers are
+    /// booked round by round, not in time order, so a message that left earlier than one booked
+    /// before it still takes the gap in front of it.
+    fn reserve(&mut self, ready: f64, occupy: f64, tail: f64) -> (f64, f64) {
+        let span = |start: f64| (start, (start + occupy).max(tail));
+        // The first booked interval that ends after `ready`; everything before it is over by then.
+        let mut i = self.busy.partition_point(|&(_, end)| end <= ready);
+        let mut start = ready;
+        while let Some(&(next_start, next_end)) = self.busy.get(i) {
+            if span(start).1 <= next_start {
+                break;
+            }
+            start = start.max(next_end);
+            i += 1;
+        }
+        let booked = span(start);
+        self.busy.insert(i, booked);
+        booked
+    }
+
+    /// Forgets the transfers that ended by `floor`: no message can be ready on the channel earlier.
+    fn forget_before(&mut self, floor: f64) {
+        let done = self.busy.partition_point(|&(_, end)| end <= floor);
+        // Keep the last one: it is where the next booking looks first.
+        self.busy.drain(..done.min(self.busy.len().saturating_sub(1)));
+    }
 }
 
 /// Every channel the run's queues route over, and each queue's route.
@@ -232,6 +268,11 @@ pub(crate) struct Network {
     route_channels: Vec<u32>,
     /// Sum of the route's latencies, per queue: how long a credit takes to get back.
     pub(crate) route_latency: Vec<f64>,
+    /// A channel has more bookings than this: time to forget the old ones. It doubles when forgetting
+    /// frees too little, so a run whose slowest PE stays early does not pay for it every round.
+    forget_at: usize,
+    /// Whether a channel has passed `forget_at`.
+    pub(crate) forget_due: bool,
 }
 
 impl Network {
@@ -249,6 +290,8 @@ impl Network {
             route_start: vec![0],
             route_channels: Vec::new(),
             route_latency: Vec::new(),
+            forget_at: 2 * FORGET_ABOVE,
+            forget_due: false,
         };
         let mut index: HashMap<Channel, u32> = HashMap::new();
         for (sender, receiver) in queues {
@@ -262,7 +305,7 @@ impl Network {
                     network.channels.push(ChannelState {
                         latency_ns: link.latency_ns,
                         ns_per_byte: 1.0 / link.bandwidth_gbps,
-                        free_at: 0.0,
+                        busy: Vec::new(),
                         bytes: 0,
                         busy_ns: 0.0,
                         spans: timing.trace.then(Vec::new),
@@ -290,9 +333,8 @@ impl Network {
                 Routing::CutThrough => head,
                 Routing::StoreAndForward => tail,
             };
-            let start = ready.max(ch.free_at);
-            let end = (start + occupy).max(tail);
-            ch.free_at = end;
+            let (start, end) = ch.reserve(ready, occupy, tail);
+            self.forget_due |= ch.busy.len() > self.forget_at;
             ch.bytes += bytes;
             ch.busy_ns += end - start;
             if let Some(spans) = &mut ch.spans {
@@ -302,6 +344,19 @@ impl Network {
             tail = end + ch.latency_ns;
         }
         tail
+    }
+
+    /// Forgets bookings that ended by `floor`, the earliest time any future message can leave.
+    pub(crate) fn forget_before(&mut self, floor: f64) {
+        let mut longest = 0;
+        for ch in &mut self.channels {
+            if ch.busy.len() > FORGET_ABOVE {
+                ch.forget_before(floor);
+            }
+            longest = longest.max(ch.busy.len());
+        }
+        self.forget_at = (2 * longest).max(2 * FORGET_ABOVE);
+        self.forget_due = false;
     }
 
     /// Every channel that carried data, for a run that ended at `completion`.
@@ -386,5 +441,50 @@ fn node(n: kernbench_core::route::Node) -> String {
     match n {
         kernbench_core::route::Node::Pe(pe) => pe.to_string(),
         kernbench_core::route::Node::Switch => "switch".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ChannelState;
+
+    fn channel() -> ChannelState {
+        ChannelState { latency_ns: 0.0, ns_per_byte: 1.0, busy: Vec::new(), bytes: 0, busy_ns: 0.0, spans: None }
+    }
+
+    #[test]
+    fn a_transfer_booked_later_but_ready_earlier_takes_the_gap_in_front() {
+        let mut ch = channel();
+        assert_eq!(ch.reserve(100.0, 50.0, 0.0), (100.0, 150.0));
+        assert_eq!(ch.reserve(0.0, 50.0, 0.0), (0.0, 50.0));
+        assert_eq!(ch.reserve(40.0, 50.0, 0.0), (50.0, 100.0), "fits exactly between the two");
+        assert_eq!(ch.reserve(60.0, 10.0, 0.0), (150.0, 160.0), "no gap left before 150");
+        assert_eq!(ch.busy, vec![(0.0, 50.0), (50.0, 100.0), (100.0, 150.0), (150.0, 160.0)]);
+    }
+
+    #[test]
+    fn two_transfers_ready_together_take_twice_as_long() {
+        let mut ch = channel();
+        assert_eq!(ch.reserve(0.0, 30.0, 0.0), (0.0, 30.0));
+        assert_eq!(ch.reserve(0.0, 30.0, 0.0), (30.0, 60.0));
+    }
+
+    #[test]
+    fn a_tail_that_arrives_late_holds_the_channel_until_it_passes() {
+        let mut ch = channel();
+        assert_eq!(ch.reserve(0.0, 10.0, 25.0), (0.0, 25.0));
+        assert_eq!(ch.reserve(5.0, 10.0, 0.0), (25.0, 35.0));
+    }
+
+    #[test]
+    fn forgetting_drops_what_ended_by_the_floor_but_keeps_the_last_booking() {
+        let mut ch = channel();
+        for start in [0.0, 10.0, 20.0, 30.0] {
+            ch.reserve(start, 10.0, 0.0);
+        }
+        ch.forget_before(25.0);
+        assert_eq!(ch.busy, vec![(20.0, 30.0), (30.0, 40.0)]);
+        ch.forget_before(100.0);
+        assert_eq!(ch.busy, vec![(30.0, 40.0)]);
     }
 }
