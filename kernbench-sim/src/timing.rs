@@ -235,6 +235,12 @@ impl ChannelState {
     /// before it still takes the gap in front of it.
     fn reserve(&mut self, ready: f64, occupy: f64, tail: f64) -> (f64, f64) {
         let span = |start: f64| (start, (start + occupy).max(tail));
+        // Most messages are ready after everything booked so far: append.
+        if self.busy.last().is_none_or(|&(_, end)| end <= ready) {
+            let booked = span(ready);
+            self.busy.push(booked);
+            return booked;
+        }
         // The first booked interval that ends after `ready`; everything before it is over by then.
         let mut i = self.busy.partition_point(|&(_, end)| end <= ready);
         let mut start = ready;
