@@ -100,7 +100,7 @@ fn ok(value: Expr, span: Span) -> Expr {
 /// Output: { ...; Ok(acc) }
 ///
 /// Input:  { ...; tl.store(Output, &acc) }        (returns nothing)
-/// Output: { ...; tl.store(Output, &acc).await?; Ok(()) }
+/// Output: { ...; tl.store(Output, &acc).await?; return Ok(()); }
 ///
 /// A block ending in `return` is left as it is: it never reaches its end.
 fn wrap_tail(block: &mut Block, returns_value: bool) {
@@ -131,9 +131,14 @@ fn wrap_tail(block: &mut Block, returns_value: bool) {
                     *semi = Some(Token![;](span));
                 }
             }
-            // Generated, so that rustc does not call it unreachable after a diverging tail (`panic!()`).
+            // A statement that allows itself to be unreachable: after a diverging tail (`panic!()`) rustc
+            // would otherwise warn about code the author never wrote.
             let generated = Span::mixed_site();
-            block.stmts.push(Stmt::Expr(ok(parse_quote_spanned!(generated=> ()), generated), None));
+            let done = ok(parse_quote_spanned!(generated=> ()), generated);
+            block.stmts.push(parse_quote_spanned!(generated=>
+                #[allow(unreachable_code, clippy::needless_return)]
+                return #done;
+            ));
         }
     }
 }

@@ -2,7 +2,6 @@
 //! by a minimal backend, gives the sum of every trip around the ring; an error from a `tl` call ends
 //! the kernel at that call and comes out of its future.
 use std::collections::VecDeque;
-use std::future::Future;
 use std::task::{Context, Poll, Waker};
 
 use kernbench::prelude::*;
