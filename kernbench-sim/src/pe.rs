@@ -9,6 +9,7 @@ use kernbench_core::tl::{Backend, Work, message_generation};
 use kernbench_core::{Buffer, Direction, Dtype, KernelError, Op, PeId, Tile};
 use serde::{Deserialize, Serialize};
 
+use crate::RunError;
 use crate::queue::{Message, Queue};
 use crate::timing::{Clock, SpanKind};
 
@@ -78,6 +79,8 @@ pub(crate) struct PeState {
     pub(crate) notes: BTreeMap<String, String>,
     /// Its simulated time.
     pub(crate) clock: Clock,
+    /// Why its kernel stopped, when it failed or panicked in the current round.
+    pub(crate) failure: Option<RunError>,
 }
 
 /// What a PE's kernel waits for.

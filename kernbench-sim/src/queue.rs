@@ -40,7 +40,11 @@ pub(crate) struct Queue {
     pub(crate) recv_dir: Direction,
     depth: u64,
     tail: UnsafeCell<u64>,
+    /// `tail % depth`, kept as it advances: no division on the hot path.
+    tail_slot: UnsafeCell<usize>,
     head: UnsafeCell<u64>,
+    /// `head % depth`.
+    head_slot: UnsafeCell<usize>,
     published_tail: UnsafeCell<u64>,
     published_head: UnsafeCell<u64>,
     slots: Box<[UnsafeCell<Slot>]>,
@@ -60,7 +64,9 @@ impl Queue {
             recv_dir,
             depth: depth as u64,
             tail: UnsafeCell::new(0),
+            tail_slot: UnsafeCell::new(0),
             head: UnsafeCell::new(0),
+            head_slot: UnsafeCell::new(0),
             published_tail: UnsafeCell::new(0),
             published_head: UnsafeCell::new(0),
             slots: (0..depth).map(|_| UnsafeCell::new(Slot { message: None, free_at_ns: 0.0 })).collect(),
@@ -78,10 +84,16 @@ impl Queue {
         if *tail - head >= self.depth {
             return false;
         }
-        // SAFETY: the slot is outside `head..published_tail`, the only slots the receiver touches.
-        let slot = unsafe { &mut *self.slots[(*tail % self.depth) as usize].get() };
+        // SAFETY: `tail_slot` is the sender's, and the slot is outside `head..published_tail`, the only
+        // slots the receiver touches.
+        let (slot_index, slot) = unsafe {
+            let index = &mut *self.tail_slot.get();
+            let slot = &mut *self.slots[*index].get();
+            (index, slot)
+        };
         slot.message = Some(make(slot.free_at_ns));
         *tail += 1;
+        *slot_index = self.next_slot(*slot_index);
         true
     }
 
@@ -93,11 +105,10 @@ impl Queue {
         // SAFETY: `head` is the receiver's; `published_tail` is read-only during the round; the slot at
         // `head` is below `published_tail`, so the sender does not touch it this round.
         unsafe {
-            let head = *self.head.get();
-            if head == *self.published_tail.get() {
+            if *self.head.get() == *self.published_tail.get() {
                 return None;
             }
-            (*self.slots[(head % self.depth) as usize].get()).message.as_ref()
+            (*self.slots[*self.head_slot.get()].get()).message.as_ref()
         }
     }
 
@@ -113,11 +124,17 @@ impl Queue {
             if *head == *self.published_tail.get() {
                 return None;
             }
-            let slot = &mut *self.slots[(*head % self.depth) as usize].get();
+            let index = &mut *self.head_slot.get();
+            let slot = &mut *self.slots[*index].get();
             slot.free_at_ns = credit_at_ns;
             *head += 1;
+            *index = self.next_slot(*index);
             slot.message.take()
         }
+    }
+
+    fn next_slot(&self, index: usize) -> usize {
+        if index + 1 == self.slots.len() { 0 } else { index + 1 }
     }
 
     /// The message at position `position` (a count of messages pushed before it).

@@ -89,10 +89,39 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// How one poll ended.
+#[derive(Clone, Copy)]
 enum Polled {
     Pending,
     Finished,
-    Failed(RunError),
+    /// The error waits in the PE's `failure`, so outcomes stay small on the hot path.
+    Failed,
+}
+
+/// What a round's polls add up to: kernels that finished, and the lowest rank that failed.
+#[derive(Clone, Copy, Default)]
+struct Outcome {
+    finished: usize,
+    failed: Option<u32>,
+}
+
+impl Outcome {
+    fn add(self, rank: u32, polled: Polled) -> Outcome {
+        match polled {
+            Polled::Pending => self,
+            Polled::Finished => Outcome { finished: self.finished + 1, ..self },
+            Polled::Failed => self.merge(Outcome { finished: 0, failed: Some(rank) }),
+        }
+    }
+
+    /// Finished counts add; of two failures the lower rank's wins, so the reported error does not
+    /// depend on the order of polls.
+    fn merge(self, other: Outcome) -> Outcome {
+        let failed = match (self.failed, other.failed) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Outcome { finished: self.finished + other.finished, failed }
+    }
 }
 
 impl<'s> Runtime<'s> {
@@ -161,6 +190,7 @@ impl<'s> Runtime<'s> {
                 generation: message_generation(call.generation, 1),
                 notes: BTreeMap::new(),
                 clock: Clock::new(self.system, self.timing.as_ref(), pe),
+                failure: None,
             })
             .collect();
         let mut exec = Execution {
@@ -256,20 +286,24 @@ impl Execution<'_> {
             polled.clear();
             polled.extend(round.iter().map(|r| *r.metadata()));
             let this = &*self;
-            let (done, failure) = match pool {
+            let outcome = match pool {
                 Some(pool) if round.len() >= parallel_min_ready => pool.install(|| {
                     round
                         .par_drain(..)
                         .with_min_len(64)
                         .map(|r| this.poll(r))
-                        .fold(|| (0, None), fold_outcome)
-                        .reduce(|| (0, None), merge_outcomes)
+                        .fold(Outcome::default, |acc, (rank, polled)| acc.add(rank, polled))
+                        .reduce(Outcome::default, Outcome::merge)
                 }),
-                _ => round.drain(..).map(|r| this.poll(r)).fold((0, None), fold_outcome),
+                _ => round
+                    .drain(..)
+                    .map(|r| this.poll(r))
+                    .fold(Outcome::default(), |acc, (rank, polled)| acc.add(rank, polled)),
             };
-            finished += done;
-            if let Some((_, error)) = failure {
-                return Err(error);
+            finished += outcome.finished;
+            if let Some(rank) = outcome.failed {
+                let failure = self.states.get(rank as usize).failure.take();
+                return Err(failure.expect("a failed poll leaves its error with the PE"));
             }
             sent.clear();
             match pool {
@@ -318,15 +352,16 @@ impl Execution<'_> {
             barrier: &self.barrier,
         };
         let run = catch_unwind(AssertUnwindSafe(|| tl::enter(&mut view, || runnable.run())));
-        let outcome = match run {
-            Err(payload) => Polled::Failed(RunError::Panicked { pe, message: panic_message(&*payload) }),
+        let failure = match run {
+            Err(payload) => RunError::Panicked { pe, message: panic_message(&*payload) },
             Ok(_) => match self.results[rank as usize].get() {
-                None => Polled::Pending,
-                Some(Ok(())) => Polled::Finished,
-                Some(Err(e)) => Polled::Failed(RunError::Kernel(e.clone())),
+                None => return (rank, Polled::Pending),
+                Some(Ok(())) => return (rank, Polled::Finished),
+                Some(Err(e)) => RunError::Kernel(e.clone()),
             },
         };
-        (rank, outcome)
+        view.state.failure = Some(failure);
+        (rank, Polled::Failed)
     }
 
     /// Publishes what a polled PE did to its queues and wakes the PEs waiting on them; under the timing
@@ -496,30 +531,6 @@ impl Execution<'_> {
             .collect();
         RunReport::new(per_pe, rounds, time)
     }
-}
-
-fn fold_outcome(
-    acc: (usize, Option<(u32, RunError)>),
-    (rank, polled): (u32, Polled),
-) -> (usize, Option<(u32, RunError)>) {
-    match polled {
-        Polled::Pending => acc,
-        Polled::Finished => (acc.0 + 1, acc.1),
-        Polled::Failed(e) => merge_outcomes(acc, (0, Some((rank, e)))),
-    }
-}
-
-/// Combines two partial outcomes: finished counts add; of two failures the lower rank's wins, so the
-/// reported error does not depend on the order of polls.
-fn merge_outcomes(
-    a: (usize, Option<(u32, RunError)>),
-    b: (usize, Option<(u32, RunError)>),
-) -> (usize, Option<(u32, RunError)>) {
-    let failure = match (a.1, b.1) {
-        (Some(x), Some(y)) => Some(if x.0 <= y.0 { x } else { y }),
-        (x, y) => x.or(y),
-    };
-    (a.0 + b.0, failure)
 }
 
 fn panic_message(payload: &(dyn Any + Send)) -> String {
