@@ -204,6 +204,14 @@ pub enum LayoutError {
         /// Columns.
         cols: usize,
     },
+    /// A tensor larger than a run may allocate.
+    #[error("a tensor of {bytes} bytes in all is too large: expected at most {limit} bytes (the limit of one run)")]
+    TooLarge {
+        /// The bytes asked for, over every SIP (saturated at `u64::MAX`).
+        bytes: u64,
+        /// The most a tensor may hold: [`DistTensor::MAX_BYTES`].
+        limit: u64,
+    },
     /// A SIP the tensor does not span.
     #[error("SIP {sip} does not exist: the tensor spans SIPs 0..{sips}")]
     NoSuchSip {
@@ -370,6 +378,18 @@ fn paste(out: &mut Tile, cols: usize, block: &Block, shard: &Tile) -> Result<(),
 }
 
 impl DistTensor {
+    /// The most bytes a tensor may hold over all SIPs, so that a mistyped size is an error rather than
+    /// an allocation the machine cannot make.
+    pub const MAX_BYTES: u64 = 1 << 36;
+
+    /// Checks that `bytes` (over all SIPs) fit [`DistTensor::MAX_BYTES`].
+    ///
+    /// # Errors
+    /// [`LayoutError::TooLarge`].
+    pub fn check_size(bytes: u64) -> Result<(), LayoutError> {
+        if bytes > Self::MAX_BYTES { Err(LayoutError::TooLarge { bytes, limit: Self::MAX_BYTES }) } else { Ok(()) }
+    }
+
     /// Spreads one `rows x cols` row-major tile per SIP over the PEs of `system` as `policy` says.
     ///
     /// # Errors
