@@ -7,8 +7,9 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use kernbench::sim::Timing;
-use kernbench::sweep::{Row, Series, Sweep, parse_size, parse_sizes, table_footer, table_header};
-use kernbench::workload::{CUBE_LEADERS, EVERY_PE, sample_tensor};
+use kernbench::sweep::{Row, Series, Sweep, parse_size, parse_sizes, point_tensor, table_footer, table_header};
+use kernbench::tune::Tuner;
+use kernbench::workload::{CUBE_LEADERS, EVERY_PE, shards_per_rank};
 use kernbench::{
     CallOptions, Collective, Communicator, DpPolicy, Dtype, InstallPlan, MAPPERS, ReduceOp, Registry, System,
     TOPOLOGIES, VALIDATORS,
@@ -60,6 +61,16 @@ struct Setup {
     registry: Option<PathBuf>,
 }
 
+/// Where to run, and on how many threads.
+#[derive(Debug, clap::Args)]
+struct Simulator {
+    #[command(flatten)]
+    setup: Setup,
+    /// Threads to poll PEs on.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+}
+
 /// What the data is.
 #[derive(Debug, clap::Args)]
 struct Data {
@@ -85,8 +96,9 @@ struct RunArgs {
     #[arg(long)]
     algo: Option<String>,
     #[command(flatten)]
-    setup: Setup,
-    /// Bytes per rank; several sizes separated by commas, with K/M/G suffixes (powers of 1024).
+    sim: Simulator,
+    /// Bytes per rank, as nccl-tests counts them (an all-gather's gathered output); several sizes
+    /// separated by commas, with K/M/G suffixes (powers of 1024).
     #[arg(long, default_value = "1K,64K,1M")]
     bytes: String,
     #[command(flatten)]
@@ -98,9 +110,6 @@ struct RunArgs {
     /// cube_leaders (every cube's PE 0 a block).
     #[arg(long, default_value = "one_pe")]
     layout: String,
-    /// Threads to poll PEs on.
-    #[arg(long, default_value_t = 1)]
-    threads: usize,
 }
 
 #[derive(Debug, clap::Args)]
@@ -116,7 +125,7 @@ struct BenchArgs {
     #[arg(long, default_value = "1K..16M")]
     sizes: String,
     #[command(flatten)]
-    setup: Setup,
+    sim: Simulator,
     #[command(flatten)]
     data: Data,
     /// Root rank of broadcast and reduce.
@@ -125,9 +134,6 @@ struct BenchArgs {
     /// Print the rows as JSON instead of a table.
     #[arg(long)]
     json: bool,
-    /// Threads to poll PEs on.
-    #[arg(long, default_value_t = 1)]
-    threads: usize,
 }
 
 #[derive(Debug, clap::Args)]
@@ -138,7 +144,7 @@ struct TuneArgs {
     #[arg(long, default_value = "1K..16M")]
     sizes: String,
     #[command(flatten)]
-    setup: Setup,
+    sim: Simulator,
     #[command(flatten)]
     data: Data,
     /// Write the registry with the tuned rules here.
@@ -147,9 +153,6 @@ struct TuneArgs {
     /// Write the tuned rules here as NCCL-tuner-style CSV.
     #[arg(long)]
     csv: Option<PathBuf>,
-    /// Threads to poll PEs on.
-    #[arg(long, default_value_t = 1)]
-    threads: usize,
 }
 
 #[derive(Debug, clap::Args)]
@@ -185,15 +188,12 @@ struct PlotArgs {
     #[arg(long, default_value = "1K..16M")]
     sizes: String,
     #[command(flatten)]
-    setup: Setup,
+    sim: Simulator,
     #[command(flatten)]
     data: Data,
     /// Where to write the SVG.
     #[arg(long, default_value = "busbw.svg")]
     out: PathBuf,
-    /// Threads to poll PEs on.
-    #[arg(long, default_value_t = 1)]
-    threads: usize,
 }
 
 /// Runs the parsed command.
@@ -216,6 +216,12 @@ fn load_system(path: Option<&Path>) -> Result<System> {
     match path {
         Some(p) => Ok(System::from_file(p)?),
         None => Ok(System::builtin()),
+    }
+}
+
+impl Simulator {
+    fn communicator(&self) -> Result<Communicator> {
+        self.setup.communicator(self.threads)
     }
 }
 
@@ -286,7 +292,7 @@ fn run_sweep(sweep: &Sweep, comm: &mut Communicator, quiet: bool, out: &mut impl
 }
 
 fn run_collectives(args: &RunArgs, out: &mut impl Write) -> Result<()> {
-    let mut comm = args.setup.communicator(args.threads)?;
+    let mut comm = args.sim.communicator()?;
     let system = comm.system().clone();
     let collectives: Vec<Collective> =
         if args.collective == "all" { Collective::ALL.to_vec() } else { vec![collective(&args.collective)?] };
@@ -298,15 +304,16 @@ fn run_collectives(args: &RunArgs, out: &mut impl Write) -> Result<()> {
         other => bail!("unknown layout `{other}`: expected one_pe, multi_pe or cube_leaders"),
     };
     let sizes = args.bytes.split(',').map(parse_size).collect::<Result<Vec<_>, _>>()?;
+    // The collective's ranks are the PEs that hold data.
+    let ranks = system.sips() * shards_per_rank(&system, layout);
     writeln!(out, "{}", system.describe())?;
     let mut wrong = 0;
     for collective in collectives {
         for &bytes in &sizes {
-            let tensor = sample_tensor(&system, bytes, dtype, op, layout)?;
+            let context = || format!("{collective} of {bytes} bytes per rank");
+            let tensor = point_tensor(&system, collective, bytes, (dtype, op), layout, ranks).with_context(context)?;
             let options = CallOptions { algorithm: args.algo.clone(), generation: None };
-            let (_, report) = comm
-                .call(collective, &tensor, op, args.root, &options)
-                .with_context(|| format!("{collective} of {bytes} bytes per rank"))?;
+            let (_, report) = comm.call(collective, &tensor, op, args.root, &options).with_context(context)?;
             writeln!(out, "{report}")?;
             wrong += usize::from(!report.postcondition.held);
         }
@@ -319,7 +326,7 @@ fn run_collectives(args: &RunArgs, out: &mut impl Write) -> Result<()> {
 
 fn bench(args: &BenchArgs, out: &mut impl Write) -> Result<()> {
     let collective = collective(&args.collective)?;
-    let mut comm = args.setup.communicator(args.threads)?;
+    let mut comm = args.sim.communicator()?;
     let series = Series::parse_list(&args.algos, comm.registry(), collective)?;
     let sizes = parse_sizes(&args.sizes)?;
     let (dtype, op) = args.data.parse()?;
@@ -344,16 +351,16 @@ fn bench(args: &BenchArgs, out: &mut impl Write) -> Result<()> {
 
 fn tune(args: &TuneArgs, out: &mut impl Write) -> Result<()> {
     let collective = collective(&args.collective)?;
-    let mut comm = args.setup.communicator(args.threads)?;
+    let mut comm = args.sim.communicator()?;
     let sizes = parse_sizes(&args.sizes)?;
     let data = args.data.parse()?;
     let system = comm.system().clone();
     writeln!(out, "# kernbench tune {collective}: {}", system.describe())?;
-    let candidates = kernbench::tune::candidates(&comm, collective);
-    writeln!(out, "# candidates (one-PE layout): {}", candidates.join(", "))?;
+    let tuner = Tuner::new(&comm, collective)?;
+    writeln!(out, "# candidates (one-PE layout): {}", tuner.candidates().join(", "))?;
     writeln!(out, "{}", table_header())?;
-    let mut progress = Progress::new(sizes.len() * candidates.len(), true);
-    let tuning = kernbench::tune::tune(&mut comm, collective, &sizes, data, |row| progress.row(row, out));
+    let mut progress = Progress::new(sizes.len() * tuner.candidates().len(), true);
+    let tuning = tuner.run(&mut comm, &sizes, data, |row| progress.row(row, out));
     progress.finish()?;
     let tuning = tuning?;
     writeln!(out, "# fastest per size (bytes per rank):")?;
@@ -404,7 +411,7 @@ fn trace(args: &TraceArgs, out: &mut impl Write) -> Result<()> {
 
 fn plot(args: &PlotArgs, out: &mut impl Write) -> Result<()> {
     let collective = collective(&args.collective)?;
-    let mut comm = args.setup.communicator(args.threads)?;
+    let mut comm = args.sim.communicator()?;
     let series = Series::parse_list(&args.algos, comm.registry(), collective)?;
     let sizes = parse_sizes(&args.sizes)?;
     let (dtype, op) = args.data.parse()?;

@@ -11,10 +11,12 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use kernbench_core::postcondition::{self, CallFacts, Postcondition};
+use kernbench_core::postcondition::{self, CallFacts, Postcondition, starting_output};
+use kernbench_core::tl::MAX_GENERATION;
 use kernbench_core::{
-    ArgsError, Collective, DistTensor, KernelSet, LayoutError, PlanError, ReduceOp, Registry, RegistryError, System,
-    Tile, UnknownKernel, UnknownName, ValidationError, build_install_plans, chunk_range, validator_by_name,
+    AlgorithmEntry, ArgsError, Collective, DistTensor, InstallPlan, KernelSet, Layout, LayoutError, PlanError,
+    ReduceOp, Registry, RegistryError, System, Tile, UnknownKernel, UnknownName, ValidationError, build_install_plans,
+    validator_by_name,
 };
 use kernbench_sim::{Call, PeBuffers, RunError, RunReport, Runtime, Timing};
 
@@ -81,6 +83,14 @@ pub enum CommError {
         given: u64,
         /// The last generation used.
         last: u64,
+    },
+    /// Every algorithm whose selection rule matched rejects the tensor.
+    #[error("no algorithm for {collective} takes this tensor; tried {}", tried.join("; "))]
+    NoAlgorithmFits {
+        /// The collective.
+        collective: Collective,
+        /// Each algorithm tried, with why it does not fit.
+        tried: Vec<String>,
     },
     /// The participants' inputs cannot be combined.
     #[error("the inputs do not fit {collective}: {reason}")]
@@ -289,32 +299,32 @@ impl Communicator {
     ) -> Result<(DistTensor, CallReport), CommError> {
         let layout = tensor.layout();
         let bytes_per_rank = (layout.rank_elements() * tensor.dtype().size()) as u64;
-        let (entry, reason) = match &options.algorithm {
-            Some(name) => (self.registry.get(name)?, "named by the caller".to_owned()),
-            None => {
-                let chosen = self.registry.select(collective, bytes_per_rank, layout.kind())?;
-                (chosen.algorithm, chosen.reason)
+        let (entry, reason, plan) = match &options.algorithm {
+            Some(name) => {
+                let entry = self.registry.get(name)?;
+                if entry.collective != collective {
+                    return Err(CommError::WrongCollective {
+                        algorithm: entry.name.clone(),
+                        implements: entry.collective,
+                        asked: collective,
+                    });
+                }
+                (entry, "named by the caller".to_owned(), self.fit(entry, &layout)?)
             }
+            None => self.choose(collective, bytes_per_rank, &layout)?,
         };
-        if entry.collective != collective {
-            return Err(CommError::WrongCollective {
-                algorithm: entry.name.clone(),
-                implements: entry.collective,
-                asked: collective,
-            });
-        }
-        let plan = build_install_plans(entry, &self.system)?;
-        validator_by_name(&entry.validator)?(&plan, &layout)
-            .map_err(|source| CommError::Validation { algorithm: entry.name.clone(), source })?;
         let kernel = self.kernels.get(&entry.kernel)?.instantiate(&entry.params)?;
         let inputs: Vec<Tile> = plan
             .participants()
             .map(|p| tensor.shard(p.pe).cloned().unwrap_or_else(|| Tile::zeros(tensor.dtype(), 0)))
             .collect();
         let n = inputs.len();
-        if root >= n {
+        let rooted = matches!(collective, Collective::Broadcast | Collective::Reduce);
+        if rooted && root >= n {
             return Err(CommError::BadRoot { root, algorithm: entry.name.clone(), participants: n });
         }
+        // Only broadcast and reduce have a root; the others ignore what the caller passed.
+        let root = if rooted { root } else { 0 };
         let pes: Vec<_> = plan.participants().map(|p| p.pe).collect();
         check_inputs(collective, &pes, &inputs)?;
         let before: Vec<Tile> = (0..n).map(|rank| starting_output(collective, &inputs[rank], rank, n)).collect();
@@ -336,14 +346,48 @@ impl Communicator {
         Ok((out, report))
     }
 
-    fn take_generation(&mut self, given: Option<u64>) -> Result<u64, CommError> {
-        let next = match given {
-            Some(g) if g == 0 || g <= self.last_generation => {
-                return Err(CommError::Generation { given: g, last: self.last_generation });
+    /// The plan of `entry` on this system, if the tensor's layout fits its validator.
+    fn fit(&self, entry: &AlgorithmEntry, layout: &Layout) -> Result<InstallPlan, CommError> {
+        let plan = build_install_plans(entry, &self.system)?;
+        validator_by_name(&entry.validator)?(&plan, layout)
+            .map_err(|source| CommError::Validation { algorithm: entry.name.clone(), source })?;
+        Ok(plan)
+    }
+
+    /// The first algorithm whose selection rule matches and whose plan and validator take the tensor:
+    /// rules only see the size and whether the layout is one PE per rank or several, so a rule may
+    /// match an algorithm that cannot take this exact layout (cube leaders, say); the next one is tried.
+    fn choose(
+        &self,
+        collective: Collective,
+        bytes: u64,
+        layout: &Layout,
+    ) -> Result<(&AlgorithmEntry, String, InstallPlan), CommError> {
+        let mut skipped: Vec<String> = Vec::new();
+        for selection in self.registry.matching(collective, bytes, layout.kind()) {
+            match self.fit(selection.algorithm, layout) {
+                Ok(plan) => {
+                    let mut reason = selection.reason;
+                    if !skipped.is_empty() {
+                        reason = format!("{reason}; skipped {}", skipped.join("; "));
+                    }
+                    return Ok((selection.algorithm, reason, plan));
+                }
+                Err(e) => skipped.push(format!("{} ({e})", selection.algorithm.name)),
             }
-            Some(g) => g,
-            None => self.last_generation + 1,
-        };
+        }
+        if skipped.is_empty() {
+            // No rule matched at all: the registry's error lists the rules.
+            self.registry.select(collective, bytes, layout.kind())?;
+        }
+        Err(CommError::NoAlgorithmFits { collective, tried: skipped })
+    }
+
+    fn take_generation(&mut self, given: Option<u64>) -> Result<u64, CommError> {
+        let next = given.unwrap_or(self.last_generation.saturating_add(1));
+        if next == 0 || next <= self.last_generation || next > MAX_GENERATION {
+            return Err(CommError::Generation { given: next, last: self.last_generation });
+        }
         self.last_generation = next;
         Ok(next)
     }
@@ -380,17 +424,6 @@ fn check_inputs(collective: Collective, pes: &[kernbench_core::PeId], inputs: &[
         }
     }
     Ok(())
-}
-
-/// A participant's output buffer before the call: sized and typed by the collective.
-fn starting_output(collective: Collective, input: &Tile, rank: usize, n: usize) -> Tile {
-    let part = chunk_range(input.len(), rank, n).map_or(0, |r| r.len());
-    match collective {
-        Collective::AllReduce | Collective::Broadcast | Collective::Reduce => input.clone(),
-        Collective::AllGather => Tile::zeros(input.dtype(), input.len() * n),
-        Collective::ReduceScatter => Tile::zeros(input.dtype(), part),
-        Collective::AllToAll => Tile::zeros(input.dtype(), part * n),
-    }
 }
 
 /// The outputs as a tensor: the input's layout where the shape is kept, one row per shard otherwise.

@@ -23,8 +23,8 @@
 use std::fmt::Write as _;
 
 use kernbench_core::{
-    Collective, DpPolicy, Dtype, InstallPlan, LayoutError, LinkClass, ReduceOp, Registry, RegistryError, System,
-    build_install_plans,
+    Collective, DistTensor, DpPolicy, Dtype, InstallPlan, LayoutError, LinkClass, ReduceOp, Registry, RegistryError,
+    System, build_install_plans,
 };
 use serde::Serialize;
 
@@ -433,10 +433,9 @@ impl Sweep {
                 (policy_for_mapper(&entry.mapper), plan.len())
             }
         };
-        let shards = shards_per_rank(&system, policy) as u64;
-        let shard_elements = self.shard_elements(size, shards, ranks as u64);
+        let tensor = point_tensor(&system, self.collective, size, (self.dtype, self.op), policy, ranks)?;
+        let shard_elements = (tensor.shape().1 / shards_per_rank(&system, policy)) as u64;
         let element = self.dtype.size() as u64;
-        let tensor = sample_tensor(&system, shard_elements * shards * element, self.dtype, self.op, policy)?;
         let options = CallOptions {
             algorithm: match series {
                 Series::Auto => None,
@@ -471,31 +470,45 @@ impl Sweep {
         };
         Ok((row, report))
     }
-
-    /// The elements each participant holds for a point of size `size` (bytes per SIP), with `shards`
-    /// participants per SIP and `ranks` in all: an equal share of `size` (at least one element), of
-    /// which an all-gather contributes one rank's part and an all-to-all rounds up to one block per
-    /// rank.
-    fn shard_elements(&self, size: u64, shards: u64, ranks: u64) -> u64 {
-        let mut elements = (size / self.dtype.size() as u64 / shards.max(1)).max(1);
-        match self.collective {
-            Collective::AllGather => elements = (elements / ranks.max(1)).max(1),
-            Collective::AllToAll => elements = elements.next_multiple_of(ranks.max(1)),
-            _ => {}
-        }
-        elements
-    }
 }
 
-/// The rows as an nccl-tests table: a title line, the header, one line per row, and the average
-/// bus bandwidth of each series.
-pub fn table(title: &str, rows: &[Row]) -> String {
-    let mut out = format!("# {title}\n{}\n", table_header());
-    for row in rows {
-        let _ = writeln!(out, "{}", row.table_line());
+/// The sample tensor of a point of nccl-tests size `size` of `collective`, laid out as `policy`, with
+/// `ranks` ranks in all (the PEs that hold it): every holder gets an equal share of `size` (at least
+/// one element), of which an all-gather contributes one rank's part and an all-to-all rounds up to
+/// one block per rank.
+///
+/// # Errors
+/// [`LayoutError::TooLarge`] when the tensor is larger than a run may allocate.
+///
+/// # Examples
+/// ```
+/// use kernbench::{Collective, Dtype, ReduceOp, System, sweep::point_tensor, workload::EVERY_PE};
+/// let system = System::shape(2, 1, 1, 4).unwrap();
+/// let data = (Dtype::F32, ReduceOp::Sum);
+/// // 25 elements per SIP: 6 per PE, rounded up to a block for each of the 8 ranks.
+/// let t = point_tensor(&system, Collective::AllToAll, 100, data, EVERY_PE, 8).unwrap();
+/// assert_eq!(t.shape(), (1, 32));
+/// // An all-gather's size is its output: each PE's share (64 elements) gathers 8 contributions of 8.
+/// let t = point_tensor(&system, Collective::AllGather, 1024, data, EVERY_PE, 8).unwrap();
+/// assert_eq!(t.shape(), (1, 32));
+/// ```
+pub fn point_tensor(
+    system: &System,
+    collective: Collective,
+    size: u64,
+    (dtype, op): (Dtype, ReduceOp),
+    policy: DpPolicy,
+    ranks: usize,
+) -> Result<DistTensor, LayoutError> {
+    let (shards, ranks, element) = (shards_per_rank(system, policy) as u64, ranks.max(1) as u64, dtype.size() as u64);
+    let mut elements = (size / element / shards).max(1);
+    match collective {
+        Collective::AllGather => elements = (elements / ranks).max(1),
+        // Saturating, as the bytes below: sample_tensor rejects a size past u64 as too large.
+        Collective::AllToAll => elements = elements.checked_next_multiple_of(ranks).unwrap_or(u64::MAX),
+        _ => {}
     }
-    out.push_str(&table_footer(rows));
-    out
+    sample_tensor(system, elements.saturating_mul(shards).saturating_mul(element), dtype, op, policy)
 }
 
 /// The closing lines of a table: wrong elements in total and each series' average bus bandwidth.
@@ -520,6 +533,7 @@ pub fn table_footer(rows: &[Row]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::EVERY_PE;
 
     #[test]
     fn sizes_parse_as_ranges_and_lists() {
@@ -527,8 +541,19 @@ mod tests {
         assert_eq!(parse_sizes("3..12").unwrap(), vec![3, 6, 12]);
         assert_eq!(parse_sizes("1K..4K,1G").unwrap(), vec![1024, 2048, 4096, 1 << 30]);
         assert_eq!(parse_sizes("1K..16M").unwrap().len(), 15);
-        for bad in ["", "0", "1X", "K", "-1", "1K..", "..1K", "2K..1K", "99999999999999999999"] {
+        for bad in ["", "0", "1X", "K", "-1", "1K..", "..1K", "2K..1K", "99999999999999999999", "17179869184G"] {
             assert!(matches!(parse_sizes(bad), Err(SweepError::BadSize { .. })), "{bad} parsed");
+        }
+    }
+
+    #[test]
+    fn a_point_too_large_to_allocate_is_an_error_for_every_collective() {
+        let system = System::shape(2, 1, 1, 4).unwrap();
+        for collective in Collective::ALL {
+            for size in [8_000_000_000 << 30, u64::MAX] {
+                let tensor = point_tensor(&system, collective, size, (Dtype::F32, ReduceOp::Sum), EVERY_PE, 8);
+                assert!(matches!(tensor, Err(LayoutError::TooLarge { .. })), "{collective} of {size} bytes");
+            }
         }
     }
 
@@ -573,12 +598,12 @@ mod tests {
         let system = System::shape(2, 1, 1, 1).unwrap();
         let mut comm = Communicator::new(system).unwrap();
         let rows = Sweep::new(Collective::Broadcast, vec![Series::Auto], vec![1 << 20]).run(&mut comm, |_| {}).unwrap();
-        let text = table("broadcast", &rows);
-        assert!(text.contains("auto: tree_broadcast") || text.contains("auto: ring_broadcast"), "{text}");
-        assert!(text.contains("# average busbw (GB/s): auto "), "{text}");
+        let line = rows[0].table_line();
+        assert!(line.contains("auto: tree_broadcast") || line.contains("auto: ring_broadcast"), "{line}");
+        let footer = table_footer(&rows);
+        assert!(footer.contains("# average busbw (GB/s): auto "), "{footer}");
         let header = table_header();
         let header = header.lines().next().unwrap();
-        let line = text.lines().nth(3).unwrap();
         assert_eq!(line.len(), header.len(), "columns line up:\n{header}\n{line}");
     }
 }

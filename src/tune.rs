@@ -4,8 +4,9 @@
 //!
 //! Candidates are the collective's algorithms that run on the one-PE layout (each rank's tensor on
 //! its SIP leader, the layout `auto` sweeps use): those whose plan builds on the system and whose
-//! validator accepts that layout. Multi-PE algorithms (`hierarchical_allreduce`) are not candidates;
-//! the registry's rules for other layouts are kept, ahead of the tuned ones.
+//! validator accepts that layout. Multi-PE algorithms (`hierarchical_allreduce`) are not candidates,
+//! so the tuned rules are for the one-PE layout only; the registry's rules for other layouts are
+//! kept, ahead of the tuned ones.
 //!
 //! Sizes become buckets of bytes per rank: the winner at tuned size `s_i` covers
 //! `s_(i-1) + 1 ..= s_i`, the first bucket has no lower bound and the last no upper bound, and
@@ -61,59 +62,82 @@ pub struct Tuning {
     pub nodes: usize,
 }
 
-/// The collective's algorithms that can run on the one-PE layout of the communicator's system, by
-/// name.
-pub fn candidates(comm: &Communicator, collective: Collective) -> Vec<String> {
-    let system = comm.system();
-    // One element per rank splits into whole blocks for every collective, all-to-all included.
-    let elements = system.sips() as u64;
-    let Ok(tensor) = sample_tensor(system, elements * 4, Dtype::F32, ReduceOp::Sum, DpPolicy::LEADER) else {
-        return Vec::new();
-    };
-    let layout = tensor.layout();
-    comm.registry()
-        .algorithms()
-        .filter(|entry| entry.collective == collective)
-        .filter(|entry| {
-            let fits = |validator: kernbench_core::ValidatorFn| {
-                build_install_plans(entry, system).is_ok_and(|plan| validator(&plan, &layout).is_ok())
-            };
-            validator_by_name(&entry.validator).is_ok_and(fits)
-        })
-        .map(|entry| entry.name.clone())
-        .collect()
-}
-
-/// Runs every candidate of `collective` at every size (nccl-tests sizes, as [`Sweep`] takes them)
-/// and picks the fastest per size; `each` sees every row as it is made.
-///
-/// # Errors
-/// [`SweepError::NoCandidates`] when the collective has no candidate on this system, or the
-/// first point that does not run.
+/// Tuning of one collective on one system: its candidates, found once, and the sweep over them.
 ///
 /// # Examples
 /// ```
-/// use kernbench::{Collective, Communicator, Dtype, ReduceOp, System};
+/// use kernbench::{Collective, Communicator, Dtype, ReduceOp, System, tune::Tuner};
 /// let mut comm = Communicator::new(System::shape(4, 1, 1, 1).unwrap()).unwrap();
-/// let tuning = kernbench::tune::tune(&mut comm, Collective::Broadcast, &[1024, 1 << 20], (Dtype::F32, ReduceOp::Sum), |_| {}).unwrap();
-/// assert_eq!(tuning.rows.len(), 2 * tuning.candidates.len());
+/// let tuner = Tuner::new(&comm, Collective::Broadcast).unwrap();
+/// let tuning = tuner.run(&mut comm, &[1024, 1 << 20], (Dtype::F32, ReduceOp::Sum), |_| {}).unwrap();
+/// assert_eq!(tuning.rows.len(), 2 * tuner.candidates().len());
 /// assert!(tuning.buckets.first().unwrap().min_bytes.is_none() && tuning.buckets.last().unwrap().max_bytes.is_none());
 /// ```
-pub fn tune(
-    comm: &mut Communicator,
+#[derive(Clone, Debug)]
+pub struct Tuner {
     collective: Collective,
-    sizes: &[u64],
-    data: (Dtype, ReduceOp),
-    each: impl FnMut(&Row),
-) -> Result<Tuning, SweepError> {
-    let candidates = candidates(comm, collective);
-    if candidates.is_empty() {
-        return Err(SweepError::NoCandidates { collective });
+    candidates: Vec<String>,
+}
+
+impl Tuner {
+    /// The tuner of `collective` on the communicator's system; its candidates are the collective's
+    /// algorithms that run on the one-PE layout there: their plan builds and their validator accepts
+    /// the layout.
+    ///
+    /// # Errors
+    /// [`SweepError::NoCandidates`] when no algorithm of the collective runs on that layout, and
+    /// [`SweepError::Layout`] when the one-PE tensor that layouts are checked with cannot be made.
+    pub fn new(comm: &Communicator, collective: Collective) -> Result<Tuner, SweepError> {
+        let system = comm.system();
+        // One element per rank splits into whole blocks for every collective, all-to-all included.
+        let probe = sample_tensor(system, system.sips() as u64 * 4, Dtype::F32, ReduceOp::Sum, DpPolicy::LEADER)?;
+        let layout = probe.layout();
+        let candidates: Vec<String> = comm
+            .registry()
+            .algorithms()
+            .filter(|entry| entry.collective == collective)
+            .filter(|entry| {
+                let fits = |validator: kernbench_core::ValidatorFn| {
+                    build_install_plans(entry, system).is_ok_and(|plan| validator(&plan, &layout).is_ok())
+                };
+                validator_by_name(&entry.validator).is_ok_and(fits)
+            })
+            .map(|entry| entry.name.clone())
+            .collect();
+        if candidates.is_empty() {
+            return Err(SweepError::NoCandidates { collective });
+        }
+        Ok(Tuner { collective, candidates })
     }
-    let series = candidates.iter().cloned().map(Series::Algorithm).collect();
-    let rows = Sweep::new(collective, series, sizes.to_vec()).dtype(data.0).op(data.1).run(comm, each)?;
-    let nodes = comm.system().sips();
-    Ok(Tuning { collective, buckets: buckets(&rows), candidates, rows, nodes })
+
+    /// The candidates, by name, in the registry's order.
+    pub fn candidates(&self) -> &[String] {
+        &self.candidates
+    }
+
+    /// Runs every candidate at every size (nccl-tests sizes, as [`Sweep`] takes them) on `comm`, the
+    /// communicator the tuner was made for, and picks the fastest per size; `each` sees every row as
+    /// it is made.
+    ///
+    /// # Errors
+    /// [`SweepError`] from the first point that does not run.
+    pub fn run(
+        &self,
+        comm: &mut Communicator,
+        sizes: &[u64],
+        (dtype, op): (Dtype, ReduceOp),
+        each: impl FnMut(&Row),
+    ) -> Result<Tuning, SweepError> {
+        let series = self.candidates.iter().cloned().map(Series::Algorithm).collect();
+        let rows = Sweep::new(self.collective, series, sizes.to_vec()).dtype(dtype).op(op).run(comm, each)?;
+        Ok(Tuning {
+            collective: self.collective,
+            candidates: self.candidates.clone(),
+            buckets: buckets(&rows),
+            rows,
+            nodes: comm.system().sips(),
+        })
+    }
 }
 
 /// The fastest row per bytes per rank (the first of equals, in the order rows were made), merged
@@ -148,7 +172,8 @@ fn buckets(rows: &[Row]) -> Vec<Bucket> {
 }
 
 impl Tuning {
-    /// The buckets as selection rules, smallest sizes first.
+    /// The buckets as selection rules, smallest sizes first, each for the one-PE layout the
+    /// candidates were timed on.
     pub fn rules(&self) -> Vec<SelectionRule> {
         self.buckets
             .iter()
@@ -156,7 +181,7 @@ impl Tuning {
                 algorithm: b.algorithm.clone(),
                 min_bytes: b.min_bytes,
                 max_bytes: b.max_bytes,
-                layout: None,
+                layout: Some(LayoutKind::OnePe),
             })
             .collect()
     }
@@ -254,17 +279,47 @@ mod tests {
     #[test]
     fn the_tuned_registry_keeps_other_layouts_rules_and_writes_a_csv_line_per_bucket() {
         let mut comm = Communicator::new(System::shape(4, 1, 1, 2).unwrap()).unwrap();
-        let tuning =
-            tune(&mut comm, Collective::AllReduce, &[1024, 1 << 20], (Dtype::F32, ReduceOp::Sum), |_| {}).unwrap();
+        let tuner = Tuner::new(&comm, Collective::AllReduce).unwrap();
+        let tuning = tuner.run(&mut comm, &[1024, 1 << 20], (Dtype::F32, ReduceOp::Sum), |_| {}).unwrap();
         assert!(!tuning.candidates.contains(&"hierarchical_allreduce".to_owned()), "{:?}", tuning.candidates);
         assert!(tuning.candidates.contains(&"ring".to_owned()));
         let registry = tuning.registry(comm.registry()).unwrap();
         let rules = registry.rules(Collective::AllReduce);
         assert_eq!(rules[0].layout, Some(LayoutKind::MultiPe));
         assert_eq!(rules.len(), 1 + tuning.buckets.len());
+        // A multi-PE tensor still gets the kept multi-PE rule, never a tuned one-PE algorithm.
+        let multi_pe: Vec<&str> = registry
+            .matching(Collective::AllReduce, 1024, LayoutKind::MultiPe)
+            .map(|s| s.algorithm.name.as_str())
+            .collect();
+        assert_eq!(multi_pe, ["hierarchical_allreduce"]);
         let csv = tuning.csv();
         assert_eq!(csv.lines().count(), 1 + tuning.buckets.len());
         assert!(csv.lines().nth(1).unwrap().starts_with("all_reduce,0,"), "{csv}");
         assert!(csv.trim_end().ends_with(",-1,-1,4,4,-1,-1"), "{csv}");
+    }
+
+    #[test]
+    fn tuned_rules_match_only_the_one_pe_layout_their_candidates_ran_on() {
+        // Broadcast has no multi-PE rule to keep: a tuned rule for any layout would hand a multi-PE
+        // tensor to a one-PE algorithm.
+        let mut comm = Communicator::new(System::shape(4, 1, 1, 2).unwrap()).unwrap();
+        let tuner = Tuner::new(&comm, Collective::Broadcast).unwrap();
+        let tuning = tuner.run(&mut comm, &[1024], (Dtype::F32, ReduceOp::Sum), |_| {}).unwrap();
+        let registry = tuning.registry(comm.registry()).unwrap();
+        assert!(registry.rules(Collective::Broadcast).iter().all(|r| r.layout == Some(LayoutKind::OnePe)));
+        assert!(registry.select(Collective::Broadcast, 1024, LayoutKind::OnePe).is_ok());
+        assert!(matches!(
+            registry.select(Collective::Broadcast, 1024, LayoutKind::MultiPe),
+            Err(RegistryError::NoRule { .. })
+        ));
+    }
+
+    #[test]
+    fn a_collective_without_one_pe_algorithms_has_nothing_to_tune() {
+        let system = System::shape(2, 1, 1, 1).unwrap();
+        let registry = Registry::from_json_str("{}").unwrap();
+        let comm = Communicator::with_registry(system, registry, kernbench_algorithms::kernels()).unwrap();
+        assert!(matches!(Tuner::new(&comm, Collective::Broadcast), Err(SweepError::NoCandidates { .. })));
     }
 }

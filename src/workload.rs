@@ -48,7 +48,7 @@ pub fn shards_per_rank(system: &System, policy: DpPolicy) -> usize {
 /// small integers (for `prod`: 1 and -1), so sums and products are exact in every dtype.
 ///
 /// # Errors
-/// [`LayoutError`] when the shape is too large.
+/// [`LayoutError::TooLarge`] when the tensor over every SIP would pass [`DistTensor::MAX_BYTES`].
 ///
 /// # Examples
 /// ```
@@ -57,6 +57,8 @@ pub fn shards_per_rank(system: &System, policy: DpPolicy) -> usize {
 /// let t = sample_tensor(&system, 100, Dtype::F32, ReduceOp::Sum, EVERY_PE).unwrap();
 /// assert_eq!(t.shape(), (1, 28)); // 25 elements, rounded up to a multiple of 4 PEs
 /// assert_eq!(t.shards().len(), 8);
+/// let huge = sample_tensor(&system, u64::MAX, Dtype::F32, ReduceOp::Sum, EVERY_PE);
+/// assert!(matches!(huge, Err(kernbench::LayoutError::TooLarge { bytes: u64::MAX, .. })));
 /// ```
 pub fn sample_tensor(
     system: &System,
@@ -65,8 +67,12 @@ pub fn sample_tensor(
     op: ReduceOp,
     policy: DpPolicy,
 ) -> Result<DistTensor, LayoutError> {
-    let shards = shards_per_rank(system, policy);
-    let elements = (bytes_per_rank as usize).div_ceil(dtype.size()).max(1).next_multiple_of(shards);
+    let (shards, element) = (shards_per_rank(system, policy) as u64, dtype.size() as u64);
+    // Saturating: a size past u64 is too large just as u64::MAX is.
+    let elements = bytes_per_rank.div_ceil(element).max(1).checked_next_multiple_of(shards).unwrap_or(u64::MAX);
+    DistTensor::check_size(elements.saturating_mul(element).saturating_mul(system.sips() as u64))?;
+    // Fits a 64-bit usize: check_size bounds it by MAX_BYTES.
+    let elements = elements as usize;
     let ranks: Vec<Tile> = (0..system.sips())
         .map(|sip| {
             let values: Vec<f64> = (0..elements).map(|i| sample_value(sip, i, op)).collect();

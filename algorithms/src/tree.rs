@@ -153,15 +153,12 @@ pub fn double_binary_tree_allreduce(tl: &Tl, chunks: usize) {
 /// Tree broadcast from any root: the root's data goes up its path to rank 0, and every rank on that
 /// path hands it down to its other subtree.
 ///
-/// Topology `tree`, any mapper, any number of ranks and any root among them.
-///
-/// # Panics
-/// When the call's root is not a rank (the `Communicator` rejects such a call before it runs).
+/// Topology `tree`, any mapper, any number of ranks and any root among them (the runtime rejects a
+/// root that is not a rank before any kernel runs).
 #[ccl_kernel]
 pub fn tree_broadcast(tl: &Tl) {
     let tree = HeapTree { index: 0, position: tl.rank(), count: tl.size() };
     let root = tl.root();
-    assert!(root < tree.count, "broadcast root {root} is not a rank: expected 0..{}", tree.count);
     let data = tl.load(Input);
     // A rank is on the path when the root is in its subtree: it gets the data from below, passes it
     // up, and sends it down only to the child off the path.

@@ -346,22 +346,38 @@ pub fn check_plan(plan: &InstallPlan, system: &System) -> Result<(), PlanError> 
     if participants.is_empty() {
         return Err(PlanError::NoParticipants);
     }
-    let find = |pe: PeId| participants.binary_search_by_key(&pe, |p| p.pe).ok().map(|i| participants[i]);
+    let index_of = |pe: PeId| participants.binary_search_by_key(&pe, |p| p.pe).ok();
+    // Each participant's links sorted by peer, so finding the links back to a PE is a binary search:
+    // `full` topologies have a thousand links per PE.
+    let by_peer: Vec<Vec<(PeId, Direction)>> = participants
+        .iter()
+        .map(|p| {
+            let mut links: Vec<(PeId, Direction)> = p.neighbors.iter().map(|e| (e.peer, e.direction)).collect();
+            links.sort_unstable();
+            links
+        })
+        .collect();
     for install in &participants {
         let pe = install.pe;
-        for (i, entry) in install.neighbors.iter().enumerate() {
+        let mut directions: Vec<(Direction, usize)> =
+            install.neighbors.iter().enumerate().map(|(i, e)| (e.direction, i)).collect();
+        directions.sort_unstable();
+        if let Some(w) = directions.windows(2).find(|w| w[0].0 == w[1].0) {
+            let (first, second) = (install.neighbors[w[0].1].peer, install.neighbors[w[1].1].peer);
+            return Err(PlanError::DuplicateDirection { pe, direction: w[0].0, first, second });
+        }
+        for entry in &install.neighbors {
             let (direction, peer) = (entry.direction, entry.peer);
-            if let Some(earlier) = install.neighbors[..i].iter().find(|e| e.direction == direction) {
-                return Err(PlanError::DuplicateDirection { pe, direction, first: earlier.peer, second: peer });
-            }
             if peer == pe {
                 return Err(PlanError::SelfLink { pe, direction });
             }
             if !system.contains(peer) {
                 return Err(PlanError::PeerNotInSystem { pe, direction, peer, system: system.describe() });
             }
-            let far = find(peer).ok_or(PlanError::PeerNotParticipant { pe, direction, peer })?;
-            let back: Vec<Direction> = far.neighbors.iter().filter(|e| e.peer == pe).map(|e| e.direction).collect();
+            let far = index_of(peer).ok_or(PlanError::PeerNotParticipant { pe, direction, peer })?;
+            let links = &by_peer[far];
+            let start = links.partition_point(|&(p, _)| p < pe);
+            let back: Vec<Direction> = links[start..].iter().take_while(|&&(p, _)| p == pe).map(|&(_, d)| d).collect();
             let candidates: Vec<Direction> = back.iter().copied().filter(|&d| direction.pairs_with(d)).collect();
             match candidates.len() {
                 0 => {

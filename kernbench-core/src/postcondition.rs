@@ -27,6 +27,29 @@ pub struct CallFacts {
     pub root: usize,
 }
 
+/// A participant's output buffer before a call: sized and typed by the collective, as every kernel of
+/// that collective expects it. An all-reduce or reduce starts from a copy of the input (so `reduce`
+/// leaves the other ranks' buffers as they were); every other output starts zeroed, so a kernel that
+/// forgets to write it is caught.
+///
+/// # Examples
+/// ```
+/// use kernbench_core::{Collective, Dtype, Tile, postcondition::starting_output};
+/// let input = Tile::filled(Dtype::F32, 10, 1.0);
+/// assert_eq!(starting_output(Collective::AllGather, &input, 0, 4).len(), 40);
+/// assert_eq!(starting_output(Collective::ReduceScatter, &input, 3, 4).len(), 2); // chunks 3, 3, 2, 2
+/// ```
+pub fn starting_output(collective: Collective, input: &Tile, rank: usize, n: usize) -> Tile {
+    let part = chunk_range(input.len(), rank, n).map_or(0, |r| r.len());
+    match collective {
+        Collective::AllReduce | Collective::Reduce => input.clone(),
+        Collective::Broadcast => Tile::zeros(input.dtype(), input.len()),
+        Collective::AllGather => Tile::zeros(input.dtype(), input.len() * n),
+        Collective::ReduceScatter => Tile::zeros(input.dtype(), part),
+        Collective::AllToAll => Tile::zeros(input.dtype(), part * n),
+    }
+}
+
 /// Why a reference could not be computed: the call's facts and tiles do not fit together.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

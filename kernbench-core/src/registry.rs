@@ -518,22 +518,37 @@ impl Registry {
         bytes_per_rank: u64,
         layout: LayoutKind,
     ) -> Result<Selection<'_>, RegistryError> {
-        let rules = self.rules(collective);
-        for (i, rule) in rules.iter().enumerate() {
+        self.matching(collective, bytes_per_rank, layout).next().ok_or_else(|| RegistryError::NoRule {
+            collective,
+            bytes: bytes_per_rank,
+            layout,
+            rules: self.rules(collective).to_vec(),
+        })
+    }
+
+    /// Every rule of `collective` whose every condition holds, in order, with its algorithm: what a
+    /// caller that must also check the tensor's exact layout tries one after another.
+    pub fn matching(
+        &self,
+        collective: Collective,
+        bytes_per_rank: u64,
+        layout: LayoutKind,
+    ) -> impl Iterator<Item = Selection<'_>> + '_ {
+        self.rules(collective).iter().enumerate().filter_map(move |(i, rule)| {
             let conditions = rule.conditions(bytes_per_rank, layout);
             if !conditions.iter().all(|(met, _)| *met) {
-                continue;
+                return None;
             }
             let why = if conditions.is_empty() {
                 "no conditions".to_owned()
             } else {
                 conditions.into_iter().map(|(_, text)| text).collect::<Vec<_>>().join(" and ")
             };
-            let algorithm = self.get(&rule.algorithm)?;
+            // Loading checked that every rule names an algorithm of the registry.
+            let algorithm = self.algorithms.get(&rule.algorithm)?;
             let reason = format!("rule {} of {collective} ({}): {why}", i + 1, rule.algorithm);
-            return Ok(Selection { algorithm, rule_index: i, reason });
-        }
-        Err(RegistryError::NoRule { collective, bytes: bytes_per_rank, layout, rules: rules.to_vec() })
+            Some(Selection { algorithm, rule_index: i, reason })
+        })
     }
 
     /// Checks that every algorithm's kernel is in `kernels` and accepts the algorithm's params.

@@ -217,6 +217,15 @@ pub enum SpecError {
     /// `ipcq_depth` is 0, so no message could ever be sent.
     #[error("system spec field `ipcq_depth` is 0: expected at least 1 queue slot")]
     ZeroIpcqDepth,
+    /// `ipcq_depth` is more slots than a queue may have (each directed edge allocates them all).
+    #[error(
+        "system spec field `ipcq_depth` is {depth}: expected at most {limit} queue slots",
+        limit = System::MAX_IPCQ_DEPTH
+    )]
+    DeepIpcq {
+        /// The depth given.
+        depth: usize,
+    },
     /// The system has more PEs than the simulator supports (or than a `usize` can count).
     #[error(
         "system of {sips} SIPs x {w}x{h} cubes x {pes_per_cube} PEs is too large: expected at most {limit} PEs in total",
@@ -307,6 +316,9 @@ impl System {
     /// still fits in memory.
     pub const MAX_PES: usize = 1 << 24;
 
+    /// The most slots an IPCQ may have.
+    pub const MAX_IPCQ_DEPTH: usize = 1 << 16;
+
     /// The built-in system: 4 SIPs x 4x4 cubes x 8 PEs, SIPs on a ring, default link figures.
     pub fn builtin() -> System {
         System { spec: SystemSpec::default() }
@@ -323,8 +335,8 @@ impl System {
     /// Checks a spec.
     ///
     /// # Errors
-    /// [`SpecError::ZeroSize`], [`SpecError::TooLarge`], [`SpecError::BadRate`] or
-    /// [`SpecError::ZeroIpcqDepth`], naming the field.
+    /// [`SpecError::ZeroSize`], [`SpecError::TooLarge`], [`SpecError::BadRate`], [`SpecError::BadTime`],
+    /// [`SpecError::ZeroIpcqDepth`] or [`SpecError::DeepIpcq`], naming the field.
     pub fn from_spec(spec: SystemSpec) -> Result<System, SpecError> {
         let sizes = [
             ("sips", spec.sips),
@@ -357,6 +369,9 @@ impl System {
         }
         if spec.ipcq_depth == 0 {
             return Err(SpecError::ZeroIpcqDepth);
+        }
+        if spec.ipcq_depth > System::MAX_IPCQ_DEPTH {
+            return Err(SpecError::DeepIpcq { depth: spec.ipcq_depth });
         }
         Ok(System { spec })
     }

@@ -83,7 +83,11 @@ pub trait Backend {
 /// and `3k`, one per phase, so the phases of one call and consecutive calls never share a generation.
 pub const PHASES_PER_CALL: u64 = 3;
 
-/// The message generation of `phase` (1..=3) of the call of generation `call` (calls count from 1).
+/// The largest call generation whose phases still have message generations that fit a `u64`.
+pub const MAX_GENERATION: u64 = u64::MAX / PHASES_PER_CALL;
+
+/// The message generation of `phase` (1..=3) of the call of generation `call` (calls count from 1, up
+/// to [`MAX_GENERATION`]).
 ///
 /// # Examples
 /// ```
@@ -335,7 +339,9 @@ impl Tl {
     /// # Errors
     /// [`KernelError::Tile`] when the range reaches past the end.
     pub async fn slice(&self, tile: &Tile, start: usize, len: usize) -> Result<Tile, KernelError> {
-        tile.slice(start..start + len).map_err(|source| self.tile_error(Op::Slice, source))
+        let end =
+            start.checked_add(len).ok_or(crate::TileError::OutOfRange { start, end: usize::MAX, len: tile.len() });
+        end.and_then(|end| tile.slice(start..end)).map_err(|source| self.tile_error(Op::Slice, source))
     }
 
     /// The tiles one after the other, in a new tile.

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use kernbench_core::{Direction, KernelError, Op, PeId};
+use kernbench_core::{Direction, KernelError, Op, PeId, PlanError};
 
 /// Why a run did not complete.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -41,9 +41,31 @@ pub enum RunError {
     /// A call of generation 0: generations count from 1, so that 0 can never match a real message.
     #[error("generation 0 is not a valid call generation: generations count from 1")]
     ZeroGeneration,
-    /// The plan cannot be installed (the configuration's fault).
+    /// A call generation so large that its phases' message generations would not fit a `u64`.
+    #[error("generation {generation} is too large: expected at most {max}", max = kernbench_core::tl::MAX_GENERATION)]
+    GenerationTooLarge {
+        /// The generation given.
+        generation: u64,
+    },
+    /// A root rank that no participant has (the caller's fault).
+    #[error("root {root} does not exist: the plan has {participants} participants, so expected 0..{participants}")]
+    BadRoot {
+        /// The root given.
+        root: usize,
+        /// Participants in the plan.
+        participants: usize,
+    },
+    /// The threads to poll PEs on could not be started.
+    #[error("cannot start {threads} threads to poll PEs on: {reason}")]
+    Threads {
+        /// The threads asked for.
+        threads: usize,
+        /// What the OS or the thread pool said.
+        reason: String,
+    },
+    /// The plan does not pass [`kernbench_core::check_plan`] on the system (the configuration's fault).
     #[error("the install plan cannot be installed: {0}")]
-    Plan(String),
+    Plan(#[from] PlanError),
 }
 
 /// A queue that still held messages when every kernel had finished.

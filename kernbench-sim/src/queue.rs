@@ -38,7 +38,6 @@ pub(crate) struct Queue {
     pub(crate) receiver: u32,
     pub(crate) send_dir: Direction,
     pub(crate) recv_dir: Direction,
-    depth: u64,
     tail: UnsafeCell<u64>,
     /// `tail % depth`, kept as it advances: no division on the hot path.
     tail_slot: UnsafeCell<usize>,
@@ -62,7 +61,6 @@ impl Queue {
             receiver,
             send_dir,
             recv_dir,
-            depth: depth as u64,
             tail: UnsafeCell::new(0),
             tail_slot: UnsafeCell::new(0),
             head: UnsafeCell::new(0),
@@ -81,7 +79,7 @@ impl Queue {
     pub(crate) unsafe fn try_push(&self, make: impl FnOnce(f64) -> Message) -> bool {
         // SAFETY: `tail` is the sender's; `published_head` is read-only during the round.
         let (tail, head) = unsafe { (&mut *self.tail.get(), *self.published_head.get()) };
-        if *tail - head >= self.depth {
+        if *tail - head >= self.depth() {
             return false;
         }
         // SAFETY: `tail_slot` is the sender's, and the slot is outside `head..published_tail`, the only
@@ -140,11 +138,13 @@ impl Queue {
     /// The message at position `position` (a count of messages pushed before it).
     ///
     /// # Safety
-    /// Only between rounds, with no other access to the queue, for a position that holds a message.
+    /// Only between rounds, and only by the thread merging the sender or placing transfers: no other
+    /// access to that slot may exist (the receiver's thread may be publishing the queue's head, which
+    /// touches no slot).
     #[allow(clippy::mut_from_ref)]
     pub(crate) unsafe fn message_mut(&self, position: u64) -> Option<&mut Message> {
         // SAFETY: the caller excludes every other access.
-        unsafe { (*self.slots[(position % self.depth) as usize].get()).message.as_mut() }
+        unsafe { (*self.slots[(position % self.depth()) as usize].get()).message.as_mut() }
     }
 
     /// Publishes the sender's side: messages pushed so far become receivable. Returns the positions
@@ -181,7 +181,7 @@ impl Queue {
 
     /// Credits the sender can use now: free slots as of the last publish.
     pub(crate) fn credits(&mut self) -> u64 {
-        self.depth - (*self.tail.get_mut() - *self.published_head.get_mut())
+        self.depth() - (*self.tail.get_mut() - *self.published_head.get_mut())
     }
 
     /// Messages the receiver can take now.
@@ -189,7 +189,8 @@ impl Queue {
         *self.published_tail.get_mut() - *self.head.get_mut()
     }
 
+    /// Its slots: the credits a sender starts with.
     pub(crate) fn depth(&self) -> u64 {
-        self.depth
+        self.slots.len() as u64
     }
 }

@@ -20,8 +20,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use async_task::Runnable;
-use kernbench_core::tl::{self, TlContext, message_generation};
-use kernbench_core::{InstallPlan, KernelError, Launch, Op, PeId, ReduceOp, System, Tile, Tl};
+use kernbench_core::tl::{self, MAX_GENERATION, TlContext, message_generation};
+use kernbench_core::{InstallPlan, KernelError, Launch, Op, PeId, ReduceOp, System, Tile, Tl, check_plan};
 use rayon::prelude::*;
 
 use crate::error::{BlockedPe, DeadlockReport, Leftover, RunError};
@@ -166,11 +166,18 @@ impl<'s> Runtime<'s> {
         if call.generation == 0 {
             return Err(RunError::ZeroGeneration);
         }
+        if call.generation > MAX_GENERATION {
+            return Err(RunError::GenerationTooLarge { generation: call.generation });
+        }
         let pes: Vec<PeId> = plan.participants().map(|p| p.pe).collect();
+        if call.root >= pes.len() {
+            return Err(RunError::BadRoot { root: call.root, participants: pes.len() });
+        }
         if buffers.len() != pes.len() {
             return Err(RunError::BufferCount { participants: pes.len(), buffers: buffers.len() });
         }
-        let (queues, ports) = install_queues(plan, &pes, self.system.ipcq_depth())?;
+        check_plan(plan, self.system)?;
+        let (queues, ports) = install_queues(plan, self.system.ipcq_depth());
         let network = self
             .timing
             .as_ref()
@@ -242,7 +249,7 @@ impl<'s> Runtime<'s> {
                 rayon::ThreadPoolBuilder::new()
                     .num_threads(self.threads)
                     .build()
-                    .map_err(|e| RunError::Plan(format!("cannot start {} threads: {e}", self.threads)))?,
+                    .map_err(|e| RunError::Threads { threads: self.threads, reason: e.to_string() })?,
             )
         } else {
             None
@@ -276,6 +283,9 @@ impl Execution<'_> {
         let mut sent: Vec<Transfer> = Vec::new();
         let mut finished = 0usize;
         let mut rounds = 0u64;
+        // Rounds split into jobs of at least this many PEs: fewer are not worth a thread, but a test
+        // that asks for parallel rounds of a few PEs gets them.
+        let min_job = parallel_min_ready.clamp(1, 64);
         loop {
             ready.drain_into(&mut round);
             if round.is_empty() {
@@ -290,7 +300,7 @@ impl Execution<'_> {
                 Some(pool) if round.len() >= parallel_min_ready => pool.install(|| {
                     round
                         .par_drain(..)
-                        .with_min_len(64)
+                        .with_min_len(min_job)
                         .map(|r| this.poll(r))
                         .fold(Outcome::default, |acc, (rank, polled)| acc.add(rank, polled))
                         .reduce(Outcome::default, Outcome::merge)
@@ -311,7 +321,7 @@ impl Execution<'_> {
                     let parts = pool.install(|| {
                         polled
                             .par_iter()
-                            .with_min_len(64)
+                            .with_min_len(min_job)
                             .fold(Vec::new, |mut part, &rank| {
                                 this.merge(rank, &mut part);
                                 part
@@ -393,10 +403,9 @@ impl Execution<'_> {
             if !changed {
                 continue;
             }
-            // SAFETY: a PE waits on one queue at a time, and only that queue's other side wakes it, so
-            // no other thread touches this wait slot in this merge.
-            let slot = unsafe { self.waits.get_mut(other as usize) };
-            // The waker stays in the slot, so the PE's next park finds it there and need not clone it.
+            // SAFETY: merge phase: wait slots are only read (the PE's own poll, which writes it, is over),
+            // and waking takes a shared reference to the waker.
+            let slot = unsafe { self.waits.get_ref(other as usize) };
             if slot.wait == waiting {
                 if let Some(waker) = &slot.waker {
                     waker.wake_by_ref();
@@ -541,68 +550,51 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
         .unwrap_or_else(|| "a panic with a non-string payload".to_owned())
 }
 
-/// Builds one queue per directed neighbour edge and each PE's ports. The queue a PE sends into on
-/// direction `d` is the one its peer receives from on the direction that pairs with `d` and names the
-/// PE back.
-fn install_queues(plan: &InstallPlan, pes: &[PeId], depth: usize) -> Result<(Vec<Queue>, Vec<Vec<Port>>), RunError> {
-    let rank_of = |pe: PeId| pes.binary_search(&pe).ok();
-    if pes.windows(2).any(|w| w[0] >= w[1]) {
-        return Err(RunError::Plan("participants are not listed in PeId order without repeats".to_owned()));
-    }
+/// Builds one queue per directed neighbour edge and each PE's ports, for a plan that passed
+/// [`check_plan`]. The queue a PE sends into on direction `d` is the one its peer receives from on the
+/// direction that pairs with `d` and names the PE back (the check makes it unique).
+fn install_queues(plan: &InstallPlan, depth: usize) -> (Vec<Queue>, Vec<Vec<Port>>) {
     let installs: Vec<_> = plan.participants().collect();
-    // Queue ids are assigned in (rank, table order): queue ids[rank][i] is rank's i-th out-edge.
-    let mut first_queue = Vec::with_capacity(installs.len() + 1);
-    let mut next = 0u32;
-    for install in &installs {
-        first_queue.push(next);
-        next += install.neighbors.len() as u32;
-    }
-    let mut queues = Vec::with_capacity(next as usize);
+    // Each PE's links sorted by peer, so a link back is a binary search: `full` topologies have a
+    // thousand links per PE.
+    let by_peer: Vec<Vec<(PeId, usize)>> = installs
+        .iter()
+        .map(|install| {
+            let mut links: Vec<(PeId, usize)> = install.neighbors.iter().map(|n| n.peer).zip(0..).collect();
+            links.sort_unstable();
+            links
+        })
+        .collect();
     let mut ports: Vec<Vec<Port>> = installs
         .iter()
         .map(|i| {
             i.neighbors
                 .iter()
-                .map(|n| Port { key: n.direction.key(), direction: n.direction, out_queue: 0, in_queue: u32::MAX })
+                .map(|n| Port { key: n.direction.key(), direction: n.direction, out_queue: 0, in_queue: 0 })
                 .collect()
         })
         .collect();
+    let mut queues = Vec::with_capacity(installs.iter().map(|i| i.neighbors.len()).sum());
     for (rank, install) in installs.iter().enumerate() {
         for (i, entry) in install.neighbors.iter().enumerate() {
-            let peer = rank_of(entry.peer).ok_or_else(|| {
-                RunError::Plan(format!(
-                    "{} lists {} on {} but that PE does not participate",
-                    install.pe, entry.peer, entry.direction
-                ))
-            })?;
-            let back = installs[peer]
-                .neighbors
+            let Ok(peer) = installs.binary_search_by_key(&entry.peer, |p| p.pe) else { continue };
+            let links = &by_peer[peer];
+            let start = links.partition_point(|&(p, _)| p < install.pe);
+            let back = links[start..]
                 .iter()
-                .position(|n| n.peer == install.pe && entry.direction.pairs_with(n.direction))
-                .ok_or_else(|| {
-                    RunError::Plan(format!(
-                        "{} lists {} on {} but {} does not list it back on a direction that pairs with {}",
-                        install.pe, entry.peer, entry.direction, entry.peer, entry.direction
-                    ))
-                })?;
-            let id = first_queue[rank] + i as u32;
+                .take_while(|&&(p, _)| p == install.pe)
+                .map(|&(_, j)| j)
+                .find(|&j| entry.direction.pairs_with(installs[peer].neighbors[j].direction));
+            let Some(back) = back else { continue };
+            let id = queues.len() as u32;
             let recv_dir = installs[peer].neighbors[back].direction;
             queues.push(Queue::new(rank as u32, peer as u32, entry.direction, recv_dir, depth));
             ports[rank][i].out_queue = id;
             ports[peer][back].in_queue = id;
         }
     }
-    for (rank, list) in ports.iter_mut().enumerate() {
-        if let Some(p) = list.iter().find(|p| p.in_queue == u32::MAX) {
-            return Err(RunError::Plan(format!(
-                "{} lists {} but no neighbour sends to it on a direction that pairs with it",
-                pes[rank], p.direction
-            )));
-        }
+    for list in &mut ports {
         list.sort_unstable_by_key(|p| p.key);
-        if let Some(w) = list.windows(2).find(|w| w[0].direction == w[1].direction) {
-            return Err(RunError::Plan(format!("{} lists direction {} twice", pes[rank], w[0].direction)));
-        }
     }
-    Ok((queues, ports))
+    (queues, ports)
 }

@@ -6,8 +6,8 @@ use std::cell::UnsafeCell;
 ///
 /// The round protocol of the executor guarantees exclusivity: in the poll phase a rank's elements are
 /// touched only by the one thread polling that rank (a rank is polled at most once per round), and in
-/// the merge phase only by the one thread merging that rank or, for a [`crate::pe::WaitSlot`], by the
-/// unique counterpart of the queue the rank waits on. Callers state which of these holds.
+/// the merge phase a rank's state only by the one thread merging that rank, while wait slots are only
+/// read (any thread may wake any PE). Callers state which of these holds.
 pub(crate) struct Slots<T> {
     cells: Box<[UnsafeCell<T>]>,
 }
@@ -29,6 +29,15 @@ impl<T> Slots<T> {
     pub(crate) unsafe fn get_mut(&self, index: usize) -> &mut T {
         // SAFETY: the caller guarantees exclusivity.
         unsafe { &mut *self.cells[index].get() }
+    }
+
+    /// The element at `index`, shared.
+    ///
+    /// # Safety
+    /// No mutable reference to this element may exist while the returned one lives.
+    pub(crate) unsafe fn get_ref(&self, index: usize) -> &T {
+        // SAFETY: the caller guarantees no writer.
+        unsafe { &*self.cells[index].get() }
     }
 
     /// Every element, mutably; safe because `&mut self` excludes every other access.

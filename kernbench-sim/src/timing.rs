@@ -19,11 +19,12 @@
 //! Transfers of a round are placed on channels between rounds, in order of departure time (then
 //! sender rank, queue, position), so the times are the same on one thread or many.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use kernbench_core::route::Channel;
 use kernbench_core::{PeId, System};
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 /// How a message crosses a multi-hop route.
@@ -208,6 +209,9 @@ impl Clock {
 /// A channel with more bookings than this asks for old ones to be forgotten.
 const FORGET_ABOVE: usize = 64;
 
+/// The most bookings a channel keeps; past it the oldest half merge into one.
+const MAX_BOOKINGS: usize = 4096;
+
 /// A transfer sent in the current round, waiting to be placed on its channels.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Transfer {
@@ -233,12 +237,17 @@ impl ChannelState {
     /// `start ..= max(start + occupy, tail)` fits between the transfers already booked. Transfers are
     /// booked round by round, not in time order, so a message that left earlier than one booked
     /// before it still takes the gap in front of it.
+    ///
+    /// On a crowded channel the oldest bookings merge once there are [`MAX_BOOKINGS`], which keeps a
+    /// booking's cost bounded however busy the channel; it can only make a message later, and only
+    /// one ready before almost everything the channel has carried.
     fn reserve(&mut self, ready: f64, occupy: f64, tail: f64) -> (f64, f64) {
         let span = |start: f64| (start, (start + occupy).max(tail));
         // Most messages are ready after everything booked so far: append.
         if self.busy.last().is_none_or(|&(_, end)| end <= ready) {
             let booked = span(ready);
             self.busy.push(booked);
+            self.keep_bounded();
             return booked;
         }
         // The first booked interval that ends after `ready`; everything before it is over by then.
@@ -253,7 +262,18 @@ impl ChannelState {
         }
         let booked = span(start);
         self.busy.insert(i, booked);
+        self.keep_bounded();
         booked
+    }
+
+    /// Merges the oldest half of the bookings into one interval once there are too many: their gaps
+    /// are closed, never opened, so no message gets earlier.
+    fn keep_bounded(&mut self) {
+        if self.busy.len() > MAX_BOOKINGS {
+            let half = self.busy.len() / 2;
+            let merged = (self.busy[0].0, self.busy[half - 1].1);
+            self.busy.splice(..half, [merged]);
+        }
     }
 
     /// Forgets the transfers that ended by `floor`: no message can be ready on the channel earlier.
@@ -299,7 +319,8 @@ impl Network {
             forget_at: 2 * FORGET_ABOVE,
             forget_due: false,
         };
-        let mut index: HashMap<Channel, u32> = HashMap::new();
+        // Routes are interned channel by channel, a billion lookups on a big system: a fast hash.
+        let mut index: FxHashMap<Channel, u32> = FxHashMap::default();
         for (sender, receiver) in queues {
             let route = system.route(pes[sender as usize], pes[receiver as usize]);
             let mut latency = 0.0;
@@ -480,6 +501,20 @@ mod tests {
         let mut ch = channel();
         assert_eq!(ch.reserve(0.0, 10.0, 25.0), (0.0, 25.0));
         assert_eq!(ch.reserve(5.0, 10.0, 0.0), (25.0, 35.0));
+    }
+
+    #[test]
+    fn a_crowded_channel_merges_its_oldest_bookings() {
+        let mut ch = channel();
+        for k in 0..=super::MAX_BOOKINGS {
+            ch.reserve(10.0 * k as f64, 8.0, 0.0);
+        }
+        // 4097 bookings: the oldest 2048 became one, 2049 stay as they were.
+        assert_eq!(ch.busy.len(), super::MAX_BOOKINGS / 2 + 2);
+        assert_eq!(ch.busy[0], (0.0, 10.0 * (super::MAX_BOOKINGS / 2 - 1) as f64 + 8.0));
+        // The merged interval has no gaps left: a short message ready early goes after it.
+        let merged_end = ch.busy[0].1;
+        assert!(ch.reserve(1.0, 1.0, 0.0).0 >= merged_end);
     }
 
     #[test]

@@ -65,6 +65,17 @@ fn every_bad_invocation_gives_one_line_and_exit_code_2() {
         (&["tune", "all_reduce", "--sizes", "1K,"], "bad size ``"),
         (&["trace", "all_reduce", "--bytes", "lots"], "bad size `lots`"),
         (&["run", "all_reduce", "--bytes=-1"], "bad size `-1`"),
+        (&["bench", "all_reduce", "--sizes", "17179869184G"], "bad size `17179869184G`"),
+        (
+            &["run", "all_reduce", "--bytes", "8000000000G"],
+            "all_reduce of 8589934592000000000 bytes per rank: a tensor of",
+        ),
+        (&["run", "all_to_all", "--layout", "multi_pe", "--bytes", "8000000000G"], "too large: expected at most"),
+        (&["bench", "all_reduce", "--sizes", "8000000000G"], "too large: expected at most"),
+        (&["bench", "all_to_all", "--sizes", "8000000000G", "--algos", "all"], "too large: expected at most"),
+        (&["tune", "all_gather", "--sizes", "8000000000G"], "too large: expected at most"),
+        (&["trace", "reduce", "--bytes", "8000000000G"], "too large: expected at most"),
+        (&["plot", "broadcast", "--sizes", "8000000000G"], "too large: expected at most"),
         (&["bench", "all_reduce", "--system", missing], "cannot read system spec file"),
         (&["bench", "all_reduce", "--system", &malformed], "invalid system spec: EOF while parsing"),
         (&["plot", "all_reduce", "--system", &zero], "system spec field `sips` is 0"),
@@ -183,6 +194,17 @@ fn trace_and_plot_write_their_files() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let svg = std::fs::read_to_string(&svg).unwrap();
     assert!(svg.starts_with("<svg") && svg.matches("<polyline").count() == 3, "{svg}");
+}
+
+#[test]
+fn run_all_to_all_on_every_pe_sizes_whole_blocks_for_every_participant() {
+    // The built-in system's 512 PEs: 1K and 64K per SIP do not split into 512 blocks per PE unless
+    // rounded up as a sweep's points are.
+    let out = kernbench(&["run", "all_to_all", "--layout", "multi_pe", "--bytes", "1K,64K"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert_eq!(stdout.matches("hierarchical_all_to_all_pes on 512 PEs").count(), 2, "{stdout}");
+    assert_eq!(stdout.matches(": correct,").count(), 2, "{stdout}");
 }
 
 #[test]

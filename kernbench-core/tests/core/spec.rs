@@ -223,6 +223,7 @@ bad_specs! {
         SpecError::BadRate { .. }, ["links.intra_cube.latency_ns", "greater than 0"];
     bad_spec_zero_compute: "zero_compute.json" => SpecError::BadRate { .. }, ["pe.compute_gflops"];
     bad_spec_zero_ipcq_depth: "zero_ipcq_depth.json" => SpecError::ZeroIpcqDepth, ["ipcq_depth", "at least 1"];
+    bad_spec_deep_ipcq: "deep_ipcq.json" => SpecError::DeepIpcq { depth: 100000000000 }, ["ipcq_depth", "at most 65536"];
     bad_spec_too_large: "too_large.json" => SpecError::TooLarge { .. }, ["65536 SIPs", "at most 16777216 PEs"];
     bad_spec_overflow: "overflow.json" => SpecError::TooLarge { .. }, ["too large", "16777216"];
     bad_spec_huge_latency: "huge_latency.json" => SpecError::Json { .. }, ["number out of range"];

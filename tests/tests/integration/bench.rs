@@ -4,6 +4,7 @@
 
 use kernbench::sim::Timing;
 use kernbench::sweep::{Row, Series, Sweep};
+use kernbench::tune::Tuner;
 use kernbench::{Collective, Communicator, Dtype, ReduceOp, Registry, System};
 
 fn small_system() -> System {
@@ -15,7 +16,7 @@ fn tuned_auto_against_candidates(collective: Collective, sizes: &[u64]) {
     let system = small_system();
     let mut comm = Communicator::new(system.clone()).unwrap();
     let data = (Dtype::F32, ReduceOp::Sum);
-    let tuning = kernbench::tune::tune(&mut comm, collective, sizes, data, |_| {}).unwrap();
+    let tuning = Tuner::new(&comm, collective).unwrap().run(&mut comm, sizes, data, |_| {}).unwrap();
     assert_eq!(tuning.rows.len(), sizes.len() * tuning.candidates.len());
     // Through the file format, as `kernbench tune --out` and `--registry` use it.
     let text = serde_json::to_string_pretty(&tuning.registry(comm.registry()).unwrap()).unwrap();
@@ -57,7 +58,7 @@ fn the_default_registry_is_not_always_the_fastest_so_tuning_has_something_to_do(
     let sizes = vec![1 << 10, 1 << 13, 1 << 16, 1 << 18, 1 << 20];
     let mut comm = Communicator::new(small_system()).unwrap();
     let data = (Dtype::F32, ReduceOp::Sum);
-    let tuning = kernbench::tune::tune(&mut comm, Collective::AllReduce, &sizes, data, |_| {}).unwrap();
+    let tuning = Tuner::new(&comm, Collective::AllReduce).unwrap().run(&mut comm, &sizes, data, |_| {}).unwrap();
     let auto = Sweep::new(Collective::AllReduce, vec![Series::Auto], sizes).run(&mut comm, |_| {}).unwrap();
     let slower = auto.iter().any(|row| {
         let best = tuning.rows.iter().filter(|r| r.size == row.size).map(|r| r.time_ns).fold(f64::MAX, f64::min);
@@ -133,7 +134,7 @@ fn a_trace_has_send_recv_reduce_and_blocked_spans_per_pe_and_transfers_per_chann
     }
     assert_eq!(span_names(&json, 1), ["transfer".to_owned()].into());
 
-    // Depth-1 queues and a one-shot all-reduce's back-to-back sends: senders block on credits.
+    // Depth-1 queues and a ring broadcast's back-to-back pipelined chunks: senders block on credits.
     let spec = serde_json::json!({"sips": 4, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1, "ipcq_depth": 1,
                                   "sip_interconnect": "fully_connected"});
     let system = System::from_json_str(&spec.to_string()).unwrap();

@@ -3,29 +3,18 @@
 
 use kernbench::postcondition::Postcondition;
 use kernbench::prelude::*;
-use kernbench::workload::{CUBE_LEADERS, EVERY_PE, sample_tensor};
-use kernbench::{
-    AlgorithmEntry, CallOptions, Collective, CommError, Communicator, DpPolicy, LayoutKind, PlanError, System,
-};
+use kernbench::workload::{EVERY_PE, policy_for_mapper, sample_tensor};
+use kernbench::{CallOptions, Collective, CommError, Communicator, DpPolicy, LayoutKind, PlanError, System};
 
 fn comm(system: &System) -> Communicator {
     Communicator::new(system.clone()).expect("the shipped registry fits the shipped kernels")
-}
-
-/// The layout an algorithm's mapper needs.
-fn policy_for(entry: &AlgorithmEntry) -> DpPolicy {
-    match entry.mapper.as_str() {
-        "all_pes" => EVERY_PE,
-        "cube_leaders" => CUBE_LEADERS,
-        _ => DpPolicy::LEADER,
-    }
 }
 
 /// Runs `algorithm` once on `system` and returns its postcondition.
 fn run_named(system: &System, algorithm: &str, dtype: Dtype, op: ReduceOp, bytes: u64, root: usize) -> Postcondition {
     let mut comm = comm(system);
     let entry = comm.registry().get(algorithm).unwrap().clone();
-    let tensor = sample_tensor(system, bytes, dtype, op, policy_for(&entry)).unwrap();
+    let tensor = sample_tensor(system, bytes, dtype, op, policy_for_mapper(&entry.mapper)).unwrap();
     let options = CallOptions { algorithm: Some(algorithm.to_owned()), generation: None };
     let (_, report) = comm
         .call(entry.collective, &tensor, op, root, &options)
@@ -77,8 +66,10 @@ fn matrix(algorithm: &str) {
         };
         for &(dtype, op) in &cases {
             for &root in &roots {
-                // 37 elements per shard: not a multiple of any participant count above 1 (all-to-all needs
-                // one whole block per participant, 5 elements each, on each of a rank's participating PEs).
+                // 37 elements per rank (SIP), prime: a one-PE rank's tensor is not a multiple of any
+                // participant count above 1; multi-PE layouts round it up to a multiple of the rank's
+                // shards and split it. All-to-all needs one whole block per participant, 5 elements
+                // each, on each of a rank's participating PEs.
                 let elements = if entry.collective == Collective::AllToAll {
                     5 * participants * (participants / sips)
                 } else {

@@ -10,7 +10,7 @@ use kernbench::postcondition::{CallFacts, check};
 use kernbench::prelude::*;
 use kernbench::sim::testing::{MockError, MockRun};
 use kernbench::sim::{Call, RunError, RunReport};
-use kernbench::{Collective, KernelDef, System, SystemSpec, chunk_range, mapper_by_name};
+use kernbench::{Collective, KernelDef, System, SystemSpec, mapper_by_name};
 use serde_json::{Value, json};
 
 /// The participant counts every flat kernel is run with.
@@ -172,19 +172,6 @@ fn noisy_input(dtype: Dtype, len: usize) -> impl Fn(usize) -> Tile {
     move |rank| Tile::from_f64s(dtype, &(0..len).map(|i| noisy(rank, i)).collect::<Vec<_>>())
 }
 
-/// What a rank's output buffer holds before the call: the input for an in-place all-reduce, zeros of
-/// the collective's output length otherwise.
-fn initial_output(collective: Collective, n: usize, rank: usize, input: &Tile) -> Tile {
-    let part = || chunk_range(input.len(), rank, n).expect("rank below n").len();
-    match collective {
-        Collective::AllReduce | Collective::Reduce => input.clone(),
-        Collective::AllGather => Tile::zeros(input.dtype(), n * input.len()),
-        Collective::ReduceScatter => Tile::zeros(input.dtype(), part()),
-        Collective::Broadcast => Tile::zeros(input.dtype(), input.len()),
-        Collective::AllToAll => Tile::zeros(input.dtype(), n * part()),
-    }
-}
-
 /// One call of `algo` on `machine`: its inputs, the outputs before, and the report.
 struct Outcome {
     inputs: Vec<Tile>,
@@ -203,7 +190,11 @@ fn run(
 ) -> Outcome {
     let n = machine.participants();
     let inputs: Vec<Tile> = (0..n).map(input).collect();
-    let before: Vec<Tile> = inputs.iter().enumerate().map(|(r, x)| initial_output(algo.collective, n, r, x)).collect();
+    let before: Vec<Tile> = inputs
+        .iter()
+        .enumerate()
+        .map(|(r, x)| kernbench::postcondition::starting_output(algo.collective, x, r, n))
+        .collect();
     let report = MockRun::new(&machine.system, algo.topology, machine.mapper, algo.kernel)
         .params(algo.params.clone())
         .inputs(|_, rank| inputs[rank].clone())
@@ -429,15 +420,34 @@ fn pairwise_alltoall_holds_when_blocks_differ_in_length() {
 }
 
 #[test]
-fn tree_broadcast_from_a_root_that_is_not_a_rank_is_a_panic_naming_the_root() {
+fn a_root_that_is_not_a_rank_is_refused_before_any_kernel_runs() {
     let machine = Machine::flat(5);
-    let result = MockRun::new(&machine.system, "tree", machine.mapper, &alg::tree_broadcast::KERNEL)
-        .call(Call { op: ReduceOp::Sum, root: 5, generation: 1 })
-        .run();
-    match result {
-        Err(MockError::Run(RunError::Panicked { message, .. })) => {
-            assert!(message.contains("root 5 is not a rank"), "{message}")
+    let cases = [
+        ("tree", &alg::tree_broadcast::KERNEL, json!({})),
+        ("ring_1d", &alg::ring_reduce::KERNEL, json!({"chunks": 2})),
+    ];
+    for (topology, kernel, params) in cases {
+        let result = MockRun::new(&machine.system, topology, machine.mapper, kernel)
+            .params(params)
+            .call(Call { op: ReduceOp::Sum, root: 5, generation: 1 })
+            .run();
+        match result {
+            Err(MockError::Run(RunError::BadRoot { root: 5, participants: 5 })) => {}
+            other => panic!("{}: expected BadRoot, got {other:?}", kernel.name),
         }
-        other => panic!("expected a panic naming the root, got {other:?}"),
     }
+}
+
+#[test]
+fn a_generation_too_large_for_its_phases_is_refused() {
+    let machine = Machine::flat(2);
+    let too_large = kernbench::tl::MAX_GENERATION + 1;
+    let result = MockRun::new(&machine.system, "ring_1d", machine.mapper, &alg::ring_allreduce::KERNEL)
+        .params(json!({"chunks": 1}))
+        .call(Call { op: ReduceOp::Sum, root: 0, generation: too_large })
+        .run();
+    assert!(
+        matches!(result, Err(MockError::Run(RunError::GenerationTooLarge { generation })) if generation == too_large),
+        "{result:?}"
+    );
 }

@@ -3,7 +3,7 @@
 
 use kernbench::prelude::*;
 use kernbench::sim::testing::{MockError, MockRun};
-use kernbench::sim::{BlockedPe, Call, Leftover, RunError, RunReport};
+use kernbench::sim::{BlockedPe, Call, Leftover, RunError, RunReport, SpanKind, Timing};
 use kernbench::{KernelDef, Op, System};
 use serde_json::json;
 
@@ -255,22 +255,53 @@ fn a_panic_in_one_kernel_ends_the_run_with_that_pes_name() {
     assert_eq!(err, RunError::Panicked { pe: pe(2), message: "rank two gives up".to_owned() });
 }
 
+/// Rank `late` reduces `elements` elements, so that it reaches the barrier last; everyone then waits
+/// at the barrier.
+#[ccl_kernel]
+fn late_to_the_barrier(tl: &Tl, late: usize, elements: usize) {
+    if tl.rank() == late {
+        let mut acc = Tile::zeros(F32, elements);
+        tl.reduce(&mut acc, &Tile::zeros(F32, elements), ReduceOp::Sum);
+    }
+    tl.barrier();
+}
+
+/// With rank `late` arriving last, every PE leaves the barrier when it arrives: the others wait for
+/// it from their start, it does not wait at all.
+fn barrier_waits_for(late: usize) {
+    let system = one_cube(3);
+    let report = MockRun::new(&system, "ring_1d", "all_pes", &late_to_the_barrier::KERNEL)
+        .params(json!({"late": late, "elements": 4096}))
+        .timing(Some(Timing { trace: true, ..Timing::default() }))
+        .run()
+        .unwrap();
+    let pes = &report.time().expect("the run was timed").pes;
+    let spans_of = |rank: usize, kind: SpanKind| pes[rank].spans.iter().filter(|s| s.kind == kind).collect::<Vec<_>>();
+    let [reduce] = spans_of(late, SpanKind::Reduce)[..] else { panic!("one reduction on rank {late}") };
+    let arrival = reduce.end_ns;
+    assert!(arrival > 0.0);
+    for (rank, pe) in pes.iter().enumerate() {
+        assert_eq!(pe.finish_ns, arrival, "rank {rank} left the barrier at another time than rank {late} arrived");
+        let waited: Vec<(f64, f64)> =
+            spans_of(rank, SpanKind::Barrier).iter().map(|s| (s.start_ns, s.end_ns)).collect();
+        let want = if rank == late { vec![] } else { vec![(0.0, arrival)] };
+        assert_eq!(waited, want, "rank {rank}'s wait at the barrier");
+    }
+}
+
+#[test]
+fn a_barrier_releases_everyone_together_at_the_last_arrival() {
+    for late in 0..3 {
+        barrier_waits_for(late);
+    }
+}
+
 #[ccl_kernel]
 fn barrier_then_exchange(tl: &Tl, skip_rank: usize) {
     if tl.rank() != skip_rank {
         tl.barrier();
     }
     tl.barrier();
-}
-
-#[test]
-fn a_barrier_releases_everyone_together() {
-    let system = one_cube(3);
-    let report = MockRun::new(&system, "ring_1d", "all_pes", &barrier_then_exchange::KERNEL)
-        .params(json!({"skip_rank": 99}))
-        .run()
-        .unwrap();
-    assert_eq!(report.pes().len(), 3);
 }
 
 #[test]
@@ -282,6 +313,9 @@ fn a_barrier_some_pe_never_reaches_is_a_deadlock() {
             .run(),
     );
     let RunError::Deadlock(report) = &err else { panic!("expected a deadlock, got {err}") };
+    // Rank 1's one barrier completes the others' first: it finishes, they wait at their second.
+    assert_eq!((report.blocked.len(), report.finished, report.total), (2, 1, 3), "{err}");
+    assert_eq!(report.blocked.iter().map(|b| b.pe).collect::<Vec<_>>(), [pe(0), pe(2)], "{err}");
     assert!(report.blocked.iter().all(|b| b.op == Op::Barrier), "{err}");
 }
 
