@@ -7,56 +7,43 @@
 
 use kernbench::prelude::*;
 
-/// A ring's directions and this PE's place in it.
-#[derive(Clone, Copy, Debug)]
-struct Ring {
-    /// This member's position; member 0 is the ring's leader.
-    position: usize,
-    /// The number of members.
-    count: usize,
-    /// Toward position + 1.
-    next: Direction,
-    /// Toward position - 1.
-    prev: Direction,
-}
+use crate::ring::Ring;
 
-impl Ring {
-    /// The last position of the half that sends toward the leader through `prev`; positions after it
-    /// send through `next`, around the ring's far side.
-    fn west_end(&self) -> usize {
-        self.count / 2
-    }
+/// The last position of the half of `ring` that sends toward member 0 through `back`; positions
+/// after it send through `forward`, around the ring's far side.
+fn west_end(ring: Ring) -> usize {
+    ring.count / 2
 }
 
 /// Reduces every member's `acc` into member 0's, along both halves of the ring at once; returns the
 /// member's partial result (the whole ring's result at member 0).
 #[ccl_kernel(helper)]
 fn ring_reduce_to_leader(tl: &Tl, mut acc: Tile, ring: Ring, op: ReduceOp) -> Tile {
-    let (i, n, h) = (ring.position, ring.count, ring.west_end());
+    let (i, n, h) = (ring.position, ring.count, west_end(ring));
     if n == 1 {
         return acc;
     }
     if i == 0 {
         if h >= 1 {
-            let west = tl.recv(ring.next, acc.len(), acc.dtype());
+            let west = tl.recv(ring.forward, acc.len(), acc.dtype());
             tl.reduce(&mut acc, &west, op);
         }
         if n - 1 > h {
-            let east = tl.recv(ring.prev, acc.len(), acc.dtype());
+            let east = tl.recv(ring.back, acc.len(), acc.dtype());
             tl.reduce(&mut acc, &east, op);
         }
     } else if i <= h {
         if i < h {
-            let farther = tl.recv(ring.next, acc.len(), acc.dtype());
+            let farther = tl.recv(ring.forward, acc.len(), acc.dtype());
             tl.reduce(&mut acc, &farther, op);
         }
-        tl.send(ring.prev, &acc);
+        tl.send(ring.back, &acc);
     } else {
         if i > h + 1 {
-            let farther = tl.recv(ring.prev, acc.len(), acc.dtype());
+            let farther = tl.recv(ring.back, acc.len(), acc.dtype());
             tl.reduce(&mut acc, &farther, op);
         }
-        tl.send(ring.next, &acc);
+        tl.send(ring.forward, &acc);
     }
     acc
 }
@@ -64,25 +51,25 @@ fn ring_reduce_to_leader(tl: &Tl, mut acc: Tile, ring: Ring, op: ReduceOp) -> Ti
 /// Hands member 0's `acc` to every member, back along the paths of [`ring_reduce_to_leader`].
 #[ccl_kernel(helper)]
 fn ring_broadcast_from_leader(tl: &Tl, acc: Tile, ring: Ring) -> Tile {
-    let (i, n, h) = (ring.position, ring.count, ring.west_end());
+    let (i, n, h) = (ring.position, ring.count, west_end(ring));
     if n == 1 {
         return acc;
     }
     if i == 0 {
         if h >= 1 {
-            tl.send(ring.next, &acc);
+            tl.send(ring.forward, &acc);
         }
         if n - 1 > h {
-            tl.send(ring.prev, &acc);
+            tl.send(ring.back, &acc);
         }
         return acc;
     }
     let result =
-        if i <= h { tl.recv(ring.prev, acc.len(), acc.dtype()) } else { tl.recv(ring.next, acc.len(), acc.dtype()) };
+        if i <= h { tl.recv(ring.back, acc.len(), acc.dtype()) } else { tl.recv(ring.forward, acc.len(), acc.dtype()) };
     if i < h {
-        tl.send(ring.next, &result);
+        tl.send(ring.forward, &result);
     } else if i > h + 1 {
-        tl.send(ring.prev, &result);
+        tl.send(ring.back, &result);
     }
     result
 }
@@ -93,10 +80,10 @@ fn ring_broadcast_from_leader(tl: &Tl, acc: Tile, ring: Ring) -> Tile {
 pub fn hierarchical_allreduce(tl: &Tl) {
     let op = tl.op();
     let (pe, cube, sip) = (tl.program_id(0), tl.program_id(1), tl.program_id(2));
-    let pes_ring = Ring { position: pe, count: tl.num_programs(0), next: E, prev: W };
-    let cubes_ring = Ring { position: cube, count: tl.num_programs(1), next: N, prev: S };
+    let pes_ring = Ring { position: pe, count: tl.num_programs(0), forward: E, back: W };
+    let cubes_ring = Ring { position: cube, count: tl.num_programs(1), forward: N, back: S };
     let sips_ring =
-        Ring { position: sip, count: tl.num_programs(2), next: Direction::SipNext, prev: Direction::SipPrev };
+        Ring { position: sip, count: tl.num_programs(2), forward: Direction::SipNext, back: Direction::SipPrev };
 
     let mut acc = tl.load(Input);
     acc = ring_reduce_to_leader(tl, acc, pes_ring, op);

@@ -41,8 +41,7 @@ impl Dtype {
         }
     }
 
-    /// The name used in JSON, reports and on the command line (as nccl-tests prints it: `float`,
-    /// `half`, ... is [`Dtype::nccl_name`]).
+    /// The name used in JSON, reports and on the command line.
     pub const fn name(self) -> &'static str {
         match self {
             Dtype::F32 => "f32",
@@ -50,17 +49,6 @@ impl Dtype {
             Dtype::BF16 => "bf16",
             Dtype::I32 => "i32",
             Dtype::I64 => "i64",
-        }
-    }
-
-    /// The type name nccl-tests prints for this dtype.
-    pub const fn nccl_name(self) -> &'static str {
-        match self {
-            Dtype::F32 => "float",
-            Dtype::F16 => "half",
-            Dtype::BF16 => "bfloat16",
-            Dtype::I32 => "int32",
-            Dtype::I64 => "int64",
         }
     }
 

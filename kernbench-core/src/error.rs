@@ -12,16 +12,12 @@ pub enum Op {
     Send,
     /// `tl.recv`.
     Recv,
-    /// `tl.load`.
-    Load,
     /// `tl.store` / `tl.store_at`.
     Store,
     /// `tl.reduce`.
     Reduce,
     /// `tl.barrier`.
     Barrier,
-    /// `tl.program_id` / `tl.num_programs`.
-    ProgramId,
     /// `tl.chunk` / `tl.slice` / `tl.concat`.
     Slice,
     /// A future that is not a `tl` operation (a hand-written `Launch` awaiting something else).
@@ -33,11 +29,9 @@ impl fmt::Display for Op {
         f.write_str(match self {
             Op::Send => "send",
             Op::Recv => "recv",
-            Op::Load => "load",
             Op::Store => "store",
             Op::Reduce => "reduce",
             Op::Barrier => "barrier",
-            Op::ProgramId => "program_id",
             Op::Slice => "slice",
             Op::External => "a non-tl future",
         })

@@ -42,7 +42,7 @@ pub struct MockRun<'a> {
     topology: &'a str,
     mapper: &'a str,
     kernel: &'a KernelDef,
-    params: serde_json::Map<String, serde_json::Value>,
+    params: serde_json::Value,
     inputs: InputFn<'a>,
     outputs: Option<OutputFn<'a>>,
     call: Call,
@@ -72,7 +72,7 @@ impl<'a> MockRun<'a> {
             topology,
             mapper,
             kernel,
-            params: serde_json::Map::new(),
+            params: serde_json::Value::Object(serde_json::Map::new()),
             inputs: Box::new(|_, rank| Tile::filled(kernbench_core::Dtype::F32, 16, (rank + 1) as f64)),
             outputs: None,
             call: Call::default(),
@@ -82,13 +82,10 @@ impl<'a> MockRun<'a> {
         }
     }
 
-    /// The kernel's parameters as a JSON object (`json!({"chunks": 4})`); anything else is taken as no
-    /// parameters and reported by the kernel's argument check.
+    /// The kernel's parameters as a JSON object (`json!({"chunks": 4})`); anything else is an
+    /// [`ArgsError`] when the run starts.
     pub fn params(mut self, params: serde_json::Value) -> Self {
-        self.params = match params {
-            serde_json::Value::Object(map) => map,
-            _ => serde_json::Map::new(),
-        };
+        self.params = params;
         self
     }
 
@@ -141,7 +138,11 @@ impl<'a> MockRun<'a> {
     /// [`MockError`] from the plan, the kernel's arguments or the run.
     pub fn run(&self) -> Result<RunReport, MockError> {
         let plan = InstallPlan::build(self.system, self.topology, self.mapper)?;
-        let kernel = self.kernel.instantiate(&self.params)?;
+        let serde_json::Value::Object(params) = &self.params else {
+            let message = format!("parameters must be a JSON object such as {{\"chunks\": 4}}, got {}", self.params);
+            return Err(ArgsError::new(self.kernel.name, self.kernel.params, message).into());
+        };
+        let kernel = self.kernel.instantiate(params)?;
         let buffers = plan
             .participants()
             .map(|p| {

@@ -451,3 +451,14 @@ fn a_generation_too_large_for_its_phases_is_refused() {
         "{result:?}"
     );
 }
+
+#[test]
+fn parameters_that_are_not_a_json_object_are_an_args_error() {
+    let machine = Machine::flat(2);
+    let result =
+        MockRun::new(&machine.system, "ring_1d", machine.mapper, &alg::ring_allreduce::KERNEL).params(json!([4])).run();
+    match result {
+        Err(MockError::Args(e)) => assert!(e.to_string().contains("must be a JSON object"), "{e}"),
+        other => panic!("expected an ArgsError, got {other:?}"),
+    }
+}
