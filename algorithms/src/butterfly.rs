@@ -28,6 +28,13 @@ struct Cube {
 }
 
 impl Cube {
+    /// Recursive halving across dimension `k` of the core ranks' range `lo..hi`: the half this rank
+    /// keeps and the half it gives its partner, each as `(lo, hi)`.
+    fn halve(&self, k: usize, lo: usize, hi: usize) -> ((usize, usize), (usize, usize)) {
+        let mid = lo + (hi - lo) / 2;
+        if self.is_lower(k) { ((lo, mid), (mid, hi)) } else { ((mid, hi), (lo, mid)) }
+    }
+
     fn new(rank: usize, count: usize) -> Cube {
         let dims = count.ilog2() as usize;
         Cube { rank, count, core: 1 << dims, dims }
@@ -146,9 +153,7 @@ pub fn rabenseifner_allreduce(tl: &Tl) {
     // `acc` holds segments `lo..hi`; each step keeps the half on this rank's side of dimension `k`.
     let (mut lo, mut hi) = (0, cube.core);
     for k in (0..cube.dims).rev() {
-        let mid = lo + (hi - lo) / 2;
-        let ((keep_lo, keep_hi), (give_lo, give_hi)) =
-            if cube.is_lower(k) { ((lo, mid), (mid, hi)) } else { ((mid, hi), (lo, mid)) };
+        let ((keep_lo, keep_hi), (give_lo, give_hi)) = cube.halve(k, lo, hi);
         let kept = tl.slice(&acc, start(keep_lo) - start(lo), start(keep_hi) - start(keep_lo));
         let given = tl.slice(&acc, start(give_lo) - start(lo), start(give_hi) - start(give_lo));
         tl.send(dim(k), &given);
@@ -229,9 +234,7 @@ pub fn recursive_halving_reduce_scatter(tl: &Tl) {
     // This rank still reduces the parts of core ranks `lo..hi` and their extras.
     let (mut lo, mut hi) = (0, cube.core);
     for k in (0..cube.dims).rev() {
-        let mid = lo + (hi - lo) / 2;
-        let ((keep_lo, keep_hi), (give_lo, give_hi)) =
-            if cube.is_lower(k) { ((lo, mid), (mid, hi)) } else { ((mid, hi), (lo, mid)) };
+        let ((keep_lo, keep_hi), (give_lo, give_hi)) = cube.halve(k, lo, hi);
         let given: Vec<Tile> = cube.members(give_lo, give_hi - give_lo).into_iter().map(|p| parts[p].clone()).collect();
         let message = tl.concat(&given);
         tl.send(dim(k), &message);

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use crate::names::comma_list;
 use crate::{Direction, Dtype, PeId, TileError};
 
 /// A `tl` operation, as named in errors and traces.
@@ -46,7 +47,7 @@ impl fmt::Display for Op {
 #[non_exhaustive]
 pub enum KernelError {
     /// A send or recv on a direction that the PE's neighbour table does not have.
-    #[error("{pe}: {op} on direction {direction}, which this PE does not have; it has [{}]", list(available))]
+    #[error("{pe}: {op} on direction {direction}, which this PE does not have; it has [{}]", comma_list(available))]
     NoSuchDirection {
         /// The PE that ran the operation.
         pe: PeId,
@@ -133,8 +134,4 @@ impl KernelError {
             | KernelError::Tile { pe, .. } => *pe,
         }
     }
-}
-
-fn list(directions: &[Direction]) -> String {
-    directions.iter().map(Direction::to_string).collect::<Vec<_>>().join(", ")
 }

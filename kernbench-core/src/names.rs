@@ -59,3 +59,8 @@ impl fmt::Display for NamedItem {
         write!(f, "{:<20} {}", self.name, self.summary)
     }
 }
+
+/// `items` as one comma-separated list, for error messages.
+pub(crate) fn comma_list<T: fmt::Display>(items: &[T]) -> String {
+    items.iter().map(T::to_string).collect::<Vec<_>>().join(", ")
+}

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::names::UnknownName;
+use crate::names::{UnknownName, comma_list};
 use crate::{AlgorithmEntry, Direction, LinkClass, PeId, System, Topology, mapper_by_name, topology_by_name};
 
 /// One neighbour of a PE: the direction the kernel names, the peer PE it reaches, and the link.
@@ -172,7 +172,7 @@ pub enum PlanError {
     /// A link listed from one end only (or in directions that do not pair).
     #[error(
         "{pe} lists {peer} as {direction}, but {peer} lists {pe} as [{}]: expected a direction that pairs with {direction}",
-        list(back)
+        comma_list(back)
     )]
     Asymmetric {
         /// The PE.
@@ -189,7 +189,7 @@ pub enum PlanError {
     #[error(
         "{pe} lists {peer} as {direction}, and {peer} lists {pe} as [{}], more than one of which pairs with it: \
          expected exactly one",
-        list(candidates)
+        comma_list(candidates)
     )]
     AmbiguousPair {
         /// The PE.
@@ -201,10 +201,6 @@ pub enum PlanError {
         /// The peer's directions to the PE that pair with `direction`.
         candidates: Vec<Direction>,
     },
-}
-
-fn list(directions: &[Direction]) -> String {
-    directions.iter().map(Direction::to_string).collect::<Vec<_>>().join(", ")
 }
 
 impl InstallPlan {

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::names::{NamedItem, UnknownName, listing, lookup};
+use crate::names::{NamedItem, UnknownName, comma_list, listing, lookup};
 use crate::{InstallPlan, Layout, PeId};
 
 /// A validator: `Ok` when `layout` fits `plan`.
@@ -53,7 +53,7 @@ pub enum ValidationError {
     #[error(
         "validator `{validator}`: SIP {sip} has {} participating PEs [{}]: expected exactly one (mapper leader_only)",
         participants.len(),
-        pes(participants)
+        comma_list(participants)
     )]
     NotOnePerSip {
         /// The validator.
@@ -119,10 +119,6 @@ pub enum ValidationError {
         /// Elements the first participant holds.
         reference_elements: usize,
     },
-}
-
-fn pes(list: &[PeId]) -> String {
-    list.iter().map(PeId::to_string).collect::<Vec<_>>().join(", ")
 }
 
 /// Checks that shards sit exactly on the participants, and returns `(pe, elements)` per participant.
