@@ -3,7 +3,7 @@
 
 use kernbench::postcondition::Postcondition;
 use kernbench::prelude::*;
-use kernbench::workload::{EVERY_PE, policy_for_mapper, sample_tensor};
+use kernbench::workload::{CUBE_LEADERS, EVERY_PE, policy_for_mapper, sample_tensor};
 use kernbench::{CallOptions, Collective, CommError, Communicator, DpPolicy, LayoutKind, PlanError, System};
 
 fn comm(system: &System) -> Communicator {
@@ -257,4 +257,16 @@ fn the_same_call_gives_the_same_bits_every_time() {
     for (pe, shard) in a.shards() {
         assert_eq!(Some(shard), b.shard(*pe), "{pe}");
     }
+}
+
+#[test]
+fn a_rule_whose_algorithm_does_not_fit_the_layout_is_skipped_for_the_next() {
+    // A cube-leaders tensor is "multi_pe" to the rules, so the hierarchical rule matches first, but its
+    // validator wants every PE: the Communicator says so and takes the intercube rule after it.
+    let system = System::shape(2, 2, 2, 4).unwrap();
+    let mut tensor = sample_tensor(&system, 1024, F32, ReduceOp::Sum, CUBE_LEADERS).unwrap();
+    let report = comm(&system).all_reduce(&mut tensor, ReduceOp::Sum).unwrap();
+    assert_eq!(report.algorithm, "intercube_allreduce");
+    assert!(report.reason.contains("skipped hierarchical_allreduce"), "{}", report.reason);
+    assert!(report.postcondition.held, "{report}");
 }
