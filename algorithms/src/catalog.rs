@@ -48,5 +48,5 @@ pub fn kernels() -> KernelSet {
 /// # Panics
 /// Never: a test parses the shipped file and checks it against the shipped kernels.
 pub fn default_registry() -> Registry {
-    Registry::from_json_str(DEFAULT_CCL_JSON).expect("the shipped ccl.json is valid (checked by a test)")
+    Registry::from_json_str(DEFAULT_CCL_JSON, &kernels()).expect("the shipped ccl.json is valid (checked by a test)")
 }

@@ -1,71 +1,74 @@
-//! kernbench's core: the simulated machine, tiles, the `tl` API kernels are written against, and the
-//! registry that turns "this collective at this size" into an algorithm and per-PE install plans.
+//! kernbench's core: the simulated machine, the kernel API, the plans that place a collective on the
+//! machine, and the registry that turns "this collective at this size" into an algorithm.
+//!
+//! One module per concept, each using only those above it:
+//!
+//! | module | what lives there | uses |
+//! |---|---|---|
+//! | [`machine`] | system specs, PE ids, directions, routes | nothing of ours |
+//! | [`kernel`] | `tl`, tiles, dtypes, kernel definitions, collectives, postconditions | `machine` |
+//! | [`plan`] | mappers, topologies, install plans, validators, layouts, partitions | `machine`, `kernel` |
+//! | [`registry`] | typed algorithms, selection rules, the JSON format | all three |
 //!
 //! ```text
 //! system
-//!  └─ SIP 0 .. S-1              (rank = SIP; SIPs linked by UCIe)
+//!  └─ SIP 0 .. S-1              (SIPs linked by UCIe)
 //!      └─ cube mesh  w x h      (cubes linked by a NoC)
 //!          └─ PE 0 .. P-1       (PEs of a cube linked in a ring: E/W)
 //! ```
+//!
+//! Every public item is also re-exported here, in the order of the concepts.
 
-mod collective;
-mod direction;
-mod dtype;
-mod error;
-mod ids;
-mod kernel;
-mod layout;
-mod mapper;
+#![warn(unreachable_pub)]
+
+pub mod kernel;
+pub mod machine;
 mod names;
-pub mod partition;
-mod plan;
-pub mod postcondition;
-mod registry;
-pub mod route;
-mod spec;
-mod tile;
-pub mod tl;
-mod topology;
-mod validator;
+pub mod plan;
+pub mod registry;
 
-pub use collective::{Collective, ParseCollectiveError};
-pub use direction::{Direction, ParseDirectionError};
-pub use dtype::{Dtype, ParseDtypeError, ParseReduceOpError, ReduceOp};
-pub use error::{KernelError, Op};
-pub use ids::{CubeCoord, LinkClass, PeId};
+pub use machine::route;
+pub use machine::{
+    Channel, CubeCoord, Direction, LinkClass, LinkSpec, LinksSpec, MeshSpec, Node, ParseDirectionError, PeId, PeSpec,
+    Route, SipInterconnect, SpecError, System, SystemSpec,
+};
+
 pub use kernbench_macros::ccl_kernel;
-pub use kernel::{ArgsError, Instantiate, KernelDef, KernelFuture, KernelSet, Launch, ParamDef, Params, UnknownKernel};
-pub use layout::{DistTensor, DpPolicy, Layout, LayoutError, LayoutKind, Split};
-pub use mapper::{MAPPERS, MapperFn, all_pes, cube_leaders, leader_only, mapper_by_name};
-pub use names::{NamedItem, UnknownName};
-pub use plan::{InstallPlan, NeighborTableEntry, PeInstall, PlanError, SipPlan, build_install_plans, check_plan};
+pub use kernel::{
+    ArgsError, Buffer, Collective, Dtype, Element, Instantiate, KernelDef, KernelError, KernelFuture, KernelSet, Launch,
+    Op, ParamDef, Params, ParseCollectiveError, ParseDtypeError, ParseReduceOpError, ReduceOp, Tile, TileError, Tl,
+    TlContext, UnknownKernel, chunk_range, chunk_start,
+};
+pub use kernel::{postcondition, tl};
+
+pub use names::{Builtin, NamedItem, UnknownName};
+pub use plan::partition;
+pub use plan::{
+    DistTensor, DpPolicy, FULL_MAX_PARTICIPANTS, InstallPlan, Layout, LayoutError, LayoutKind, MAPPERS, MapperFn,
+    NeighborTableEntry, PeInstall, PlanError, SipPlan, Split, TOPOLOGIES, Topology, TopologyFn, VALIDATORS,
+    ValidationError, ValidatorFn, all_pes, any, check_plan, cube_leaders, double_binary_tree, full,
+    hierarchical_3level, hypercube, intercube, leader_only, mapper_by_name, mesh_2d, mesh_2d_grid, multi_pe_sip_local,
+    replicated, ring_1d, single_shard, topology_by_name, tree, validator_by_name,
+};
+
 pub use registry::{
-    AlgorithmEntry, AlgorithmSpec, BufferKind, Registry, RegistryError, RegistrySpec, Selection, SelectionRule,
-};
-pub use route::{Channel, Node, Route};
-pub use spec::{LinkSpec, LinksSpec, MeshSpec, PeSpec, SipInterconnect, SpecError, System, SystemSpec};
-pub use tile::{Element, Tile, TileError, chunk_range, chunk_start};
-pub use tl::{Buffer, Tl, TlContext};
-pub use topology::{
-    FULL_MAX_PARTICIPANTS, TOPOLOGIES, Topology, TopologyFn, double_binary_tree, full, hierarchical_3level, hypercube,
-    intercube, mesh_2d, mesh_2d_grid, ring_1d, topology_by_name, tree,
-};
-pub use validator::{
-    VALIDATORS, ValidationError, ValidatorFn, any, multi_pe_sip_local, replicated, single_shard, validator_by_name,
+    Algorithm, AlgorithmSpec, BufferKind, Registry, RegistryError, RegistrySpec, Selection, SelectionRule,
 };
 
 /// Everything a kernel author needs: `use kernbench::prelude::*;`.
 pub mod prelude {
-    pub use crate::Buffer::{self, Input, Output, Scratch};
-    pub use crate::Direction::{self, E, N, S, W};
-    pub use crate::Dtype::{self, BF16, F16, F32, I32, I64};
-    pub use crate::{KernelError, PeId, ReduceOp, Tile, Tl, ccl_kernel};
+    pub use crate::kernel::Buffer::{self, Input, Output, Scratch};
+    pub use crate::kernel::Dtype::{self, BF16, F16, F32, I32, I64};
+    pub use crate::kernel::{KernelError, ReduceOp, Tile, Tl};
+    pub use crate::machine::Direction::{self, E, N, S, W};
+    pub use crate::machine::PeId;
+    pub use kernbench_macros::ccl_kernel;
 }
 
 /// What `#[ccl_kernel]`'s expansion names; not a public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::{ArgsError, KernelDef, KernelError, KernelFuture, Launch, ParamDef, Tl};
+    pub use crate::kernel::{ArgsError, KernelDef, KernelError, KernelFuture, Launch, ParamDef, Tl};
     pub use serde;
     pub use serde_json;
     pub use std::boxed::Box;

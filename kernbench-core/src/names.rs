@@ -1,7 +1,8 @@
 //! Named tables of built-in topologies, mappers and validators, and the error for a name none of them has.
 //!
-//! Each table pairs a [`NamedItem`] (what `kernbench list` prints) with the function it names, so the
-//! listing and the lookup can never disagree.
+//! Each table is a list of [`Builtin`]s: a [`NamedItem`] (what `kernbench list` prints) with the
+//! function it names, so the listing and the lookup can never disagree. A registry resolves each name
+//! once into its `Builtin` and keeps that. Shared by every concept module; uses nothing of the crate's.
 
 use std::fmt;
 
@@ -34,23 +35,58 @@ pub struct UnknownName {
     pub known: Vec<&'static str>,
 }
 
-/// The listing half of a `(NamedItem, F)` table, computed at compile time.
-pub(crate) const fn listing<F: Copy, const N: usize>(table: &[(NamedItem, F); N]) -> [NamedItem; N] {
+/// A built-in topology, mapper or validator: its name and summary with the function itself, so what
+/// holds one never looks the name up again.
+#[derive(Clone, Copy)]
+pub struct Builtin<F> {
+    /// Its name and summary.
+    pub item: NamedItem,
+    /// What it does.
+    pub function: F,
+}
+
+impl<F> Builtin<F> {
+    /// The name used in `ccl.json` and on the command line.
+    pub fn name(&self) -> &'static str {
+        self.item.name
+    }
+}
+
+impl<F> fmt::Debug for Builtin<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.item.name)
+    }
+}
+
+impl<F> PartialEq for Builtin<F> {
+    fn eq(&self, other: &Self) -> bool {
+        self.item == other.item
+    }
+}
+
+impl<F> Eq for Builtin<F> {}
+
+/// The listing half of a table, computed at compile time.
+pub(crate) const fn listing<F: Copy, const N: usize>(table: &[Builtin<F>; N]) -> [NamedItem; N] {
     let mut out = [NamedItem { name: "", summary: "" }; N];
     let mut i = 0;
     while i < N {
-        out[i] = table[i].0;
+        out[i] = table[i].item;
         i += 1;
     }
     out
 }
 
-/// The function called `name` in `table`.
-pub(crate) fn lookup<F: Copy>(kind: &'static str, table: &[(NamedItem, F)], name: &str) -> Result<F, UnknownName> {
-    table.iter().find(|(item, _)| item.name == name).map(|&(_, f)| f).ok_or_else(|| UnknownName {
+/// The built-in called `name` in `table`.
+pub(crate) fn lookup<F: Copy>(
+    kind: &'static str,
+    table: &[Builtin<F>],
+    name: &str,
+) -> Result<Builtin<F>, UnknownName> {
+    table.iter().find(|b| b.item.name == name).copied().ok_or_else(|| UnknownName {
         kind,
         name: name.to_owned(),
-        known: table.iter().map(|(item, _)| item.name).collect(),
+        known: table.iter().map(|b| b.item.name).collect(),
     })
 }
 

@@ -2,21 +2,15 @@
 
 use kernbench_core::Direction::{self, *};
 use kernbench_core::{
-    InstallPlan, LinkClass, NeighborTableEntry, PeId, PeInstall, PlanError, Registry, SipPlan, System,
-    build_install_plans, check_plan,
+    InstallPlan, LinkClass, NeighborTableEntry, PeId, PeInstall, PlanError, SipPlan, System, check_plan,
 };
 
 use crate::{assert_mentions, connected, system};
 
-const HIERARCHICAL: &str = r#"{"algorithms": {"hierarchical_allreduce": {
-    "collective": "all_reduce", "kernel": "hierarchical_allreduce", "topology": "hierarchical_3level",
-    "mapper": "all_pes", "validator": "multi_pe_sip_local", "buffer_kind": "tcm"}}}"#;
-
 /// ADR T2's plan: hierarchical_allreduce on 2 SIPs x 2x2 cubes x 4 PEs.
 fn t2_plan() -> (System, InstallPlan) {
     let system = system(2, 2, 2, 4);
-    let registry = Registry::from_json_str(HIERARCHICAL).unwrap();
-    let plan = build_install_plans(registry.get("hierarchical_allreduce").unwrap(), &system).unwrap();
+    let plan = InstallPlan::build(&system, "hierarchical_3level", "all_pes").unwrap();
     (system, plan)
 }
 

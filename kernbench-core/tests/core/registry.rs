@@ -32,7 +32,7 @@ const REGISTRY: &str = r#"{
 }"#;
 
 fn registry() -> Registry {
-    Registry::from_json_str(REGISTRY).unwrap()
+    Registry::from_json_str(REGISTRY, &kernels()).unwrap()
 }
 
 fn selected(bytes: u64, layout: LayoutKind) -> (String, usize) {
@@ -113,15 +113,15 @@ const USER: &str = r#"{
 #[test]
 fn merge_overrides_entries_by_name() {
     let mut r = registry();
-    r.merge(Registry::from_json_str(USER).unwrap()).unwrap();
-    assert_eq!(r.get("ring").unwrap().kernel, "my_ring");
-    assert_eq!(r.get("tree_bcast").unwrap().kernel, "tree_bcast");
+    r.merge(Registry::from_json_str(USER, &user_kernels()).unwrap(), &user_kernels()).unwrap();
+    assert_eq!(r.get("ring").unwrap().kernel.name, "my_ring");
+    assert_eq!(r.get("tree_bcast").unwrap().kernel.name, "tree_bcast");
 }
 
 #[test]
 fn merge_puts_user_rules_first() {
     let mut r = registry();
-    r.merge(Registry::from_json_str(USER).unwrap()).unwrap();
+    r.merge(Registry::from_json_str(USER, &user_kernels()).unwrap(), &user_kernels()).unwrap();
     let s = r.select(Collective::AllReduce, 1 << 21, LayoutKind::MultiPe).unwrap();
     assert_eq!((s.algorithm.name.as_str(), s.rule_index), ("ring", 0));
     assert_eq!(r.rules(Collective::AllReduce).len(), 4);
@@ -132,7 +132,7 @@ fn merge_accepts_rules_naming_base_algorithms() {
     let mut r = registry();
     let user: RegistrySpec =
         serde_json::from_str(r#"{"selection": {"all_reduce": [{"algorithm": "ring", "max_bytes": 16}]}}"#).unwrap();
-    r.merge(user).unwrap();
+    r.merge(user, &kernels()).unwrap();
     assert_eq!(r.select(Collective::AllReduce, 8, LayoutKind::OnePe).unwrap().algorithm.name, "ring");
 }
 
@@ -140,14 +140,14 @@ fn merge_accepts_rules_naming_base_algorithms() {
 fn a_failed_merge_leaves_the_registry_unchanged() {
     let mut r = registry();
     let user: RegistrySpec = serde_json::from_str(r#"{"selection": {"all_reduce": [{"algorithm": "nope"}]}}"#).unwrap();
-    assert!(matches!(r.merge(user).unwrap_err(), RegistryError::UnknownRuleAlgorithm { .. }));
+    assert!(matches!(r.merge(user, &kernels()).unwrap_err(), RegistryError::UnknownRuleAlgorithm { .. }));
     assert_eq!(r, registry());
 }
 
 #[test]
 fn a_registry_round_trips_through_json() {
     let json = serde_json::to_string(&registry()).unwrap();
-    assert_eq!(Registry::from_json_str(&json).unwrap(), registry());
+    assert_eq!(Registry::from_json_str(&json, &kernels()).unwrap(), registry());
 }
 
 // --- kernels ---
@@ -188,16 +188,29 @@ fn kernels() -> KernelSet {
     set
 }
 
+/// The base kernels and the user's `my_ring`.
+fn user_kernels() -> KernelSet {
+    let mut set = kernels();
+    set.register(&MY_RING);
+    set
+}
+
+static MY_RING: KernelDef = KernelDef { name: "my_ring", params: &[], summary: "", instantiate: instantiate_none };
+
 #[test]
-fn check_kernels_accepts_a_registry_whose_kernels_exist() {
-    registry().check_kernels(&kernels()).unwrap();
+fn loading_binds_every_kernel_with_its_params() {
+    let r = registry();
+    assert_eq!(r.get("ring").unwrap().kernel.name, "ring_allreduce");
+    assert_eq!(r.get("ring").unwrap().topology.name(), "ring_1d");
+    assert_eq!(r.get("hierarchical_allreduce").unwrap().mapper.name(), "all_pes");
+    assert_eq!(r.get("recursive_doubling").unwrap().validator.name(), "single_shard");
 }
 
 #[test]
-fn check_kernels_names_a_missing_kernel_and_the_known_ones() {
+fn loading_names_a_missing_kernel_and_the_known_ones() {
     let mut set = KernelSet::new();
     set.register(&RING).register(&RD).register(&HIER);
-    let err = registry().check_kernels(&set).unwrap_err();
+    let err = Registry::from_json_str(REGISTRY, &set).unwrap_err();
     assert!(matches!(&err, RegistryError::MissingKernel { algorithm, .. } if algorithm == "tree_bcast"), "{err:?}");
     assert_mentions(
         &err.to_string(),
@@ -206,15 +219,14 @@ fn check_kernels_names_a_missing_kernel_and_the_known_ones() {
 }
 
 #[test]
-fn check_kernels_names_params_the_kernel_rejects() {
+fn loading_names_params_the_kernel_rejects() {
     let mut r = registry();
     let user: RegistrySpec = serde_json::from_str(
         r#"{"algorithms": {"ring": {"collective": "all_reduce", "kernel": "ring_allreduce", "topology": "ring_1d",
             "mapper": "leader_only", "validator": "single_shard", "buffer_kind": "tcm", "params": {"chunk": 4}}}}"#,
     )
     .unwrap();
-    r.merge(user).unwrap();
-    let err = r.check_kernels(&kernels()).unwrap_err();
+    let err = r.merge(user, &kernels()).unwrap_err();
     assert!(matches!(&err, RegistryError::KernelArgs { algorithm, .. } if algorithm == "ring"), "{err:?}");
     assert_mentions(&err.to_string(), &["algorithms.ring.params", "chunks: usize"]);
 }
@@ -223,13 +235,13 @@ fn check_kernels_names_params_the_kernel_rejects() {
 
 #[test]
 fn a_missing_registry_file_names_the_file() {
-    let err = Registry::from_file(&data("registries/none.json")).unwrap_err();
+    let err = Registry::from_file(&data("registries/none.json"), &kernels()).unwrap_err();
     assert!(matches!(err, RegistryError::Io { .. }));
     assert_mentions(&err.to_string(), &["none.json"]);
 }
 
 fn rejects(file: &str, is_expected: fn(&RegistryError) -> bool, needles: &[&str]) {
-    let err = Registry::from_file(&data(&format!("registries/{file}"))).expect_err(file);
+    let err = Registry::from_file(&data(&format!("registries/{file}")), &kernels()).expect_err(file);
     assert!(is_expected(err.root()), "{file}: unexpected {err:?}");
     assert_mentions(&err.to_string(), &[file]);
     assert_mentions(&err.to_string(), needles);

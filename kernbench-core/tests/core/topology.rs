@@ -175,7 +175,7 @@ fn topologies_sort_their_participants() {
 fn every_topology_rejects_an_empty_participant_list() {
     let system = system(1, 1, 1, 2);
     for item in TOPOLOGIES {
-        let err = topology_by_name(item.name).unwrap()(&system, &[]).unwrap_err();
+        let err = (topology_by_name(item.name).unwrap().function)(&system, &[]).unwrap_err();
         assert_eq!(err, PlanError::NoParticipants, "{}", item.name);
     }
 }
@@ -185,7 +185,7 @@ fn every_topology_rejects_a_repeated_participant() {
     let system = system(1, 1, 1, 2);
     let pes = [PeId::new(0, 0, 0), PeId::new(0, 0, 0)];
     for item in TOPOLOGIES {
-        let err = topology_by_name(item.name).unwrap()(&system, &pes).unwrap_err();
+        let err = (topology_by_name(item.name).unwrap().function)(&system, &pes).unwrap_err();
         assert_eq!(err, PlanError::DuplicateParticipant { pe: PeId::new(0, 0, 0) }, "{}", item.name);
     }
 }
@@ -194,7 +194,7 @@ fn every_topology_rejects_a_repeated_participant() {
 fn every_topology_rejects_a_pe_outside_the_system() {
     let system = system(1, 1, 1, 2);
     for item in TOPOLOGIES {
-        let err = topology_by_name(item.name).unwrap()(&system, &[PeId::new(0, 0, 5)]).unwrap_err();
+        let err = (topology_by_name(item.name).unwrap().function)(&system, &[PeId::new(0, 0, 5)]).unwrap_err();
         assert!(matches!(err, PlanError::NotInSystem { .. }), "{}: {err:?}", item.name);
         assert_mentions(&err.to_string(), &["(sip 0, cube 0, pe 5)", "1 SIPs x 1x1 cubes x 2 PEs"]);
     }

@@ -14,7 +14,7 @@
 
 use std::fmt;
 
-use crate::{Collective, Dtype, ReduceOp, Tile, TileError, chunk_range};
+use crate::kernel::{Collective, Dtype, ReduceOp, Tile, TileError, chunk_range};
 
 /// The facts of one collective call that its postcondition depends on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -11,8 +11,9 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::names::{NamedItem, UnknownName, listing, lookup};
-use crate::{CubeCoord, Direction, PeId, PlanError, System};
+use crate::names::{Builtin, NamedItem, UnknownName, listing, lookup};
+use crate::machine::{CubeCoord, Direction, PeId, System};
+use crate::plan::PlanError;
 
 /// The neighbour lists of every participant: the one schema every topology returns.
 ///
@@ -75,33 +76,24 @@ impl Topology {
 /// topology cannot link this set (saying why).
 pub type TopologyFn = fn(&System, &[PeId]) -> Result<Topology, PlanError>;
 
-const TABLE: [(NamedItem, TopologyFn); 8] = [
-    (NamedItem { name: "ring_1d", summary: "one ring over all participants: E to rank+1, W to rank-1" }, ring_1d),
-    (NamedItem { name: "mesh_2d", summary: "ranks in an r x c grid, rows are E/W rings, columns N/S rings" }, mesh_2d),
-    (NamedItem { name: "tree", summary: "binary tree in heap order: parent0, child0.0, child0.1" }, tree),
-    (
-        NamedItem {
+const TABLE: [Builtin<TopologyFn>; 8] = [
+    Builtin { item: NamedItem { name: "ring_1d", summary: "one ring over all participants: E to rank+1, W to rank-1" }, function: ring_1d },
+    Builtin { item: NamedItem { name: "mesh_2d", summary: "ranks in an r x c grid, rows are E/W rings, columns N/S rings" }, function: mesh_2d },
+    Builtin { item: NamedItem { name: "tree", summary: "binary tree in heap order: parent0, child0.0, child0.1" }, function: tree },
+    Builtin { item: NamedItem {
             name: "double_binary_tree",
             summary: "two binary trees (tree 1 mirrored) so each rank is interior in at most one",
-        },
-        double_binary_tree,
-    ),
-    (NamedItem { name: "hypercube", summary: "recursive doubling: dim<k> to rank xor 2^k, extras fold in" }, hypercube),
-    (NamedItem { name: "full", summary: "every rank has a direct peer<j> to every other rank" }, full),
-    (
-        NamedItem {
+        }, function: double_binary_tree },
+    Builtin { item: NamedItem { name: "hypercube", summary: "recursive doubling: dim<k> to rank xor 2^k, extras fold in" }, function: hypercube },
+    Builtin { item: NamedItem { name: "full", summary: "every rank has a direct peer<j> to every other rank" }, function: full },
+    Builtin { item: NamedItem {
             name: "hierarchical_3level",
             summary: "E/W ring in each cube, N/S ring of cube leaders, sip_next/sip_prev ring of SIP leaders",
-        },
-        hierarchical_3level,
-    ),
-    (
-        NamedItem {
+        }, function: hierarchical_3level },
+    Builtin { item: NamedItem {
             name: "intercube",
             summary: "cube leaders linked to mesh neighbours E/W/N/S, SIP leaders on a sip_next/sip_prev ring",
-        },
-        intercube,
-    ),
+        }, function: intercube },
 ];
 
 /// Every built-in topology, by name, for listings.
@@ -116,12 +108,12 @@ pub const TOPOLOGIES: &[NamedItem] = &listing(&TABLE);
 /// ```
 /// use kernbench_core::{PeId, System, topology_by_name};
 /// let system = System::shape(4, 1, 1, 1).unwrap();
-/// let ring = topology_by_name("ring_1d").unwrap();
+/// let ring = topology_by_name("ring_1d").unwrap().function;
 /// let pes: Vec<PeId> = system.all_pes().collect();
 /// let topo = ring(&system, &pes).unwrap();
 /// assert_eq!(topo.neighbors[0], vec![(kernbench_core::Direction::E, 1), (kernbench_core::Direction::W, 3)]);
 /// ```
-pub fn topology_by_name(name: &str) -> Result<TopologyFn, UnknownName> {
+pub fn topology_by_name(name: &str) -> Result<Builtin<TopologyFn>, UnknownName> {
     lookup("topology", &TABLE, name)
 }
 

@@ -15,7 +15,7 @@
 //! where a cube attaches to the NoC and a SIP to UCIe. Routing is deterministic: the shorter way round
 //! a ring (ties go forward, to PE i+1 or SIP s+1), X before Y in the mesh.
 
-use crate::{LinkClass, PeId, SipInterconnect, System};
+use crate::machine::{LinkClass, PeId, SipInterconnect, System};
 
 /// An end of a physical channel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
@@ -132,7 +132,7 @@ impl System {
 
     /// Dimension-order routing between the PE 0s of two cubes of one SIP.
     fn mesh_route(&self, route: &mut Route, sip: u32, from: u32, to: u32) {
-        let node = |x: u32, y: u32| Node::Pe(PeId::new(sip, self.cube_index(crate::CubeCoord { x, y }), 0));
+        let node = |x: u32, y: u32| Node::Pe(PeId::new(sip, self.cube_index(crate::machine::CubeCoord { x, y }), 0));
         let (mut at, dest) = (self.cube_coord(from), self.cube_coord(to));
         while at.x != dest.x {
             let x = if at.x < dest.x { at.x + 1 } else { at.x - 1 };

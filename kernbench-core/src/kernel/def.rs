@@ -6,7 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use crate::{KernelError, Tl};
+use crate::kernel::{KernelError, Tl};
 
 /// A running kernel on one PE: the coroutine a runtime polls.
 pub type KernelFuture = Pin<Box<dyn Future<Output = Result<(), KernelError>> + Send + 'static>>;

@@ -3,7 +3,8 @@
 use std::fmt;
 
 use crate::names::comma_list;
-use crate::{Direction, Dtype, PeId, TileError};
+use crate::kernel::{Dtype, TileError};
+use crate::machine::{Direction, PeId};
 
 /// A `tl` operation, as named in errors and traces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{CubeCoord, LinkClass, PeId};
+use crate::machine::{CubeCoord, LinkClass, PeId};
 
 /// Latency and bandwidth of one link class. Units: ns, and GB/s = 1e9 bytes/s.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use half::{bf16, f16};
 
-use crate::dtype::{Dtype, ReduceOp};
+use crate::kernel::{Dtype, ReduceOp};
 
 /// The storage behind tiles: one typed vector.
 #[derive(Clone, Debug)]

@@ -15,8 +15,9 @@ use std::task::{Context, Poll};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{KernelError, Op};
-use crate::{Direction, Dtype, PeId, ReduceOp, Tile};
+use crate::kernel::{KernelError, Op};
+use crate::kernel::{Dtype, ReduceOp, Tile};
+use crate::machine::{Direction, PeId};
 
 /// One of a PE's buffers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -340,7 +341,7 @@ impl Tl {
     /// [`KernelError::Tile`] when the range reaches past the end.
     pub async fn slice(&self, tile: &Tile, start: usize, len: usize) -> Result<Tile, KernelError> {
         let end =
-            start.checked_add(len).ok_or(crate::TileError::OutOfRange { start, end: usize::MAX, len: tile.len() });
+            start.checked_add(len).ok_or(crate::kernel::TileError::OutOfRange { start, end: usize::MAX, len: tile.len() });
         end.and_then(|end| tile.slice(start..end)).map_err(|source| self.tile_error(Op::Slice, source))
     }
 
@@ -357,7 +358,7 @@ impl Tl {
         Ok(Tile::zeros(dtype, len))
     }
 
-    fn tile_error(&self, op: Op, source: crate::TileError) -> KernelError {
+    fn tile_error(&self, op: Op, source: crate::kernel::TileError) -> KernelError {
         KernelError::Tile { pe: self.ctx.pe, op, source }
     }
 }

@@ -8,7 +8,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::names::{UnknownName, comma_list};
-use crate::{AlgorithmEntry, Direction, LinkClass, PeId, System, Topology, mapper_by_name, topology_by_name};
+use crate::machine::{Direction, LinkClass, PeId, System};
+use crate::names::Builtin;
+use crate::plan::{MapperFn, Topology, TopologyFn, mapper_by_name, topology_by_name};
 
 /// One neighbour of a PE: the direction the kernel names, the peer PE it reaches, and the link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -219,11 +221,11 @@ impl InstallPlan {
         self.len() == 0
     }
 
-    /// Builds and checks the plan of the named built-in topology and mapper on `system`.
+    /// Builds and checks the plan of the named built-in topology and mapper on `system`: a lookup of
+    /// each name, then [`InstallPlan::build_with`].
     ///
     /// # Errors
-    /// [`PlanError::UnknownName`] for an unknown name, the topology's error when it cannot link the
-    /// mapper's choice, or what [`check_plan`] finds.
+    /// [`PlanError::UnknownName`] for an unknown name; otherwise as [`InstallPlan::build_with`].
     ///
     /// # Examples
     /// ```
@@ -236,10 +238,20 @@ impl InstallPlan {
     /// assert_eq!(first.neighbors[0].link, LinkClass::InterSip);
     /// ```
     pub fn build(system: &System, topology_name: &str, mapper_name: &str) -> Result<InstallPlan, PlanError> {
-        let topology_fn = topology_by_name(topology_name)?;
-        let mapper = mapper_by_name(mapper_name)?;
-        let topology = topology_fn(system, &mapper(system))?;
-        InstallPlan::from_topology(system, &topology, topology_name, mapper_name)
+        InstallPlan::build_with(system, topology_by_name(topology_name)?, mapper_by_name(mapper_name)?)
+    }
+
+    /// Builds and checks the plan of `topology` over the participants `mapper` chooses on `system`.
+    ///
+    /// # Errors
+    /// The topology's error when it cannot link the mapper's choice, or what [`check_plan`] finds.
+    pub fn build_with(
+        system: &System,
+        topology: Builtin<TopologyFn>,
+        mapper: Builtin<MapperFn>,
+    ) -> Result<InstallPlan, PlanError> {
+        let links = (topology.function)(system, &(mapper.function)(system))?;
+        InstallPlan::from_topology(system, &links, topology.name(), mapper.name())
     }
 
     /// Turns a topology's neighbour lists into per-PE tables with routes, and checks the result.
@@ -387,13 +399,4 @@ pub fn check_plan(plan: &InstallPlan, system: &System) -> Result<(), PlanError> 
         }
     }
     Ok(())
-}
-
-/// The install plan of a registry entry on a system: its mapper's participants, linked by its
-/// topology, with routes from the system, checked by [`check_plan`].
-///
-/// # Errors
-/// As [`InstallPlan::build`] with the entry's topology and mapper.
-pub fn build_install_plans(entry: &AlgorithmEntry, system: &System) -> Result<InstallPlan, PlanError> {
-    InstallPlan::build(system, &entry.topology, &entry.mapper)
 }

@@ -3,16 +3,16 @@
 //! Rank = SIP, so a mapper decides how much of each rank works: only its leader, one PE per cube, or
 //! every PE. Every mapper returns its choice in `PeId` order, the order ranks are numbered in.
 
-use crate::names::{NamedItem, UnknownName, listing, lookup};
-use crate::{PeId, System};
+use crate::names::{Builtin, NamedItem, UnknownName, listing, lookup};
+use crate::machine::{PeId, System};
 
 /// A mapper: the participating PEs of `system`, in `PeId` order.
 pub type MapperFn = fn(&System) -> Vec<PeId>;
 
-const TABLE: [(NamedItem, MapperFn); 3] = [
-    (NamedItem { name: "leader_only", summary: "one PE per SIP: (cube 0, pe 0)" }, leader_only),
-    (NamedItem { name: "cube_leaders", summary: "one PE per cube: pe 0 of every cube" }, cube_leaders),
-    (NamedItem { name: "all_pes", summary: "every PE of every SIP" }, all_pes),
+const TABLE: [Builtin<MapperFn>; 3] = [
+    Builtin { item: NamedItem { name: "leader_only", summary: "one PE per SIP: (cube 0, pe 0)" }, function: leader_only },
+    Builtin { item: NamedItem { name: "cube_leaders", summary: "one PE per cube: pe 0 of every cube" }, function: cube_leaders },
+    Builtin { item: NamedItem { name: "all_pes", summary: "every PE of every SIP" }, function: all_pes },
 ];
 
 /// Every built-in mapper, by name, for listings.
@@ -27,10 +27,10 @@ pub const MAPPERS: &[NamedItem] = &listing(&TABLE);
 /// ```
 /// use kernbench_core::{System, mapper_by_name};
 /// let system = System::shape(2, 2, 2, 4).unwrap();
-/// assert_eq!(mapper_by_name("cube_leaders").unwrap()(&system).len(), 8);
+/// assert_eq!((mapper_by_name("cube_leaders").unwrap().function)(&system).len(), 8);
 /// assert!(mapper_by_name("leaders").unwrap_err().to_string().contains("leader_only"));
 /// ```
-pub fn mapper_by_name(name: &str) -> Result<MapperFn, UnknownName> {
+pub fn mapper_by_name(name: &str) -> Result<Builtin<MapperFn>, UnknownName> {
     lookup("mapper", &TABLE, name)
 }
 

@@ -6,8 +6,9 @@
 
 use std::collections::BTreeSet;
 
-use crate::names::{NamedItem, UnknownName, comma_list, listing, lookup};
-use crate::{InstallPlan, Layout, PeId};
+use crate::names::{Builtin, NamedItem, UnknownName, comma_list, listing, lookup};
+use crate::machine::PeId;
+use crate::plan::{InstallPlan, Layout};
 
 /// A validator: `Ok` when `layout` fits `plan`.
 ///
@@ -15,20 +16,14 @@ use crate::{InstallPlan, Layout, PeId};
 /// [`ValidationError`] naming the first PE that does not fit.
 pub type ValidatorFn = fn(&InstallPlan, &Layout) -> Result<(), ValidationError>;
 
-const TABLE: [(NamedItem, ValidatorFn); 4] = [
-    (
-        NamedItem { name: "single_shard", summary: "one participant per SIP holding the whole rank tensor" },
-        single_shard,
-    ),
-    (
-        NamedItem {
+const TABLE: [Builtin<ValidatorFn>; 4] = [
+    Builtin { item: NamedItem { name: "single_shard", summary: "one participant per SIP holding the whole rank tensor" }, function: single_shard },
+    Builtin { item: NamedItem {
             name: "multi_pe_sip_local",
             summary: "every participant holds one shard, all of equal length, none elsewhere",
-        },
-        multi_pe_sip_local,
-    ),
-    (NamedItem { name: "replicated", summary: "every participant holds a full copy of the rank tensor" }, replicated),
-    (NamedItem { name: "any", summary: "shards exactly on the participants, of any length" }, any),
+        }, function: multi_pe_sip_local },
+    Builtin { item: NamedItem { name: "replicated", summary: "every participant holds a full copy of the rank tensor" }, function: replicated },
+    Builtin { item: NamedItem { name: "any", summary: "shards exactly on the participants, of any length" }, function: any },
 ];
 
 /// Every built-in validator, by name, for listings.
@@ -38,14 +33,14 @@ pub const VALIDATORS: &[NamedItem] = &listing(&TABLE);
 ///
 /// # Errors
 /// [`UnknownName`] listing the built-in validators.
-pub fn validator_by_name(name: &str) -> Result<ValidatorFn, UnknownName> {
+pub fn validator_by_name(name: &str) -> Result<Builtin<ValidatorFn>, UnknownName> {
     lookup("validator", &TABLE, name)
 }
 
 /// A layout that does not fit a plan. These are the caller's fault: the tensor's [`DpPolicy`] does
 /// not match the algorithm's mapper (pick another policy, or an algorithm for this layout).
 ///
-/// [`DpPolicy`]: crate::DpPolicy
+/// [`DpPolicy`]: crate::plan::DpPolicy
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ValidationError {
@@ -152,7 +147,7 @@ fn whole_tensor(validator: &'static str, held: &[(PeId, usize)], layout: &Layout
 }
 
 /// Exactly one participating PE per SIP, holding the whole rank tensor, and nothing elsewhere (the
-/// layout of [`DpPolicy::LEADER`](crate::DpPolicy::LEADER) with mapper `leader_only`).
+/// layout of [`DpPolicy::LEADER`](crate::plan::DpPolicy::LEADER) with mapper `leader_only`).
 ///
 /// # Errors
 /// [`ValidationError::NotOnePerSip`], [`ValidationError::ShardOffParticipant`],

@@ -1,0 +1,22 @@
+//! The machine: what the simulated accelerator is made of and how its parts are linked.
+//!
+//! ```text
+//! system
+//!  └─ SIP 0 .. S-1              (SIPs linked by UCIe: a ring, mesh, switch or full interconnect)
+//!      └─ cube mesh  w x h      (cubes linked by a NoC)
+//!          └─ PE 0 .. P-1       (PEs of a cube linked in a ring: E/W)
+//! ```
+//!
+//! A [`SystemSpec`] is a system as a JSON file writes it; a [`System`] is one that passed every check.
+//! [`PeId`] names a PE, [`Direction`] names a neighbour as a kernel sees it, and [`route`] finds the
+//! physical channels a message between two PEs crosses. This module uses nothing else of the crate's.
+
+mod direction;
+mod ids;
+pub mod route;
+mod spec;
+
+pub use direction::{Direction, ParseDirectionError};
+pub use ids::{CubeCoord, LinkClass, PeId};
+pub use route::{Channel, Node, Route};
+pub use spec::{LinkSpec, LinksSpec, MeshSpec, PeSpec, SipInterconnect, SpecError, System, SystemSpec};

@@ -1,0 +1,30 @@
+//! Plans: who takes part in a collective, who their neighbours are, and whether a tensor fits.
+//!
+//! ```text
+//! mapper(system)              -> participating PEs           (leader_only, cube_leaders, all_pes)
+//! topology(participants)      -> neighbours per participant  (ring_1d, hypercube, tree, ...)
+//! InstallPlan::build          -> per PE: direction -> peer PE and link class, checked for symmetry
+//! validator(plan, layout)     -> whether a tensor's layout fits the plan
+//! ```
+//!
+//! A [`DistTensor`] is a tensor laid out over PEs by a [`DpPolicy`]; [`partition`] splits sites into
+//! the groups of a hierarchical collective. Uses [`machine`](crate::machine) and
+//! [`kernel`](crate::kernel) (tiles and dtypes); knows nothing of registries.
+
+mod install;
+mod layout;
+mod mapper;
+pub mod partition;
+mod topology;
+mod validator;
+
+pub use install::{InstallPlan, NeighborTableEntry, PeInstall, PlanError, SipPlan, check_plan};
+pub use layout::{DistTensor, DpPolicy, Layout, LayoutError, LayoutKind, Split};
+pub use mapper::{MAPPERS, MapperFn, all_pes, cube_leaders, leader_only, mapper_by_name};
+pub use topology::{
+    FULL_MAX_PARTICIPANTS, TOPOLOGIES, Topology, TopologyFn, double_binary_tree, full, hierarchical_3level, hypercube,
+    intercube, mesh_2d, mesh_2d_grid, ring_1d, topology_by_name, tree,
+};
+pub use validator::{
+    VALIDATORS, ValidationError, ValidatorFn, any, multi_pe_sip_local, replicated, single_shard, validator_by_name,
+};

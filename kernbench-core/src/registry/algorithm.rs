@@ -1,0 +1,98 @@
+//! A resolved algorithm: a kernel with its arguments bound, and the topology, mapper and validator that
+//! place it on a system, all as values.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::kernel::{Collective, KernelDef, Launch, Params};
+use crate::machine::System;
+use crate::names::Builtin;
+use crate::plan::{InstallPlan, Layout, MapperFn, PlanError, TopologyFn, ValidationError, ValidatorFn};
+use crate::registry::{AlgorithmSpec, BufferKind};
+
+/// One algorithm of a [`Registry`](crate::registry::Registry), resolved when the registry was loaded:
+/// nothing it holds is looked up by name again.
+/// See [`Registry`](crate::registry::Registry) for an example.
+pub struct Algorithm {
+    /// The algorithm's name in the registry.
+    pub name: String,
+    /// The collective it implements.
+    pub collective: Collective,
+    /// Its kernel.
+    pub kernel: &'static KernelDef,
+    /// The kernel's parameters as the registry gives them (already bound into the kernel).
+    pub params: Params,
+    /// The topology that links its participants.
+    pub topology: Builtin<TopologyFn>,
+    /// The mapper that chooses its participants.
+    pub mapper: Builtin<MapperFn>,
+    /// The validator that checks a tensor's layout against its plan.
+    pub validator: Builtin<ValidatorFn>,
+    /// Where the kernel keeps its data.
+    pub buffer_kind: BufferKind,
+    /// One line for listings.
+    pub summary: String,
+    pub(crate) launch: Arc<dyn Launch>,
+}
+
+impl Algorithm {
+    /// The kernel with the algorithm's parameters bound, ready to start on every participant.
+    pub fn launch(&self) -> &dyn Launch {
+        &*self.launch
+    }
+
+    /// The algorithm's install plan on `system`: its mapper's participants linked by its topology.
+    ///
+    /// # Errors
+    /// As [`InstallPlan::build_with`].
+    pub fn plan(&self, system: &System) -> Result<InstallPlan, PlanError> {
+        InstallPlan::build_with(system, self.topology, self.mapper)
+    }
+
+    /// Whether a tensor of `layout` fits `plan`, by the algorithm's validator.
+    ///
+    /// # Errors
+    /// The validator's [`ValidationError`].
+    pub fn validate(&self, plan: &InstallPlan, layout: &Layout) -> Result<(), ValidationError> {
+        (self.validator.function)(plan, layout)
+    }
+
+    /// The algorithm as the registry file writes it.
+    pub fn spec(&self) -> AlgorithmSpec {
+        AlgorithmSpec {
+            collective: self.collective,
+            kernel: self.kernel.name.to_owned(),
+            topology: self.topology.name().to_owned(),
+            mapper: self.mapper.name().to_owned(),
+            validator: self.validator.name().to_owned(),
+            buffer_kind: self.buffer_kind,
+            params: self.params.clone(),
+            summary: self.summary.clone(),
+        }
+    }
+}
+
+impl fmt::Debug for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Algorithm")
+            .field("name", &self.name)
+            .field("collective", &self.collective)
+            .field("kernel", &self.kernel.name)
+            .field("params", &self.params)
+            .field("topology", &self.topology)
+            .field("mapper", &self.mapper)
+            .field("validator", &self.validator)
+            .field("buffer_kind", &self.buffer_kind)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Two algorithms are equal when the registry file would write them alike: the bound kernel follows
+/// from the kernel and its parameters.
+impl PartialEq for Algorithm {
+    fn eq(&self, other: &Algorithm) -> bool {
+        self.name == other.name && self.kernel.name == other.kernel.name && self.spec() == other.spec()
+    }
+}
+
+impl Eq for Algorithm {}
