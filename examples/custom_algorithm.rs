@@ -7,7 +7,7 @@
 
 use kernbench::prelude::*;
 use kernbench::workload::sample_tensor;
-use kernbench::{Communicator, DpPolicy, RegistrySpec, System};
+use kernbench::{Communicator, DpPolicy, KernelSet, RegistrySpec, System};
 
 /// Chain all-reduce: partial sums flow east from rank 0 to the last rank, which sends the total back
 /// west along the chain.
@@ -49,14 +49,14 @@ const MY_CCL_JSON: &str = r#"{
 }"#;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut registry = kernbench::algorithms::default_registry();
-    let mine: RegistrySpec = serde_json::from_str(MY_CCL_JSON)?;
-    registry.merge(mine)?;
-    let mut kernels = kernbench::algorithms::kernels();
+    let mut kernels = KernelSet::new();
     kernels.register(&chain_allreduce::KERNEL);
+    let mine: RegistrySpec = serde_json::from_str(MY_CCL_JSON)?;
+    let mut registry = kernbench::algorithms::default_registry();
+    registry.merge(mine, &kernels)?;
 
     let system = System::builtin();
-    let mut comm = Communicator::with_registry(system.clone(), registry, kernels)?;
+    let mut comm = Communicator::with_registry(system.clone(), registry);
     for bytes in [512, 64 << 10] {
         let mut tensor = sample_tensor(&system, bytes, F32, ReduceOp::Sum, DpPolicy::LEADER)?;
         let report = comm.all_reduce(&mut tensor, ReduceOp::Sum)?;

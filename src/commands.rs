@@ -231,9 +231,9 @@ impl Setup {
         let system = load_system(self.system.as_deref())?;
         let comm = match &self.registry {
             Some(path) => {
-                Communicator::with_registry(system, Registry::from_file(path)?, kernbench::algorithms::kernels())?
+                Communicator::with_registry(system, Registry::from_file(path, &kernbench::algorithms::kernels())?)
             }
-            None => Communicator::new(system)?,
+            None => Communicator::new(system),
         };
         Ok(comm.threads(threads))
     }
@@ -462,7 +462,7 @@ fn plan(algorithm: &str, system: Option<&Path>, all: bool, out: &mut impl Write)
     let system = load_system(system)?;
     let registry = kernbench::algorithms::default_registry();
     let entry = registry.get(algorithm)?;
-    let plan = kernbench::build_install_plans(entry, &system)?;
+    let plan = entry.plan(&system)?;
     writeln!(out, "{}", system.describe())?;
     writeln!(
         out,

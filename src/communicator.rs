@@ -3,20 +3,20 @@
 //! ```text
 //! Communicator::all_reduce(&mut tensor, Sum)
 //!    │ registry.select(all_reduce, bytes per rank, layout)  -> algorithm, and the rule that chose it
-//!    │ build_install_plans + the algorithm's validator      -> who runs it, with which neighbours
+//!    │ algorithm.plan (once per algorithm) + its validator  -> who runs it, with which neighbours
 //!    │ Runtime::run, one coroutine per participating PE     -> outputs and per-PE figures
 //!    ▼ postcondition::check against a reference             -> right or wrong, and where
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::sync::Arc;
 
-use kernbench_core::postcondition::{self, CallFacts, Postcondition, starting_output};
+use kernbench_core::postcondition::{self, CallFacts, Postcondition, PostconditionError, starting_output};
 use kernbench_core::tl::MAX_GENERATION;
 use kernbench_core::{
-    AlgorithmEntry, ArgsError, Collective, DistTensor, InstallPlan, KernelSet, Layout, LayoutError, PlanError,
-    ReduceOp, Registry, RegistryError, System, Tile, UnknownKernel, UnknownName, ValidationError, build_install_plans,
-    validator_by_name,
+    Algorithm, Collective, DistTensor, InstallPlan, Layout, LayoutError, PeId, PlanError, ReduceOp, Registry,
+    RegistryError, System, Tile, ValidationError,
 };
 use kernbench_sim::{Call, PeBuffers, RunError, RunReport, Runtime, Timing};
 
@@ -39,15 +39,6 @@ pub enum CommError {
         /// What does not fit.
         source: ValidationError,
     },
-    /// The algorithm names a validator that does not exist.
-    #[error(transparent)]
-    UnknownValidator(#[from] UnknownName),
-    /// The algorithm's kernel is not registered.
-    #[error(transparent)]
-    UnknownKernel(#[from] UnknownKernel),
-    /// The algorithm's parameters do not fit its kernel.
-    #[error(transparent)]
-    Args(#[from] ArgsError),
     /// The run failed (a kernel error, a panic, a deadlock, ...).
     #[error(transparent)]
     Run(#[from] RunError),
@@ -85,12 +76,12 @@ pub enum CommError {
         last: u64,
     },
     /// Every algorithm whose selection rule matched rejects the tensor.
-    #[error("no algorithm for {collective} takes this tensor; tried {}", tried.join("; "))]
+    #[error("no algorithm for {collective} takes this tensor; tried {}", skipped_list(tried))]
     NoAlgorithmFits {
         /// The collective.
         collective: Collective,
         /// Each algorithm tried, with why it does not fit.
-        tried: Vec<String>,
+        tried: Vec<Skipped>,
     },
     /// The participants' inputs cannot be combined.
     #[error("the inputs do not fit {collective}: {reason}")]
@@ -100,6 +91,33 @@ pub enum CommError {
         /// What is wrong, naming the PEs.
         reason: String,
     },
+    /// The reference the outputs are checked against cannot be computed from the inputs.
+    #[error("the inputs do not fit {collective}: {source}")]
+    Reference {
+        /// The collective.
+        collective: Collective,
+        /// Why.
+        source: PostconditionError,
+    },
+}
+
+/// An algorithm a selection rule matched but that cannot take the tensor, and why.
+#[derive(Debug)]
+pub struct Skipped {
+    /// The algorithm.
+    pub algorithm: String,
+    /// Why it cannot run: its plan or its validator's verdict.
+    pub error: Box<CommError>,
+}
+
+impl fmt::Display for Skipped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.algorithm, self.error)
+    }
+}
+
+fn skipped_list(skipped: &[Skipped]) -> String {
+    skipped.iter().map(Skipped::to_string).collect::<Vec<_>>().join("; ")
 }
 
 /// What a collective call did: the algorithm, why it was chosen, whether it was right, and per-PE
@@ -120,6 +138,8 @@ pub struct CallReport {
     pub op: ReduceOp,
     /// Whether every output matched the reference.
     pub postcondition: Postcondition,
+    /// The plan it ran on.
+    pub plan: Arc<InstallPlan>,
     /// Per-PE outputs and figures.
     pub run: RunReport,
 }
@@ -159,7 +179,7 @@ pub struct CallOptions {
 /// ```
 /// use kernbench::{Communicator, DistTensor, DpPolicy, ReduceOp, System, Tile};
 /// let system = System::shape(4, 1, 1, 1).unwrap();
-/// let mut comm = Communicator::new(system.clone()).unwrap();
+/// let mut comm = Communicator::new(system.clone());
 /// let ranks: Vec<Tile> = (0..4).map(|r| Tile::from_vec(vec![r as f32 + 1.0; 8])).collect();
 /// let mut tensor = DistTensor::distribute(&system, &ranks, 1, 8, DpPolicy::LEADER).unwrap();
 /// let report = comm.all_reduce(&mut tensor, ReduceOp::Sum).unwrap();
@@ -170,7 +190,8 @@ pub struct CallOptions {
 pub struct Communicator {
     system: System,
     registry: Registry,
-    kernels: KernelSet,
+    /// Each algorithm's plan on `system`, built the first time the algorithm is asked for.
+    plans: HashMap<String, Result<Arc<InstallPlan>, PlanError>>,
     last_generation: u64,
     threads: usize,
     timing: Option<Timing>,
@@ -178,21 +199,21 @@ pub struct Communicator {
 
 impl Communicator {
     /// A communicator with the shipped kernels and the default `ccl.json`.
-    ///
-    /// # Errors
-    /// Never for the shipped registry; the type is shared with [`Communicator::with_registry`].
-    pub fn new(system: System) -> Result<Communicator, CommError> {
-        Communicator::with_registry(system, kernbench_algorithms::default_registry(), kernbench_algorithms::kernels())
+    pub fn new(system: System) -> Communicator {
+        Communicator::with_registry(system, kernbench_algorithms::default_registry())
     }
 
-    /// A communicator with a registry and kernels of the caller's (for instance the defaults with a user
-    /// algorithm merged in).
-    ///
-    /// # Errors
-    /// [`CommError::Registry`] when an algorithm's kernel is missing or rejects its parameters.
-    pub fn with_registry(system: System, registry: Registry, kernels: KernelSet) -> Result<Communicator, CommError> {
-        registry.check_kernels(&kernels)?;
-        Ok(Communicator { system, registry, kernels, last_generation: 0, threads: 1, timing: Some(Timing::default()) })
+    /// A communicator with a registry of the caller's (for instance the defaults with a user algorithm
+    /// merged in). The registry was resolved against its kernels when it was loaded.
+    pub fn with_registry(system: System, registry: Registry) -> Communicator {
+        Communicator {
+            system,
+            registry,
+            plans: HashMap::new(),
+            last_generation: 0,
+            threads: 1,
+            timing: Some(Timing::default()),
+        }
     }
 
     /// Runs each call on `threads` threads (results do not depend on it).
@@ -299,21 +320,21 @@ impl Communicator {
     ) -> Result<(DistTensor, CallReport), CommError> {
         let layout = tensor.layout();
         let bytes_per_rank = (layout.rank_elements() * tensor.dtype().size()) as u64;
-        let (entry, reason, plan) = match &options.algorithm {
+        let (algorithm, reason, plan) = match &options.algorithm {
             Some(name) => {
-                let entry = self.registry.get(name)?;
-                if entry.collective != collective {
+                let algorithm = Arc::clone(self.registry.get(name)?);
+                if algorithm.collective != collective {
                     return Err(CommError::WrongCollective {
-                        algorithm: entry.name.clone(),
-                        implements: entry.collective,
+                        algorithm: algorithm.name.clone(),
+                        implements: algorithm.collective,
                         asked: collective,
                     });
                 }
-                (entry, "named by the caller".to_owned(), self.fit(entry, &layout)?)
+                let plan = self.fit(&algorithm, &layout)?;
+                (algorithm, "named by the caller".to_owned(), plan)
             }
             None => self.choose(collective, bytes_per_rank, &layout)?,
         };
-        let kernel = self.kernels.get(&entry.kernel)?.instantiate(&entry.params)?;
         let inputs: Vec<Tile> = plan
             .participants()
             .map(|p| tensor.shard(p.pe).cloned().unwrap_or_else(|| Tile::zeros(tensor.dtype(), 0)))
@@ -321,36 +342,57 @@ impl Communicator {
         let n = inputs.len();
         let rooted = matches!(collective, Collective::Broadcast | Collective::Reduce);
         if rooted && root >= n {
-            return Err(CommError::BadRoot { root, algorithm: entry.name.clone(), participants: n });
+            return Err(CommError::BadRoot { root, algorithm: algorithm.name.clone(), participants: n });
         }
         // Only broadcast and reduce have a root; the others ignore what the caller passed.
         let root = if rooted { root } else { 0 };
         let pes: Vec<_> = plan.participants().map(|p| p.pe).collect();
         check_inputs(collective, &pes, &inputs)?;
         let before: Vec<Tile> = (0..n).map(|rank| starting_output(collective, &inputs[rank], rank, n)).collect();
-        let algorithm = entry.name.clone();
         let generation = self.take_generation(options.generation)?;
         let buffers =
             inputs.iter().zip(&before).map(|(i, o)| PeBuffers { input: i.clone(), output: o.clone() }).collect();
         let run = Runtime::new(&self.system).threads(self.threads).timing(self.timing.clone()).run(
             &plan,
-            &*kernel,
+            algorithm.launch(),
             buffers,
             Call { op, root, generation },
         )?;
         let outputs: Vec<Tile> = run.pes().iter().map(|p| p.output.clone()).collect();
         let postcondition = postcondition::check(CallFacts { collective, op, root }, &inputs, &before, &outputs)
-            .map_err(|e| CommError::Inputs { collective, reason: e.to_string() })?;
+            .map_err(|source| CommError::Reference { collective, source })?;
         let out = output_tensor(collective, tensor, run.pes().iter().map(|p| (p.pe, p.output.clone())))?;
-        let report = CallReport { collective, algorithm, reason, generation, bytes_per_rank, op, postcondition, run };
+        let report = CallReport {
+            collective,
+            algorithm: algorithm.name.clone(),
+            reason,
+            generation,
+            bytes_per_rank,
+            op,
+            postcondition,
+            plan,
+            run,
+        };
         Ok((out, report))
     }
 
-    /// The plan of `entry` on this system, if the tensor's layout fits its validator.
-    fn fit(&self, entry: &AlgorithmEntry, layout: &Layout) -> Result<InstallPlan, CommError> {
-        let plan = build_install_plans(entry, &self.system)?;
-        validator_by_name(&entry.validator)?(&plan, layout)
-            .map_err(|source| CommError::Validation { algorithm: entry.name.clone(), source })?;
+    /// The install plan of `algorithm` on this communicator's system, built on first use and shared
+    /// by every later call and sweep point.
+    ///
+    /// # Errors
+    /// [`CommError::Plan`] when its topology and mapper make no plan for this system.
+    pub fn plan(&mut self, algorithm: &Algorithm) -> Result<Arc<InstallPlan>, CommError> {
+        let system = &self.system;
+        let cached = self.plans.entry(algorithm.name.clone()).or_insert_with(|| algorithm.plan(system).map(Arc::new));
+        Ok(cached.clone()?)
+    }
+
+    /// The plan of `algorithm` on this system, if the tensor's layout fits its validator.
+    fn fit(&mut self, algorithm: &Algorithm, layout: &Layout) -> Result<Arc<InstallPlan>, CommError> {
+        let plan = self.plan(algorithm)?;
+        algorithm
+            .validate(&plan, layout)
+            .map_err(|source| CommError::Validation { algorithm: algorithm.name.clone(), source })?;
         Ok(plan)
     }
 
@@ -358,27 +400,31 @@ impl Communicator {
     /// rules only see the size and whether the layout is one PE per rank or several, so a rule may
     /// match an algorithm that cannot take this exact layout (cube leaders, say); the next one is tried.
     fn choose(
-        &self,
+        &mut self,
         collective: Collective,
         bytes: u64,
         layout: &Layout,
-    ) -> Result<(&AlgorithmEntry, String, InstallPlan), CommError> {
-        let mut skipped: Vec<String> = Vec::new();
-        for selection in self.registry.matching(collective, bytes, layout.kind()) {
-            match self.fit(selection.algorithm, layout) {
-                Ok(plan) => {
-                    let mut reason = selection.reason;
-                    if !skipped.is_empty() {
-                        reason = format!("{reason}; skipped {}", skipped.join("; "));
-                    }
-                    return Ok((selection.algorithm, reason, plan));
-                }
-                Err(e) => skipped.push(format!("{} ({e})", selection.algorithm.name)),
-            }
-        }
-        if skipped.is_empty() {
+    ) -> Result<(Arc<Algorithm>, String, Arc<InstallPlan>), CommError> {
+        let matching: Vec<(Arc<Algorithm>, String)> = self
+            .registry
+            .matching(collective, bytes, layout.kind())
+            .map(|selection| (Arc::clone(selection.algorithm), selection.reason))
+            .collect();
+        if matching.is_empty() {
             // No rule matched at all: the registry's error lists the rules.
             self.registry.select(collective, bytes, layout.kind())?;
+        }
+        let mut skipped: Vec<Skipped> = Vec::new();
+        for (algorithm, mut reason) in matching {
+            match self.fit(&algorithm, layout) {
+                Ok(plan) => {
+                    if !skipped.is_empty() {
+                        reason = format!("{reason}; skipped {}", skipped_list(&skipped));
+                    }
+                    return Ok((algorithm, reason, plan));
+                }
+                Err(e) => skipped.push(Skipped { algorithm: algorithm.name.clone(), error: Box::new(e) }),
+            }
         }
         Err(CommError::NoAlgorithmFits { collective, tried: skipped })
     }
@@ -395,7 +441,7 @@ impl Communicator {
 
 /// Every participant's input must have the same dtype and length; an all-to-all contribution must be
 /// `n` whole blocks, one per participant.
-fn check_inputs(collective: Collective, pes: &[kernbench_core::PeId], inputs: &[Tile]) -> Result<(), CommError> {
+fn check_inputs(collective: Collective, pes: &[PeId], inputs: &[Tile]) -> Result<(), CommError> {
     let Some(first) = inputs.first() else { return Ok(()) };
     let n = inputs.len();
     for (rank, (pe, x)) in pes.iter().zip(inputs).enumerate() {
@@ -430,7 +476,7 @@ fn check_inputs(collective: Collective, pes: &[kernbench_core::PeId], inputs: &[
 fn output_tensor(
     collective: Collective,
     input: &DistTensor,
-    outputs: impl Iterator<Item = (kernbench_core::PeId, Tile)>,
+    outputs: impl Iterator<Item = (PeId, Tile)>,
 ) -> Result<DistTensor, CommError> {
     let mut shards: BTreeMap<_, _> = input.shards().clone();
     shards.extend(outputs);

@@ -30,7 +30,7 @@ const PALETTE: [&str; 10] =
 /// ```
 /// use kernbench::sweep::{Series, Sweep};
 /// use kernbench::{Collective, Communicator, System};
-/// let mut comm = Communicator::new(System::shape(4, 1, 1, 1).unwrap()).unwrap();
+/// let mut comm = Communicator::new(System::shape(4, 1, 1, 1).unwrap());
 /// let series = vec![Series::Algorithm("ring".into()), Series::Algorithm("one_shot".into())];
 /// let rows = Sweep::new(Collective::AllReduce, series, vec![1024, 4096, 16384]).run(&mut comm, |_| {}).unwrap();
 /// let svg = kernbench::plot::busbw_svg("all_reduce", &rows);

@@ -21,10 +21,11 @@
 //! - `#wrong` is the number of wrong output elements, from the postcondition check.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use kernbench_core::{
     Collective, DistTensor, DpPolicy, Dtype, InstallPlan, LayoutError, LinkClass, ReduceOp, Registry, RegistryError,
-    System, build_install_plans,
+    System,
 };
 use serde::Serialize;
 
@@ -349,7 +350,7 @@ impl Row {
 /// use kernbench::sweep::{Series, Sweep};
 /// use kernbench::{Collective, Communicator, System};
 /// let system = System::shape(4, 1, 1, 1).unwrap();
-/// let mut comm = Communicator::new(system).unwrap();
+/// let mut comm = Communicator::new(system);
 /// let sweep = Sweep::new(Collective::AllReduce, vec![Series::Algorithm("ring".into()), Series::Auto], vec![1024, 4096]);
 /// let rows = sweep.run(&mut comm, |_| {}).unwrap();
 /// assert_eq!(rows.len(), 4);
@@ -428,9 +429,9 @@ impl Sweep {
         let (policy, ranks) = match series {
             Series::Auto => (DpPolicy::LEADER, system.sips()),
             Series::Algorithm(name) => {
-                let entry = comm.registry().get(name).map_err(|e| call_error(e.into()))?;
-                let plan = build_install_plans(entry, &system).map_err(|e| call_error(e.into()))?;
-                (policy_for_mapper(&entry.mapper), plan.len())
+                let algorithm = Arc::clone(comm.registry().get(name).map_err(|e| call_error(e.into()))?);
+                let plan = comm.plan(&algorithm).map_err(call_error)?;
+                (policy_for_mapper(algorithm.mapper.name()), plan.len())
             }
         };
         let tensor = point_tensor(&system, self.collective, size, (self.dtype, self.op), policy, ranks)?;
@@ -445,9 +446,7 @@ impl Sweep {
         };
         let (_, report) = comm.call(self.collective, &tensor, self.op, self.root, &options).map_err(call_error)?;
         let time_ns = report.run.completion_ns().ok_or(SweepError::Untimed)?;
-        let entry = comm.registry().get(&report.algorithm).map_err(|e| call_error(e.into()))?;
-        let plan = build_install_plans(entry, &system).map_err(|e| call_error(e.into()))?;
-        let slowest = slowest_link(&system, &plan);
+        let slowest = slowest_link(&system, &report.plan);
         let gathered = if self.collective == Collective::AllGather { ranks as u64 } else { 1 };
         let buffer = shard_elements * element * gathered;
         let algbw = buffer as f64 / time_ns;
@@ -576,7 +575,7 @@ mod tests {
     #[test]
     fn an_all_gather_point_contributes_a_rank_share_and_reports_the_gathered_size() {
         let system = System::shape(4, 1, 1, 1).unwrap();
-        let mut comm = Communicator::new(system).unwrap();
+        let mut comm = Communicator::new(system);
         let sweep = Sweep::new(Collective::AllGather, vec![Series::Algorithm("ring_allgather".into())], vec![4096]);
         let rows = sweep.run(&mut comm, |_| {}).unwrap();
         assert_eq!((rows[0].size, rows[0].bytes_per_rank, rows[0].count), (4096, 1024, 1024));
@@ -586,7 +585,7 @@ mod tests {
     #[test]
     fn all_to_all_contributions_split_into_whole_blocks() {
         let system = System::shape(3, 1, 1, 1).unwrap();
-        let mut comm = Communicator::new(system).unwrap();
+        let mut comm = Communicator::new(system);
         let sweep = Sweep::new(Collective::AllToAll, vec![Series::Auto], vec![1000]);
         let rows = sweep.run(&mut comm, |_| {}).unwrap();
         // 250 f32 rounded up to 252, three blocks of 84.
@@ -596,7 +595,7 @@ mod tests {
     #[test]
     fn rows_print_under_the_header() {
         let system = System::shape(2, 1, 1, 1).unwrap();
-        let mut comm = Communicator::new(system).unwrap();
+        let mut comm = Communicator::new(system);
         let rows = Sweep::new(Collective::Broadcast, vec![Series::Auto], vec![1 << 20]).run(&mut comm, |_| {}).unwrap();
         let line = rows[0].table_line();
         assert!(line.contains("auto: tree_broadcast") || line.contains("auto: ring_broadcast"), "{line}");

@@ -16,8 +16,7 @@ use std::fmt;
 use std::fmt::Write as _;
 
 use kernbench_core::{
-    Collective, DpPolicy, Dtype, LayoutKind, ReduceOp, Registry, RegistryError, RegistrySpec, SelectionRule,
-    build_install_plans, validator_by_name,
+    Collective, DpPolicy, Dtype, LayoutKind, ReduceOp, Registry, RegistryError, SelectionRule,
 };
 use serde::Serialize;
 
@@ -67,7 +66,7 @@ pub struct Tuning {
 /// # Examples
 /// ```
 /// use kernbench::{Collective, Communicator, Dtype, ReduceOp, System, tune::Tuner};
-/// let mut comm = Communicator::new(System::shape(4, 1, 1, 1).unwrap()).unwrap();
+/// let mut comm = Communicator::new(System::shape(4, 1, 1, 1).unwrap());
 /// let tuner = Tuner::new(&comm, Collective::Broadcast).unwrap();
 /// let tuning = tuner.run(&mut comm, &[1024, 1 << 20], (Dtype::F32, ReduceOp::Sum), |_| {}).unwrap();
 /// assert_eq!(tuning.rows.len(), 2 * tuner.candidates().len());
@@ -95,14 +94,9 @@ impl Tuner {
         let candidates: Vec<String> = comm
             .registry()
             .algorithms()
-            .filter(|entry| entry.collective == collective)
-            .filter(|entry| {
-                let fits = |validator: kernbench_core::ValidatorFn| {
-                    build_install_plans(entry, system).is_ok_and(|plan| validator(&plan, &layout).is_ok())
-                };
-                validator_by_name(&entry.validator).is_ok_and(fits)
-            })
-            .map(|entry| entry.name.clone())
+            .filter(|algorithm| algorithm.collective == collective)
+            .filter(|algorithm| algorithm.plan(system).is_ok_and(|plan| algorithm.validate(&plan, &layout).is_ok()))
+            .map(|algorithm| algorithm.name.clone())
             .collect();
         if candidates.is_empty() {
             return Err(SweepError::NoCandidates { collective });
@@ -192,11 +186,11 @@ impl Tuning {
     /// # Errors
     /// [`RegistryError`] when a tuned algorithm is not in `base`.
     pub fn registry(&self, base: &Registry) -> Result<Registry, RegistryError> {
-        let mut spec = RegistrySpec::from(base.clone());
         let kept = base.rules(self.collective).iter().filter(|r| r.layout.is_some_and(|l| l != LayoutKind::OnePe));
         let rules = kept.cloned().chain(self.rules()).collect();
-        spec.selection.insert(self.collective, rules);
-        Registry::from_spec(spec)
+        let mut tuned = base.clone();
+        tuned.set_rules(self.collective, rules)?;
+        Ok(tuned)
     }
 
     /// The buckets in the columns of NCCL's tuner-plugin CSV, one line per bucket after a `#` header
@@ -278,7 +272,7 @@ mod tests {
 
     #[test]
     fn the_tuned_registry_keeps_other_layouts_rules_and_writes_a_csv_line_per_bucket() {
-        let mut comm = Communicator::new(System::shape(4, 1, 1, 2).unwrap()).unwrap();
+        let mut comm = Communicator::new(System::shape(4, 1, 1, 2).unwrap());
         let tuner = Tuner::new(&comm, Collective::AllReduce).unwrap();
         let tuning = tuner.run(&mut comm, &[1024, 1 << 20], (Dtype::F32, ReduceOp::Sum), |_| {}).unwrap();
         assert!(!tuning.candidates.contains(&"hierarchical_allreduce".to_owned()), "{:?}", tuning.candidates);
@@ -304,7 +298,7 @@ mod tests {
     fn tuned_rules_match_only_the_one_pe_layout_their_candidates_ran_on() {
         // Broadcast has no multi-PE rule to keep: a tuned rule for any layout would hand a multi-PE
         // tensor to a one-PE algorithm.
-        let mut comm = Communicator::new(System::shape(4, 1, 1, 2).unwrap()).unwrap();
+        let mut comm = Communicator::new(System::shape(4, 1, 1, 2).unwrap());
         let tuner = Tuner::new(&comm, Collective::Broadcast).unwrap();
         let tuning = tuner.run(&mut comm, &[1024], (Dtype::F32, ReduceOp::Sum), |_| {}).unwrap();
         let registry = tuning.registry(comm.registry()).unwrap();
@@ -319,8 +313,7 @@ mod tests {
     #[test]
     fn a_collective_without_one_pe_algorithms_has_nothing_to_tune() {
         let system = System::shape(2, 1, 1, 1).unwrap();
-        let registry = Registry::from_json_str("{}").unwrap();
-        let comm = Communicator::with_registry(system, registry, kernbench_algorithms::kernels()).unwrap();
+        let comm = Communicator::with_registry(system, Registry::new());
         assert!(matches!(Tuner::new(&comm, Collective::Broadcast), Err(SweepError::NoCandidates { .. })));
     }
 }

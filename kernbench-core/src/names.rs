@@ -58,6 +58,13 @@ impl<F> fmt::Debug for Builtin<F> {
     }
 }
 
+/// Its name, padded as asked.
+impl<F> fmt::Display for Builtin<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.item.name)
+    }
+}
+
 impl<F> PartialEq for Builtin<F> {
     fn eq(&self, other: &Self) -> bool {
         self.item == other.item

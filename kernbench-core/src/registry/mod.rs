@@ -334,6 +334,19 @@ impl Registry {
         Ok(())
     }
 
+    /// Replaces the selection rules of `collective` (what a tuner writes). On error this registry is
+    /// left as it was.
+    ///
+    /// # Errors
+    /// As [`Registry::from_spec`] for a bad rule.
+    pub fn set_rules(&mut self, collective: Collective, rules: Vec<SelectionRule>) -> Result<(), RegistryError> {
+        let mut selection = self.selection.clone();
+        selection.insert(collective, rules);
+        check_rules(&self.algorithms, &selection)?;
+        self.selection = selection;
+        Ok(())
+    }
+
     /// The algorithm called `name`.
     ///
     /// # Errors

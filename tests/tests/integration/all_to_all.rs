@@ -35,7 +35,7 @@ fn forced(arity: usize, n: usize, hierarchical: bool) -> serde_json::Value {
 /// `e < block` to every site `j`, checks that every site `j` received `encode(i, j, e)` from every `i`
 /// (the transpose), and returns the report.
 fn transpose(system: &System, mapper: &str, params: serde_json::Value, block: usize, dtype: Dtype) -> RunReport {
-    let n = mapper_by_name(mapper).expect("a built-in mapper")(system).len();
+    let n = (mapper_by_name(mapper).expect("a built-in mapper").function)(system).len();
     let row = |i: usize| -> Vec<f64> { (0..n).flat_map(|j| (0..block).map(move |e| encode(i, j, e))).collect() };
     let what = format!("{n} sites ({mapper} on {}), {params}, blocks of {block} {dtype}", system.describe());
     let report = MockRun::new(system, "full", mapper, &hierarchical_all_to_all::KERNEL)
@@ -176,7 +176,7 @@ fn the_communicator_picks_the_pe_level_algorithm_for_a_multi_pe_tensor() {
     let system = System::shape(3, 2, 1, 2).unwrap();
     let n = system.total_pes();
     let tensor = sample_tensor(&system, (4 * n * n * 4) as u64, F32, ReduceOp::Sum, EVERY_PE).unwrap();
-    let mut comm = Communicator::new(system).unwrap();
+    let mut comm = Communicator::new(system);
     let (_, report) = comm.all_to_all(&tensor).unwrap();
     assert_eq!(report.algorithm, "hierarchical_all_to_all_pes", "{}", report.reason);
     assert!(report.postcondition.held, "{report}");
@@ -266,7 +266,7 @@ fn all_to_all_named(
 fn all_gather_all_to_all_all_reduce_all_to_all_on_one_communicator_then_a_reused_generation_fails() {
     // 9 sites: the registry's hierarchical_all_to_all (arity 4, flat below 8) takes its hierarchical path.
     let system = sites(9);
-    let mut comm = Communicator::new(system.clone()).unwrap();
+    let mut comm = Communicator::new(system.clone());
     let tensor = sample_tensor(&system, 9 * 4 * 4, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
     let (_, gathered) = comm.all_gather(&tensor).unwrap();
     let first = all_to_all_named(&mut comm, &tensor, "hierarchical_all_to_all", None).unwrap();
@@ -294,7 +294,7 @@ fn all_gather_all_to_all_all_reduce_all_to_all_on_one_communicator_then_a_reused
 fn a_contribution_that_is_not_n_blocks_is_an_error_naming_the_rank_and_lengths() {
     let system = sites(9);
     let tensor = sample_tensor(&system, 10 * 4, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
-    let mut comm = Communicator::new(system).unwrap();
+    let mut comm = Communicator::new(system);
     let err = all_to_all_named(&mut comm, &tensor, "hierarchical_all_to_all", None).unwrap_err();
     assert!(matches!(err, CommError::Inputs { collective: Collective::AllToAll, .. }), "{err}");
     let message = err.to_string();

@@ -14,14 +14,14 @@ fn small_system() -> System {
 /// Tunes `collective` at `sizes`, then sweeps `auto` with the tuned registry at the same sizes.
 fn tuned_auto_against_candidates(collective: Collective, sizes: &[u64]) {
     let system = small_system();
-    let mut comm = Communicator::new(system.clone()).unwrap();
+    let mut comm = Communicator::new(system.clone());
     let data = (Dtype::F32, ReduceOp::Sum);
     let tuning = Tuner::new(&comm, collective).unwrap().run(&mut comm, sizes, data, |_| {}).unwrap();
     assert_eq!(tuning.rows.len(), sizes.len() * tuning.candidates.len());
     // Through the file format, as `kernbench tune --out` and `--registry` use it.
     let text = serde_json::to_string_pretty(&tuning.registry(comm.registry()).unwrap()).unwrap();
-    let registry = Registry::from_json_str(&text).unwrap();
-    let mut tuned = Communicator::with_registry(system, registry, kernbench::algorithms::kernels()).unwrap();
+    let registry = Registry::from_json_str(&text, &kernbench::algorithms::kernels()).unwrap();
+    let mut tuned = Communicator::with_registry(system, registry);
     let auto = Sweep::new(collective, vec![Series::Auto], sizes.to_vec()).run(&mut tuned, |_| {}).unwrap();
     for row in &auto {
         let best = tuning
@@ -56,7 +56,7 @@ fn the_default_registry_is_not_always_the_fastest_so_tuning_has_something_to_do(
     // A regression guard for the test above: were the default rules already optimal everywhere, it
     // could not tell a working tuner from one that copies the defaults.
     let sizes = vec![1 << 10, 1 << 13, 1 << 16, 1 << 18, 1 << 20];
-    let mut comm = Communicator::new(small_system()).unwrap();
+    let mut comm = Communicator::new(small_system());
     let data = (Dtype::F32, ReduceOp::Sum);
     let tuning = Tuner::new(&comm, Collective::AllReduce).unwrap().run(&mut comm, &sizes, data, |_| {}).unwrap();
     let auto = Sweep::new(Collective::AllReduce, vec![Series::Auto], sizes).run(&mut comm, |_| {}).unwrap();
@@ -70,7 +70,7 @@ fn the_default_registry_is_not_always_the_fastest_so_tuning_has_something_to_do(
 // --- traces ---
 
 fn traced_call(system: System, collective: Collective, algorithm: &str, bytes: u64) -> serde_json::Value {
-    let comm = Communicator::new(system).unwrap();
+    let comm = Communicator::new(system);
     let mut comm = comm.timing(Some(Timing { trace: true, ..Timing::default() }));
     let series = Series::Algorithm(algorithm.to_owned());
     let (_, report) =
@@ -150,7 +150,7 @@ fn a_multi_pe_trace_names_every_participating_pe() {
 // --- plots ---
 
 fn rows(algorithms: &[&str], sizes: &[u64]) -> Vec<Row> {
-    let mut comm = Communicator::new(small_system()).unwrap();
+    let mut comm = Communicator::new(small_system());
     let series = algorithms.iter().map(|a| Series::Algorithm((*a).to_owned())).collect();
     Sweep::new(Collective::AllReduce, series, sizes.to_vec()).run(&mut comm, |_| {}).unwrap()
 }
