@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! Communicator::all_reduce(&mut tensor, Sum)
-//!    │ registry.select(all_reduce, bytes per rank, layout)  -> algorithm, and the rule that chose it
+//!    │ registry.select(all_reduce, bytes per SIP, layout)  -> algorithm, and the rule that chose it
 //!    │ algorithm.plan (once per algorithm) + its validator  -> who runs it, with which neighbours
 //!    │ Runtime::run, one coroutine per participating PE     -> outputs and per-PE figures
 //!    ▼ postcondition::check against a reference             -> right or wrong, and where
@@ -132,8 +132,8 @@ pub struct CallReport {
     pub reason: String,
     /// The call's generation on its communicator.
     pub generation: u64,
-    /// Bytes of each rank's tensor.
-    pub bytes_per_rank: u64,
+    /// Bytes of each SIP's tensor.
+    pub bytes_per_sip: u64,
     /// The reduction operator.
     pub op: ReduceOp,
     /// Whether every output matched the reference.
@@ -150,12 +150,12 @@ impl fmt::Display for CallReport {
         let time = self.run.completion_ns().map_or(String::new(), |ns| format!(", {ns:.0} ns simulated"));
         write!(
             f,
-            "{} #{}: {} on {} PEs, {} bytes per rank, op {}: {}{} [{}]",
+            "{} #{}: {} on {} PEs, {} bytes per SIP, op {}: {}{} [{}]",
             self.collective,
             self.generation,
             self.algorithm,
             self.run.pes().len(),
-            self.bytes_per_rank,
+            self.bytes_per_sip,
             self.op,
             verdict,
             time,
@@ -184,7 +184,7 @@ pub struct CallOptions {
 /// let mut tensor = DistTensor::distribute(&system, &ranks, 1, 8, DpPolicy::LEADER).unwrap();
 /// let report = comm.all_reduce(&mut tensor, ReduceOp::Sum).unwrap();
 /// assert!(report.postcondition.held, "{report}");
-/// assert_eq!(tensor.gather_rank(3).unwrap().to_vec::<f32>().unwrap(), vec![10.0; 8]);
+/// assert_eq!(tensor.gather_sip(3).unwrap().to_vec::<f32>().unwrap(), vec![10.0; 8]);
 /// ```
 #[derive(Debug)]
 pub struct Communicator {
@@ -319,7 +319,7 @@ impl Communicator {
         options: &CallOptions,
     ) -> Result<(DistTensor, CallReport), CommError> {
         let layout = tensor.layout();
-        let bytes_per_rank = (layout.rank_elements() * tensor.dtype().size()) as u64;
+        let bytes_per_sip = (layout.sip_elements() * tensor.dtype().size()) as u64;
         let (algorithm, reason, plan) = match &options.algorithm {
             Some(name) => {
                 let algorithm = Arc::clone(self.registry.get(name)?);
@@ -333,7 +333,7 @@ impl Communicator {
                 let plan = self.fit(&algorithm, &layout)?;
                 (algorithm, "named by the caller".to_owned(), plan)
             }
-            None => self.choose(collective, bytes_per_rank, &layout)?,
+            None => self.choose(collective, bytes_per_sip, &layout)?,
         };
         let inputs: Vec<Tile> = plan
             .participants()
@@ -367,7 +367,7 @@ impl Communicator {
             algorithm: algorithm.name.clone(),
             reason,
             generation,
-            bytes_per_rank,
+            bytes_per_sip,
             op,
             postcondition,
             plan,

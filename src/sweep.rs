@@ -455,7 +455,7 @@ impl Sweep {
             size: buffer,
             ranks,
             count: buffer / self.dtype.size() as u64,
-            bytes_per_rank: report.bytes_per_rank,
+            bytes_per_rank: report.bytes_per_sip,
             dtype: self.dtype,
             op: self.op,
             series: series.label().to_owned(),

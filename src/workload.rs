@@ -3,7 +3,7 @@
 
 use kernbench_core::{DistTensor, DpPolicy, Dtype, LayoutError, ReduceOp, Split, System, Tile};
 
-/// Every PE of a SIP holds an equal column block of the rank's tensor (`multi_pe_sip_local` layouts).
+/// Every PE of a SIP holds an equal column block of the SIP's tensor (`multi_pe_sip_local` layouts).
 pub const EVERY_PE: DpPolicy = DpPolicy::new(Split::ColumnWise, Split::ColumnWise);
 
 /// Every cube's PE 0 holds an equal column block (the layout of `cube_leaders` algorithms).
@@ -42,7 +42,7 @@ pub fn shards_per_rank(system: &System, policy: DpPolicy) -> usize {
     parts(policy.cube, system.cubes_per_sip()) * parts(policy.pe, system.pes_per_cube())
 }
 
-/// A tensor of about `bytes_per_rank` bytes per SIP, spread as `policy` says.
+/// A tensor of about `bytes_per_sip` bytes per SIP, spread as `policy` says.
 ///
 /// The element count is rounded up so that every shard gets the same number of elements. Values are
 /// small integers (for `prod`: 1 and -1), so sums and products are exact in every dtype.
@@ -62,14 +62,14 @@ pub fn shards_per_rank(system: &System, policy: DpPolicy) -> usize {
 /// ```
 pub fn sample_tensor(
     system: &System,
-    bytes_per_rank: u64,
+    bytes_per_sip: u64,
     dtype: Dtype,
     op: ReduceOp,
     policy: DpPolicy,
 ) -> Result<DistTensor, LayoutError> {
     let (shards, element) = (shards_per_rank(system, policy) as u64, dtype.size() as u64);
     // Saturating: a size past u64 is too large just as u64::MAX is.
-    let elements = bytes_per_rank.div_ceil(element).max(1).checked_next_multiple_of(shards).unwrap_or(u64::MAX);
+    let elements = bytes_per_sip.div_ceil(element).max(1).checked_next_multiple_of(shards).unwrap_or(u64::MAX);
     DistTensor::check_size(elements.saturating_mul(element).saturating_mul(system.sips() as u64))?;
     // Fits a 64-bit usize: check_size bounds it by MAX_BYTES.
     let elements = elements as usize;

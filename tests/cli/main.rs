@@ -68,7 +68,7 @@ fn every_bad_invocation_gives_one_line_and_exit_code_2() {
         (&["bench", "all_reduce", "--sizes", "17179869184G"], "bad size `17179869184G`"),
         (
             &["run", "all_reduce", "--bytes", "8000000000G"],
-            "all_reduce of 8589934592000000000 bytes per rank: a tensor of",
+            "all_reduce of 8589934592000000000 bytes per SIP: a tensor of",
         ),
         (&["run", "all_to_all", "--layout", "multi_pe", "--bytes", "8000000000G"], "too large: expected at most"),
         (&["bench", "all_reduce", "--sizes", "8000000000G"], "too large: expected at most"),

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct PeId {
-    /// The SIP (the rank of a collective).
+    /// The SIP: the package the PE sits in.
     pub sip: u32,
     /// The cube inside the SIP, row-major in the cube mesh.
     pub cube: u32,

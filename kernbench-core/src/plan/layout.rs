@@ -1,7 +1,7 @@
-//! Distributed tensors: how each rank's `rows x cols` tensor is split over its cubes and PEs.
+//! Distributed tensors: how each SIP's `rows x cols` tensor is split over its cubes and PEs.
 //!
-//! A [`DpPolicy`] splits a rank's tensor twice: first over the cubes of the SIP, then each cube's part
-//! over the cube's PEs. Each split is one [`Split`]; a part is always a rectangle of the rank's tensor,
+//! A [`DpPolicy`] splits a SIP's tensor twice: first over the cubes of the SIP, then each cube's part
+//! over the cube's PEs. Each split is one [`Split`]; a part is always a rectangle of the SIP's tensor,
 //! and a PE's shard holds its rectangle row-major, made contiguous. Row-wise and column-wise parts
 //! follow [`chunk_range`]: the first `len % count` parts are one row (column) larger. Every PE the
 //! policy places a part on holds a shard, even an empty one, so which PEs hold data depends only on
@@ -68,9 +68,9 @@ impl fmt::Display for Split {
     }
 }
 
-/// How a rank's tensor is spread over its SIP: split over cubes, then each cube's part over its PEs.
+/// How a SIP's tensor is spread over its SIP: split over cubes, then each cube's part over its PEs.
 ///
-/// Every part is a rectangle of the rank's tensor; a PE's shard holds its rectangle row-major, made
+/// Every part is a rectangle of the SIP's tensor; a PE's shard holds its rectangle row-major, made
 /// contiguous. Row-wise and column-wise parts follow [`chunk_range`]: the first `len % count` parts
 /// are one row (column) larger. Every PE the policy places a part on holds a shard, even an empty one,
 /// so which PEs hold data depends only on the policy and the system, never on the tensor's size.
@@ -85,14 +85,14 @@ impl fmt::Display for Split {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DpPolicy {
-    /// How the cubes of a SIP share the rank's tensor.
+    /// How the cubes of a SIP share the SIP's tensor.
     pub cube: Split,
     /// How the PEs of a cube share the cube's part.
     pub pe: Split,
 }
 
 impl DpPolicy {
-    /// The whole rank tensor on (cube 0, PE 0): one shard per rank.
+    /// The whole SIP tensor on (cube 0, PE 0): one shard per SIP.
     pub const LEADER: DpPolicy = DpPolicy { cube: Split::Leader, pe: Split::Leader };
 
     /// A policy from its two splits.
@@ -107,13 +107,13 @@ impl fmt::Display for DpPolicy {
     }
 }
 
-/// Whether a rank's data sits on one PE or several: what registry selection rules distinguish.
+/// Whether a SIP's data sits on one PE or several: what registry selection rules distinguish.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LayoutKind {
-    /// Each rank's tensor is one shard on one PE.
+    /// Each SIP's tensor is one shard on one PE.
     OnePe,
-    /// Some rank's tensor is held by several PEs.
+    /// Some SIP's tensor is held by several PEs.
     MultiPe,
 }
 
@@ -133,27 +133,27 @@ impl fmt::Display for LayoutKind {
     }
 }
 
-/// Where a distributed tensor's data is: its dtype, the rank shape, and how many elements each PE
+/// Where a distributed tensor's data is: its dtype, the SIP tensor's shape, and how many elements each PE
 /// holds. This is what validators check against an install plan.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Layout {
     /// The element type.
     pub dtype: Dtype,
-    /// Rows of each rank's tensor.
+    /// Rows of each SIP's tensor.
     pub rows: usize,
-    /// Columns of each rank's tensor.
+    /// Columns of each SIP's tensor.
     pub cols: usize,
     /// Elements held per PE; a PE not listed holds no shard.
     pub shards: BTreeMap<PeId, usize>,
 }
 
 impl Layout {
-    /// Elements of one rank's whole tensor: `rows * cols`.
-    pub fn rank_elements(&self) -> usize {
+    /// Elements of one SIP's whole tensor: `rows * cols`.
+    pub fn sip_elements(&self) -> usize {
         self.rows.saturating_mul(self.cols)
     }
 
-    /// One PE per rank or several.
+    /// One PE per SIP or several.
     pub fn kind(&self) -> LayoutKind {
         let shards_per_sip = self.shards.keys().fold(BTreeMap::<u32, usize>::new(), |mut counts, pe| {
             *counts.entry(pe.sip).or_default() += 1;
@@ -168,23 +168,23 @@ impl Layout {
 #[non_exhaustive]
 pub enum LayoutError {
     /// `distribute` needs one tile per SIP.
-    #[error("got {got} rank tiles for a system of {expected} SIPs: expected one tile per SIP")]
+    #[error("got {got} SIP tiles for a system of {expected} SIPs: expected one tile per SIP")]
     TileCount {
         /// SIPs in the system.
         expected: usize,
         /// Tiles given.
         got: usize,
     },
-    /// A rank tile whose length is not `rows * cols`.
+    /// A SIP tile whose length is not `rows * cols`.
     #[error("the tile of SIP {sip} holds {got} elements: expected rows x cols = {rows} x {cols} = {}", rows * cols)]
     TileLength {
         /// The SIP.
         sip: u32,
         /// Its tile's length.
         got: usize,
-        /// Rows of the rank tensor.
+        /// Rows of the SIP tensor.
         rows: usize,
-        /// Columns of the rank tensor.
+        /// Columns of the SIP tensor.
         cols: usize,
     },
     /// Tiles of different dtypes in one tensor.
@@ -198,7 +198,7 @@ pub enum LayoutError {
         got: Dtype,
     },
     /// `rows * cols` does not fit a `usize`.
-    #[error("a {rows} x {cols} rank tensor has more elements than a usize can count")]
+    #[error("a {rows} x {cols} SIP tensor has more elements than a usize can count")]
     ShapeOverflow {
         /// Rows.
         rows: usize,
@@ -259,7 +259,7 @@ pub enum LayoutError {
         /// The first PE holding the part.
         reference: PeId,
     },
-    /// The shards of a rank built with [`DistTensor::from_shards`] do not add up to its tensor.
+    /// The shards of a SIP built with [`DistTensor::from_shards`] do not add up to its tensor.
     #[error("the shards of SIP {sip} hold {got} elements in total: expected rows x cols = {expected}")]
     RankLength {
         /// The SIP.
@@ -274,7 +274,7 @@ pub enum LayoutError {
     Tile(#[from] TileError),
 }
 
-/// A rectangle of a rank's tensor.
+/// A rectangle of a SIP's tensor.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Block {
     rows: Range<usize>,
@@ -287,17 +287,17 @@ impl Block {
     }
 }
 
-/// Where a tensor's shards came from, which decides how a rank is gathered.
+/// Where a tensor's shards came from, which decides how a SIP's tensor is gathered.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Placement {
     /// Parts placed by a policy on a system of `sips x cubes x pes`.
     Policy { policy: DpPolicy, sips: u32, cubes: u32, pes: u32 },
-    /// Shards given as they are; a rank is its shards concatenated in `PeId` order.
+    /// Shards given as they are; a SIP's tensor is its shards concatenated in `PeId` order.
     Explicit,
 }
 
 impl Placement {
-    /// Every `(cube, pe, part)` of one rank, in `PeId` order: the same for every SIP.
+    /// Every `(cube, pe, part)` of one SIP, in `PeId` order: the same for every SIP.
     fn parts(&self, rows: usize, cols: usize) -> Result<Vec<(u32, u32, Block)>, TileError> {
         let Placement::Policy { policy, cubes, pes, .. } = *self else {
             return Ok(Vec::new());
@@ -318,17 +318,17 @@ impl Placement {
     }
 }
 
-/// A tensor of `rows x cols` per rank, held as shards on the PEs of every SIP.
+/// A tensor of `rows x cols` per SIP, held as shards on the PEs of every SIP.
 ///
 /// # Examples
 /// ```
 /// use kernbench_core::{DistTensor, DpPolicy, Split, System, Tile, PeId};
 /// let system = System::shape(2, 2, 1, 2).unwrap(); // 2 SIPs x 2 cubes x 2 PEs
-/// let ranks: Vec<Tile> = (0..2).map(|r| Tile::from_vec((0..8).map(|v| (v + 10 * r) as f32).collect())).collect();
-/// let t = DistTensor::distribute(&system, &ranks, 2, 4, DpPolicy::new(Split::RowWise, Split::ColumnWise)).unwrap();
+/// let sips: Vec<Tile> = (0..2).map(|r| Tile::from_vec((0..8).map(|v| (v + 10 * r) as f32).collect())).collect();
+/// let t = DistTensor::distribute(&system, &sips, 2, 4, DpPolicy::new(Split::RowWise, Split::ColumnWise)).unwrap();
 /// // Cube 1 holds row 1; its PE 1 holds columns 2..4 of it.
 /// assert_eq!(t.shard(PeId::new(1, 1, 1)).unwrap().to_vec::<f32>().unwrap(), vec![16.0, 17.0]);
-/// assert!(t.gather_rank(1).unwrap().bit_eq(&ranks[1]));
+/// assert!(t.gather_sip(1).unwrap().bit_eq(&sips[1]));
 /// ```
 #[derive(Clone, Debug)]
 pub struct DistTensor {
@@ -339,7 +339,7 @@ pub struct DistTensor {
     placement: Placement,
 }
 
-fn rank_len(rows: usize, cols: usize) -> Result<usize, LayoutError> {
+fn sip_len(rows: usize, cols: usize) -> Result<usize, LayoutError> {
     rows.checked_mul(cols).ok_or(LayoutError::ShapeOverflow { rows, cols })
 }
 
@@ -347,7 +347,7 @@ fn check_dtype(expected: Dtype, got: Dtype, what: impl FnOnce() -> String) -> Re
     if expected == got { Ok(()) } else { Err(LayoutError::DtypeMismatch { what: what(), expected, got }) }
 }
 
-/// The part `block` of a row-major rank tile with `cols` columns, contiguous; shares the tile's buffer
+/// The part `block` of a row-major SIP tile with `cols` columns, contiguous; shares the tile's buffer
 /// when the part is already contiguous in it.
 fn cut(tile: &Tile, cols: usize, block: &Block) -> Result<Tile, TileError> {
     let width = block.cols.len();
@@ -366,7 +366,7 @@ fn cut(tile: &Tile, cols: usize, block: &Block) -> Result<Tile, TileError> {
     Tile::concat(&rows)
 }
 
-/// Writes a contiguous `shard` of part `block` back into a row-major rank tile.
+/// Writes a contiguous `shard` of part `block` back into a row-major SIP tile.
 fn paste(out: &mut Tile, cols: usize, block: &Block, shard: &Tile) -> Result<(), TileError> {
     let width = block.cols.len();
     if width == cols {
@@ -408,7 +408,7 @@ impl DistTensor {
         if tiles.len() != system.sips() {
             return Err(LayoutError::TileCount { expected: system.sips(), got: tiles.len() });
         }
-        let len = rank_len(rows, cols)?;
+        let len = sip_len(rows, cols)?;
         let dtype = tiles[0].dtype();
         for (sip, tile) in (0u32..).zip(tiles) {
             check_dtype(dtype, tile.dtype(), || format!("the tile of SIP {sip}"))?;
@@ -428,7 +428,7 @@ impl DistTensor {
     }
 
     /// A tensor from shards as they are (for example a runtime's per-PE outputs). Without a policy,
-    /// a rank is gathered as its shards concatenated in `PeId` order.
+    /// a SIP's tensor is gathered as its shards concatenated in `PeId` order.
     ///
     /// # Errors
     /// [`LayoutError::DtypeMismatch`] for a shard of another dtype, [`LayoutError::ShapeOverflow`].
@@ -438,7 +438,7 @@ impl DistTensor {
         cols: usize,
         shards: BTreeMap<PeId, Tile>,
     ) -> Result<DistTensor, LayoutError> {
-        rank_len(rows, cols)?;
+        sip_len(rows, cols)?;
         for (pe, shard) in &shards {
             check_dtype(dtype, shard.dtype(), || format!("the shard on {pe}"))?;
         }
@@ -498,8 +498,8 @@ impl DistTensor {
     /// # Errors
     /// [`LayoutError::NoSuchSip`], [`LayoutError::MissingShard`], [`LayoutError::ShardLength`],
     /// [`LayoutError::ReplicaMismatch`]; for a tensor built from shards, [`LayoutError::RankLength`].
-    pub fn gather_rank(&self, sip: u32) -> Result<Tile, LayoutError> {
-        let len = rank_len(self.rows, self.cols)?;
+    pub fn gather_sip(&self, sip: u32) -> Result<Tile, LayoutError> {
+        let len = sip_len(self.rows, self.cols)?;
         let Placement::Policy { policy, sips, .. } = self.placement else {
             let own: Vec<Tile> = self
                 .shards
@@ -542,7 +542,7 @@ impl DistTensor {
         self.dtype
     }
 
-    /// Each rank's shape, `(rows, cols)`.
+    /// Each SIP tensor's shape, `(rows, cols)`.
     pub fn shape(&self) -> (usize, usize) {
         (self.rows, self.cols)
     }
@@ -570,7 +570,7 @@ impl DistTensor {
         self.shards
     }
 
-    /// Where the data is: dtype, rank shape and elements per PE.
+    /// Where the data is: dtype, SIP tensor shape and elements per PE.
     pub fn layout(&self) -> Layout {
         Layout {
             dtype: self.dtype,

@@ -1,7 +1,7 @@
 //! Mappers: which PEs of each SIP take part in a collective.
 //!
-//! Rank = SIP, so a mapper decides how much of each rank works: only its leader, one PE per cube, or
-//! every PE. Every mapper returns its choice in `PeId` order, the order ranks are numbered in.
+//! Each SIP launches the collective on its part of the tensor, so a mapper decides how much of each SIP
+//! works: only its leader, one PE per cube, or every PE. Every mapper returns its choice in `PeId` order, the order ranks are numbered in.
 
 use crate::names::{Builtin, NamedItem, UnknownName, listing, lookup};
 use crate::machine::{PeId, System};
@@ -34,7 +34,7 @@ pub fn mapper_by_name(name: &str) -> Result<Builtin<MapperFn>, UnknownName> {
     lookup("mapper", &TABLE, name)
 }
 
-/// `(sip, cube 0, pe 0)` of every SIP: one participant per rank.
+/// `(sip, cube 0, pe 0)` of every SIP: one participant per SIP.
 pub fn leader_only(system: &System) -> Vec<PeId> {
     let (sips, _, _) = system.extents();
     (0..sips).map(|sip| PeId::new(sip, 0, 0)).collect()

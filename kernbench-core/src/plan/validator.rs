@@ -17,12 +17,12 @@ use crate::plan::{InstallPlan, Layout};
 pub type ValidatorFn = fn(&InstallPlan, &Layout) -> Result<(), ValidationError>;
 
 const TABLE: [Builtin<ValidatorFn>; 4] = [
-    Builtin { item: NamedItem { name: "single_shard", summary: "one participant per SIP holding the whole rank tensor" }, function: single_shard },
+    Builtin { item: NamedItem { name: "single_shard", summary: "one participant per SIP holding the whole SIP tensor" }, function: single_shard },
     Builtin { item: NamedItem {
             name: "multi_pe_sip_local",
             summary: "every participant holds one shard, all of equal length, none elsewhere",
         }, function: multi_pe_sip_local },
-    Builtin { item: NamedItem { name: "replicated", summary: "every participant holds a full copy of the rank tensor" }, function: replicated },
+    Builtin { item: NamedItem { name: "replicated", summary: "every participant holds a full copy of the SIP tensor" }, function: replicated },
     Builtin { item: NamedItem { name: "any", summary: "shards exactly on the participants, of any length" }, function: any },
 ];
 
@@ -94,7 +94,7 @@ pub enum ValidationError {
         elements: usize,
         /// Elements expected.
         expected: usize,
-        /// What was expected: `the whole rank tensor`.
+        /// What was expected: `the whole SIP tensor`.
         what: &'static str,
     },
     /// Shards of different lengths where every kernel sends the same length.
@@ -137,16 +137,16 @@ fn on_participants(
 }
 
 fn whole_tensor(validator: &'static str, held: &[(PeId, usize)], layout: &Layout) -> Result<(), ValidationError> {
-    let expected = layout.rank_elements();
+    let expected = layout.sip_elements();
     match held.iter().find(|&&(_, elements)| elements != expected) {
         Some(&(pe, elements)) => {
-            Err(ValidationError::WrongLength { validator, pe, elements, expected, what: "the whole rank tensor" })
+            Err(ValidationError::WrongLength { validator, pe, elements, expected, what: "the whole SIP tensor" })
         }
         None => Ok(()),
     }
 }
 
-/// Exactly one participating PE per SIP, holding the whole rank tensor, and nothing elsewhere (the
+/// Exactly one participating PE per SIP, holding the whole SIP tensor, and nothing elsewhere (the
 /// layout of [`DpPolicy::LEADER`](crate::plan::DpPolicy::LEADER) with mapper `leader_only`).
 ///
 /// # Errors
@@ -161,7 +161,7 @@ pub fn single_shard(plan: &InstallPlan, layout: &Layout) -> Result<(), Validatio
             participants: sip.pes.iter().map(|p| p.pe).collect(),
         });
     }
-    let held = on_participants(NAME, "the whole rank tensor", plan, layout)?;
+    let held = on_participants(NAME, "the whole SIP tensor", plan, layout)?;
     whole_tensor(NAME, &held, layout)
 }
 
@@ -178,7 +178,7 @@ pub fn single_shard(plan: &InstallPlan, layout: &Layout) -> Result<(), Validatio
 /// use kernbench_core::{Dtype, InstallPlan, Layout, PeId, System, ValidationError, multi_pe_sip_local};
 /// let system = System::shape(2, 1, 1, 4).unwrap();
 /// let plan = InstallPlan::build(&system, "hierarchical_3level", "all_pes").unwrap();
-/// // One shard per rank, as leader_only would have it.
+/// // One shard per SIP, as leader_only would have it.
 /// let shards = BTreeMap::from([(PeId::new(0, 0, 0), 64), (PeId::new(1, 0, 0), 64)]);
 /// let layout = Layout { dtype: Dtype::F32, rows: 1, cols: 64, shards };
 /// let err = multi_pe_sip_local(&plan, &layout).unwrap_err();
@@ -198,14 +198,14 @@ pub fn multi_pe_sip_local(plan: &InstallPlan, layout: &Layout) -> Result<(), Val
     }
 }
 
-/// Every participating PE holds a full copy of its rank's tensor, and nothing lives elsewhere.
+/// Every participating PE holds a full copy of its SIP's tensor, and nothing lives elsewhere.
 ///
 /// # Errors
 /// [`ValidationError::ShardOffParticipant`], [`ValidationError::MissingShard`] or
 /// [`ValidationError::WrongLength`].
 pub fn replicated(plan: &InstallPlan, layout: &Layout) -> Result<(), ValidationError> {
     const NAME: &str = "replicated";
-    let held = on_participants(NAME, "a full copy of the rank tensor", plan, layout)?;
+    let held = on_participants(NAME, "a full copy of the SIP tensor", plan, layout)?;
     whole_tensor(NAME, &held, layout)
 }
 

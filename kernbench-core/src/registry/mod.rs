@@ -115,7 +115,7 @@ pub enum RegistryError {
     },
     /// No selection rule matched.
     #[error(
-        "no selection rule of {collective} matches {bytes} bytes per rank with a {layout} layout; {}",
+        "no selection rule of {collective} matches {bytes} bytes per SIP with a {layout} layout; {}",
         describe_rules(*collective, rules)
     )]
     NoRule {
@@ -368,7 +368,7 @@ impl Registry {
         self.selection.get(&collective).map_or(&[], Vec::as_slice)
     }
 
-    /// The algorithm for `collective` at `bytes_per_rank` with a `layout` of that kind: the first
+    /// The algorithm for `collective` at `bytes_per_sip` with a `layout` of that kind: the first
     /// rule whose every condition holds.
     ///
     /// # Errors
@@ -376,12 +376,12 @@ impl Registry {
     pub fn select(
         &self,
         collective: Collective,
-        bytes_per_rank: u64,
+        bytes_per_sip: u64,
         layout: LayoutKind,
     ) -> Result<Selection<'_>, RegistryError> {
-        self.matching(collective, bytes_per_rank, layout).next().ok_or_else(|| RegistryError::NoRule {
+        self.matching(collective, bytes_per_sip, layout).next().ok_or_else(|| RegistryError::NoRule {
             collective,
-            bytes: bytes_per_rank,
+            bytes: bytes_per_sip,
             layout,
             rules: self.rules(collective).to_vec(),
         })
@@ -392,11 +392,11 @@ impl Registry {
     pub fn matching(
         &self,
         collective: Collective,
-        bytes_per_rank: u64,
+        bytes_per_sip: u64,
         layout: LayoutKind,
     ) -> impl Iterator<Item = Selection<'_>> + '_ {
         self.rules(collective).iter().enumerate().filter_map(move |(i, rule)| {
-            let conditions = rule.conditions(bytes_per_rank, layout);
+            let conditions = rule.conditions(bytes_per_sip, layout);
             if !conditions.iter().all(|(met, _)| *met) {
                 return None;
             }

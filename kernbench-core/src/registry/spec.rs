@@ -61,10 +61,10 @@ pub struct AlgorithmSpec {
 pub struct SelectionRule {
     /// The algorithm chosen.
     pub algorithm: String,
-    /// Matches when bytes per rank are at least this.
+    /// Matches when bytes per SIP are at least this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_bytes: Option<u64>,
-    /// Matches when bytes per rank are at most this.
+    /// Matches when bytes per SIP are at most this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_bytes: Option<u64>,
     /// Matches only this kind of layout.
@@ -122,7 +122,7 @@ impl fmt::Display for SelectionRule {
 ///                   {"algorithm": "ring"}]}}
 /// ```
 ///
-/// A selection rule's `min_bytes` and `max_bytes` are inclusive bounds on bytes per rank; `layout`
+/// A selection rule's `min_bytes` and `max_bytes` are inclusive bounds on bytes per SIP; `layout`
 /// is `one_pe` or `multi_pe`. Check it with [`Registry::from_spec`].
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -22,7 +22,7 @@ fn round_trip(system: &System, rows: usize, cols: usize, policy: DpPolicy, dtype
     let t = DistTensor::distribute(system, &tiles, rows, cols, policy).unwrap();
     assert_eq!(t.policy(), Some(policy));
     for (sip, tile) in (0u32..).zip(&tiles) {
-        let back = t.gather_rank(sip).unwrap();
+        let back = t.gather_sip(sip).unwrap();
         assert!(back.bit_eq(tile), "{policy} {rows}x{cols}: SIP {sip} gathered {back:?}, expected {tile:?}");
     }
     let layout = t.layout();
@@ -130,7 +130,7 @@ fn distribute_wants_one_tile_per_sip() {
     let err =
         DistTensor::distribute(&system, &rank_tiles(&system, Dtype::F32, 4)[..2], 2, 2, DpPolicy::LEADER).unwrap_err();
     assert_eq!(err, LayoutError::TileCount { expected: 3, got: 2 });
-    assert_mentions(&err.to_string(), &["2 rank tiles", "3 SIPs"]);
+    assert_mentions(&err.to_string(), &["2 SIP tiles", "3 SIPs"]);
 }
 
 #[test]
@@ -164,7 +164,7 @@ fn distribute_rejects_an_overflowing_shape() {
 fn gather_rejects_a_sip_the_tensor_does_not_span() {
     let system = system(2, 1, 1, 1);
     let t = DistTensor::distribute(&system, &rank_tiles(&system, Dtype::F32, 4), 2, 2, DpPolicy::LEADER).unwrap();
-    assert_eq!(t.gather_rank(2).unwrap_err(), LayoutError::NoSuchSip { sip: 2, sips: 2 });
+    assert_eq!(t.gather_sip(2).unwrap_err(), LayoutError::NoSuchSip { sip: 2, sips: 2 });
 }
 
 #[test]
@@ -180,7 +180,7 @@ fn gather_rejects_replicas_that_disagree() {
     .unwrap();
     let mut shards = t.shards().clone();
     shards.insert(PeId::new(0, 0, 2), Tile::filled(Dtype::F32, 4, 9.0));
-    let err = t.with_shards(shards).unwrap().gather_rank(0).unwrap_err();
+    let err = t.with_shards(shards).unwrap().gather_sip(0).unwrap_err();
     assert_eq!(err, LayoutError::ReplicaMismatch { pe: PeId::new(0, 0, 2), reference: PeId::new(0, 0, 0) });
 }
 
@@ -196,7 +196,7 @@ fn with_shards_keeps_the_policy_and_checks_positions() {
         .collect();
     let out = t.with_shards(doubled.clone()).unwrap();
     let expected: Vec<f64> = (0..16).map(|v| 2.0 * v as f64).collect();
-    assert_eq!(out.gather_rank(0).unwrap().to_f64_vec(), expected);
+    assert_eq!(out.gather_sip(0).unwrap().to_f64_vec(), expected);
 
     let mut missing = doubled.clone();
     missing.remove(&PeId::new(0, 1, 1));
@@ -223,9 +223,9 @@ fn from_shards_gathers_a_rank_in_pe_order() {
     ]);
     let t = DistTensor::from_shards(Dtype::I32, 2, 2, shards).unwrap();
     assert_eq!(t.policy(), None);
-    assert_eq!(t.gather_rank(0).unwrap().to_vec::<i32>().unwrap(), vec![1, 2, 3, 4]);
-    assert_eq!(t.gather_rank(1).unwrap().to_vec::<i32>().unwrap(), vec![5, 6, 7, 8]);
-    assert_eq!(t.gather_rank(2).unwrap_err(), LayoutError::RankLength { sip: 2, got: 0, expected: 4 });
+    assert_eq!(t.gather_sip(0).unwrap().to_vec::<i32>().unwrap(), vec![1, 2, 3, 4]);
+    assert_eq!(t.gather_sip(1).unwrap().to_vec::<i32>().unwrap(), vec![5, 6, 7, 8]);
+    assert_eq!(t.gather_sip(2).unwrap_err(), LayoutError::RankLength { sip: 2, got: 0, expected: 4 });
 }
 
 #[test]
@@ -311,7 +311,7 @@ fn single_shard_rejects_a_partial_shard() {
     layout.shards.insert(PeId::new(1, 0, 0), 4);
     let err = single_shard(&plan, &layout).unwrap_err();
     assert!(matches!(err, ValidationError::WrongLength { elements: 4, expected: 8, .. }), "{err:?}");
-    assert_mentions(&err.to_string(), &["(sip 1, cube 0, pe 0) holds 4 elements", "whole rank tensor"]);
+    assert_mentions(&err.to_string(), &["(sip 1, cube 0, pe 0) holds 4 elements", "whole SIP tensor"]);
 }
 
 #[test]

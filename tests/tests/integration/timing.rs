@@ -4,7 +4,7 @@
 //! and every channel's bytes, and determinism across thread counts.
 //!
 //! Notation: `p` ranks; `o` injection (ns); `L` a link's latency (ns); `a = o + L`; `b` bandwidth
-//! (GB/s = bytes/ns); `N` bytes per rank. Compute and memory run at 1e300 (GFLOP/s, GB/s) unless a
+//! (GB/s = bytes/ns); `N` bytes per SIP. Compute and memory run at 1e300 (GFLOP/s, GB/s) unless a
 //! test says otherwise, so they cost nothing to f64 precision. Every closed form is also checked
 //! against the nearby wrong forms (`p` for `p - 1`, no latency term, ...) to show the check can fail.
 
