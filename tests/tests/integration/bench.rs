@@ -1,9 +1,9 @@
-//! Sweeps, tuning, traces and plots: the tuned registry makes `auto` the fastest candidate, a trace is
-//! a valid Chrome / Perfetto trace with a track per PE and per busy channel, and a plot is a valid SVG
-//! with axes and one line per algorithm.
+//! Sweeps, tuning and traces: the tuned registry makes `auto` the fastest candidate, and a trace is a
+//! valid Chrome / Perfetto trace with a track per PE and per busy channel. (Plots are the CLI's: see
+//! the `kernbench-cli` crate.)
 
 use kernbench::sim::Timing;
-use kernbench::sweep::{Row, Series, Sweep};
+use kernbench::sweep::{Series, Sweep};
 use kernbench::tune::Tuner;
 use kernbench::{Collective, Communicator, Dtype, ReduceOp, Registry, System};
 
@@ -145,67 +145,4 @@ fn a_trace_has_send_recv_reduce_and_blocked_spans_per_pe_and_transfers_per_chann
 #[test]
 fn a_multi_pe_trace_names_every_participating_pe() {
     traced_call(small_system(), Collective::AllReduce, "hierarchical_allreduce", 1 << 12);
-}
-
-// --- plots ---
-
-fn rows(algorithms: &[&str], sizes: &[u64]) -> Vec<Row> {
-    let mut comm = Communicator::new(small_system()).unwrap();
-    let series = algorithms.iter().map(|a| Series::Algorithm((*a).to_owned())).collect();
-    Sweep::new(Collective::AllReduce, series, sizes.to_vec()).run(&mut comm, |_| {}).unwrap()
-}
-
-fn class_of<'a>(node: &roxmltree::Node<'a, '_>) -> &'a str {
-    node.attribute("class").unwrap_or("")
-}
-
-#[test]
-fn a_plot_is_an_svg_with_axes_ticks_and_one_line_per_algorithm() {
-    let algorithms = ["ring", "recursive_doubling", "one_shot"];
-    let sizes = [1 << 10, 1 << 12, 1 << 14, 1 << 16];
-    let svg = kernbench::plot::busbw_svg("all_reduce", &rows(&algorithms, &sizes));
-    let doc = roxmltree::Document::parse(&svg).expect("the SVG is well-formed XML");
-    let root = doc.root_element();
-    assert_eq!((root.tag_name().name(), root.tag_name().namespace()), ("svg", Some("http://www.w3.org/2000/svg")));
-    let view: Vec<f64> = root.attribute("viewBox").expect("a viewBox").split(' ').map(|v| v.parse().unwrap()).collect();
-    let (width, height) = (view[2], view[3]);
-
-    let nodes: Vec<_> = root.descendants().filter(|n| n.is_element()).collect();
-    for axis in ["x-axis", "y-axis"] {
-        let line = nodes.iter().find(|n| class_of(n) == axis).unwrap_or_else(|| panic!("no {axis}"));
-        assert_eq!(line.tag_name().name(), "line");
-    }
-    for ticks in ["x-ticks", "y-ticks"] {
-        let group = nodes.iter().find(|n| class_of(n) == ticks).unwrap_or_else(|| panic!("no {ticks}"));
-        let labels: Vec<&str> =
-            group.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text()).collect();
-        assert!(labels.len() >= 2, "{ticks}: {labels:?}");
-        if ticks == "x-ticks" {
-            assert_eq!(labels, ["1K", "2K", "4K", "8K", "16K", "32K", "64K"]);
-        }
-    }
-    for label in ["x-label", "y-label"] {
-        assert!(nodes.iter().any(|n| class_of(n) == label && n.text().is_some_and(|t| !t.is_empty())), "no {label}");
-    }
-
-    let lines: Vec<_> = nodes.iter().filter(|n| n.has_tag_name("polyline")).collect();
-    let names: Vec<&str> = lines.iter().map(|n| n.attribute("data-series").unwrap()).collect();
-    assert_eq!(names, algorithms, "one line per algorithm, in order");
-    for line in &lines {
-        let points: Vec<(f64, f64)> = line
-            .attribute("points")
-            .unwrap()
-            .split(' ')
-            .map(|p| {
-                let (x, y) = p.split_once(',').unwrap();
-                (x.parse().unwrap(), y.parse().unwrap())
-            })
-            .collect();
-        assert_eq!(points.len(), sizes.len());
-        assert!(points.windows(2).all(|w| w[0].0 < w[1].0), "x grows with size");
-        assert!(points.iter().all(|&(x, y)| (0.0..=width).contains(&x) && (0.0..=height).contains(&y)));
-    }
-    let legend = nodes.iter().find(|n| class_of(n) == "legend").expect("a legend");
-    let entries: Vec<&str> = legend.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text()).collect();
-    assert_eq!(entries, algorithms);
 }

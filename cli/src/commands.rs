@@ -150,9 +150,14 @@ struct TuneArgs {
     /// Write the registry with the tuned rules here.
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Write the tuned rules here as NCCL-tuner-style CSV.
+    /// Write the tuned rules here as kernbench's rules CSV (kernbench's algorithm names, bytes per
+    /// rank).
     #[arg(long)]
-    csv: Option<PathBuf>,
+    rules_csv: Option<PathBuf>,
+    /// Write the tuned rules that NCCL has algorithms for here, as a configuration file of NCCL's
+    /// example tuner plugin (NCCL_TUNER_CONFIG_FILE).
+    #[arg(long)]
+    nccl_tuner: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -237,6 +242,10 @@ impl Setup {
         };
         Ok(comm.threads(threads))
     }
+}
+
+fn write_file(path: &Path, text: String) -> Result<()> {
+    std::fs::write(path, text).with_context(|| format!("cannot write `{}`", path.display()))
 }
 
 fn collective(name: &str) -> Result<Collective> {
@@ -370,12 +379,16 @@ fn tune(args: &TuneArgs, out: &mut impl Write) -> Result<()> {
     if let Some(path) = &args.out {
         let registry = tuning.registry(comm.registry())?;
         let text = serde_json::to_string_pretty(&registry)?;
-        std::fs::write(path, text + "\n").with_context(|| format!("cannot write `{}`", path.display()))?;
+        write_file(path, text + "\n")?;
         writeln!(out, "# wrote {} (use it with --registry)", path.display())?;
     }
-    if let Some(path) = &args.csv {
-        std::fs::write(path, tuning.csv()).with_context(|| format!("cannot write `{}`", path.display()))?;
+    if let Some(path) = &args.rules_csv {
+        write_file(path, tuning.rules_csv())?;
         writeln!(out, "# wrote {}", path.display())?;
+    }
+    if let Some(path) = &args.nccl_tuner {
+        write_file(path, tuning.nccl_tuner_csv())?;
+        writeln!(out, "# wrote {} (NCCL_TUNER_CONFIG_FILE of NCCL's example tuner plugin)", path.display())?;
     }
     Ok(())
 }
@@ -394,7 +407,7 @@ fn trace(args: &TraceArgs, out: &mut impl Write) -> Result<()> {
     let (row, report) = sweep.call(&mut comm, &series, size)?;
     let trace = report.run.trace().context("the run was not timed")?;
     let text = serde_json::to_string(&trace)?;
-    std::fs::write(&args.out, text + "\n").with_context(|| format!("cannot write `{}`", args.out.display()))?;
+    write_file(&args.out, text + "\n")?;
     writeln!(out, "{report}")?;
     let channels = report.run.time().map_or(0, |t| t.channels.len());
     writeln!(
@@ -418,8 +431,8 @@ fn plot(args: &PlotArgs, out: &mut impl Write) -> Result<()> {
     let sweep = Sweep::new(collective, series.clone(), sizes.clone()).dtype(dtype).op(op);
     let rows = run_sweep(&sweep, &mut comm, true, out)?;
     let title = format!("{collective} busbw on {}", comm.system().describe());
-    let svg = kernbench::plot::busbw_svg(&title, &rows);
-    std::fs::write(&args.out, svg).with_context(|| format!("cannot write `{}`", args.out.display()))?;
+    let svg = crate::plot::busbw_svg(&title, &rows)?;
+    write_file(&args.out, svg)?;
     writeln!(out, "wrote {}: busbw of {} series at {} sizes", args.out.display(), series.len(), sizes.len())?;
     Ok(())
 }
