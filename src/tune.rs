@@ -198,85 +198,87 @@ impl Tuning {
         spec.selection.insert(self.collective, rules);
         Registry::from_spec(spec)
     }
+}
 
-    /// The buckets as kernbench's own rules CSV: a `#` header line, then
-    /// `collective,min_bytes,max_bytes,algorithm,layout,sips` per bucket, with kernbench's names, bytes
-    /// per rank as the registry compares them, and an empty field for an open bound.
-    ///
-    /// # Examples
-    /// ```
-    /// use kernbench::{Collective, Communicator, Dtype, ReduceOp, System, tune::Tuner};
-    /// let mut comm = Communicator::new(System::shape(4, 1, 1, 1).unwrap()).unwrap();
-    /// let tuning = Tuner::new(&comm, Collective::AllToAll).unwrap()
-    ///     .run(&mut comm, &[1024], (Dtype::F32, ReduceOp::Sum), |_| {}).unwrap();
-    /// let csv = tuning.rules_csv();
-    /// assert_eq!(csv.lines().next(), Some("# collective,min_bytes,max_bytes,algorithm,layout,sips"));
-    /// assert!(csv.lines().nth(1).unwrap().starts_with("all_to_all,,,"));
-    /// ```
-    pub fn rules_csv(&self) -> String {
-        let mut out = "# collective,min_bytes,max_bytes,algorithm,layout,sips\n".to_owned();
-        let bound = |b: Option<u64>| b.map_or(String::new(), |b| b.to_string());
-        for b in &self.buckets {
+/// The tunings' buckets as kernbench's own rules CSV: a `#` header line, then
+/// `collective,min_bytes,max_bytes,algorithm,layout,sips` per bucket, with kernbench's names, bytes per
+/// rank as the registry compares them, and an empty field for an open bound.
+///
+/// # Examples
+/// ```
+/// use kernbench::{Collective, Communicator, Dtype, ReduceOp, System, tune::{Tuner, rules_csv}};
+/// let mut comm = Communicator::new(System::shape(4, 1, 1, 1).unwrap()).unwrap();
+/// let tuning = Tuner::new(&comm, Collective::AllToAll).unwrap()
+///     .run(&mut comm, &[1024], (Dtype::F32, ReduceOp::Sum), |_| {}).unwrap();
+/// let csv = rules_csv(&[tuning]);
+/// assert_eq!(csv.lines().next(), Some("# collective,min_bytes,max_bytes,algorithm,layout,sips"));
+/// assert!(csv.lines().nth(1).unwrap().starts_with("all_to_all,,,"));
+/// ```
+pub fn rules_csv(tunings: &[Tuning]) -> String {
+    let mut out = "# collective,min_bytes,max_bytes,algorithm,layout,sips\n".to_owned();
+    let bound = |b: Option<u64>| b.map_or(String::new(), |b| b.to_string());
+    for tuning in tunings {
+        for b in &tuning.buckets {
             let _ = writeln!(
                 out,
                 "{},{},{},{},{},{}",
-                self.collective,
+                tuning.collective,
                 bound(b.min_bytes),
                 bound(b.max_bytes),
                 b.algorithm,
                 LayoutKind::OnePe.name(),
-                self.sips
+                tuning.sips
             );
         }
-        out
     }
+    out
+}
 
-    /// The buckets as a configuration file of NCCL's example tuner plugin (`ext-tuner/example`,
-    /// `NCCL_TUNER_CONFIG_FILE`): `collective_type,min_bytes,max_bytes,algorithm,protocol,channels,
-    /// nNodes,nRanks,numPipeOps,regBuff` per bucket that has an NCCL equivalent, in NCCL's names:
-    ///
-    /// | column | written |
-    /// | --- | --- |
-    /// | `collective_type` | [`nccl_collective`]: all-to-all has none, so it writes no line |
-    /// | `min_bytes`, `max_bytes` | the bucket in NCCL's `nBytes` (an all-gather's gathered output, so a rank's contribution times the ranks); 0 and -1 when open |
-    /// | `algorithm` | [`nccl_algorithm`] |
-    /// | `protocol` | `simple`: kernbench's kernels move whole messages, as NCCL's simple protocol does |
-    /// | `channels` | -1: NCCL's default |
-    /// | `nNodes` | -1: any (a SIP is a rank; kernbench has no hosts) |
-    /// | `nRanks` | the SIPs of the system tuned on |
-    /// | `numPipeOps`, `regBuff` | -1: any |
-    ///
-    /// A bucket whose algorithm has no NCCL equivalent becomes a `#` comment saying so, which the
-    /// plugin skips: NCCL then chooses for those sizes itself.
-    pub fn nccl_tuner_csv(&self) -> String {
-        let mut out = format!(
-            "# NCCL tuner plugin configuration from kernbench tune {} on {} SIPs (NCCL_TUNER_CONFIG_FILE)\n\
-             # collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff\n",
-            self.collective, self.sips
-        );
+/// The tunings' buckets as a configuration file of NCCL's example tuner plugin (`ext-tuner/example`,
+/// `NCCL_TUNER_CONFIG_FILE`): `collective_type,min_bytes,max_bytes,algorithm,protocol,channels,
+/// nNodes,nRanks,numPipeOps,regBuff` per bucket that has an NCCL equivalent, in NCCL's names:
+///
+/// | column | written |
+/// | --- | --- |
+/// | `collective_type` | [`nccl_collective`]: all-to-all has none, so it writes no line |
+/// | `min_bytes`, `max_bytes` | the bucket in NCCL's `nBytes` (an all-gather's gathered output, so a rank's contribution times the ranks); 0 and -1 when open |
+/// | `algorithm` | [`nccl_algorithm`] |
+/// | `protocol` | `simple`: kernbench's kernels move whole messages, as NCCL's simple protocol does |
+/// | `channels` | -1: NCCL's default |
+/// | `nNodes` | -1: any (a SIP is a rank; kernbench has no hosts) |
+/// | `nRanks` | the SIPs of the system tuned on |
+/// | `numPipeOps`, `regBuff` | -1: any |
+///
+/// A bucket whose algorithm has no NCCL equivalent becomes a `#` comment saying so, which the plugin
+/// skips: NCCL then chooses for those sizes itself.
+pub fn nccl_tuner_csv(tunings: &[Tuning]) -> String {
+    let mut out = "# NCCL tuner plugin configuration (NCCL_TUNER_CONFIG_FILE) from kernbench tune\n\
+                   # collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff\n"
+        .to_owned();
+    for tuning in tunings {
         // NCCL's nBytes of an all-gather is its output; the buckets count a rank's contribution.
-        let scale = if self.collective == Collective::AllGather { self.sips as u64 } else { 1 };
-        for b in &self.buckets {
-            match (nccl_collective(self.collective), nccl_algorithm(&b.algorithm)) {
+        let scale = if tuning.collective == Collective::AllGather { tuning.sips as u64 } else { 1 };
+        for b in &tuning.buckets {
+            match (nccl_collective(tuning.collective), nccl_algorithm(&b.algorithm)) {
                 (Some(collective), Some(algorithm)) => {
                     let _ = writeln!(
                         out,
                         "{collective},{},{},{algorithm},simple,-1,-1,{},-1,-1",
                         b.min_bytes.map_or(0, |m| m.saturating_mul(scale)),
                         b.max_bytes.map_or("-1".to_owned(), |m| m.saturating_mul(scale).to_string()),
-                        self.sips
+                        tuning.sips
                     );
                 }
                 (None, _) => {
-                    let _ = writeln!(out, "# {b}: NCCL's tuner has no {} collective", self.collective);
+                    let _ = writeln!(out, "# {} {b} (NCCL's tuner has no such collective)", tuning.collective);
                 }
                 (Some(_), None) => {
-                    let _ = writeln!(out, "# {b}: no NCCL algorithm does what {} does", b.algorithm);
+                    let _ = writeln!(out, "# {} {b} (no NCCL algorithm does this)", tuning.collective);
                 }
             }
         }
-        out
     }
+    out
 }
 
 /// NCCL's name of a collective in its tuner plugin's configuration, if NCCL's tuner has it (it has no
@@ -390,7 +392,7 @@ mod tests {
             .map(|s| s.algorithm.name.as_str())
             .collect();
         assert_eq!(multi_pe, ["hierarchical_allreduce", "intercube_allreduce"]);
-        let csv = tuning.rules_csv();
+        let csv = rules_csv(std::slice::from_ref(&tuning));
         assert_eq!(csv.lines().count(), 1 + tuning.buckets.len());
         assert!(csv.lines().nth(1).unwrap().starts_with("all_reduce,,"), "{csv}");
         let last: Vec<&str> = csv.lines().last().unwrap().split(',').collect();
@@ -457,7 +459,7 @@ mod tests {
             [(Collective::AllReduce, "allreduce", 1), (Collective::AllGather, "allgather", 4)]
         {
             let tuning = Tuner::new(&comm, collective).unwrap().run(&mut comm, &[1024, 1 << 20], data, |_| {}).unwrap();
-            let text = tuning.nccl_tuner_csv();
+            let text = nccl_tuner_csv(std::slice::from_ref(&tuning));
             let lines = read_as_nccl_plugin(&text);
             let mapped: Vec<&Bucket> =
                 tuning.buckets.iter().filter(|b| nccl_algorithm(&b.algorithm).is_some()).collect();
@@ -473,7 +475,7 @@ mod tests {
                 assert_eq!(*line, want, "{text}");
             }
             for bucket in tuning.buckets.iter().filter(|b| nccl_algorithm(&b.algorithm).is_none()) {
-                let comment = format!("# {bucket}: no NCCL algorithm does what {} does", bucket.algorithm);
+                let comment = format!("# {collective} {bucket} (no NCCL algorithm does this)");
                 assert!(text.lines().any(|l| l == comment), "no `{comment}` in\n{text}");
             }
         }
@@ -486,9 +488,10 @@ mod tests {
             .unwrap()
             .run(&mut comm, &[1024], (Dtype::F32, ReduceOp::Sum), |_| {})
             .unwrap();
-        let text = tuning.nccl_tuner_csv();
+        let text = nccl_tuner_csv(std::slice::from_ref(&tuning));
         assert!(read_as_nccl_plugin(&text).is_empty(), "{text}");
-        assert!(text.contains("NCCL's tuner has no all_to_all collective"), "{text}");
+        assert!(text.contains("# all_to_all every size: "), "{text}");
+        assert!(text.contains("(NCCL's tuner has no such collective)"), "{text}");
     }
 
     #[test]

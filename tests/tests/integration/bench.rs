@@ -11,9 +11,16 @@ fn small_system() -> System {
     System::shape(4, 1, 2, 2).expect("a valid shape")
 }
 
+/// A system the shipped rules were not tuned for (they are tuned for the built-in one) and are not
+/// the fastest on, so that tuning has something to change: two SIPs, where `one_shot` wins at
+/// every size.
+fn mistuned_system() -> System {
+    System::shape(2, 1, 2, 2).expect("a valid shape")
+}
+
 /// Tunes `collective` at `sizes`, then sweeps `auto` with the tuned registry at the same sizes.
 fn tuned_auto_against_candidates(collective: Collective, sizes: &[u64]) {
-    let system = small_system();
+    let system = mistuned_system();
     let mut comm = Communicator::new(system.clone()).unwrap();
     let data = (Dtype::F32, ReduceOp::Sum);
     let tuning = Tuner::new(&comm, collective).unwrap().run(&mut comm, sizes, data, |_| {}).unwrap();
@@ -56,7 +63,7 @@ fn the_default_registry_is_not_always_the_fastest_so_tuning_has_something_to_do(
     // A regression guard for the test above: were the default rules already optimal everywhere, it
     // could not tell a working tuner from one that copies the defaults.
     let sizes = vec![1 << 10, 1 << 13, 1 << 16, 1 << 18, 1 << 20];
-    let mut comm = Communicator::new(small_system()).unwrap();
+    let mut comm = Communicator::new(mistuned_system()).unwrap();
     let data = (Dtype::F32, ReduceOp::Sum);
     let tuning = Tuner::new(&comm, Collective::AllReduce).unwrap().run(&mut comm, &sizes, data, |_| {}).unwrap();
     let auto = Sweep::new(Collective::AllReduce, vec![Series::Auto], sizes).run(&mut comm, |_| {}).unwrap();
@@ -65,6 +72,30 @@ fn the_default_registry_is_not_always_the_fastest_so_tuning_has_something_to_do(
         row.time_ns > 1.01 * best
     });
     assert!(slower, "the default all_reduce rules are already the fastest at every size");
+}
+
+/// The shipped `ccl.json`'s selection rules are what `kernbench tune all --sizes 1K..1M` finds on the
+/// built-in system (see the README's tuning section), so a change to the timing model that moves a
+/// winner fails here until the rules are tuned again.
+#[test]
+fn the_shipped_selection_rules_are_the_built_in_systems_tuning() {
+    let mut comm = Communicator::new(System::builtin()).unwrap();
+    let shipped = comm.registry().clone();
+    let sizes = kernbench::sweep::parse_sizes("1K..1M").unwrap();
+    let data = (Dtype::F32, ReduceOp::Sum);
+    let mut tuned = shipped.clone();
+    for collective in Collective::ALL {
+        let tuning = Tuner::new(&comm, collective).unwrap().run(&mut comm, &sizes, data, |_| {}).unwrap();
+        tuned = tuning.registry(&tuned).unwrap();
+    }
+    for collective in Collective::ALL {
+        assert_eq!(
+            tuned.rules(collective),
+            shipped.rules(collective),
+            "{collective}: the shipped rules are not the tuned ones; run `kernbench tune all --sizes 1K..1M \
+             --out tuned.json` and copy its selection rules into algorithms/ccl.json"
+        );
+    }
 }
 
 // --- traces ---
