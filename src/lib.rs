@@ -7,7 +7,12 @@
 //!   root);
 //! - `#[ccl_kernel]` (in [`prelude`]);
 //! - the mock runtime ([`sim`]);
-//! - the shipped kernels and the default `ccl.json` ([`algorithms`]).
+//! - the shipped kernels and the default `ccl.json` ([`algorithms`]);
+//! - sweeps over sizes and algorithms ([`sweep`]), tuning of selection rules ([`tune`]) and the
+//!   sample tensors both use ([`workload`]).
+//!
+//! The `kernbench` command line is the `kernbench-cli` crate, so depending on this one brings no
+//! argument parser or progress bar.
 
 pub use kernbench_core::*;
 
@@ -24,7 +29,6 @@ pub mod algorithms {
 mod communicator;
 
 pub use communicator::{CallOptions, CallReport, CommError, Communicator};
-pub mod plot;
 pub mod sweep;
 pub mod tune;
 pub mod workload;

@@ -57,8 +57,8 @@ pub struct Tuning {
     pub rows: Vec<Row>,
     /// The fastest candidate per range of bytes per rank, smallest first.
     pub buckets: Vec<Bucket>,
-    /// SIPs of the system (NCCL's nodes), and the collective's ranks (one per SIP).
-    pub nodes: usize,
+    /// SIPs of the system: the collective's ranks (one per SIP).
+    pub sips: usize,
 }
 
 /// Tuning of one collective on one system: its candidates, found once, and the sweep over them.
@@ -129,7 +129,7 @@ impl Tuner {
             candidates: self.candidates.clone(),
             buckets: buckets(&rows),
             rows,
-            nodes: comm.system().sips(),
+            sips: comm.system().sips(),
         })
     }
 }
@@ -192,36 +192,134 @@ impl Tuning {
         tuned.set_rules(self.collective, rules)?;
         Ok(tuned)
     }
+}
 
-    /// The buckets in the columns of NCCL's tuner-plugin CSV, one line per bucket after a `#` header
-    /// line (NCCL's parser skips such lines):
-    ///
-    /// | column | here |
-    /// | --- | --- |
-    /// | `collective_type` | the collective (`all_reduce`, ...) |
-    /// | `min_bytes`, `max_bytes` | the bucket, inclusive (0 and 18446744073709551615 when open) |
-    /// | `algorithm` | the registry's algorithm name |
-    /// | `protocol`, `channels` | -1: not modelled |
-    /// | `nNodes`, `nRanks` | SIPs and ranks of the system tuned on |
-    /// | `numPipeOps`, `regBuff` | -1: any |
-    pub fn csv(&self) -> String {
-        let mut out =
-            "# collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff\n"
-                .to_owned();
-        for b in &self.buckets {
+/// The tunings' buckets as kernbench's own rules CSV: a `#` header line, then
+/// `collective,min_bytes,max_bytes,algorithm,layout,sips` per bucket, with kernbench's names, bytes per
+/// rank as the registry compares them, and an empty field for an open bound.
+///
+/// # Examples
+/// ```
+/// use kernbench::{Collective, Communicator, Dtype, ReduceOp, System, tune::{Tuner, rules_csv}};
+/// let mut comm = Communicator::new(System::shape(4, 1, 1, 1).unwrap());
+/// let tuning = Tuner::new(&comm, Collective::AllToAll).unwrap()
+///     .run(&mut comm, &[1024], (Dtype::F32, ReduceOp::Sum), |_| {}).unwrap();
+/// let csv = rules_csv(&[tuning]);
+/// assert_eq!(csv.lines().next(), Some("# collective,min_bytes,max_bytes,algorithm,layout,sips"));
+/// assert!(csv.lines().nth(1).unwrap().starts_with("all_to_all,,,"));
+/// ```
+pub fn rules_csv(tunings: &[Tuning]) -> String {
+    let mut out = "# collective,min_bytes,max_bytes,algorithm,layout,sips\n".to_owned();
+    let bound = |b: Option<u64>| b.map_or(String::new(), |b| b.to_string());
+    for tuning in tunings {
+        for b in &tuning.buckets {
             let _ = writeln!(
                 out,
-                "{},{},{},{},-1,-1,{},{},-1,-1",
-                self.collective,
-                b.min_bytes.unwrap_or(0),
-                b.max_bytes.unwrap_or(u64::MAX),
+                "{},{},{},{},{},{}",
+                tuning.collective,
+                bound(b.min_bytes),
+                bound(b.max_bytes),
                 b.algorithm,
-                self.nodes,
-                self.nodes
+                LayoutKind::OnePe.name(),
+                tuning.sips
             );
         }
-        out
     }
+    out
+}
+
+/// The tunings' buckets as a configuration file of NCCL's example tuner plugin (`ext-tuner/example`,
+/// `NCCL_TUNER_CONFIG_FILE`): `collective_type,min_bytes,max_bytes,algorithm,protocol,channels,
+/// nNodes,nRanks,numPipeOps,regBuff` per bucket that has an NCCL equivalent, in NCCL's names:
+///
+/// | column | written |
+/// | --- | --- |
+/// | `collective_type` | [`nccl_collective`]: all-to-all has none, so it writes no line |
+/// | `min_bytes`, `max_bytes` | the bucket in NCCL's `nBytes` (an all-gather's gathered output, so a rank's contribution times the ranks); 0 and -1 when open |
+/// | `algorithm` | [`nccl_algorithm`] |
+/// | `protocol` | `simple`: kernbench's kernels move whole messages, as NCCL's simple protocol does |
+/// | `channels` | -1: NCCL's default |
+/// | `nNodes` | -1: any (a SIP is a rank; kernbench has no hosts) |
+/// | `nRanks` | the SIPs of the system tuned on |
+/// | `numPipeOps`, `regBuff` | -1: any |
+///
+/// A bucket whose algorithm has no NCCL equivalent becomes a `#` comment saying so, which the plugin
+/// skips: NCCL then chooses for those sizes itself.
+pub fn nccl_tuner_csv(tunings: &[Tuning]) -> String {
+    let mut out = "# NCCL tuner plugin configuration (NCCL_TUNER_CONFIG_FILE) from kernbench tune\n\
+                   # collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff\n"
+        .to_owned();
+    for tuning in tunings {
+        // NCCL's nBytes of an all-gather is its output; the buckets count a rank's contribution.
+        let scale = if tuning.collective == Collective::AllGather { tuning.sips as u64 } else { 1 };
+        for b in &tuning.buckets {
+            match (nccl_collective(tuning.collective), nccl_algorithm(&b.algorithm)) {
+                (Some(collective), Some(algorithm)) => {
+                    let _ = writeln!(
+                        out,
+                        "{collective},{},{},{algorithm},simple,-1,-1,{},-1,-1",
+                        b.min_bytes.map_or(0, |m| m.saturating_mul(scale)),
+                        b.max_bytes.map_or("-1".to_owned(), |m| m.saturating_mul(scale).to_string()),
+                        tuning.sips
+                    );
+                }
+                (None, _) => {
+                    let _ = writeln!(out, "# {} {b} (NCCL's tuner has no such collective)", tuning.collective);
+                }
+                (Some(_), None) => {
+                    let _ = writeln!(out, "# {} {b} (no NCCL algorithm does this)", tuning.collective);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// NCCL's name of a collective in its tuner plugin's configuration, if NCCL's tuner has it (it has no
+/// all-to-all).
+///
+/// # Examples
+/// ```
+/// use kernbench::{Collective, tune::nccl_collective};
+/// assert_eq!(nccl_collective(Collective::ReduceScatter), Some("reducescatter"));
+/// assert_eq!(nccl_collective(Collective::AllToAll), None);
+/// ```
+pub fn nccl_collective(collective: Collective) -> Option<&'static str> {
+    match collective {
+        Collective::AllReduce => Some("allreduce"),
+        Collective::AllGather => Some("allgather"),
+        Collective::ReduceScatter => Some("reducescatter"),
+        Collective::Broadcast => Some("broadcast"),
+        Collective::Reduce => Some("reduce"),
+        Collective::AllToAll => None,
+    }
+}
+
+/// The shipped algorithms that NCCL has an equivalent of, and its name there. NCCL's ring runs both
+/// directions over its channels, as `bidirectional_ring` does, and its tree is a double binary tree;
+/// its tree exists for all-reduce only. Recursive doubling and halving, Rabenseifner, one-shot,
+/// 2D-mesh, Bruck, tree broadcast, pairwise all-to-all and the multi-PE algorithms have none.
+const NCCL_ALGORITHMS: [(&str, &str); 8] = [
+    ("ring", "ring"),
+    ("bidirectional_ring", "ring"),
+    ("tree", "tree"),
+    ("double_binary_tree", "tree"),
+    ("ring_allgather", "ring"),
+    ("ring_reduce_scatter", "ring"),
+    ("ring_broadcast", "ring"),
+    ("ring_reduce", "ring"),
+];
+
+/// NCCL's name of the algorithm that does what a shipped algorithm does, if there is one.
+///
+/// # Examples
+/// ```
+/// use kernbench::tune::nccl_algorithm;
+/// assert_eq!(nccl_algorithm("double_binary_tree"), Some("tree"));
+/// assert_eq!(nccl_algorithm("recursive_doubling"), None);
+/// ```
+pub fn nccl_algorithm(algorithm: &str) -> Option<&'static str> {
+    NCCL_ALGORITHMS.iter().find(|(ours, _)| *ours == algorithm).map(|(_, nccl)| *nccl)
 }
 
 #[cfg(test)]
@@ -288,10 +386,115 @@ mod tests {
             .map(|s| s.algorithm.name.as_str())
             .collect();
         assert_eq!(multi_pe, ["hierarchical_allreduce", "intercube_allreduce"]);
-        let csv = tuning.csv();
+        let csv = rules_csv(std::slice::from_ref(&tuning));
         assert_eq!(csv.lines().count(), 1 + tuning.buckets.len());
-        assert!(csv.lines().nth(1).unwrap().starts_with("all_reduce,0,"), "{csv}");
-        assert!(csv.trim_end().ends_with(",-1,-1,4,4,-1,-1"), "{csv}");
+        assert!(csv.lines().nth(1).unwrap().starts_with("all_reduce,,"), "{csv}");
+        let last: Vec<&str> = csv.lines().last().unwrap().split(',').collect();
+        assert_eq!((last.len(), last[2], last[4], last[5]), (6, "", "one_pe", "4"), "{csv}");
+    }
+
+    /// One configuration line of NCCL's example tuner plugin, read as that plugin reads its file:
+    /// lines starting with `#` and empty lines are skipped, fields are split at commas and trimmed,
+    /// 8 to 10 of them; names must be ones the plugin knows (it silently falls back to allreduce,
+    /// ring and simple for any other, so a name it does not know is a wrong rule); the byte bounds are
+    /// unsigned, where -1 reads as the largest value (`strtoull`); the other numbers are `int`s, -1
+    /// meaning "any" or "default".
+    #[derive(Debug, PartialEq)]
+    struct NcclLine {
+        collective: String,
+        min_bytes: u64,
+        max_bytes: u64,
+        algorithm: String,
+        ranks: i32,
+    }
+
+    fn read_as_nccl_plugin(text: &str) -> Vec<NcclLine> {
+        const COLLECTIVES: [&str; 5] = ["broadcast", "reduce", "allgather", "reducescatter", "allreduce"];
+        const ALGORITHMS: [&str; 7] = ["tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat"];
+        const PROTOCOLS: [&str; 3] = ["ll", "ll128", "simple"];
+        let mut lines = Vec::new();
+        for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+            let fields: Vec<&str> = line.split(',').map(|f| f.trim_matches([' ', '\t'])).collect();
+            assert!((8..=10).contains(&fields.len()), "{} fields in `{line}`", fields.len());
+            assert!(COLLECTIVES.contains(&fields[0]), "collective `{}` in `{line}`", fields[0]);
+            assert!(ALGORITHMS.contains(&fields[3]), "algorithm `{}` in `{line}`", fields[3]);
+            assert!(PROTOCOLS.contains(&fields[4]), "protocol `{}` in `{line}`", fields[4]);
+            let bytes = |f: &str| {
+                if f == "-1" {
+                    u64::MAX
+                } else {
+                    f.parse::<u64>().unwrap_or_else(|_| panic!("bytes `{f}` in `{line}`"))
+                }
+            };
+            let int = |f: &str| {
+                let n: i32 = f.parse().unwrap_or_else(|_| panic!("`{f}` is not an int in `{line}`"));
+                assert!(n == -1 || n > 0, "`{f}` is neither -1 nor a count in `{line}`");
+                n
+            };
+            let ints: Vec<i32> = fields[5..].iter().map(|f| int(f)).collect();
+            let (min_bytes, max_bytes) = (bytes(fields[1]), bytes(fields[2]));
+            assert!(min_bytes <= max_bytes, "`{line}` covers nothing");
+            lines.push(NcclLine {
+                collective: fields[0].to_owned(),
+                min_bytes,
+                max_bytes,
+                algorithm: fields[3].to_owned(),
+                ranks: ints[2],
+            });
+        }
+        lines
+    }
+
+    #[test]
+    fn the_nccl_tuner_file_loads_in_nccls_example_plugin_with_a_line_per_bucket_nccl_can_run() {
+        let mut comm = Communicator::new(System::shape(4, 1, 1, 2).unwrap());
+        let data = (Dtype::F32, ReduceOp::Sum);
+        for (collective, nccl_name, scale) in
+            [(Collective::AllReduce, "allreduce", 1), (Collective::AllGather, "allgather", 4)]
+        {
+            let tuning = Tuner::new(&comm, collective).unwrap().run(&mut comm, &[1024, 1 << 20], data, |_| {}).unwrap();
+            let text = nccl_tuner_csv(std::slice::from_ref(&tuning));
+            let lines = read_as_nccl_plugin(&text);
+            let mapped: Vec<&Bucket> =
+                tuning.buckets.iter().filter(|b| nccl_algorithm(&b.algorithm).is_some()).collect();
+            assert_eq!(lines.len(), mapped.len(), "{text}");
+            for (line, bucket) in lines.iter().zip(&mapped) {
+                let want = NcclLine {
+                    collective: nccl_name.to_owned(),
+                    min_bytes: bucket.min_bytes.map_or(0, |m| m * scale),
+                    max_bytes: bucket.max_bytes.map_or(u64::MAX, |m| m * scale),
+                    algorithm: nccl_algorithm(&bucket.algorithm).unwrap().to_owned(),
+                    ranks: 4,
+                };
+                assert_eq!(*line, want, "{text}");
+            }
+            for bucket in tuning.buckets.iter().filter(|b| nccl_algorithm(&b.algorithm).is_none()) {
+                let comment = format!("# {collective} {bucket} (no NCCL algorithm does this)");
+                assert!(text.lines().any(|l| l == comment), "no `{comment}` in\n{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_all_to_all_has_no_nccl_tuner_line() {
+        let mut comm = Communicator::new(System::shape(4, 1, 1, 1).unwrap());
+        let tuning = Tuner::new(&comm, Collective::AllToAll)
+            .unwrap()
+            .run(&mut comm, &[1024], (Dtype::F32, ReduceOp::Sum), |_| {})
+            .unwrap();
+        let text = nccl_tuner_csv(std::slice::from_ref(&tuning));
+        assert!(read_as_nccl_plugin(&text).is_empty(), "{text}");
+        assert!(text.contains("# all_to_all every size: "), "{text}");
+        assert!(text.contains("(NCCL's tuner has no such collective)"), "{text}");
+    }
+
+    #[test]
+    fn every_nccl_equivalent_names_a_shipped_algorithm_of_a_collective_nccl_tunes() {
+        let registry = kernbench_algorithms::default_registry();
+        for (ours, _) in NCCL_ALGORITHMS {
+            let entry = registry.get(ours).unwrap();
+            assert!(nccl_collective(entry.collective).is_some(), "{ours}");
+        }
     }
 
     #[test]

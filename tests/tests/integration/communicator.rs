@@ -156,7 +156,14 @@ fn t4_hierarchical_allreduce_runs_end_to_end_through_the_communicator_on_the_def
 fn selection_follows_the_size_rules_and_says_which_rule_chose() {
     let system = System::shape(4, 1, 1, 1).unwrap();
     let mut comm = comm(&system);
-    for (bytes, expected) in [(1024, "one_shot"), (32 << 10, "recursive_doubling"), (1 << 20, "ring")] {
+    // The shipped rules: one_shot up to 32768 bytes per rank, bidirectional_ring above.
+    let cases = [
+        (1024, "one_shot"),
+        (32 << 10, "one_shot"),
+        ((32 << 10) + 4, "bidirectional_ring"),
+        (1 << 20, "bidirectional_ring"),
+    ];
+    for (bytes, expected) in cases {
         let mut tensor = sample_tensor(&system, bytes, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
         let report = comm.all_reduce(&mut tensor, ReduceOp::Sum).unwrap();
         assert_eq!(report.algorithm, expected, "{bytes} bytes: {}", report.reason);

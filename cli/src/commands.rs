@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use kernbench::sim::Timing;
 use kernbench::sweep::{Row, Series, Sweep, parse_size, parse_sizes, point_tensor, table_footer, table_header};
-use kernbench::tune::Tuner;
+use kernbench::tune::{Tuner, nccl_tuner_csv, rules_csv};
 use kernbench::workload::{CUBE_LEADERS, EVERY_PE, shards_per_rank};
 use kernbench::{
     CallOptions, Collective, Communicator, DpPolicy, Dtype, InstallPlan, MAPPERS, ReduceOp, Registry, System,
@@ -138,7 +138,7 @@ struct BenchArgs {
 
 #[derive(Debug, clap::Args)]
 struct TuneArgs {
-    /// The collective to tune.
+    /// The collective to tune, or `all`.
     collective: String,
     /// The sizes to tune at (as for `bench`).
     #[arg(long, default_value = "1K..16M")]
@@ -150,9 +150,14 @@ struct TuneArgs {
     /// Write the registry with the tuned rules here.
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Write the tuned rules here as NCCL-tuner-style CSV.
+    /// Write the tuned rules here as kernbench's rules CSV (kernbench's algorithm names, bytes per
+    /// rank).
     #[arg(long)]
-    csv: Option<PathBuf>,
+    rules_csv: Option<PathBuf>,
+    /// Write the tuned rules that NCCL has algorithms for here, as a configuration file of NCCL's
+    /// example tuner plugin (NCCL_TUNER_CONFIG_FILE).
+    #[arg(long)]
+    nccl_tuner: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -239,8 +244,17 @@ impl Setup {
     }
 }
 
+fn write_file(path: &Path, text: String) -> Result<()> {
+    std::fs::write(path, text).with_context(|| format!("cannot write `{}`", path.display()))
+}
+
 fn collective(name: &str) -> Result<Collective> {
     Ok(name.parse()?)
+}
+
+/// One collective, or every one for `all`.
+fn collectives(name: &str) -> Result<Vec<Collective>> {
+    if name == "all" { Ok(Collective::ALL.to_vec()) } else { Ok(vec![collective(name)?]) }
 }
 
 /// Rows printed as they come, above a progress bar on stderr when stderr is a terminal.
@@ -294,8 +308,7 @@ fn run_sweep(sweep: &Sweep, comm: &mut Communicator, quiet: bool, out: &mut impl
 fn run_collectives(args: &RunArgs, out: &mut impl Write) -> Result<()> {
     let mut comm = args.sim.communicator()?;
     let system = comm.system().clone();
-    let collectives: Vec<Collective> =
-        if args.collective == "all" { Collective::ALL.to_vec() } else { vec![collective(&args.collective)?] };
+    let collectives = collectives(&args.collective)?;
     let (dtype, op) = args.data.parse()?;
     let layout = match args.layout.as_str() {
         "one_pe" => DpPolicy::LEADER,
@@ -350,32 +363,40 @@ fn bench(args: &BenchArgs, out: &mut impl Write) -> Result<()> {
 }
 
 fn tune(args: &TuneArgs, out: &mut impl Write) -> Result<()> {
-    let collective = collective(&args.collective)?;
+    let collectives = collectives(&args.collective)?;
     let mut comm = args.sim.communicator()?;
     let sizes = parse_sizes(&args.sizes)?;
     let data = args.data.parse()?;
     let system = comm.system().clone();
-    writeln!(out, "# kernbench tune {collective}: {}", system.describe())?;
-    let tuner = Tuner::new(&comm, collective)?;
-    writeln!(out, "# candidates (one-PE layout): {}", tuner.candidates().join(", "))?;
-    writeln!(out, "{}", table_header())?;
-    let mut progress = Progress::new(sizes.len() * tuner.candidates().len(), true);
-    let tuning = tuner.run(&mut comm, &sizes, data, |row| progress.row(row, out));
-    progress.finish()?;
-    let tuning = tuning?;
-    writeln!(out, "# fastest per size (bytes per rank):")?;
-    for bucket in &tuning.buckets {
-        writeln!(out, "#   {bucket}")?;
+    let mut registry = comm.registry().clone();
+    let mut tunings = Vec::new();
+    for collective in collectives {
+        writeln!(out, "# kernbench tune {collective}: {}", system.describe())?;
+        let tuner = Tuner::new(&comm, collective)?;
+        writeln!(out, "# candidates (one-PE layout): {}", tuner.candidates().join(", "))?;
+        writeln!(out, "{}", table_header())?;
+        let mut progress = Progress::new(sizes.len() * tuner.candidates().len(), true);
+        let tuning = tuner.run(&mut comm, &sizes, data, |row| progress.row(row, out));
+        progress.finish()?;
+        let tuning = tuning?;
+        writeln!(out, "# fastest per size (bytes per rank):")?;
+        for bucket in &tuning.buckets {
+            writeln!(out, "#   {bucket}")?;
+        }
+        registry = tuning.registry(&registry)?;
+        tunings.push(tuning);
     }
     if let Some(path) = &args.out {
-        let registry = tuning.registry(comm.registry())?;
-        let text = serde_json::to_string_pretty(&registry)?;
-        std::fs::write(path, text + "\n").with_context(|| format!("cannot write `{}`", path.display()))?;
+        write_file(path, serde_json::to_string_pretty(&registry)? + "\n")?;
         writeln!(out, "# wrote {} (use it with --registry)", path.display())?;
     }
-    if let Some(path) = &args.csv {
-        std::fs::write(path, tuning.csv()).with_context(|| format!("cannot write `{}`", path.display()))?;
+    if let Some(path) = &args.rules_csv {
+        write_file(path, rules_csv(&tunings))?;
         writeln!(out, "# wrote {}", path.display())?;
+    }
+    if let Some(path) = &args.nccl_tuner {
+        write_file(path, nccl_tuner_csv(&tunings))?;
+        writeln!(out, "# wrote {} (NCCL_TUNER_CONFIG_FILE of NCCL's example tuner plugin)", path.display())?;
     }
     Ok(())
 }
@@ -394,7 +415,7 @@ fn trace(args: &TraceArgs, out: &mut impl Write) -> Result<()> {
     let (row, report) = sweep.call(&mut comm, &series, size)?;
     let trace = report.run.trace().context("the run was not timed")?;
     let text = serde_json::to_string(&trace)?;
-    std::fs::write(&args.out, text + "\n").with_context(|| format!("cannot write `{}`", args.out.display()))?;
+    write_file(&args.out, text + "\n")?;
     writeln!(out, "{report}")?;
     let channels = report.run.time().map_or(0, |t| t.channels.len());
     writeln!(
@@ -418,8 +439,8 @@ fn plot(args: &PlotArgs, out: &mut impl Write) -> Result<()> {
     let sweep = Sweep::new(collective, series.clone(), sizes.clone()).dtype(dtype).op(op);
     let rows = run_sweep(&sweep, &mut comm, true, out)?;
     let title = format!("{collective} busbw on {}", comm.system().describe());
-    let svg = kernbench::plot::busbw_svg(&title, &rows);
-    std::fs::write(&args.out, svg).with_context(|| format!("cannot write `{}`", args.out.display()))?;
+    let svg = crate::plot::busbw_svg(&title, &rows)?;
+    write_file(&args.out, svg)?;
     writeln!(out, "wrote {}: busbw of {} series at {} sizes", args.out.display(), series.len(), sizes.len())?;
     Ok(())
 }

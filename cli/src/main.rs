@@ -1,6 +1,7 @@
 //! The `kernbench` command line: parses arguments and hands them to the library.
 
 mod commands;
+mod plot;
 
 use std::process::ExitCode;
 

@@ -1,8 +1,7 @@
 //! The `kernbench` binary as a user runs it: every bad invocation ends in one line on stderr and exit
 //! code 2, never a panic; `bench`, `tune`, `trace` and `plot` write what they promise.
 //!
-//! This is a test of the root package (see `[[test]] cli` in the root `Cargo.toml`), so Cargo builds
-//! the binary first and names it in `CARGO_BIN_EXE_kernbench`.
+//! Cargo builds the binary of this crate first and names it in `CARGO_BIN_EXE_kernbench`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -29,7 +28,7 @@ fn write(dir: &Path, name: &str, content: &str) -> String {
 }
 
 /// A small system file: 2 SIPs of 1x2 cubes of 4 PEs.
-const SMALL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/systems/small_2sip.json");
+const SMALL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/systems/small_2sip.json");
 
 #[test]
 fn every_bad_invocation_gives_one_line_and_exit_code_2() {
@@ -146,16 +145,37 @@ fn bench_prints_an_nccl_tests_table_and_json() {
 #[test]
 fn tune_writes_a_registry_that_bench_and_run_load() {
     let dir = scratch("tune");
-    let (registry, csv) = (dir.join("registry.json"), dir.join("tuner.csv"));
-    let (registry, csv) = (registry.to_str().unwrap(), csv.to_str().unwrap());
+    let (registry, rules, nccl) = (dir.join("registry.json"), dir.join("rules.csv"), dir.join("nccl_tuner.conf"));
+    let (registry, rules, nccl) = (registry.to_str().unwrap(), rules.to_str().unwrap(), nccl.to_str().unwrap());
     let sizes = "1K,64K,1M";
-    let out = kernbench(&["tune", "all_reduce", "--system", SMALL, "--sizes", sizes, "--out", registry, "--csv", csv]);
+    let args = [
+        "tune",
+        "all_reduce",
+        "--system",
+        SMALL,
+        "--sizes",
+        sizes,
+        "--out",
+        registry,
+        "--rules-csv",
+        rules,
+        "--nccl-tuner",
+        nccl,
+    ];
+    let out = kernbench(&args);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(stdout.contains("# fastest per size"), "{stdout}");
-    let csv = std::fs::read_to_string(csv).unwrap();
-    assert!(csv.starts_with("# collective_type,min_bytes,max_bytes,algorithm,"), "{csv}");
-    assert!(csv.lines().skip(1).all(|l| l.starts_with("all_reduce,") && l.split(',').count() == 10), "{csv}");
+    let rules = std::fs::read_to_string(rules).unwrap();
+    assert!(rules.starts_with("# collective,min_bytes,max_bytes,algorithm,layout,sips\n"), "{rules}");
+    assert!(rules.lines().skip(1).all(|l| l.starts_with("all_reduce,") && l.split(',').count() == 6), "{rules}");
+    let nccl = std::fs::read_to_string(nccl).unwrap();
+    assert!(
+        nccl.contains("# collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,"),
+        "{nccl}"
+    );
+    let lines: Vec<&str> = nccl.lines().filter(|l| !l.starts_with('#')).collect();
+    assert!(lines.iter().all(|l| l.starts_with("allreduce,") && l.split(',').count() == 10), "{nccl}");
 
     let out =
         kernbench(&["bench", "all_reduce", "--system", SMALL, "--sizes", sizes, "--registry", registry, "--json"]);
@@ -193,7 +213,13 @@ fn trace_and_plot_write_their_files() {
     let out = kernbench(&args);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let svg = std::fs::read_to_string(&svg).unwrap();
-    assert!(svg.starts_with("<svg") && svg.matches("<polyline").count() == 3, "{svg}");
+    let doc = roxmltree::Document::parse(&svg).expect("the plot is well-formed XML");
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    let texts: Vec<&str> =
+        doc.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text()).map(str::trim).collect();
+    for algorithm in ["ring_allgather", "recursive_doubling_allgather", "bruck_allgather"] {
+        assert_eq!(texts.iter().filter(|t| **t == algorithm).count(), 1, "{algorithm} in the legend: {texts:?}");
+    }
 }
 
 #[test]

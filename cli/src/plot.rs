@@ -1,0 +1,139 @@
+//! Charts of a sweep: bus bandwidth against size on a log2 axis, one line per series, drawn with
+//! plotters' SVG backend.
+//!
+//! ```text
+//!  busbw   ┌──────────────────────────┐
+//!  (GB/s)  │ ── ring     ___-----‾‾‾  │
+//!          │ ── one_shot_---‾‾        │
+//!          │ __--‾                    │
+//!          └──────────────────────────┘
+//!            1K   4K   16K  64K  256K      size per rank (log2)
+//! ```
+
+use anyhow::{Result, anyhow};
+use kernbench::sweep::{Row, format_size};
+use plotters::prelude::*;
+
+const SIZE: (u32, u32) = (860, 500);
+
+/// An SVG of `busbw_gbps` against `size` (log2 axis) for every series in `rows`, in the order the
+/// series first appear, each in the legend; `title` above.
+///
+/// # Errors
+/// When plotters cannot lay the chart out (it reports which element failed).
+pub fn busbw_svg(title: &str, rows: &[Row]) -> Result<String> {
+    let rows: Vec<&Row> = rows.iter().filter(|r| r.size > 0 && r.busbw_gbps.is_finite()).collect();
+    let mut series: Vec<&str> = Vec::new();
+    for row in &rows {
+        if !series.contains(&row.series.as_str()) {
+            series.push(&row.series);
+        }
+    }
+    let smallest = rows.iter().map(|r| r.size).min().unwrap_or(1 << 10);
+    let largest = rows.iter().map(|r| r.size).max().unwrap_or(1 << 20);
+    // A single size still needs a range: one doubling either side.
+    let (x_min, x_max) = if smallest == largest { ((smallest / 2).max(1), largest * 2) } else { (smallest, largest) };
+    let doublings = (x_max as f64 / x_min as f64).log2().ceil() as usize;
+    let y_top = rows.iter().map(|r| r.busbw_gbps).fold(0.0, f64::max);
+    let y_max = if y_top > 0.0 { y_top * 1.1 } else { 1.0 };
+
+    let mut svg = String::new();
+    let failed = |e: &dyn std::fmt::Display| anyhow!("cannot draw the plot: {e}");
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| failed(&e))?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(15)
+            .x_label_area_size(45)
+            .y_label_area_size(60)
+            .build_cartesian_2d((x_min..x_max).log_scale().base(2.0), 0.0..y_max)
+            .map_err(|e| failed(&e))?;
+        chart
+            .configure_mesh()
+            // Few enough labels that plotters keeps to powers of two.
+            .x_labels(doublings + 1)
+            .x_label_formatter(&|size| format_size(*size))
+            .x_desc("size per rank, bytes (log2 scale)")
+            .y_desc("busbw (GB/s)")
+            .draw()
+            .map_err(|e| failed(&e))?;
+        for (i, name) in series.iter().enumerate() {
+            let colour = Palette99::pick(i).stroke_width(2);
+            let mut points: Vec<(u64, f64)> =
+                rows.iter().filter(|r| r.series == *name).map(|r| (r.size, r.busbw_gbps)).collect();
+            points.sort_by_key(|p| p.0);
+            chart
+                .draw_series(LineSeries::new(points, colour))
+                .map_err(|e| failed(&e))?
+                .label(*name)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| failed(&e))?;
+        root.present().map_err(|e| failed(&e))?;
+    }
+    Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kernbench::{Dtype, ReduceOp};
+
+    fn row(series: &str, size: u64, busbw: f64) -> Row {
+        Row {
+            size,
+            count: size / 4,
+            ranks: 4,
+            bytes_per_rank: size,
+            dtype: Dtype::F32,
+            op: ReduceOp::Sum,
+            series: series.to_owned(),
+            algorithm: series.to_owned(),
+            time_ns: 1.0,
+            algbw_gbps: busbw,
+            busbw_gbps: busbw,
+            wrong: 0,
+            slowest_link: None,
+            sol: None,
+        }
+    }
+
+    /// The text of every `<text>` element, in document order.
+    fn texts(svg: &str) -> Vec<String> {
+        let doc = roxmltree::Document::parse(svg).expect("the SVG is well-formed XML");
+        doc.descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .filter_map(|n| n.text())
+            .map(|t| t.trim().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn a_plot_is_an_svg_with_a_legend_entry_per_series_and_power_of_two_size_labels() {
+        let rows = [row("a<b", 1024, 1.0), row("c", 1024, 2.0), row("a<b", 16384, 3.0), row("c", 16384, 8.0)];
+        let svg = busbw_svg("t & u", &rows).unwrap();
+        let doc = roxmltree::Document::parse(&svg).expect("the SVG is well-formed XML");
+        assert_eq!(doc.root_element().tag_name().name(), "svg");
+        let texts = texts(&svg);
+        for want in ["t & u", "a<b", "c", "busbw (GB/s)", "size per rank, bytes (log2 scale)"] {
+            assert_eq!(texts.iter().filter(|t| *t == want).count(), 1, "{want} once in {texts:?}");
+        }
+        // Log2 ticks: every power of two of the range, nothing between.
+        let sizes: Vec<&str> = texts.iter().map(String::as_str).filter(|t| t.ends_with('K')).collect();
+        assert_eq!(sizes, ["1K", "2K", "4K", "8K", "16K"]);
+    }
+
+    #[test]
+    fn a_single_size_still_has_an_x_range() {
+        let svg = busbw_svg("one", &[row("a", 1 << 20, 5.0)]).unwrap();
+        let texts = texts(&svg);
+        assert!(texts.iter().any(|t| t == "1M") && !svg.contains("NaN"), "{texts:?}");
+    }
+}
