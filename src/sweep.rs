@@ -2,8 +2,8 @@
 //! nccl-tests reports, plus how close each run comes to the speed of light of its slowest link.
 //!
 //! ```text
-//!         size         count    type  redop  algorithm               time(us)  algbw  busbw  #wrong   sol
-//!      1048576        262144     f32    sum  ring                       ...     ...    ...       0   0.93
+//!         size         count    type  redop  ranks  algorithm          time(us)  algbw  busbw  #wrong   sol
+//!      1048576        262144     f32    sum      4  ring                  ...     ...    ...       0   0.93
 //! ```
 //!
 //! - A point of size `S` gives every SIP a tensor of `S` bytes. The collective's ranks are the PEs
@@ -305,17 +305,27 @@ pub struct Row {
     pub sol: Option<f64>,
 }
 
-/// The column titles of [`Row::table_line`], two lines, nccl-tests style.
+/// The column titles of [`Row::table_line`], two lines, nccl-tests style, with a `ranks` column
+/// that nccl-tests does not have: `size` is per rank, and a rank is a SIP for one-PE algorithms but
+/// a participating PE for multi-PE ones (`hierarchical_allreduce`: every PE of every SIP), so the
+/// column says which.
+///
+/// # Examples
+/// ```
+/// let header = kernbench::sweep::table_header();
+/// assert!(header.lines().next().unwrap().contains("  ranks  algorithm"));
+/// assert!(header.lines().nth(1).unwrap().contains("(B/rank)"));
+/// ```
 pub fn table_header() -> String {
-    let line = |c: [&str; 10]| {
+    let line = |c: [&str; 11]| {
         let text = format!(
-            "{:>14} {:>13} {:>7} {:>7}  {:<34} {:>10} {:>8} {:>8} {:>7} {:>7}",
-            c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9]
+            "{:>14} {:>13} {:>7} {:>7} {:>6}  {:<34} {:>10} {:>8} {:>8} {:>7} {:>7}",
+            c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10]
         );
         format!("#{}", &text[1..])
     };
-    let titles = ["size", "count", "type", "redop", "algorithm", "time", "algbw", "busbw", "#wrong", "sol"];
-    let units = ["(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", ""];
+    let titles = ["size", "count", "type", "redop", "ranks", "algorithm", "time", "algbw", "busbw", "#wrong", "sol"];
+    let units = ["(B/rank)", "(elements)", "", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", ""];
     format!("{}\n{}", line(titles), line(units).trim_end())
 }
 
@@ -328,11 +338,12 @@ impl Row {
         };
         let sol = self.sol.map_or("-".to_owned(), |s| format!("{s:.3}"));
         format!(
-            "{:>14} {:>13} {:>7} {:>7}  {:<34} {:>10.2} {:>8.2} {:>8.2} {:>7} {:>7}",
+            "{:>14} {:>13} {:>7} {:>7} {:>6}  {:<34} {:>10.2} {:>8.2} {:>8.2} {:>7} {:>7}",
             self.size,
             self.count,
             self.dtype.name(),
             self.op.name(),
+            self.ranks,
             algorithm,
             self.time_ns / 1000.0,
             self.algbw_gbps,

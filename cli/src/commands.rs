@@ -1,5 +1,6 @@
 //! The subcommands: each turns parsed arguments into library calls and prints the result.
 
+use std::cmp::Ordering;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
@@ -7,12 +8,14 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use kernbench::sim::Timing;
-use kernbench::sweep::{Row, Series, Sweep, parse_size, parse_sizes, point_tensor, table_footer, table_header};
+use kernbench::sweep::{
+    Row, Series, Sweep, SweepError, parse_size, parse_sizes, point_tensor, table_footer, table_header,
+};
 use kernbench::tune::{Tuner, nccl_tuner_csv, rules_csv};
 use kernbench::workload::{CUBE_LEADERS, EVERY_PE, shards_per_rank};
 use kernbench::{
-    CallOptions, Collective, Communicator, DpPolicy, Dtype, InstallPlan, MAPPERS, ReduceOp, Registry, System,
-    TOPOLOGIES, VALIDATORS,
+    CallOptions, Collective, Communicator, DpPolicy, Dtype, InstallPlan, LayoutKind, MAPPERS, ReduceOp, Registry,
+    System, TOPOLOGIES, VALIDATORS,
 };
 
 /// Write, run, time and tune collective-communication kernels on a simulated accelerator.
@@ -35,6 +38,9 @@ enum Command {
     Trace(TraceArgs),
     /// Draw bus bandwidth against size for several algorithms, as an SVG.
     Plot(PlotArgs),
+    /// Say which rule picks which algorithm for a collective and a size, and what every algorithm
+    /// of the collective would take there.
+    Explain(ExplainArgs),
     /// List the algorithms, kernels, topologies, mappers and validators.
     List,
     /// Print a system and an algorithm's install plan on it.
@@ -183,6 +189,16 @@ struct TraceArgs {
 }
 
 #[derive(Debug, clap::Args)]
+struct ExplainArgs {
+    /// The collective.
+    collective: String,
+    /// The nccl-tests size, in bytes per rank (K/M/G suffixes, as for `bench`).
+    size: String,
+    #[command(flatten)]
+    setup: Setup,
+}
+
+#[derive(Debug, clap::Args)]
 struct PlotArgs {
     /// The collective.
     collective: String,
@@ -212,6 +228,7 @@ pub fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
         Command::Tune(args) => tune(&args, out),
         Command::Trace(args) => trace(&args, out),
         Command::Plot(args) => plot(&args, out),
+        Command::Explain(args) => explain(&args, out),
         Command::List => list(out),
         Command::Plan { algorithm, system, all } => plan(&algorithm, system.as_deref(), all, out),
     }
@@ -442,6 +459,70 @@ fn plot(args: &PlotArgs, out: &mut impl Write) -> Result<()> {
     let svg = crate::plot::busbw_svg(&title, &rows)?;
     write_file(&args.out, svg)?;
     writeln!(out, "wrote {}: busbw of {} series at {} sizes", args.out.display(), series.len(), sizes.len())?;
+    Ok(())
+}
+
+fn explain(args: &ExplainArgs, out: &mut impl Write) -> Result<()> {
+    let collective = collective(&args.collective)?;
+    let mut comm = args.setup.communicator(1)?;
+    let size = parse_size(&args.size)?;
+    let algorithms = Series::parse_list("all", comm.registry(), collective)?;
+    let sweep = Sweep::new(collective, algorithms.clone(), vec![size]);
+    let system = comm.system().clone();
+    writeln!(out, "{collective} of {size} bytes per rank (one-PE layout) on {}", system.describe())?;
+    // The bytes per rank the rules compare: those of the one-PE tensor `auto` runs on.
+    let tensor = point_tensor(&system, collective, size, (Dtype::F32, ReduceOp::Sum), DpPolicy::LEADER, system.sips())?;
+    let (rows, columns) = tensor.shape();
+    let bytes_per_rank = (rows * columns * tensor.dtype().size()) as u64;
+    let chosen = match sweep.call(&mut comm, &Series::Auto, size) {
+        Ok((_, report)) => Ok(report),
+        Err(SweepError::Call { source, .. }) => Err(source),
+        Err(e) => return Err(e.into()),
+    };
+    let chosen_name = chosen.as_ref().map_or("", |report| report.algorithm.as_str());
+    writeln!(out, "selection rules, tried in order:")?;
+    let registry = comm.registry();
+    let matching: Vec<usize> =
+        registry.matching(collective, bytes_per_rank, LayoutKind::OnePe).map(|s| s.rule_index).collect();
+    let rules = registry.rules(collective);
+    let chosen_rule = matching.iter().copied().find(|&i| rules[i].algorithm == chosen_name);
+    for (i, rule) in rules.iter().enumerate() {
+        let verdict = match (matching.contains(&i), chosen_rule.map(|c| i.cmp(&c))) {
+            (false, _) => "does not match",
+            (true, Some(Ordering::Equal)) => "matches: chosen",
+            (true, Some(Ordering::Greater)) => "matches, not reached",
+            (true, _) => "matches, but the algorithm does not take the tensor",
+        };
+        writeln!(out, "  {}. {rule}: {verdict}", i + 1)?;
+    }
+    match &chosen {
+        Ok(report) => writeln!(out, "chosen: {} [{}]", report.algorithm, report.reason)?,
+        Err(why) => writeln!(out, "chosen: none: {why}")?,
+    }
+    writeln!(
+        out,
+        "every algorithm of {collective} at this size (ranks: the PEs holding data, a SIP's or several per SIP):"
+    )?;
+    writeln!(out, "{:<34} {:>6} {:>10} {:>8}  note", "algorithm", "ranks", "time (us)", "busbw")?;
+    for series in &algorithms {
+        match sweep.call(&mut comm, series, size) {
+            Ok((row, _)) => {
+                let note = if row.algorithm == chosen_name { "chosen" } else { "" };
+                let line = format!(
+                    "{:<34} {:>6} {:>10.2} {:>8.2}  {note}",
+                    row.algorithm,
+                    row.ranks,
+                    row.time_ns / 1000.0,
+                    row.busbw_gbps
+                );
+                writeln!(out, "{}", line.trim_end())?;
+            }
+            Err(SweepError::Call { source, .. }) => {
+                writeln!(out, "{:<34} {:>6} {:>10} {:>8}  cannot run: {source}", series.label(), "-", "-", "-")?;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
     Ok(())
 }
 

@@ -89,7 +89,10 @@ fn every_bad_invocation_gives_one_line_and_exit_code_2() {
         (&["bench"], "required arguments were not provided: <COLLECTIVE>"),
         (&["bench", "all_reduce", "--json=yes"], "unexpected value"),
         (&["bnech"], "unrecognized subcommand 'bnech'"),
-        (&[], "missing subcommand: expected one of run, bench, tune, trace, plot, list, plan"),
+        (&[], "missing subcommand: expected one of run, bench, tune, trace, plot, explain, list, plan"),
+        (&["explain", "all_reduce"], "required arguments were not provided: <SIZE>"),
+        (&["explain", "all_reduc", "1K"], "unknown collective `all_reduc`"),
+        (&["explain", "all_reduce", "1Q"], "bad size `1Q`"),
     ];
     for (args, want) in cases {
         let out = kernbench(args);
@@ -239,4 +242,42 @@ fn run_prints_simulated_time() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert_eq!(stdout.matches("ns simulated").count(), 6, "{stdout}");
+}
+
+#[test]
+fn explain_names_the_rule_that_chose_and_times_every_algorithm_or_says_why_it_cannot_run() {
+    let dir = scratch("explain");
+    // `odd` runs the ring kernel on every PE but validates as one shard per SIP: it never runs.
+    let registry = write(
+        &dir,
+        "registry.json",
+        r#"{"algorithms": {
+          "ring": {"collective": "all_reduce", "kernel": "ring_allreduce", "topology": "ring_1d", "mapper": "leader_only",
+                   "validator": "single_shard", "buffer_kind": "hbm", "params": {"chunks": 4}},
+          "odd": {"collective": "all_reduce", "kernel": "ring_allreduce", "topology": "ring_1d", "mapper": "all_pes",
+                  "validator": "single_shard", "buffer_kind": "hbm", "params": {"chunks": 4}},
+          "ring_allgather": {"collective": "all_gather", "kernel": "ring_allgather", "topology": "ring_1d",
+                   "mapper": "leader_only", "validator": "single_shard", "buffer_kind": "hbm"}},
+         "selection": {"all_reduce": [{"algorithm": "odd", "max_bytes": 1024}, {"algorithm": "ring"}, {"algorithm": "odd"}]}}"#,
+    );
+    let out = kernbench(&["explain", "all_reduce", "1K", "--system", SMALL, "--registry", &registry]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], "all_reduce of 1024 bytes per rank (one-PE layout) on 2 SIPs x 1x2 cubes x 4 PEs", "{stdout}");
+    assert_eq!(lines[2], "  1. odd (max_bytes 1024): matches, but the algorithm does not take the tensor", "{stdout}");
+    assert_eq!(lines[3], "  2. ring (always): matches: chosen", "{stdout}");
+    assert_eq!(lines[4], "  3. odd (always): matches, not reached", "{stdout}");
+    assert!(lines[5].starts_with("chosen: ring [rule 2 of all_reduce (ring): no conditions"), "{stdout}");
+    let row = |name: &str| {
+        lines
+            .iter()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name} row in\n{stdout}"))
+    };
+    assert!(row("odd").contains("cannot run: odd cannot run on this tensor: validator `single_shard`"), "{stdout}");
+    let ring: Vec<&str> = row("ring").split_whitespace().collect();
+    assert_eq!((ring[1], ring[4]), ("2", "chosen"), "{stdout}");
+    assert!(ring[2].parse::<f64>().unwrap() > 0.0, "{stdout}");
+    assert!(!stdout.contains("ring_allgather"), "only all_reduce's algorithms: {stdout}");
 }
