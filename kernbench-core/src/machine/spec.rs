@@ -136,7 +136,7 @@ impl Default for PeSpec {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SystemSpec {
-    /// Number of SIPs (ranks).
+    /// Number of SIPs.
     pub sips: usize,
     /// Each SIP's cube mesh.
     pub mesh: MeshSpec,
@@ -198,16 +198,23 @@ pub enum SpecError {
         /// `sips`, `mesh.w`, `mesh.h` or `pes_per_cube`.
         field: &'static str,
     },
-    /// A latency, bandwidth or rate that is not a finite number above zero.
-    #[error("system spec field `{field}` is {value}: expected a finite number greater than 0")]
+    /// A bandwidth or rate below [`System::MIN_RATE`] or not a finite number: a slower one would make
+    /// simulated times overflow to infinity.
+    #[error(
+        "system spec field `{field}` is {value:?}: expected a finite number of at least {min} (1e9 units per second)",
+        min = System::MIN_RATE
+    )]
     BadRate {
         /// The field's path, e.g. `links.inter_sip.bandwidth_gbps`.
         field: String,
         /// The value found.
         value: f64,
     },
-    /// A time that is negative or not a finite number.
-    #[error("system spec field `{field}` is {value}: expected a finite number of ns, 0 or more")]
+    /// A latency or overhead that is negative, above [`System::MAX_TIME_NS`] or not a finite number.
+    #[error(
+        "system spec field `{field}` is {value:?}: expected a number of ns from 0 to {max:e}",
+        max = System::MAX_TIME_NS
+    )]
     BadTime {
         /// The field's path, e.g. `pe.injection_ns`.
         field: String,
@@ -269,7 +276,7 @@ impl SpecError {
     }
 }
 
-/// A system that passed every check: sizes at least 1, rates finite and positive, at most
+/// A system that passed every check: sizes at least 1, rates and times in range, at most
 /// [`System::MAX_PES`] PEs. Read it through its accessors.
 ///
 /// # Examples
@@ -319,6 +326,14 @@ impl System {
     /// The most slots an IPCQ may have.
     pub const MAX_IPCQ_DEPTH: usize = 1 << 16;
 
+    /// The slowest bandwidth or rate a spec may give (GB/s or GFLOP/s): 1 MB/s. Far slower than any
+    /// real link, and slow enough that a run of any size the simulator holds stays finite in time.
+    pub const MIN_RATE: f64 = 1e-3;
+
+    /// The longest latency or per-message overhead a spec may give, in ns: 1000 s. Zero is allowed (an
+    /// idealised link).
+    pub const MAX_TIME_NS: f64 = 1e12;
+
     /// The built-in system: 4 SIPs x 4x4 cubes x 8 PEs, SIPs on a ring, default link figures.
     pub fn builtin() -> System {
         System { spec: SystemSpec::default() }
@@ -358,15 +373,12 @@ impl System {
         }
         for class in LinkClass::ALL {
             let link = spec.links.get(class);
-            check_rate(format_args!("links.{class}.latency_ns"), link.latency_ns)?;
+            check_time(format_args!("links.{class}.latency_ns"), link.latency_ns)?;
             check_rate(format_args!("links.{class}.bandwidth_gbps"), link.bandwidth_gbps)?;
         }
         check_rate(format_args!("pe.compute_gflops"), spec.pe.compute_gflops)?;
         check_rate(format_args!("pe.memory_gbps"), spec.pe.memory_gbps)?;
-        let injection = spec.pe.injection_ns;
-        if !(injection.is_finite() && injection >= 0.0) {
-            return Err(SpecError::BadTime { field: "pe.injection_ns".to_owned(), value: injection });
-        }
+        check_time(format_args!("pe.injection_ns"), spec.pe.injection_ns)?;
         if spec.ipcq_depth == 0 {
             return Err(SpecError::ZeroIpcqDepth);
         }
@@ -400,7 +412,7 @@ impl System {
         &self.spec
     }
 
-    /// Number of SIPs (ranks).
+    /// Number of SIPs.
     pub fn sips(&self) -> usize {
         self.spec.sips
     }
@@ -490,5 +502,17 @@ impl System {
 }
 
 fn check_rate(field: fmt::Arguments<'_>, value: f64) -> Result<(), SpecError> {
-    if value.is_finite() && value > 0.0 { Ok(()) } else { Err(SpecError::BadRate { field: field.to_string(), value }) }
+    if value.is_finite() && value >= System::MIN_RATE {
+        Ok(())
+    } else {
+        Err(SpecError::BadRate { field: field.to_string(), value })
+    }
+}
+
+fn check_time(field: fmt::Arguments<'_>, value: f64) -> Result<(), SpecError> {
+    if (0.0..=System::MAX_TIME_NS).contains(&value) {
+        Ok(())
+    } else {
+        Err(SpecError::BadTime { field: field.to_string(), value })
+    }
 }

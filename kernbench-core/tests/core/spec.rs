@@ -104,6 +104,16 @@ fn shape_rejects_a_zero_size_naming_it() {
 }
 
 #[test]
+fn idealised_links_are_allowed_zero_latency_and_huge_rates() {
+    let mut spec = SystemSpec::default();
+    spec.links.intra_cube.latency_ns = 0.0;
+    spec.pe.injection_ns = 0.0;
+    spec.pe.compute_gflops = 1e300;
+    spec.links.inter_sip.bandwidth_gbps = 1e6;
+    System::from_spec(spec).unwrap();
+}
+
+#[test]
 fn from_spec_rejects_a_nan_rate() {
     let mut spec = SystemSpec::default();
     spec.pe.memory_gbps = f64::NAN;
@@ -116,7 +126,7 @@ fn from_spec_rejects_an_infinite_bandwidth() {
     let mut spec = SystemSpec::default();
     spec.links.inter_cube.bandwidth_gbps = f64::INFINITY;
     let err = System::from_spec(spec).unwrap_err();
-    assert_mentions(&err.to_string(), &["links.inter_cube.bandwidth_gbps", "finite number greater than 0"]);
+    assert_mentions(&err.to_string(), &["links.inter_cube.bandwidth_gbps", "finite number of at least 0.001"]);
 }
 
 fn load_config(name: &str) -> System {
@@ -218,9 +228,15 @@ bad_specs! {
     bad_spec_zero_mesh_h: "zero_mesh_h.json" => SpecError::ZeroSize { field: "mesh.h" }, ["`mesh.h`"];
     bad_spec_zero_pes: "zero_pes.json" => SpecError::ZeroSize { field: "pes_per_cube" }, ["`pes_per_cube`"];
     bad_spec_negative_bandwidth: "negative_bandwidth.json" =>
-        SpecError::BadRate { .. }, ["links.inter_sip.bandwidth_gbps", "-1", "greater than 0"];
-    bad_spec_zero_latency: "zero_latency.json" =>
-        SpecError::BadRate { .. }, ["links.intra_cube.latency_ns", "greater than 0"];
+        SpecError::BadRate { .. }, ["links.inter_sip.bandwidth_gbps", "-1", "at least 0.001"];
+    bad_spec_subnormal_bandwidth: "subnormal_bandwidth.json" =>
+        SpecError::BadRate { .. }, ["links.inter_sip.bandwidth_gbps", "5e-324", "at least 0.001"];
+    bad_spec_negative_latency: "negative_latency.json" =>
+        SpecError::BadTime { .. }, ["links.intra_cube.latency_ns", "-5", "from 0 to 1e12"];
+    bad_spec_extreme_latency: "extreme_latency.json" =>
+        SpecError::BadTime { .. }, ["links.inter_sip.latency_ns", "from 0 to 1e12"];
+    bad_spec_huge_injection: "huge_injection.json" =>
+        SpecError::BadTime { .. }, ["pe.injection_ns", "10000000000000", "from 0 to 1e12"];
     bad_spec_zero_compute: "zero_compute.json" => SpecError::BadRate { .. }, ["pe.compute_gflops"];
     bad_spec_zero_ipcq_depth: "zero_ipcq_depth.json" => SpecError::ZeroIpcqDepth, ["ipcq_depth", "at least 1"];
     bad_spec_deep_ipcq: "deep_ipcq.json" => SpecError::DeepIpcq { depth: 100000000000 }, ["ipcq_depth", "at most 65536"];
