@@ -21,6 +21,7 @@
 
 #![warn(unreachable_pub)]
 
+mod files;
 pub mod kernel;
 pub mod machine;
 mod names;
@@ -41,6 +42,7 @@ pub use kernel::{
 };
 pub use kernel::{postcondition, tl};
 
+pub use files::MAX_FILE_BYTES;
 pub use names::{Builtin, NamedItem, UnknownName};
 pub use plan::partition;
 pub use plan::{

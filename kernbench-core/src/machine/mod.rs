@@ -9,7 +9,8 @@
 //!
 //! A [`SystemSpec`] is a system as a JSON file writes it; a [`System`] is one that passed every check.
 //! [`PeId`] names a PE, [`Direction`] names a neighbour as a kernel sees it, and [`route`] finds the
-//! physical channels a message between two PEs crosses. This module uses nothing else of the crate's.
+//! physical channels a message between two PEs crosses. This module uses nothing else of the crate's but
+//! its bounded file reader.
 
 mod direction;
 mod ids;

@@ -403,7 +403,7 @@ impl System {
     /// [`SpecError::Io`] when the file cannot be read, [`SpecError::InFile`] wrapping what
     /// [`System::from_json_str`] says about its content.
     pub fn from_file(path: &Path) -> Result<System, SpecError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Io { path: path.to_owned(), source })?;
+        let text = crate::files::read_text(path).map_err(|source| SpecError::Io { path: path.to_owned(), source })?;
         System::from_json_str(&text).map_err(|e| SpecError::InFile { path: path.to_owned(), source: Box::new(e) })
     }
 

@@ -305,7 +305,7 @@ impl Registry {
     /// [`Registry::from_json_str`] says about its content.
     pub fn from_file(path: &Path, kernels: &KernelSet) -> Result<Registry, RegistryError> {
         let text =
-            std::fs::read_to_string(path).map_err(|source| RegistryError::Io { path: path.to_owned(), source })?;
+            crate::files::read_text(path).map_err(|source| RegistryError::Io { path: path.to_owned(), source })?;
         Registry::from_json_str(&text, kernels)
             .map_err(|e| RegistryError::InFile { path: path.to_owned(), source: Box::new(e) })
     }

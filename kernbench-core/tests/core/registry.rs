@@ -295,3 +295,13 @@ fn collective_names_parse_and_print() {
     let err = "allgather".parse::<Collective>().unwrap_err();
     assert_mentions(&err.to_string(), &["unknown collective `allgather`", "all_gather", "all_to_all"]);
 }
+
+#[test]
+fn a_registry_file_that_is_not_text_is_refused_naming_the_first_bad_byte() {
+    let path = std::env::temp_dir().join(format!("kernbench-binary-registry-{}.json", std::process::id()));
+    std::fs::write(&path, b"{\"algorithms\": \xff}").unwrap();
+    let err = Registry::from_file(&path, &kernels()).unwrap_err();
+    std::fs::remove_file(&path).unwrap();
+    assert!(matches!(err, RegistryError::Io { .. }), "{err:?}");
+    assert_mentions(&err.to_string(), &["byte 15 is not UTF-8"]);
+}

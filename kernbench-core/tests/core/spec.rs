@@ -244,3 +244,10 @@ bad_specs! {
     bad_spec_overflow: "overflow.json" => SpecError::TooLarge { .. }, ["too large", "16777216"];
     bad_spec_huge_latency: "huge_latency.json" => SpecError::Json { .. }, ["number out of range"];
 }
+
+#[test]
+fn an_endless_spec_file_is_refused_at_the_size_bound() {
+    let err = System::from_file(std::path::Path::new("/dev/zero")).unwrap_err();
+    assert!(matches!(err, SpecError::Io { .. }), "{err:?}");
+    assert_mentions(&err.to_string(), &["/dev/zero", "larger than 16 MiB"]);
+}
