@@ -152,6 +152,10 @@ mod tests {
         // Log2 ticks: every power of two of the range, nothing between.
         let sizes: Vec<&str> = texts.iter().map(String::as_str).filter(|t| t.ends_with('K')).collect();
         assert_eq!(sizes, ["1K", "2K", "4K", "8K", "16K"]);
+        // The legend in the order the series first appear; a busbw axis from 0.
+        let at = |name: &str| texts.iter().position(|t| t == name).unwrap();
+        assert!(at("a<b") < at("c"), "{texts:?}");
+        assert!(texts.iter().any(|t| t == "0.0") && texts.iter().any(|t| t == "2.0"), "{texts:?}");
     }
 
     #[test]
