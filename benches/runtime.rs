@@ -4,6 +4,9 @@
 //! `cargo bench --bench runtime` prints each figure next to its target. Set `KERNBENCH_BENCH_QUICK=1`
 //! for a smaller, faster pass. Timed figures are the best of a few runs: the machine may be shared.
 
+#[path = "runtime/lines.rs"]
+mod lines;
+
 use std::time::Instant;
 
 use kernbench::prelude::*;
@@ -78,12 +81,8 @@ fn message_overhead(kernel: &KernelDef, name: &str, count: u64, depth: usize) {
         messages = report.totals().messages_sent;
         secs
     });
-    println!(
-        "{:<28} {messages:>10} messages  {:>8.1} ns/message  {:>6.2} M messages/s   (target: <= 50 ns streaming)",
-        format!("{name}, depth {depth}"),
-        secs * 1e9 / messages as f64,
-        messages as f64 / secs / 1e6
-    );
+    let label = format!("{name}, depth {depth}");
+    println!("{}", lines::messages(&label, messages, secs * 1e9 / messages as f64, messages as f64 / secs / 1e6, true));
 }
 
 /// The cost of simulated time: the streaming kernel with the timing model on and off, best of
@@ -99,20 +98,10 @@ fn timing_overhead(count: u64) {
             let (report, secs) = time(|| run.run().unwrap());
             secs / report.totals().messages_sent as f64
         });
-        println!(
-            "{:<28} {count:>10} messages  {:>8.1} ns/message  {:>6.2} M messages/s",
-            format!("streaming, {label}"),
-            best * 1e9,
-            1e-6 / best
-        );
+        println!("{}", lines::messages(&format!("streaming, {label}"), count, best * 1e9, 1e-6 / best, false));
         per_message.push(best);
     }
-    println!(
-        "{:<28} {:.2}x per message   (target: <= 2x); timed {:.2} M messages/s on one core (target: >= 10)",
-        "timed vs untimed",
-        per_message[1] / per_message[0],
-        1e-6 / per_message[1]
-    );
+    println!("{}", lines::timed_vs_untimed(per_message[1] / per_message[0], 1e-6 / per_message[1]));
 }
 
 fn reduce_bandwidth() {
@@ -131,7 +120,7 @@ fn reduce_bandwidth() {
         .1
     });
     let add_gbps = (reps * n * 4) as f64 / secs / 1e9;
-    println!("{:<28} {:>8.2} GB/s of payload", "in-place f32 add", add_gbps);
+    println!("{}", lines::in_place_add(add_gbps));
 
     let per_pe_bytes = if quick() { 4 << 20 } else { 64 << 20 };
     let system = System::shape(1, 1, 1, 8).unwrap();
@@ -159,14 +148,7 @@ fn reduce_bandwidth() {
     let warm = best_of(&mut run_once);
     for (label, secs) in [("cold", cold), (&format!("warm, best of {RUNS}"), warm)] {
         let gbps = reduced_bytes / secs / 1e9;
-        println!(
-            "{:<28} {:>8.2} GB/s reduced ({} MiB f32 per PE, 8 PEs, {label}: {:.3} s)  ratio to add: {:.2} (target >= 0.5)",
-            "ring all-reduce",
-            gbps,
-            per_pe_bytes >> 20,
-            secs,
-            gbps / add_gbps
-        );
+        println!("{}", lines::ring_all_reduce(gbps, per_pe_bytes >> 20, label, secs, gbps / add_gbps));
     }
 }
 
@@ -182,15 +164,10 @@ fn million_pes() {
             .threads(threads);
         let (report, secs) = time(|| run.run().unwrap());
         assert!(report.pes().iter().all(|p| p.output == Tile::filled(F32, 4, total as f64)));
-        println!(
-            "{:<28} {total} PEs, {threads} thread(s): {secs:>7.2} s, {} rounds, peak RSS {:.2} GiB   (target: <= 60 s, <= 16 GiB)",
-            "hierarchical all-reduce",
-            report.rounds(),
-            peak_rss_gib()
-        );
+        println!("{}", lines::many_pes(total, threads, secs, report.rounds(), peak_rss_gib()));
         secs_by_threads.push(secs);
     }
-    println!("{:<28} {:.2}x   (target: >= 1.6x on 2 cores)", "2 threads vs 1", secs_by_threads[0] / secs_by_threads[1]);
+    println!("{}", lines::thread_speedup(secs_by_threads[0] / secs_by_threads[1]));
 }
 
 /// Whether section `name` runs: all of them, or those named in `KERNBENCH_BENCH_ONLY` (comma-separated:

@@ -11,6 +11,10 @@
 //! Sizes become buckets of bytes per rank: the winner at tuned size `s_i` covers
 //! `s_(i-1) + 1 ..= s_i`, the first bucket has no lower bound and the last no upper bound, and
 //! neighbouring buckets with the same winner merge.
+//!
+//! The buckets leave as a registry ([`Tuning::registry`]), as kernbench's own rules CSV
+//! ([`rules_csv`]), and as the configuration file of NCCL's example tuner plugin for the buckets NCCL
+//! has an algorithm for ([`nccl_tuner_csv`], [`nccl_algorithm`]).
 
 use std::fmt;
 use std::fmt::Write as _;

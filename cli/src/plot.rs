@@ -117,10 +117,34 @@ mod tests {
 
     #[test]
     fn a_plot_is_an_svg_with_a_legend_entry_per_series_and_power_of_two_size_labels() {
-        let rows = [row("a<b", 1024, 1.0), row("c", 1024, 2.0), row("a<b", 16384, 3.0), row("c", 16384, 8.0)];
+        let sizes = [1024, 4096, 16384];
+        let rows: Vec<Row> =
+            sizes.iter().flat_map(|&size| [row("a<b", size, size as f64 / 4096.0), row("c", size, 2.0)]).collect();
         let svg = busbw_svg("t & u", &rows).unwrap();
         let doc = roxmltree::Document::parse(&svg).expect("the SVG is well-formed XML");
         assert_eq!(doc.root_element().tag_name().name(), "svg");
+        // One line of a point per size for each series (legend samples have two points), left to
+        // right as sizes grow, inside the picture.
+        let lines: Vec<Vec<(f64, f64)>> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("polyline"))
+            .map(|n| {
+                let points = n.attribute("points").unwrap().split_whitespace();
+                points
+                    .map(|p| p.split_once(',').map(|(x, y)| (x.parse().unwrap(), y.parse().unwrap())).unwrap())
+                    .collect()
+            })
+            .filter(|points: &Vec<(f64, f64)>| points.len() == sizes.len())
+            .collect();
+        assert_eq!(lines.len(), 2, "{svg}");
+        for points in &lines {
+            assert!(points.windows(2).all(|w| w[0].0 < w[1].0), "x grows with size: {points:?}");
+            // Log scale: sizes 4x apart are equally far apart.
+            let gaps = (points[1].0 - points[0].0, points[2].0 - points[1].0);
+            assert!((gaps.0 - gaps.1).abs() <= 1.0, "{gaps:?}");
+            let (width, height) = (f64::from(SIZE.0), f64::from(SIZE.1));
+            assert!(points.iter().all(|&(x, y)| (0.0..=width).contains(&x) && (0.0..=height).contains(&y)));
+        }
         let texts = texts(&svg);
         for want in ["t & u", "a<b", "c", "busbw (GB/s)", "size per rank, bytes (log2 scale)"] {
             assert_eq!(texts.iter().filter(|t| *t == want).count(), 1, "{want} once in {texts:?}");
@@ -128,6 +152,10 @@ mod tests {
         // Log2 ticks: every power of two of the range, nothing between.
         let sizes: Vec<&str> = texts.iter().map(String::as_str).filter(|t| t.ends_with('K')).collect();
         assert_eq!(sizes, ["1K", "2K", "4K", "8K", "16K"]);
+        // The legend in the order the series first appear; a busbw axis from 0.
+        let at = |name: &str| texts.iter().position(|t| t == name).unwrap();
+        assert!(at("a<b") < at("c"), "{texts:?}");
+        assert!(texts.iter().any(|t| t == "0.0") && texts.iter().any(|t| t == "2.0"), "{texts:?}");
     }
 
     #[test]

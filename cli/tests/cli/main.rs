@@ -1,7 +1,10 @@
 //! The `kernbench` binary as a user runs it: every bad invocation ends in one line on stderr and exit
 //! code 2, never a panic; `bench`, `tune`, `trace` and `plot` write what they promise.
 //!
-//! Cargo builds the binary of this crate first and names it in `CARGO_BIN_EXE_kernbench`.
+//! Cargo builds the binary of this crate first and names it in `CARGO_BIN_EXE_kernbench`. The README's
+//! samples are checked against the binary in [`readme`].
+
+mod readme;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,0 +1,158 @@
+//! The README's samples, checked by running their commands: simulated times are deterministic, so a
+//! sample is compared line for line with what the command prints now. A `...` line in a sample stands
+//! for lines left out; every other line must be printed, in order, with nothing between it and its
+//! neighbours in the sample. Wall-clock figures (the speed section) depend on the machine: only their
+//! format is checked.
+
+use std::path::Path;
+use std::process::Command;
+
+use super::{scratch, text};
+
+/// The benchmark's own line formats.
+#[path = "../../../benches/runtime/lines.rs"]
+mod bench_lines;
+
+const README: &str = include_str!("../../../README.md");
+const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+
+/// The lines of the first ```text block after the first README line that contains `anchor`.
+fn sample_after(anchor: &str) -> Vec<&'static str> {
+    let mut lines = README.lines().skip_while(|l| !l.contains(anchor));
+    assert!(lines.next().is_some(), "no `{anchor}` in the README");
+    lines.skip_while(|l| *l != "```text").skip(1).take_while(|l| !l.starts_with("```")).collect()
+}
+
+/// `kernbench args` run in `dir`, which must succeed; its stdout.
+fn output_of(args: &[&str], dir: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_kernbench")).args(args).current_dir(dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "kernbench {args:?}: {}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// Whether `sample` (with `...` for left-out lines) is what `output` says.
+fn matches(sample: &[&str], output: &str) -> bool {
+    let output: Vec<&str> = output.lines().collect();
+    let segments: Vec<&[&str]> = sample.split(|l| *l == "...").collect();
+    let mut at = 0;
+    for (i, segment) in segments.iter().enumerate() {
+        let (first, last) = (i == 0, i == segments.len() - 1);
+        let found = if first && last {
+            (output == *segment).then_some(0)
+        } else if first {
+            output.starts_with(segment).then_some(0)
+        } else if last {
+            output.ends_with(segment).then(|| output.len() - segment.len()).filter(|&start| start >= at)
+        } else {
+            (at..=output.len().saturating_sub(segment.len())).find(|&start| output[start..].starts_with(segment))
+        };
+        let Some(start) = found else { return false };
+        at = start + segment.len();
+    }
+    true
+}
+
+/// Runs `args` in `dir` and checks the sample after `anchor` against what it prints.
+fn check(anchor: &str, args: &[&str], dir: &Path) {
+    let sample = sample_after(anchor);
+    assert!(!sample.is_empty(), "an empty sample after `{anchor}`");
+    let output = output_of(args, dir);
+    assert!(
+        matches(&sample, &output),
+        "the README's sample after `{anchor}` is not what `kernbench {}` prints now:\n--- README\n{}\n--- now\n{output}",
+        args.join(" "),
+        sample.join("\n")
+    );
+}
+
+#[test]
+fn the_bench_sample_is_what_bench_prints() {
+    let args = ["bench", "all_reduce", "--algos", "all", "--sizes", "1K,1M"];
+    check(&format!("A sample of `{}`", args.join(" ")), &args, Path::new(REPO));
+}
+
+#[test]
+fn the_run_sample_is_what_run_prints() {
+    check("A sample of `run all`", &["run", "all"], Path::new(REPO));
+}
+
+#[test]
+fn the_explain_sample_is_what_explain_prints() {
+    check("`explain all_reduce 64K`:", &["explain", "all_reduce", "64K"], Path::new(REPO));
+}
+
+#[test]
+fn the_trace_sample_is_what_trace_prints() {
+    let command = "trace all_reduce --algo ring --bytes 1M --out trace.json";
+    let args: Vec<&str> = command.split(' ').collect();
+    check(&format!("cargo run --release -- {command}"), &args, &scratch("readme-trace"));
+}
+
+#[test]
+fn the_tune_sample_is_what_tune_prints() {
+    let command = "tune all_reduce --system configs/systems/switched.json --sizes 1K..256K --out tuned.json";
+    assert!(README.contains(&format!("cargo run --release -- {command}\n")), "the README's tune command changed");
+    let system = format!("{REPO}/configs/systems/switched.json");
+    let args: Vec<&str> =
+        command.split(' ').map(|a| if a.starts_with("configs/") { system.as_str() } else { a }).collect();
+    check("On `switched.json` (8 SIPs behind one switch)", &args, &scratch("readme-tune"));
+}
+
+/// The README's speed sample, each line formatted again from its own figures by the function that
+/// the benchmark prints that kind of line with: the figures are the machine's, the format must be
+/// the benchmark's.
+#[test]
+fn the_speed_sample_is_in_the_format_the_benchmark_prints() {
+    let sample = sample_after("`cargo bench --bench runtime` prints");
+    assert!(sample.len() >= 6, "{sample:?}");
+    for line in sample {
+        let (label, rest) = line.split_at(line.len().min(28));
+        let label = label.trim_end();
+        let tokens: Vec<&str> = rest.split_whitespace().collect();
+        let number = |i: usize| -> f64 {
+            let token = tokens.get(i).unwrap_or_else(|| panic!("too few figures in `{line}`"));
+            token
+                .trim_start_matches('(')
+                .trim_end_matches(['x', ','])
+                .parse()
+                .unwrap_or_else(|_| panic!("`{token}` in `{line}`"))
+        };
+        let again = match label {
+            "timed vs untimed" => bench_lines::timed_vs_untimed(number(0), number(7)),
+            "in-place f32 add" => bench_lines::in_place_add(number(0)),
+            "2 threads vs 1" => bench_lines::thread_speedup(number(0)),
+            "ring all-reduce" => {
+                let (_, run) = rest.split_once("8 PEs, ").unwrap_or_else(|| panic!("`{line}`"));
+                let (run, after) = run.split_once(": ").unwrap_or_else(|| panic!("`{line}`"));
+                let after: Vec<&str> = after.split_whitespace().collect();
+                let secs = after[0].parse().unwrap();
+                bench_lines::ring_all_reduce(number(0), number(3) as usize, run, secs, after[5].parse().unwrap())
+            }
+            "hierarchical all-reduce" => {
+                bench_lines::many_pes(number(0) as usize, number(2) as usize, number(4), number(6) as u64, number(10))
+            }
+            _ => bench_lines::messages(label, number(0) as u64, number(2), number(4), line.ends_with("streaming)")),
+        };
+        assert_eq!(line, again, "the README's speed line is not in the benchmark's format");
+    }
+}
+
+#[test]
+fn a_sample_matches_only_what_was_printed() {
+    let output = "a\nb\nc\nd\n";
+    for good in
+        [&["a", "b", "c", "d"][..], &["a", "..."], &["...", "d"], &["a", "...", "c", "d"], &["...", "b", "c", "..."]]
+    {
+        assert!(matches(good, output), "{good:?}");
+    }
+    for bad in [
+        &["a", "b", "c"][..],
+        &["b", "..."],
+        &["...", "c"],
+        &["a", "c", "..."],
+        &["...", "c", "b", "..."],
+        &["a", "...", "a"],
+    ] {
+        assert!(!matches(bad, output), "{bad:?}");
+    }
+}
