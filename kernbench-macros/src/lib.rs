@@ -128,7 +128,10 @@ use crate::model::Kernel;
 /// Turns a plain function taking `tl: &Tl` first into a kernel coroutine.
 ///
 /// `#[ccl_kernel]` registers it under its name, `#[ccl_kernel(name = "ring")]` under another, and
-/// `#[ccl_kernel(helper)]` makes it a step that other kernels call with `tl` first. The function becomes
+/// `#[ccl_kernel(helper)]` makes it a step that other kernels call with `tl` first. The expansion names
+/// everything through `::kernbench::__private`; a crate that depends on `kernbench-core` directly
+/// rather than on the facade says so with `#[ccl_kernel(crate = "kernbench_core")]` (as tokio's
+/// `#[tokio::main(crate = "...")]` does), which combines with the other arguments. The function becomes
 /// `async`, returning `Result<_, KernelError>`; every `tl.op(..)` and helper call in it is awaited and
 /// its error propagated. A registered kernel gets a module of the same name holding `KERNEL` (its
 /// registry entry) and `Args` (its parameters, decoded from JSON).

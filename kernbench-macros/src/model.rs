@@ -23,6 +23,8 @@ pub(crate) struct Kernel {
     pub(crate) tl: TlHandle,
     /// A registered kernel or a helper.
     pub(crate) kind: Kind,
+    /// The crate whose `__private` module generated code names (`::kernbench` by default).
+    pub(crate) krate: syn::Path,
 }
 
 /// What the function is to the registry.
@@ -68,7 +70,12 @@ impl Kernel {
         } else {
             Kind::Kernel { name: registry_name(args, &item.sig.ident), params: registry_params(&item)? }
         };
-        Ok(Kernel { item, tl, kind })
+        Ok(Kernel { item, tl, kind, krate: args.krate() })
+    }
+
+    /// `<crate>::__private`, the module every generated path goes through.
+    pub(crate) fn private(&self) -> proc_macro2::TokenStream {
+        crate::codegen::private(&self.krate)
     }
 
     /// Whether the function declares a return type other than `()`.

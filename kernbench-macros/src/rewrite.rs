@@ -4,7 +4,7 @@
 //! Only what must change is touched: tl steps, `return`s and the tail. Closures, async blocks and
 //! nested items are left as written (the checks have made sure that they hold no tl steps).
 
-use proc_macro2::Span;
+use proc_macro2::{Span, TokenStream};
 use syn::spanned::Spanned;
 use syn::visit_mut::{self, VisitMut};
 use syn::{Block, Expr, ExprAwait, ExprMacro, ExprTry, Item, Macro, Stmt, Token, parse_quote_spanned};
@@ -14,14 +14,17 @@ use crate::model::{Kernel, TlHandle, macro_args};
 /// Rewrites the kernel's body in place.
 pub(crate) fn body(kernel: &mut Kernel) {
     let returns_value = kernel.returns_value();
-    let mut steps = Steps { tl: &kernel.tl, changed: false };
+    let private = kernel.private();
+    let mut steps = Steps { tl: &kernel.tl, private: &private, changed: false };
     steps.visit_block_mut(&mut kernel.item.block);
-    wrap_tail(&mut kernel.item.block, returns_value);
+    wrap_tail(&private, &mut kernel.item.block, returns_value);
 }
 
 /// Awaits tl steps and wraps `return` values in `Ok`.
 struct Steps<'a> {
     tl: &'a TlHandle,
+    /// `<crate>::__private`.
+    private: &'a TokenStream,
     /// Whether anything was rewritten since the flag was last cleared (for macro arguments).
     changed: bool,
 }
@@ -44,8 +47,8 @@ impl VisitMut for Steps<'_> {
             // Output: return Ok(acc);  return Ok(());
             let span = ret.return_token.span;
             ret.expr = Some(Box::new(match ret.expr.take() {
-                Some(value) => ok(*value, span),
-                None => ok(parse_quote_spanned!(span=> ()), span),
+                Some(value) => ok(self.private, *value, span),
+                None => ok(self.private, parse_quote_spanned!(span=> ()), span),
             }));
             self.changed = true;
         }
@@ -89,9 +92,9 @@ fn await_step(tl: &TlHandle, expr: &mut Expr) {
     });
 }
 
-/// `::kernbench::__private::Result::Ok(value)`, at `span`.
-fn ok(value: Expr, span: Span) -> Expr {
-    parse_quote_spanned!(span=> ::kernbench::__private::Result::Ok(#value))
+/// `<crate>::__private::Result::Ok(value)`, at `span`.
+fn ok(private: &TokenStream, value: Expr, span: Span) -> Expr {
+    parse_quote_spanned!(span=> #private::Result::Ok(#value))
 }
 
 /// Makes the block's value the function's `Ok` value.
@@ -103,7 +106,7 @@ fn ok(value: Expr, span: Span) -> Expr {
 /// Output: { ...; tl.store(Output, &acc).await?; return Ok(()); }
 ///
 /// A block ending in `return` is left as it is: it never reaches its end.
-fn wrap_tail(block: &mut Block, returns_value: bool) {
+fn wrap_tail(private: &TokenStream, block: &mut Block, returns_value: bool) {
     let span = block.brace_token.span.close();
     // A braced macro ending the block (`m! { .. }`) is its tail expression too.
     if let Some(last) = block.stmts.last_mut() {
@@ -120,7 +123,7 @@ fn wrap_tail(block: &mut Block, returns_value: bool) {
         Some(Stmt::Expr(tail, None)) if returns_value => {
             let value = std::mem::replace(tail, Expr::Verbatim(proc_macro2::TokenStream::new()));
             let span = value.span();
-            *tail = ok(value, span);
+            *tail = ok(private, value, span);
         }
         // Without a tail the body diverges, or the type error is the author's, as in a plain fn.
         _ if returns_value => {}
@@ -134,7 +137,7 @@ fn wrap_tail(block: &mut Block, returns_value: bool) {
             // A statement that allows itself to be unreachable: after a diverging tail (`panic!()`) rustc
             // would otherwise warn about code the author never wrote.
             let generated = Span::mixed_site();
-            let done = ok(parse_quote_spanned!(generated=> ()), generated);
+            let done = ok(private, parse_quote_spanned!(generated=> ()), generated);
             block.stmts.push(parse_quote_spanned!(generated=>
                 #[allow(unreachable_code, clippy::needless_return)]
                 return #done;
