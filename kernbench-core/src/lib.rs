@@ -29,9 +29,11 @@ mod topology;
 mod validator;
 
 pub use collective::{Collective, ParseCollectiveError};
-pub use direction::{Direction, ParseDirectionError};
+pub use direction::{Direction, ParseDirectionError, PeerIndexError};
 pub use dtype::{Dtype, ParseDtypeError, ParseReduceOpError, ReduceOp};
-pub use error::{KernelError, Op};
+pub use error::{KernelError, Op, WatchdogBudget};
+/// Half-precision element types (from the `half` crate), for `F16` and `BF16` tiles.
+pub use half::{bf16, f16};
 pub use ids::{CubeCoord, LinkClass, PeId};
 pub use kernbench_macros::ccl_kernel;
 pub use kernel::{ArgsError, Instantiate, KernelDef, KernelFuture, KernelSet, Launch, ParamDef, Params, UnknownKernel};
@@ -59,12 +61,13 @@ pub mod prelude {
     pub use crate::Buffer::{self, Input, Output, Scratch};
     pub use crate::Direction::{self, E, N, S, W};
     pub use crate::Dtype::{self, BF16, F16, F32, I32, I64};
-    pub use crate::{KernelError, PeId, ReduceOp, Tile, Tl, ccl_kernel};
+    pub use crate::{KernelError, PeId, ReduceOp, Tile, Tl, bf16, ccl_kernel, f16};
 }
 
 /// What `#[ccl_kernel]`'s expansion names; not a public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::tl::count_loop;
     pub use crate::{ArgsError, KernelDef, KernelError, KernelFuture, Launch, ParamDef, Tl};
     pub use serde;
     pub use serde_json;
@@ -74,4 +77,13 @@ pub mod __private {
     pub use std::result::Result;
     pub use std::string::String;
     pub use std::sync::Arc;
+
+    /// What `expr?` on a kernel's own `Result` becomes: its error, by its `Display`, as the PE's
+    /// [`KernelError::Kernel`].
+    ///
+    /// # Errors
+    /// `result`'s error, as [`KernelError::Kernel`] naming the PE.
+    pub fn kernel_result<T, E: std::fmt::Display>(tl: &Tl, result: Result<T, E>) -> Result<T, KernelError> {
+        result.map_err(|error| KernelError::kernel(tl.pe(), error))
+    }
 }

@@ -1,8 +1,26 @@
 //! The `tl` API: what a kernel can do on the PE it runs on.
 //!
-//! A kernel receives `tl: &Tl`. Every method is a step that `#[ccl_kernel]` awaits and whose error it
-//! propagates, so the author writes `let x = tl.recv(W, n, F32);` and the expansion reads
-//! `let x = tl.recv(W, n, F32).await?;`.
+//! A kernel receives `tl: &Tl`. The methods that can wait for another PE (`send`, `recv`, `recv_like`,
+//! `barrier`) are `async`; every other method returns at once, with a `Result` where it can fail.
+//! `#[ccl_kernel]` adds what each call needs, so the author writes plain calls and the expansion reads:
+//!
+//! ```text
+//! let n = tl.size();                      // never waits, never fails: left as written
+//! let x = tl.load(Input)?;                // never waits, can fail: its error is propagated
+//! let y = tl.recv(W, n, F32).await?;      // can wait: awaited, its error propagated
+//! ```
+//!
+//! The macro keeps the list of waiting methods; a test here checks it against this file, so the two
+//! cannot drift apart.
+//!
+//! # The watchdog
+//!
+//! A coroutine cannot be pre-empted, so a kernel that loops without end would hang its runtime. The
+//! macro therefore puts a budget check at the top of every `loop`, `while` and `for` body in a
+//! `#[ccl_kernel]` function (as Go's compiler inserts pre-emption points); a runtime that counts them
+//! ([`Backend::count_loop`]) ends a runaway kernel with [`KernelError::Watchdog`]. Loops in plain
+//! functions that a kernel calls are not checked: put long loops in the kernel or in a
+//! `#[ccl_kernel(helper)]`.
 //!
 //! `Tl` knows nothing of any simulator. The runtime that polls a PE's kernel lends it a [`Backend`]
 //! for the duration of the poll ([`enter`]); the operations reach it from there. So the same kernel can
@@ -77,6 +95,15 @@ pub trait Backend {
     fn set_phase(&mut self, phase: u8);
     /// Records a fact about this PE's run for the report: see [`Tl::note`].
     fn note(&mut self, key: &str, value: String);
+    /// Counts one iteration of a loop in the kernel (`#[ccl_kernel]` calls it at the top of every loop
+    /// body).
+    ///
+    /// # Errors
+    /// [`KernelError::Watchdog`] once the PE has used up the runtime's loop budget. A backend that
+    /// keeps no budget keeps this default, which never fails.
+    fn count_loop(&mut self) -> Result<(), KernelError> {
+        Ok(())
+    }
 }
 
 /// Sub-generations per call: a call of generation `k` owns the message generations `3k-2`, `3k-1`
@@ -118,6 +145,19 @@ pub fn enter<R>(backend: &mut dyn Backend, f: impl FnOnce() -> R) -> R {
     let ptr: NonNull<dyn Backend + 'static> = unsafe { std::mem::transmute(ptr) };
     let _reset = Reset(CURRENT.replace(Some(ptr)));
     f()
+}
+
+/// Counts one loop iteration of the kernel being polled on this thread: what `#[ccl_kernel]` inserts at
+/// the top of every loop body. Outside a runtime's poll there is nothing to count against.
+///
+/// # Errors
+/// The backend's [`KernelError::Watchdog`] once the PE's loop budget is used up.
+#[doc(hidden)]
+pub fn count_loop() -> Result<(), KernelError> {
+    if CURRENT.get().is_none() {
+        return Ok(());
+    }
+    with(|b| b.count_loop())
 }
 
 /// Runs `f` with the backend lent by the enclosing [`enter`].
@@ -163,8 +203,9 @@ pub struct TlContext {
 
 /// The handle a kernel uses to talk to its PE, its neighbours and its buffers.
 ///
-/// Methods are `async` and return `Result`; in a `#[ccl_kernel]` the macro adds `.await?` to each call,
-/// so kernels read like Triton: `let x = tl.recv(W, n, F32);`.
+/// The methods that wait (`send`, `recv`, `recv_like`, `barrier`) are `async`; the others return at once.
+/// In a `#[ccl_kernel]` the macro adds `.await` where a call waits and `?` where it can fail, so kernels
+/// read like Triton: `let x = tl.recv(W, n, F32);`.
 #[derive(Debug)]
 pub struct Tl {
     ctx: TlContext,
@@ -185,7 +226,7 @@ impl Tl {
     ///
     /// # Errors
     /// [`KernelError::BadAxis`] for an axis above 2.
-    pub async fn program_id(&self, axis: usize) -> Result<usize, KernelError> {
+    pub fn program_id(&self, axis: usize) -> Result<usize, KernelError> {
         let pe = self.ctx.pe;
         let ids = [pe.pe, pe.cube, pe.sip];
         ids.get(axis).map(|&i| i as usize).ok_or(KernelError::BadAxis { pe, axis })
@@ -195,33 +236,33 @@ impl Tl {
     ///
     /// # Errors
     /// [`KernelError::BadAxis`] for an axis above 2.
-    pub async fn num_programs(&self, axis: usize) -> Result<usize, KernelError> {
+    pub fn num_programs(&self, axis: usize) -> Result<usize, KernelError> {
         self.ctx.extents.get(axis).copied().ok_or(KernelError::BadAxis { pe: self.ctx.pe, axis })
     }
 
     /// The PE this kernel runs on.
-    pub async fn pe(&self) -> Result<PeId, KernelError> {
-        Ok(self.ctx.pe)
+    pub fn pe(&self) -> PeId {
+        self.ctx.pe
     }
 
     /// The PE's position among the topology's participants.
-    pub async fn rank(&self) -> Result<usize, KernelError> {
-        Ok(self.ctx.rank)
+    pub fn rank(&self) -> usize {
+        self.ctx.rank
     }
 
     /// The number of participants in the topology.
-    pub async fn size(&self) -> Result<usize, KernelError> {
-        Ok(self.ctx.size)
+    pub fn size(&self) -> usize {
+        self.ctx.size
     }
 
     /// The reduction operator of this call.
-    pub async fn op(&self) -> Result<ReduceOp, KernelError> {
-        Ok(self.ctx.op)
+    pub fn op(&self) -> ReduceOp {
+        self.ctx.op
     }
 
     /// The root rank of a rooted collective.
-    pub async fn root(&self) -> Result<usize, KernelError> {
-        Ok(self.ctx.root)
+    pub fn root(&self) -> usize {
+        self.ctx.root
     }
 
     /// Moves this PE to `phase` (1, 2 or 3) of its call. Messages carry their sender's phase and a
@@ -230,7 +271,7 @@ impl Tl {
     ///
     /// # Errors
     /// [`KernelError::BadPhase`] for a phase outside 1..=3.
-    pub async fn phase(&self, phase: u8) -> Result<(), KernelError> {
+    pub fn phase(&self, phase: u8) -> Result<(), KernelError> {
         if !(1..=PHASES_PER_CALL as u8).contains(&phase) {
             return Err(KernelError::BadPhase { pe: self.ctx.pe, phase });
         }
@@ -240,15 +281,14 @@ impl Tl {
 
     /// Records `key = value` in this PE's part of the run report (the last value of a key wins): which
     /// path an algorithm took, or what it held at its peak.
-    pub async fn note(&self, key: &str, value: impl std::fmt::Display) -> Result<(), KernelError> {
+    pub fn note(&self, key: &str, value: impl std::fmt::Display) {
         let value = value.to_string();
         with(|b| b.note(key, value));
-        Ok(())
     }
 
     /// Whether the PE has a neighbour in `direction`.
-    pub async fn has(&self, direction: Direction) -> Result<bool, KernelError> {
-        Ok(with(|b| b.has(direction)))
+    pub fn has(&self, direction: Direction) -> bool {
+        with(|b| b.has(direction))
     }
 
     /// Sends `tile` to the neighbour in `direction`, waiting for a credit if the queue is full. The
@@ -269,13 +309,22 @@ impl Tl {
         poll_fn(|cx| with(|b| b.poll_recv(direction, len, dtype, cx))).await
     }
 
+    /// Receives the oldest message from `direction`, which must hold a tile of `like`'s dtype and
+    /// length: the usual partner of a send of a tile shaped like `like`.
+    ///
+    /// # Errors
+    /// As [`Tl::recv`].
+    pub async fn recv_like(&self, direction: Direction, like: &Tile) -> Result<Tile, KernelError> {
+        self.recv(direction, like.len(), like.dtype()).await
+    }
+
     /// Waits until every participant has reached the barrier.
     pub async fn barrier(&self) -> Result<(), KernelError> {
         poll_fn(|cx| with(|b| b.poll_barrier(cx))).await
     }
 
     /// The contents of one of the PE's buffers.
-    pub async fn load(&self, buffer: Buffer) -> Result<Tile, KernelError> {
+    pub fn load(&self, buffer: Buffer) -> Result<Tile, KernelError> {
         with(|b| {
             let tile = b.load(buffer)?;
             b.charge(Work::Memory { bytes: tile.bytes() });
@@ -287,7 +336,7 @@ impl Tl {
     ///
     /// # Errors
     /// [`KernelError::Tile`] when `tile` does not match the buffer's dtype and length.
-    pub async fn store(&self, buffer: Buffer, tile: &Tile) -> Result<(), KernelError> {
+    pub fn store(&self, buffer: Buffer, tile: &Tile) -> Result<(), KernelError> {
         with(|b| {
             b.store(buffer, None, tile)?;
             b.charge(Work::Memory { bytes: tile.bytes() });
@@ -299,7 +348,7 @@ impl Tl {
     ///
     /// # Errors
     /// [`KernelError::Tile`] when `tile` does not fit at `offset` or has another dtype.
-    pub async fn store_at(&self, buffer: Buffer, offset: usize, tile: &Tile) -> Result<(), KernelError> {
+    pub fn store_at(&self, buffer: Buffer, offset: usize, tile: &Tile) -> Result<(), KernelError> {
         with(|b| {
             b.store(buffer, Some(offset), tile)?;
             b.charge(Work::Memory { bytes: tile.bytes() });
@@ -311,26 +360,25 @@ impl Tl {
     ///
     /// # Errors
     /// [`KernelError::Tile`] on a dtype or length mismatch.
-    pub async fn reduce(&self, acc: &mut Tile, other: &Tile, op: ReduceOp) -> Result<(), KernelError> {
+    pub fn reduce(&self, acc: &mut Tile, other: &Tile, op: ReduceOp) -> Result<(), KernelError> {
         acc.reduce_in_place(other, op).map_err(|source| self.tile_error(Op::Reduce, source))?;
         with(|b| b.charge(Work::Reduce { elements: other.len(), dtype: other.dtype() }));
         Ok(())
     }
 
     /// Ends a reduction of `contributions` inputs: divides by the count for `Avg`, nothing otherwise.
-    pub async fn finish(&self, acc: &mut Tile, op: ReduceOp, contributions: usize) -> Result<(), KernelError> {
+    pub fn finish(&self, acc: &mut Tile, op: ReduceOp, contributions: usize) {
         acc.finish_reduction(op, contributions);
         if op == ReduceOp::Avg {
             with(|b| b.charge(Work::Reduce { elements: acc.len(), dtype: acc.dtype() }));
         }
-        Ok(())
     }
 
     /// Chunk `index` of `count` near-equal chunks of `tile`, without copying.
     ///
     /// # Errors
     /// [`KernelError::Tile`] when `index >= count`.
-    pub async fn chunk(&self, tile: &Tile, index: usize, count: usize) -> Result<Tile, KernelError> {
+    pub fn chunk(&self, tile: &Tile, index: usize, count: usize) -> Result<Tile, KernelError> {
         tile.chunk(index, count).map_err(|source| self.tile_error(Op::Slice, source))
     }
 
@@ -338,7 +386,7 @@ impl Tl {
     ///
     /// # Errors
     /// [`KernelError::Tile`] when the range reaches past the end.
-    pub async fn slice(&self, tile: &Tile, start: usize, len: usize) -> Result<Tile, KernelError> {
+    pub fn slice(&self, tile: &Tile, start: usize, len: usize) -> Result<Tile, KernelError> {
         let end =
             start.checked_add(len).ok_or(crate::TileError::OutOfRange { start, end: usize::MAX, len: tile.len() });
         end.and_then(|end| tile.slice(start..end)).map_err(|source| self.tile_error(Op::Slice, source))
@@ -348,16 +396,63 @@ impl Tl {
     ///
     /// # Errors
     /// [`KernelError::Tile`] for no tiles or mixed dtypes.
-    pub async fn concat(&self, tiles: &[Tile]) -> Result<Tile, KernelError> {
+    pub fn concat(&self, tiles: &[Tile]) -> Result<Tile, KernelError> {
         Tile::concat(tiles).map_err(|source| self.tile_error(Op::Slice, source))
     }
 
     /// A new tile of `len` zeros of `dtype`.
-    pub async fn zeros(&self, dtype: Dtype, len: usize) -> Result<Tile, KernelError> {
-        Ok(Tile::zeros(dtype, len))
+    pub fn zeros(&self, dtype: Dtype, len: usize) -> Tile {
+        Tile::zeros(dtype, len)
     }
 
     fn tile_error(&self, op: Op, source: crate::TileError) -> KernelError {
         KernelError::Tile { pe: self.ctx.pe, op, source }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    /// `(name, is async, returns Result)` of every `pub fn` taking `&self` in `impl Tl`, read from this
+    /// file's source.
+    fn tl_methods() -> Vec<(String, bool, bool)> {
+        let source = include_str!("tl.rs");
+        let start = source.find("impl Tl {").expect("tl.rs has `impl Tl`");
+        let body = &source[start..];
+        let end = body.find("\n}\n").expect("`impl Tl` ends");
+        let mut methods = Vec::new();
+        for (i, _) in body[..end].match_indices("    pub ") {
+            let rest = &body[i + "    pub ".len()..];
+            let is_async = rest.starts_with("async fn ");
+            let Some(rest) = rest.strip_prefix("async fn ").or_else(|| rest.strip_prefix("fn ")) else { continue };
+            let signature = &rest[..rest.find('{').expect("a method has a body")];
+            if !signature.contains("&self") {
+                continue;
+            }
+            let name = signature[..signature.find(['(', '<']).expect("a method has parameters")].to_owned();
+            methods.push((name, is_async, signature.contains("-> Result<")));
+        }
+        methods
+    }
+
+    #[test]
+    fn the_macro_awaits_exactly_the_async_methods_of_tl() {
+        let methods = tl_methods();
+        assert!(methods.len() > 20, "found {methods:?}");
+        let is_async: BTreeSet<&str> =
+            methods.iter().filter(|(_, is_async, _)| *is_async).map(|(name, ..)| name.as_str()).collect();
+        let waiting: BTreeSet<&str> = kernbench_macros::__waiting_tl_methods!().into_iter().collect();
+        assert_eq!(waiting, is_async, "the macro's list of waiting tl methods differs from `Tl`'s async methods");
+    }
+
+    #[test]
+    fn the_macro_propagates_errors_of_exactly_the_fallible_methods_of_tl() {
+        let methods = tl_methods();
+        let infallible: BTreeSet<&str> =
+            methods.iter().filter(|(_, _, fallible)| !*fallible).map(|(name, ..)| name.as_str()).collect();
+        let listed: BTreeSet<&str> = kernbench_macros::__infallible_tl_methods!().into_iter().collect();
+        assert_eq!(listed, infallible, "the macro's list of infallible tl methods differs from `Tl`'s");
+        assert!(infallible.contains("size") && !infallible.contains("load"), "{infallible:?}");
     }
 }

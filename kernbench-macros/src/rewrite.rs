@@ -1,15 +1,17 @@
 //! The body rewrite: from the plain function the author wrote to the body of an `async fn` returning
 //! `Result<R, KernelError>`.
 //!
-//! Only what must change is touched: tl steps, `return`s and the tail. Closures, async blocks and
-//! nested items are left as written (the checks have made sure that they hold no tl steps).
+//! Only what must change is touched: tl steps, the author's own `?`, loop bodies (which get the
+//! watchdog's check), `return`s and the tail. Closures, async blocks and nested items are left as
+//! written (the checks have made sure that they hold no tl steps); so are loops in them, which the
+//! watchdog therefore does not see.
 
 use proc_macro2::{Span, TokenStream};
 use syn::spanned::Spanned;
 use syn::visit_mut::{self, VisitMut};
 use syn::{Block, Expr, ExprAwait, ExprMacro, ExprTry, Item, Macro, Stmt, Token, parse_quote_spanned};
 
-use crate::model::{Kernel, TlHandle, macro_args};
+use crate::model::{Kernel, StepKind, TlHandle, macro_args};
 
 /// Rewrites the kernel's body in place.
 pub(crate) fn body(kernel: &mut Kernel) {
@@ -38,9 +40,26 @@ impl VisitMut for Steps<'_> {
         // Arguments first, so nested steps are awaited where they stand:
         // Input:  tl.recv(W, tl.size(), F32)
         // Output: tl.recv(W, tl.size().await?, F32).await?
+        // The author's own `?`, told from those the rewrite adds to the steps below it.
+        let authors_try = matches!(expr, Expr::Try(_));
         visit_mut::visit_expr_mut(self, expr);
-        if self.tl.is_step(expr) {
-            await_step(self.tl, expr);
+        if let Some(kind) = self.tl.step_kind(expr) {
+            complete_step(self.tl, kind, expr);
+            self.changed = true;
+        } else if let (true, Expr::Try(question)) = (authors_try, &mut *expr) {
+            // The author's `?` on a `Result` of their own: its error becomes the PE's `KernelError::Kernel`.
+            // Input:  parse(&text)?
+            // Output: <crate>::__private::kernel_result(tl, parse(&text))?
+            let (private, tl, span) = (self.private, &self.tl.0, question.question_token.span);
+            let inner = std::mem::replace(&mut *question.expr, Expr::Verbatim(TokenStream::new()));
+            *question.expr = parse_quote_spanned!(span=> #private::kernel_result(#tl, #inner));
+            self.changed = true;
+        } else if let Some(body) = loop_body(expr) {
+            // The watchdog's check, so that a loop that never reaches a step still ends.
+            // Input:  for c in 0..n { ... }
+            // Output: for c in 0..n { <crate>::__private::count_loop()?; ... }
+            let (private, span) = (self.private, body.brace_token.span.open());
+            body.stmts.insert(0, parse_quote_spanned!(span=> #private::count_loop()?;));
             self.changed = true;
         } else if let Expr::Return(ret) = expr {
             // Input:  return acc;      return;
@@ -73,23 +92,37 @@ impl VisitMut for Steps<'_> {
     }
 }
 
-/// Input:  tl.send(E, &x)         intra_cube_ring(tl, acc)
-/// Output: tl.send(E, &x).await?  intra_cube_ring(tl, acc).await?
+/// Input:  tl.send(E, &x)         intra_cube_ring(tl, acc)          tl.load(Input)   tl.size()
+/// Output: tl.send(E, &x).await?  intra_cube_ring(tl, acc).await?   tl.load(Input)?  tl.size()
 ///
-/// `.await?` carries the span of the method or function name, so "not a future" points there.
-fn await_step(tl: &TlHandle, expr: &mut Expr) {
+/// What is added carries the span of the method or function name, so "not a future" points there.
+fn complete_step(tl: &TlHandle, kind: StepKind, expr: &mut Expr) {
     let span = tl.step_span(expr);
     let step = std::mem::replace(expr, Expr::Verbatim(proc_macro2::TokenStream::new()));
-    *expr = Expr::Try(ExprTry {
-        attrs: Vec::new(),
-        expr: Box::new(Expr::Await(ExprAwait {
+    let step = match kind {
+        StepKind::Infallible => {
+            *expr = step;
+            return;
+        }
+        StepKind::Fallible => step,
+        StepKind::Waits => Expr::Await(ExprAwait {
             attrs: Vec::new(),
             base: Box::new(step),
             dot_token: Token![.](span),
             await_token: Token![await](span),
-        })),
-        question_token: Token![?](span),
-    });
+        }),
+    };
+    *expr = Expr::Try(ExprTry { attrs: Vec::new(), expr: Box::new(step), question_token: Token![?](span) });
+}
+
+/// The body of a `loop`, `while` or `for`.
+fn loop_body(expr: &mut Expr) -> Option<&mut Block> {
+    match expr {
+        Expr::Loop(l) => Some(&mut l.body),
+        Expr::While(w) => Some(&mut w.body),
+        Expr::ForLoop(f) => Some(&mut f.body),
+        _ => None,
+    }
 }
 
 /// `<crate>::__private::Result::Ok(value)`, at `span`.

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 
 use kernbench_core::tl::{Backend, Work, message_generation};
-use kernbench_core::{Buffer, Direction, Dtype, KernelError, Op, PeId, Tile};
+use kernbench_core::{Buffer, Direction, Dtype, KernelError, Op, PeId, Tile, WatchdogBudget};
 use serde::{Deserialize, Serialize};
 
 use crate::RunError;
@@ -81,6 +81,26 @@ pub(crate) struct PeState {
     pub(crate) clock: Clock,
     /// Why its kernel stopped, when it failed or panicked in the current round.
     pub(crate) failure: Option<RunError>,
+    /// What the watchdog counts.
+    pub(crate) watch: Watch,
+}
+
+/// What the watchdog has counted of a PE's kernel.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Watch {
+    /// Loop iterations (counted at the top of every loop body of a `#[ccl_kernel]`).
+    pub(crate) iterations: u64,
+    /// Waiting steps completed: sends, receives, barriers.
+    pub(crate) steps: u64,
+    /// The last waiting step completed, and its direction.
+    pub(crate) last: Option<(Op, Option<Direction>)>,
+}
+
+/// The watchdog's limits per PE: see [`crate::Runtime::loop_budget`] and [`crate::Runtime::step_budget`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Budget {
+    pub(crate) loops: u64,
+    pub(crate) steps: u64,
 }
 
 /// What a PE's kernel waits for.
@@ -135,6 +155,7 @@ pub(crate) struct PeView<'a> {
     /// The call's generation, from which each phase's message generation follows.
     pub(crate) call_generation: u64,
     pub(crate) barrier: &'a Barrier,
+    pub(crate) budget: Budget,
 }
 
 impl PeView<'_> {
@@ -169,6 +190,36 @@ impl PeView<'_> {
         }
     }
 
+    /// Fails a waiting step once the PE has completed its budget of them.
+    #[inline]
+    fn check_steps(&self) -> Result<(), KernelError> {
+        if self.state.watch.steps >= self.budget.steps {
+            return Err(self.watchdog(WatchdogBudget::Steps(self.budget.steps)));
+        }
+        Ok(())
+    }
+
+    /// Counts a waiting step completed.
+    #[inline]
+    fn step_done(&mut self, op: Op, direction: Option<Direction>) {
+        let watch = &mut self.state.watch;
+        watch.steps += 1;
+        watch.last = Some((op, direction));
+    }
+
+    #[cold]
+    fn watchdog(&self, budget: WatchdogBudget) -> KernelError {
+        let watch = &self.state.watch;
+        KernelError::Watchdog {
+            pe: self.state.pe,
+            budget,
+            iterations: watch.iterations,
+            steps: watch.steps,
+            last_op: watch.last.map(|(op, _)| op),
+            last_direction: watch.last.and_then(|(_, direction)| direction),
+        }
+    }
+
     /// The PE that sends into the queue behind `port`.
     fn peer_of(&self, port: Port) -> PeId {
         self.pes[self.queues[port.in_queue as usize].sender as usize]
@@ -191,6 +242,9 @@ impl PeView<'_> {
 
 impl Backend for PeView<'_> {
     fn poll_send(&mut self, direction: Direction, tile: &Tile, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
+        if let Err(e) = self.check_steps() {
+            return Poll::Ready(Err(e));
+        }
         let port = match self.port(direction, Op::Send) {
             Ok(port) => port,
             Err(e) => return Poll::Ready(Err(e)),
@@ -210,6 +264,7 @@ impl Backend for PeView<'_> {
             f.bytes_sent += bytes;
             self.wait.wait = Wait::None;
             self.touch(port.out_queue, Side::Sender);
+            self.step_done(Op::Send, Some(direction));
             Poll::Ready(Ok(()))
         } else {
             if self.wait.wait != Wait::Send(port.out_queue) {
@@ -227,6 +282,9 @@ impl Backend for PeView<'_> {
         dtype: Dtype,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Tile, KernelError>> {
+        if let Err(e) = self.check_steps() {
+            return Poll::Ready(Err(e));
+        }
         let port = match self.port(direction, Op::Recv) {
             Ok(port) => port,
             Err(e) => return Poll::Ready(Err(e)),
@@ -271,14 +329,19 @@ impl Backend for PeView<'_> {
         f.bytes_received += message.tile.bytes() as u64;
         self.wait.wait = Wait::None;
         self.touch(port.in_queue, Side::Receiver);
+        self.step_done(Op::Recv, Some(direction));
         Poll::Ready(Ok(message.tile))
     }
 
     fn poll_barrier(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
+        if let Err(e) = self.check_steps() {
+            return Poll::Ready(Err(e));
+        }
         let epoch = self.barrier.epoch.load(Ordering::Relaxed);
         match self.wait.wait {
             Wait::Barrier(release) if epoch >= release => {
                 self.wait.wait = Wait::None;
+                self.step_done(Op::Barrier, None);
                 Poll::Ready(Ok(()))
             }
             Wait::Barrier(_) => {
@@ -313,9 +376,30 @@ impl Backend for PeView<'_> {
                 *target = tile.clone();
                 Ok(())
             }
-            None => target.check_same_shape(tile).map(|()| *target = tile.clone()),
+            None if target.dtype() != tile.dtype() || target.len() != tile.len() => {
+                return Err(KernelError::StoreMismatch {
+                    pe,
+                    buffer,
+                    expected_dtype: target.dtype(),
+                    expected_len: target.len(),
+                    got_dtype: tile.dtype(),
+                    got_len: tile.len(),
+                });
+            }
+            None => {
+                *target = tile.clone();
+                Ok(())
+            }
         };
         result.map_err(|source| KernelError::Tile { pe, op: Op::Store, source })
+    }
+
+    fn count_loop(&mut self) -> Result<(), KernelError> {
+        if self.state.watch.iterations >= self.budget.loops {
+            return Err(self.watchdog(WatchdogBudget::LoopIterations(self.budget.loops)));
+        }
+        self.state.watch.iterations += 1;
+        Ok(())
     }
 
     fn note(&mut self, key: &str, value: String) {
