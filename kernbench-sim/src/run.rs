@@ -39,13 +39,22 @@ pub const PARALLEL_MIN_READY: usize = 512;
 /// Loop iterations a PE's kernel may make by default before the watchdog stops it
 /// ([`Runtime::loop_budget`]).
 ///
-/// MARGIN_LOOPS
+/// A kernel spinning in `loop {}` reaches it in about 4.5 s in a release build (about 4 ns per check,
+/// measured on the 2-core development machine), within the 10 s a runaway kernel may take. The shipped
+/// kernels use far less: at most 66,690 per PE (the all-to-alls at 16 MiB per rank on the built-in
+/// system, `kernbench bench all_to_all --algos all`), a margin of about 16,000x; the million-PE
+/// hierarchical all-reduce of `benches/runtime.rs` uses none (its loops are in plain functions), and
+/// that benchmark's streaming kernel 2,000,000, a margin of 500x.
 pub const DEFAULT_LOOP_BUDGET: u64 = 1 << 30;
 
 /// Waiting steps (sends, receives, barriers) a PE's kernel may complete by default before the watchdog
 /// stops it ([`Runtime::step_budget`]).
 ///
-/// MARGIN_STEPS
+/// A kernel sending forever into a peer that receives forever reaches it in about 2.2 s in a release
+/// build (measured on the 2-core development machine), within the 10 s a runaway kernel may take. The
+/// shipped kernels use far less: at most 260 per PE (the all-to-alls at 16 MiB per rank on the built-in
+/// system), a margin of about 64,000x; the million-PE hierarchical all-reduce of `benches/runtime.rs`
+/// uses 12, and that benchmark's streaming kernel 2,000,000 messages per PE, a margin of 8x.
 pub const DEFAULT_STEP_BUDGET: u64 = 1 << 24;
 
 /// The per-call facts every PE's kernel sees.
