@@ -18,7 +18,7 @@
 //! A coroutine cannot be pre-empted, so a kernel that loops without end would hang its runtime. The
 //! macro therefore puts a budget check at the top of every `loop`, `while` and `for` body in a
 //! `#[ccl_kernel]` function (as Go's compiler inserts pre-emption points); a runtime that counts them
-//! ([`Backend::count_loop`]) ends a runaway kernel with [`KernelError::Watchdog`]. Loops in plain
+//! ([`Backend::loops_left`]) ends a runaway kernel with [`KernelError::Watchdog`]. Loops in plain
 //! functions that a kernel calls are not checked: put long loops in the kernel or in a
 //! `#[ccl_kernel(helper)]`.
 //!
@@ -95,13 +95,21 @@ pub trait Backend {
     fn set_phase(&mut self, phase: u8);
     /// Records a fact about this PE's run for the report: see [`Tl::note`].
     fn note(&mut self, key: &str, value: String);
-    /// Counts one iteration of a loop in the kernel (`#[ccl_kernel]` calls it at the top of every loop
-    /// body).
+    /// Loop iterations the PE's kernel may still make. [`enter`] lends them to the poll, so that the
+    /// check `#[ccl_kernel]` puts at the top of every loop body is a thread-local decrement, and gives
+    /// back what is left with [`Backend::set_loops_left`]. A backend that keeps no budget keeps this
+    /// default.
+    fn loops_left(&self) -> u64 {
+        u64::MAX
+    }
+    /// Takes back what the kernel left of [`Backend::loops_left`] after a poll (or when it ran out).
+    fn set_loops_left(&mut self, _left: u64) {}
+    /// Called when the kernel has used up [`Backend::loops_left`] and starts another loop iteration.
     ///
     /// # Errors
-    /// [`KernelError::Watchdog`] once the PE has used up the runtime's loop budget. A backend that
+    /// [`KernelError::Watchdog`] to stop the kernel; `Ok` lends it `loops_left()` more. A backend that
     /// keeps no budget keeps this default, which never fails.
-    fn count_loop(&mut self) -> Result<(), KernelError> {
+    fn out_of_loops(&mut self) -> Result<(), KernelError> {
         Ok(())
     }
 }
@@ -128,36 +136,83 @@ pub const fn message_generation(call: u64, phase: u8) -> u64 {
 
 thread_local! {
     static CURRENT: Cell<Option<NonNull<dyn Backend + 'static>>> = const { Cell::new(None) };
+    /// What the kernel being polled on this thread may still make of its loop iterations: lent by its
+    /// backend for the poll ([`Backend::loops_left`]).
+    static LOOPS_LEFT: Cell<u64> = const { Cell::new(u64::MAX) };
 }
 
 /// Runs `f` (a poll of a PE's kernel) with `backend` serving every `tl` operation made in it.
-pub fn enter<R>(backend: &mut dyn Backend, f: impl FnOnce() -> R) -> R {
-    struct Reset(Option<NonNull<dyn Backend + 'static>>);
+///
+/// Generic rather than taking `&mut dyn Backend`, so that lending the loop budget at each poll costs no
+/// virtual calls.
+pub fn enter<B: Backend, R>(backend: &mut B, f: impl FnOnce() -> R) -> R {
+    struct Reset(Option<NonNull<dyn Backend + 'static>>, u64);
     impl Drop for Reset {
         fn drop(&mut self) {
             CURRENT.set(self.0);
+            LOOPS_LEFT.set(self.1);
         }
     }
-    let ptr: NonNull<dyn Backend + '_> = NonNull::from(backend);
+    let lent = backend.loops_left();
+    let ptr: NonNull<dyn Backend + '_> = NonNull::from(&mut *backend as &mut dyn Backend);
     // SAFETY: only the lifetime is erased. The pointer is reachable through CURRENT only while this
     // call holds the unique borrow of `backend`: `Reset` restores the previous value when `f` returns
-    // or unwinds.
+    // or unwinds, before `backend` is used again below.
     let ptr: NonNull<dyn Backend + 'static> = unsafe { std::mem::transmute(ptr) };
-    let _reset = Reset(CURRENT.replace(Some(ptr)));
-    f()
+    let (result, left) = {
+        let _reset = Reset(CURRENT.replace(Some(ptr)), LOOPS_LEFT.replace(lent));
+        let result = f();
+        (result, LOOPS_LEFT.get())
+    };
+    backend.set_loops_left(left);
+    result
+}
+
+/// Whether a kernel is being polled on this thread, outside its `tl` operations: a panic raised now is
+/// the kernel's, which its runtime catches and reports.
+pub fn polling_kernel() -> bool {
+    CURRENT.get().is_some()
+}
+
+/// Loop iterations the kernel being polled on this thread may still make (for a backend that reports
+/// how far a kernel got while its own count is lent out); `u64::MAX` outside a poll.
+pub fn loops_left() -> u64 {
+    LOOPS_LEFT.get()
 }
 
 /// Counts one loop iteration of the kernel being polled on this thread: what `#[ccl_kernel]` inserts at
-/// the top of every loop body. Outside a runtime's poll there is nothing to count against.
+/// the top of every loop body. It runs once per iteration of every kernel loop, so its usual path is
+/// one thread-local decrement.
 ///
 /// # Errors
 /// The backend's [`KernelError::Watchdog`] once the PE's loop budget is used up.
 #[doc(hidden)]
+#[inline]
 pub fn count_loop() -> Result<(), KernelError> {
+    let counted = LOOPS_LEFT.with(|left| match left.get() {
+        0 => false,
+        n => {
+            left.set(n - 1);
+            true
+        }
+    });
+    if counted { Ok(()) } else { out_of_loops() }
+}
+
+/// The kernel used up the loop iterations lent to it: asks the backend whether it may go on.
+#[cold]
+fn out_of_loops() -> Result<(), KernelError> {
+    // Outside a runtime's poll there is nothing to count against.
     if CURRENT.get().is_none() {
+        LOOPS_LEFT.set(u64::MAX);
         return Ok(());
     }
-    with(|b| b.count_loop())
+    with(|b| {
+        b.set_loops_left(0);
+        b.out_of_loops()?;
+        LOOPS_LEFT.set(b.loops_left());
+        Ok(())
+    })
 }
 
 /// Runs `f` with the backend lent by the enclosing [`enter`].

@@ -86,10 +86,11 @@ pub(crate) struct PeState {
 }
 
 /// What the watchdog has counted of a PE's kernel.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Watch {
-    /// Loop iterations (counted at the top of every loop body of a `#[ccl_kernel]`).
-    pub(crate) iterations: u64,
+    /// Loop iterations the kernel may still make (counted down at the top of every loop body of a
+    /// `#[ccl_kernel]`; lent to the thread while the kernel is polled).
+    pub(crate) loops_left: u64,
     /// Waiting steps completed: sends, receives, barriers.
     pub(crate) steps: u64,
     /// The last waiting step completed, and its direction.
@@ -210,10 +211,12 @@ impl PeView<'_> {
     #[cold]
     fn watchdog(&self, budget: WatchdogBudget) -> KernelError {
         let watch = &self.state.watch;
+        // While the kernel is polled its count is lent to the thread.
+        let loops_left = kernbench_core::tl::loops_left().min(watch.loops_left);
         KernelError::Watchdog {
             pe: self.state.pe,
             budget,
-            iterations: watch.iterations,
+            iterations: self.budget.loops - loops_left,
             steps: watch.steps,
             last_op: watch.last.map(|(op, _)| op),
             last_direction: watch.last.and_then(|(_, direction)| direction),
@@ -394,12 +397,16 @@ impl Backend for PeView<'_> {
         result.map_err(|source| KernelError::Tile { pe, op: Op::Store, source })
     }
 
-    fn count_loop(&mut self) -> Result<(), KernelError> {
-        if self.state.watch.iterations >= self.budget.loops {
-            return Err(self.watchdog(WatchdogBudget::LoopIterations(self.budget.loops)));
-        }
-        self.state.watch.iterations += 1;
-        Ok(())
+    fn loops_left(&self) -> u64 {
+        self.state.watch.loops_left
+    }
+
+    fn set_loops_left(&mut self, left: u64) {
+        self.state.watch.loops_left = left;
+    }
+
+    fn out_of_loops(&mut self) -> Result<(), KernelError> {
+        Err(self.watchdog(WatchdogBudget::LoopIterations(self.budget.loops)))
     }
 
     fn note(&mut self, key: &str, value: String) {

@@ -14,7 +14,6 @@
 //! woken while kernels remain is a deadlock, reported with every blocked PE.
 
 use std::any::Any;
-use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -39,23 +38,24 @@ pub const PARALLEL_MIN_READY: usize = 512;
 /// Loop iterations a PE's kernel may make by default before the watchdog stops it
 /// ([`Runtime::loop_budget`]).
 ///
-/// A kernel spinning in `loop {}` reaches it in about 4.5 s in a release build (about 4 ns per check,
-/// measured on the 2-core development machine), within the 10 s a runaway kernel may take. The shipped
-/// kernels use far less: at most 66,690 per PE (the all-to-alls at 16 MiB per rank on the built-in
-/// system, `kernbench bench all_to_all --algos all`), a margin of about 16,000x; the million-PE
-/// hierarchical all-reduce of `benches/runtime.rs` uses none (its loops are in plain functions), and
-/// that benchmark's streaming kernel 2,000,000, a margin of 500x.
-pub const DEFAULT_LOOP_BUDGET: u64 = 1 << 30;
+/// A kernel spinning in `loop {}` reaches it in about 2.4 s in a release build (a check costs about
+/// 0.55 ns: 2^30 iterations took 0.59 s on the shared 2-core development machine), well within the 10 s
+/// a runaway kernel may take. The shipped kernels use far less: at most 66,690 per PE (the all-to-alls
+/// at 16 MiB per rank on the built-in system, `kernbench bench all_to_all --algos all`), a margin of
+/// about 64,000x; the million-PE hierarchical all-reduce of `benches/runtime.rs` uses none (its loops
+/// are in plain functions), and that benchmark's streaming kernel 2,000,000, a margin of about 2,000x.
+pub const DEFAULT_LOOP_BUDGET: u64 = 1 << 32;
 
 /// Waiting steps (sends, receives, barriers) a PE's kernel may complete by default before the watchdog
 /// stops it ([`Runtime::step_budget`]).
 ///
-/// A kernel sending forever into a peer that receives forever reaches it in about 2.2 s in a release
-/// build (measured on the 2-core development machine), within the 10 s a runaway kernel may take. The
-/// shipped kernels use far less: at most 260 per PE (the all-to-alls at 16 MiB per rank on the built-in
-/// system), a margin of about 64,000x; the million-PE hierarchical all-reduce of `benches/runtime.rs`
-/// uses 12, and that benchmark's streaming kernel 2,000,000 messages per PE, a margin of 8x.
-pub const DEFAULT_STEP_BUDGET: u64 = 1 << 24;
+/// A kernel sending forever into a peer that receives forever reaches it in about 3.5 s in a release
+/// build (2^24 steps took 1.8 s on the shared 2-core development machine), within the 10 s a runaway
+/// kernel may take. The shipped kernels use far less: at most 260 per PE (the all-to-alls at 16 MiB
+/// per rank on the built-in system), a margin of about 129,000x; the million-PE hierarchical
+/// all-reduce of `benches/runtime.rs` uses 12, and that benchmark's streaming kernel 2,000,000
+/// messages per PE, a margin of about 16x.
+pub const DEFAULT_STEP_BUDGET: u64 = 1 << 25;
 
 /// The per-call facts every PE's kernel sees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -247,7 +247,7 @@ impl<'s> Runtime<'s> {
                 notes: BTreeMap::new(),
                 clock: Clock::new(self.system, self.timing.as_ref(), pe),
                 failure: None,
-                watch: Watch::default(),
+                watch: Watch { loops_left: self.budget.loops, steps: 0, last: None },
             })
             .collect();
         let mut exec = Execution {
@@ -414,7 +414,7 @@ impl Execution<'_> {
             barrier: &self.barrier,
             budget: self.budget,
         };
-        let run = catch_unwind(AssertUnwindSafe(|| polling_kernel(|| tl::enter(&mut view, || runnable.run()))));
+        let run = catch_unwind(AssertUnwindSafe(|| tl::enter(&mut view, || runnable.run())));
         let failure = match run {
             Err(payload) => RunError::Panicked { pe, message: panic_message(&*payload) },
             Ok(_) => match self.results[rank as usize].get() {
@@ -611,27 +611,9 @@ impl Execution<'_> {
     }
 }
 
-thread_local! {
-    /// Whether this thread is polling a kernel now: its panics are caught and reported as
-    /// [`RunError::Panicked`], so the panic hook keeps quiet about them.
-    static POLLING_KERNEL: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Runs `f` (a poll of a kernel) with [`POLLING_KERNEL`] set, also when `f` unwinds.
-fn polling_kernel<R>(f: impl FnOnce() -> R) -> R {
-    struct Reset(bool);
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            POLLING_KERNEL.set(self.0);
-        }
-    }
-    let _reset = Reset(POLLING_KERNEL.replace(true));
-    f()
-}
-
 /// Installs, once per process, a panic hook that stays silent for panics raised while a kernel is
-/// polled (their message is in the run's error) and hands every other panic to the hook installed
-/// before it.
+/// polled (their message is in the run's error; [`tl::polling_kernel`] tells them apart) and hands
+/// every other panic, a runtime's own included, to the hook installed before it.
 ///
 /// Once per process rather than for the duration of each run: the hook is process-wide while runs
 /// (tests, sweeps) go on in parallel threads, so a run that put back the previous hook at its end could
@@ -642,7 +624,7 @@ fn quiet_kernel_panics() {
     INSTALL.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if !POLLING_KERNEL.get() {
+            if !tl::polling_kernel() {
                 previous(info);
             }
         }));
