@@ -160,8 +160,10 @@ pub enum KernelError {
         /// That step's direction (none for a barrier).
         last_direction: Option<Direction>,
     },
-    /// The kernel returned an error of its own, with `?` on a `Result` of its own or
-    /// `return Err(KernelError::Kernel { .. })` (the kernel's fault, by its own account).
+    /// The kernel failed on its own terms: in a `#[ccl_kernel]`, `?` on a `Result` of the kernel's own
+    /// (any error that implements `Display`, such as a parse error or [`crate::PeerIndexError`])
+    /// becomes this, with the error's message; a hand-written `Launch` returns it with
+    /// [`KernelError::kernel`]. The kernel's fault, by its own account.
     #[error("{pe}: the kernel failed: {message}")]
     Kernel {
         /// The PE.

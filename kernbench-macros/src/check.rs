@@ -155,7 +155,8 @@ impl<'ast> Visit<'ast> for BodyCheck<'_> {
                 if self.tl.is_step(&question.expr) {
                     self.error(
                         question.question_token,
-                        "remove `?`: #[ccl_kernel] propagates the errors of tl calls itself",
+                        "remove `?`: #[ccl_kernel] propagates the errors of tl calls itself (`?` belongs on the \
+                         kernel's own `Result`s, whose errors become the PE's `KernelError::Kernel`)",
                     );
                 }
             }
