@@ -79,7 +79,8 @@ pub mod __private {
     pub use std::sync::Arc;
 
     /// What `expr?` on a kernel's own `Result` becomes: its error, by its `Display`, as the PE's
-    /// [`KernelError::Kernel`].
+    /// [`KernelError::Kernel`]. Taking any `Display` keeps one rule for every error type (a
+    /// `KernelError` given this way, from a hand-written function, keeps only its message).
     ///
     /// # Errors
     /// `result`'s error, as [`KernelError::Kernel`] naming the PE.
