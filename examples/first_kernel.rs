@@ -35,21 +35,23 @@ pub fn ring_allreduce(tl: &Tl, chunks: usize) {
 // What `#[ccl_kernel]` made of it (abridged; every path is really `::kernbench::__private::...`):
 //
 //     pub async fn ring_allreduce(tl: &Tl, chunks: usize) -> Result<(), KernelError> {
-//         let n = tl.size().await?;
-//         let mut acc = tl.load(Input).await?;
+//         let n = tl.size();                              // never waits, never fails
+//         let mut acc = tl.load(Input)?;                  // can fail: `?`
 //         let mut travelling = acc.clone();
 //         for _ in 1..n {
+//             count_loop()?;                              // the watchdog's check, in every loop
 //             let mut parts = Vec::new();
 //             for c in 0..chunks {
-//                 let part = tl.chunk(&travelling, c, chunks).await?;
-//                 tl.send(E, &part).await?;
+//                 count_loop()?;
+//                 let part = tl.chunk(&travelling, c, chunks)?;
+//                 tl.send(E, &part).await?;               // can wait: `.await?`
 //                 parts.push(tl.recv(W, part.len(), part.dtype()).await?);
 //             }
-//             travelling = tl.concat(&parts).await?;
-//             tl.reduce(&mut acc, &travelling, tl.op().await?).await?;
+//             travelling = tl.concat(&parts)?;
+//             tl.reduce(&mut acc, &travelling, tl.op())?;
 //         }
-//         tl.finish(&mut acc, tl.op().await?, n).await?;
-//         tl.store(Output, &acc).await?;
+//         tl.finish(&mut acc, tl.op(), n);
+//         tl.store(Output, &acc)?;
 //         Ok(())
 //     }
 //

@@ -9,8 +9,8 @@
 //! Two partners that both keep a combination of their data combine it the same way, the lower rank's
 //! data first, so they hold the same bits afterwards and every rank ends with the same result.
 
-use kernbench::chunk_start;
-use kernbench::prelude::*;
+use kernbench_core::chunk_start;
+use kernbench_core::prelude::*;
 
 use crate::ring::split;
 
@@ -75,7 +75,7 @@ fn dim(k: usize) -> Direction {
 }
 
 /// `op` of two partners' tiles with the lower rank's first, so both partners get the same bits.
-#[ccl_kernel(helper)]
+#[ccl_kernel(helper, crate = "kernbench_core")]
 fn combine_ordered(tl: &Tl, mine: Tile, theirs: Tile, mine_first: bool, op: ReduceOp) -> Tile {
     let (mut acc, other) = if mine_first { (mine, theirs) } else { (theirs, mine) };
     tl.reduce(&mut acc, &other, op);
@@ -83,7 +83,7 @@ fn combine_ordered(tl: &Tl, mine: Tile, theirs: Tile, mine_first: bool, op: Redu
 }
 
 /// The core rank's data with its extra's reduced in (its own first), if it has an extra.
-#[ccl_kernel(helper)]
+#[ccl_kernel(helper, crate = "kernbench_core")]
 fn fold_in_extra(tl: &Tl, cube: Cube, mut data: Tile, op: ReduceOp) -> Tile {
     if cube.extra().is_some() {
         let theirs = tl.recv(cube.fold(), data.len(), data.dtype());
@@ -94,7 +94,7 @@ fn fold_in_extra(tl: &Tl, cube: Cube, mut data: Tile, op: ReduceOp) -> Tile {
 
 /// An extra rank's whole part: hands `data` to its core partner and stores what comes back, `len`
 /// elements, as its output.
-#[ccl_kernel(helper)]
+#[ccl_kernel(helper, crate = "kernbench_core")]
 fn delegate_to_partner(tl: &Tl, cube: Cube, data: &Tile, len: usize) {
     tl.send(cube.fold(), data);
     let result = tl.recv(cube.fold(), len, data.dtype());
@@ -102,7 +102,7 @@ fn delegate_to_partner(tl: &Tl, cube: Cube, data: &Tile, len: usize) {
 }
 
 /// Sends a core rank's `result` to its extra, if it has one.
-#[ccl_kernel(helper)]
+#[ccl_kernel(helper, crate = "kernbench_core")]
 fn send_to_extra(tl: &Tl, cube: Cube, result: &Tile) {
     if cube.extra().is_some() {
         tl.send(cube.fold(), result);
@@ -113,7 +113,7 @@ fn send_to_extra(tl: &Tl, cube: Cube, result: &Tile) {
 /// so far and combine it.
 ///
 /// Topology `hypercube`, any mapper, any number of ranks (extras fold into partners first).
-#[ccl_kernel]
+#[ccl_kernel(crate = "kernbench_core")]
 pub fn recursive_doubling_allreduce(tl: &Tl) {
     let cube = Cube::new(tl.rank(), tl.size());
     let op = tl.op();
@@ -138,7 +138,7 @@ pub fn recursive_doubling_allreduce(tl: &Tl) {
 ///
 /// Topology `hypercube`, any mapper, any number of ranks (extras fold into partners first). The core
 /// splits the data into `p2` near-equal segments; core rank `i` reduces segment `i`.
-#[ccl_kernel]
+#[ccl_kernel(crate = "kernbench_core")]
 pub fn rabenseifner_allreduce(tl: &Tl) {
     let cube = Cube::new(tl.rank(), tl.size());
     let op = tl.op();
@@ -180,7 +180,7 @@ pub fn rabenseifner_allreduce(tl: &Tl) {
 ///
 /// Topology `hypercube`, any mapper, any number of ranks: an extra rank gives its block to its partner
 /// first and receives the whole result at the end. A message carries its sender's blocks in rank order.
-#[ccl_kernel]
+#[ccl_kernel(crate = "kernbench_core")]
 pub fn recursive_doubling_allgather(tl: &Tl) {
     let cube = Cube::new(tl.rank(), tl.size());
     let mine = tl.load(Input);
@@ -218,7 +218,7 @@ pub fn recursive_doubling_allgather(tl: &Tl) {
 /// Topology `hypercube`, any mapper, any number of ranks: an extra rank folds its data into its partner
 /// first and receives its part at the end. Core rank `i` is responsible for rank `i`'s part and, if
 /// rank `i + p2` exists, that one's too; the halving splits these pairs between the partners.
-#[ccl_kernel]
+#[ccl_kernel(crate = "kernbench_core")]
 pub fn recursive_halving_reduce_scatter(tl: &Tl) {
     let cube = Cube::new(tl.rank(), tl.size());
     let op = tl.op();

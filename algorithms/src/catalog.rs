@@ -1,6 +1,6 @@
 //! The shipped kernels as a [`KernelSet`], and the default registry that names them.
 
-use kernbench::{KernelDef, KernelSet, Registry};
+use kernbench_core::{KernelDef, KernelSet, Registry};
 
 /// The default `ccl.json`: every shipped algorithm and the selection rules per collective.
 pub const DEFAULT_CCL_JSON: &str = include_str!("../ccl.json");

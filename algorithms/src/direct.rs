@@ -3,7 +3,7 @@
 //! Every rank has a link `peer<j>` to every other rank `j`, so data goes to its destination in one
 //! hop; the algorithms differ in how many messages they send and in what order.
 
-use kernbench::prelude::*;
+use kernbench_core::prelude::*;
 
 /// The `full` topology's link to rank `j`.
 pub(crate) fn peer(j: usize) -> Direction {
@@ -16,7 +16,7 @@ pub(crate) fn peer(j: usize) -> Direction {
 ///
 /// Topology `full`, any mapper, up to 1024 ranks (the topology's limit, reported when the plan is
 /// built). One step of latency, but each rank sends and reduces `n - 1` times the data.
-#[ccl_kernel]
+#[ccl_kernel(crate = "kernbench_core")]
 pub fn one_shot_allreduce(tl: &Tl) {
     let (rank, n, op) = (tl.rank(), tl.size(), tl.op());
     let data = tl.load(Input);
@@ -39,7 +39,7 @@ pub fn one_shot_allreduce(tl: &Tl) {
 /// rank order.
 ///
 /// Topology `full`, any mapper, up to 1024 ranks, any number of ranks (not only powers of two).
-#[ccl_kernel]
+#[ccl_kernel(crate = "kernbench_core")]
 pub fn bruck_allgather(tl: &Tl) {
     let (rank, n) = (tl.rank(), tl.size());
     let mine = tl.load(Input);
@@ -67,13 +67,13 @@ pub fn bruck_allgather(tl: &Tl) {
 ///
 /// Topology `full`, any mapper, up to 1024 ranks. The input splits into `n` near-equal blocks; rank
 /// `r`'s output holds every rank's block `r`, in rank order.
-#[ccl_kernel]
+#[ccl_kernel(crate = "kernbench_core")]
 pub fn pairwise_alltoall(tl: &Tl) {
     pairwise_exchange(tl);
 }
 
 /// The exchange of [`pairwise_alltoall()`], for every kernel whose flat path it is.
-#[ccl_kernel(helper)]
+#[ccl_kernel(helper, crate = "kernbench_core")]
 pub(crate) fn pairwise_exchange(tl: &Tl) {
     let (rank, n) = (tl.rank(), tl.size());
     let data = tl.load(Input);

@@ -5,7 +5,7 @@
 //! bidirectional ring reduce of the ADR, `ceil((n - 1) / 2)` steps), then hands it to the next level up;
 //! the result comes back down the same rings.
 
-use kernbench::prelude::*;
+use kernbench_core::prelude::*;
 
 use crate::ring::Ring;
 
@@ -17,7 +17,7 @@ fn west_end(ring: Ring) -> usize {
 
 /// Reduces every member's `acc` into member 0's, along both halves of the ring at once; returns the
 /// member's partial result (the whole ring's result at member 0).
-#[ccl_kernel(helper)]
+#[ccl_kernel(helper, crate = "kernbench_core")]
 fn ring_reduce_to_leader(tl: &Tl, mut acc: Tile, ring: Ring, op: ReduceOp) -> Tile {
     let (i, n, h) = (ring.position, ring.count, west_end(ring));
     if n == 1 {
@@ -49,7 +49,7 @@ fn ring_reduce_to_leader(tl: &Tl, mut acc: Tile, ring: Ring, op: ReduceOp) -> Ti
 }
 
 /// Hands member 0's `acc` to every member, back along the paths of [`ring_reduce_to_leader`].
-#[ccl_kernel(helper)]
+#[ccl_kernel(helper, crate = "kernbench_core")]
 fn ring_broadcast_from_leader(tl: &Tl, acc: Tile, ring: Ring) -> Tile {
     let (i, n, h) = (ring.position, ring.count, west_end(ring));
     if n == 1 {
@@ -76,7 +76,7 @@ fn ring_broadcast_from_leader(tl: &Tl, acc: Tile, ring: Ring) -> Tile {
 
 /// Hierarchical all-reduce (ADR-0029): intra-cube ring, cube-leader ring, SIP-leader ring, and the
 /// result broadcast back down the same rings.
-#[ccl_kernel]
+#[ccl_kernel(crate = "kernbench_core")]
 pub fn hierarchical_allreduce(tl: &Tl) {
     let op = tl.op();
     let (pe, cube, sip) = (tl.program_id(0), tl.program_id(1), tl.program_id(2));

@@ -21,7 +21,7 @@
 //! # Padding
 //!
 //! Groups may differ in size by one, and blocks in length by one element (blocks are the near-equal
-//! split of a row, [`chunk_range`](kernbench::chunk_range)). So that every phase-2 message has one
+//! split of a row, [`chunk_range`](kernbench_core::chunk_range)). So that every phase-2 message has one
 //! length, the sub-matrix `rows(g) x columns(h)` that representative `g` sends to representative `h`
 //! is padded to `G` rows of `G * Bmax` elements (`G` the largest group's size, `Bmax` the longest
 //! block's length): each row holds its real blocks first, packed in destination order, then zeros;
@@ -55,9 +55,9 @@
 //! estimate, `(2 / a + 1 / a²) N² B`, is `0.56 N² B`), where a site of the flat all-to-all holds its
 //! `N B` input. Size the arity to keep it within a representative's memory.
 
-use kernbench::chunk_start;
-use kernbench::partition::Partition;
-use kernbench::prelude::*;
+use kernbench_core::chunk_start;
+use kernbench_core::partition::Partition;
+use kernbench_core::prelude::*;
 
 use crate::direct::{pairwise_exchange, peer};
 
@@ -68,7 +68,7 @@ use crate::direct::{pairwise_exchange, peer};
 /// one group per SIP (`num_programs(2)`), which on `all_pes` makes each SIP's PEs a group (and an
 /// arity of SIPs times cubes per SIP makes each cube's PEs one). Fewer sites than `flat_below`, or a
 /// single group, run the flat pairwise exchange.
-#[ccl_kernel]
+#[ccl_kernel(crate = "kernbench_core")]
 pub fn hierarchical_all_to_all(tl: &Tl, arity: usize, flat_below: usize) {
     let (rank, n) = (tl.rank(), tl.size());
     let arity = if arity == 0 { tl.num_programs(2) } else { arity };
@@ -164,7 +164,7 @@ impl Held {
 }
 
 /// Phase 1 at a representative: its own row and every member's, in site order.
-#[ccl_kernel(helper)]
+#[ccl_kernel(helper, crate = "kernbench_core")]
 fn gather_rows(tl: &Tl, grid: &Grid, group: usize, own: Tile, held: &mut Held) -> Vec<Tile> {
     let sites = grid.groups.group(group);
     let mut rows = Vec::with_capacity(sites.len());
@@ -180,7 +180,7 @@ fn gather_rows(tl: &Tl, grid: &Grid, group: usize, own: Tile, held: &mut Held) -
 
 /// Phase 2: a pairwise all-to-all among the representatives, of padded sub-matrices. Returns what
 /// came from each group's representative (`None` for this one's own group, whose blocks stay in `rows`).
-#[ccl_kernel(helper)]
+#[ccl_kernel(helper, crate = "kernbench_core")]
 fn exchange_among_representatives(
     tl: &Tl,
     grid: &Grid,
@@ -210,7 +210,7 @@ fn exchange_among_representatives(
 
 /// The sub-matrix `rows x columns(to)`, padded as the module docs say, with zeros sliced from `filler`
 /// (a padded row of zeros).
-#[ccl_kernel(helper)]
+#[ccl_kernel(helper, crate = "kernbench_core")]
 fn padded_blocks(tl: &Tl, grid: &Grid, rows: &[Tile], to: usize, filler: &Tile) -> Tile {
     let columns = grid.columns(to);
     let padding = grid.padded_row() - columns.len();
@@ -229,7 +229,7 @@ fn padded_blocks(tl: &Tl, grid: &Grid, rows: &[Tile], to: usize, filler: &Tile) 
 
 /// Phase 3: each site of this group gets its column (its own block of every row, in site order) in one
 /// message, built when it is sent; the representative stores its own.
-#[ccl_kernel(helper)]
+#[ccl_kernel(helper, crate = "kernbench_core")]
 fn scatter_columns(tl: &Tl, grid: &Grid, group: usize, rows: &[Tile], received: &[Option<Tile>], held: &mut Held) {
     let sites = grid.groups.group(group);
     let first = grid.columns(group).start;

@@ -4,14 +4,14 @@
 //! Both end with every rank holding bits computed once, in one order, and handed on unchanged, so
 //! every rank holds the same bits.
 
-use kernbench::mesh_2d_grid;
-use kernbench::prelude::*;
+use kernbench_core::mesh_2d_grid;
+use kernbench_core::prelude::*;
 
 use crate::ring::{Ring, ring_all_gather_parts, ring_reduce_scatter_parts, split};
 
 /// Ring all-reduce of `tile` over `ring` (reduce-scatter then all-gather), finished as a reduction of
 /// `contributions` inputs: every member gets the same bits.
-#[ccl_kernel(helper)]
+#[ccl_kernel(helper, crate = "kernbench_core")]
 fn ring_all_reduce_tile(tl: &Tl, tile: &Tile, ring: Ring, op: ReduceOp, contributions: usize) -> Tile {
     let parts = split(tl, tile, ring.count);
     let parts = ring_reduce_scatter_parts(tl, parts, ring, op);
@@ -27,7 +27,7 @@ fn ring_all_reduce_tile(tl: &Tl, tile: &Tile, ring: Ring, op: ReduceOp, contribu
 /// Topology `mesh_2d` (ranks in a `mesh_2d_grid(n)` grid, row-major), any mapper, any number of ranks
 /// (a prime count is one row, and the column step is empty). Each rank sends about `2 (c - 1) / c +
 /// 2 (r - 1) / (r c)` times the data, in `2 (c - 1) + 2 (r - 1)` steps.
-#[ccl_kernel]
+#[ccl_kernel(crate = "kernbench_core")]
 pub fn mesh_2d_allreduce(tl: &Tl) {
     let (rank, n, op) = (tl.rank(), tl.size(), tl.op());
     let (rows, cols) = mesh_2d_grid(n);
@@ -51,7 +51,7 @@ pub fn mesh_2d_allreduce(tl: &Tl) {
 /// `leader_only` (only the SIP leaders: the mesh steps are empty). Other participant sets are not
 /// supported: the kernel finds the mesh edges with `tl.has`, takes a cube with no west and no south
 /// neighbour for its SIP's leader, and places SIP leaders on their ring by SIP index.
-#[ccl_kernel]
+#[ccl_kernel(crate = "kernbench_core")]
 pub fn intercube_allreduce(tl: &Tl) {
     let op = tl.op();
     let (east, west, north, south) = (tl.has(E), tl.has(W), tl.has(N), tl.has(S));

@@ -6,7 +6,7 @@
 //! `r` owning the fully reduced part `r + 1`; all-gather takes `p - 1` more steps passing finished parts
 //! on. Every part is reduced once, in one fixed order, so every rank ends with the same bits.
 
-use kernbench::prelude::*;
+use kernbench_core::prelude::*;
 
 /// A ring's directions and this rank's place in it.
 #[derive(Clone, Copy, Debug)]
@@ -40,13 +40,13 @@ impl Ring {
 }
 
 /// The ring of all ranks of a `ring_1d` topology, forward = E.
-#[ccl_kernel(helper)]
+#[ccl_kernel(helper, crate = "kernbench_core")]
 pub(crate) fn rank_ring(tl: &Tl) -> Ring {
     Ring { position: tl.rank(), count: tl.size(), forward: E, back: W }
 }
 
 /// `tile` as `count` near-equal parts, without copying.
-#[ccl_kernel(helper)]
+#[ccl_kernel(helper, crate = "kernbench_core")]
 pub(crate) fn split(tl: &Tl, tile: &Tile, count: usize) -> Vec<Tile> {
     let mut parts = Vec::with_capacity(count);
     for i in 0..count {
@@ -57,7 +57,7 @@ pub(crate) fn split(tl: &Tl, tile: &Tile, count: usize) -> Vec<Tile> {
 
 /// Reduce-scatter over `ring`: afterwards this member's part `position + 1` holds every member's
 /// contribution reduced (the other parts hold partial results).
-#[ccl_kernel(helper)]
+#[ccl_kernel(helper, crate = "kernbench_core")]
 pub(crate) fn ring_reduce_scatter_parts(tl: &Tl, mut parts: Vec<Tile>, ring: Ring, op: ReduceOp) -> Vec<Tile> {
     for step in 0..ring.count - 1 {
         let (send, recv) = (ring.send_part(step), ring.recv_part(step));
@@ -70,7 +70,7 @@ pub(crate) fn ring_reduce_scatter_parts(tl: &Tl, mut parts: Vec<Tile>, ring: Rin
 
 /// All-gather over `ring`, starting from this member owning part `position + 1` (as a reduce-scatter
 /// leaves it): afterwards every part is every member's.
-#[ccl_kernel(helper)]
+#[ccl_kernel(helper, crate = "kernbench_core")]
 pub(crate) fn ring_all_gather_parts(tl: &Tl, mut parts: Vec<Tile>, ring: Ring) -> Vec<Tile> {
     for step in 0..ring.count - 1 {
         let (send, recv) = (ring.send_part(step + ring.count - 1), ring.recv_part(step + ring.count - 1));
@@ -82,7 +82,7 @@ pub(crate) fn ring_all_gather_parts(tl: &Tl, mut parts: Vec<Tile>, ring: Ring) -
 
 /// Ring all-reduce: reduce-scatter then all-gather, on each of `chunks` slices of the data in turn so
 /// that one slice's transfers overlap the next one's reductions along the ring.
-#[ccl_kernel]
+#[ccl_kernel(crate = "kernbench_core")]
 pub fn ring_allreduce(tl: &Tl, chunks: usize) {
     let ring = rank_ring(tl);
     let op = tl.op();
@@ -102,7 +102,7 @@ pub fn ring_allreduce(tl: &Tl, chunks: usize) {
 
 /// Bidirectional ring all-reduce: half the data goes round eastward and half westward at the same
 /// time, so both directions of every link carry data (as YALI does on its two links).
-#[ccl_kernel]
+#[ccl_kernel(crate = "kernbench_core")]
 pub fn bidirectional_ring_allreduce(tl: &Tl) {
     let east = rank_ring(tl);
     let west = east.reversed();
@@ -147,7 +147,7 @@ fn own_part_first(mut parts: Vec<Tile>) -> Vec<Tile> {
 }
 
 /// Ring all-gather: every rank's input, in rank order, in every rank's output.
-#[ccl_kernel]
+#[ccl_kernel(crate = "kernbench_core")]
 pub fn ring_allgather(tl: &Tl) {
     let ring = rank_ring(tl);
     let mine = tl.load(Input);
@@ -158,7 +158,7 @@ pub fn ring_allgather(tl: &Tl) {
 }
 
 /// Ring reduce-scatter: rank `r` ends with part `r` (of `size` near-equal parts) of the reduction.
-#[ccl_kernel]
+#[ccl_kernel(crate = "kernbench_core")]
 pub fn ring_reduce_scatter(tl: &Tl) {
     let ring = rank_ring(tl);
     let op = tl.op();
@@ -172,7 +172,7 @@ pub fn ring_reduce_scatter(tl: &Tl) {
 
 /// Pipelined ring broadcast: the root's data travels east along the chain root, root + 1, ..., in
 /// `chunks` pieces, each rank forwarding a piece as soon as it has it.
-#[ccl_kernel]
+#[ccl_kernel(crate = "kernbench_core")]
 pub fn ring_broadcast(tl: &Tl, chunks: usize) {
     let ring = rank_ring(tl);
     let root = tl.root();
@@ -198,7 +198,7 @@ pub fn ring_broadcast(tl: &Tl, chunks: usize) {
 
 /// Pipelined ring reduce: partial results travel east from the rank after the root to the root, each
 /// rank adding its own, in `chunks` pieces. Only the root's output changes.
-#[ccl_kernel]
+#[ccl_kernel(crate = "kernbench_core")]
 pub fn ring_reduce(tl: &Tl, chunks: usize) {
     let ring = rank_ring(tl);
     let (root, op) = (tl.root(), tl.op());

@@ -9,7 +9,7 @@
 //! slot, so the schedule cannot deadlock whatever the queue depth. The root reduces each element in
 //! one fixed order and everyone else receives its bits, so every rank ends with the same bits.
 
-use kernbench::prelude::*;
+use kernbench_core::prelude::*;
 
 use crate::ring::split;
 
@@ -67,7 +67,7 @@ fn is_ancestor_or_self(ancestor: usize, mut position: usize) -> bool {
 
 /// Reduces one piece up `tree`: own data, then child 0's partial result, then child 1's. Returns the
 /// partial result sent to the parent, or at the root the finished result over `contributions` inputs.
-#[ccl_kernel(helper)]
+#[ccl_kernel(helper, crate = "kernbench_core")]
 fn reduce_up(tl: &Tl, tree: HeapTree, mut acc: Tile, op: ReduceOp, contributions: usize) -> Tile {
     for child in tree.child_directions() {
         let partial = tl.recv(child, acc.len(), acc.dtype());
@@ -82,7 +82,7 @@ fn reduce_up(tl: &Tl, tree: HeapTree, mut acc: Tile, op: ReduceOp, contributions
 
 /// Broadcasts one piece down `tree`: the root's `piece`, or what the parent sends (which replaces the
 /// partial result `piece` held).
-#[ccl_kernel(helper)]
+#[ccl_kernel(helper, crate = "kernbench_core")]
 fn broadcast_down(tl: &Tl, tree: HeapTree, piece: Tile) -> Tile {
     let result = match tree.parent() {
         Some(parent) => tl.recv(parent, piece.len(), piece.dtype()),
@@ -97,7 +97,7 @@ fn broadcast_down(tl: &Tl, tree: HeapTree, piece: Tile) -> Tile {
 /// All-reduces `pieces[t]` over `trees[t]` for every tree at once, on the streamed schedule of the
 /// module docs; every tree has the same shape and the same number of pieces. In each slot the trees
 /// reduce in turn, then broadcast in turn.
-#[ccl_kernel(helper)]
+#[ccl_kernel(helper, crate = "kernbench_core")]
 fn tree_allreduce_pieces(tl: &Tl, trees: &[HeapTree], mut pieces: Vec<Vec<Tile>>, op: ReduceOp) -> Vec<Vec<Tile>> {
     let contributions = tl.size();
     let (height, count) = (trees[0].height(), pieces[0].len());
@@ -120,7 +120,7 @@ fn tree_allreduce_pieces(tl: &Tl, trees: &[HeapTree], mut pieces: Vec<Vec<Tile>>
 /// streamed so that pieces overlap.
 ///
 /// Topology `tree`, any mapper, any number of ranks. `chunks` is clamped to `1..=len`.
-#[ccl_kernel]
+#[ccl_kernel(crate = "kernbench_core")]
 pub fn tree_allreduce(tl: &Tl, chunks: usize) {
     let tree = HeapTree { index: 0, position: tl.rank(), count: tl.size() };
     let op = tl.op();
@@ -136,7 +136,7 @@ pub fn tree_allreduce(tl: &Tl, chunks: usize) {
 ///
 /// Topology `double_binary_tree` (tree 0 rooted at rank 0, tree 1 at rank `n - 1`), any mapper, any
 /// number of ranks. `chunks` is clamped to `1..=len / 2` (at least 1).
-#[ccl_kernel]
+#[ccl_kernel(crate = "kernbench_core")]
 pub fn double_binary_tree_allreduce(tl: &Tl, chunks: usize) {
     let (rank, n) = (tl.rank(), tl.size());
     let trees =
@@ -155,7 +155,7 @@ pub fn double_binary_tree_allreduce(tl: &Tl, chunks: usize) {
 ///
 /// Topology `tree`, any mapper, any number of ranks and any root among them (the runtime rejects a
 /// root that is not a rank before any kernel runs).
-#[ccl_kernel]
+#[ccl_kernel(crate = "kernbench_core")]
 pub fn tree_broadcast(tl: &Tl) {
     let tree = HeapTree { index: 0, position: tl.rank(), count: tl.size() };
     let root = tl.root();

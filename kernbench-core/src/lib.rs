@@ -31,14 +31,14 @@ pub mod registry;
 pub use machine::route;
 pub use machine::{
     Channel, CubeCoord, Direction, LinkClass, LinkSpec, LinksSpec, MeshSpec, Node, ParseDirectionError, PeId, PeSpec,
-    Route, SipInterconnect, SpecError, System, SystemSpec,
+    PeerIndexError, Route, SipInterconnect, SpecError, System, SystemSpec,
 };
 
 pub use kernbench_macros::ccl_kernel;
 pub use kernel::{
     ArgsError, Buffer, Collective, Dtype, Element, Instantiate, KernelDef, KernelError, KernelFuture, KernelSet, Launch,
     Op, ParamDef, Params, ParseCollectiveError, ParseDtypeError, ParseReduceOpError, ReduceOp, Tile, TileError, Tl,
-    TlContext, UnknownKernel, chunk_range, chunk_start,
+    TlContext, UnknownKernel, WatchdogBudget, bf16, chunk_range, chunk_start, f16,
 };
 pub use kernel::{postcondition, tl};
 
@@ -61,7 +61,7 @@ pub use registry::{
 pub mod prelude {
     pub use crate::kernel::Buffer::{self, Input, Output, Scratch};
     pub use crate::kernel::Dtype::{self, BF16, F16, F32, I32, I64};
-    pub use crate::kernel::{KernelError, ReduceOp, Tile, Tl};
+    pub use crate::kernel::{KernelError, ReduceOp, Tile, Tl, bf16, f16};
     pub use crate::machine::Direction::{self, E, N, S, W};
     pub use crate::machine::PeId;
     pub use kernbench_macros::ccl_kernel;
@@ -70,6 +70,7 @@ pub mod prelude {
 /// What `#[ccl_kernel]`'s expansion names; not a public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::kernel::tl::count_loop;
     pub use crate::kernel::{ArgsError, KernelDef, KernelError, KernelFuture, Launch, ParamDef, Tl};
     pub use serde;
     pub use serde_json;
@@ -79,4 +80,14 @@ pub mod __private {
     pub use std::result::Result;
     pub use std::string::String;
     pub use std::sync::Arc;
+
+    /// What `expr?` on a kernel's own `Result` becomes: its error, by its `Display`, as the PE's
+    /// [`KernelError::Kernel`]. Taking any `Display` keeps one rule for every error type (a
+    /// `KernelError` given this way, from a hand-written function, keeps only its message).
+    ///
+    /// # Errors
+    /// `result`'s error, as [`KernelError::Kernel`] naming the PE.
+    pub fn kernel_result<T, E: std::fmt::Display>(tl: &Tl, result: Result<T, E>) -> Result<T, KernelError> {
+        result.map_err(|error| KernelError::kernel(tl.pe(), error))
+    }
 }

@@ -4,11 +4,14 @@
 //! #[ccl_kernel]                  a kernel, registered under the function's name
 //! #[ccl_kernel(name = "ring")]   a kernel, registered as "ring"
 //! #[ccl_kernel(helper)]          a helper: a step other kernels call, never registered
+//! #[ccl_kernel(crate = "kernbench_core")]
+//!                                the expansion names `::kernbench_core::__private::...` instead of the
+//!                                facade's `::kernbench::__private::...` (combines with the others)
 //! ```
 
 use proc_macro2::TokenStream;
 use syn::parse::Parser;
-use syn::{Expr, ExprLit, Lit, LitStr, Token};
+use syn::{Expr, ExprLit, Lit, LitStr, Path, Token, parse_quote};
 
 /// What the attribute's arguments ask for.
 #[derive(Debug, Default)]
@@ -17,16 +20,37 @@ pub(crate) struct KernelArgs {
     pub(crate) helper: bool,
     /// `name = "..."`: the registry name, when it is not the function's.
     pub(crate) name: Option<LitStr>,
+    /// `crate = "..."`: the crate whose `__private` module the expansion names, when it is not the
+    /// facade (a crate that depends on `kernbench-core` under its own name, as the shipped algorithms do).
+    pub(crate) krate: Option<Path>,
 }
 
-const EXPECTED: &str = "expected `helper` or `name = \"...\"`";
+const EXPECTED: &str = "expected `helper`, `name = \"...\"` or `crate = \"...\"`";
+
+impl KernelArgs {
+    /// The crate the expansion names, as an absolute path: `::kernbench` unless `crate = "..."` says
+    /// otherwise. A path written without leading `::` is made absolute, so a user's module of the same
+    /// name cannot capture it; `crate` (a kernel inside the crate that holds `__private`) stays as it is.
+    pub(crate) fn krate(&self) -> Path {
+        let Some(path) = &self.krate else {
+            return parse_quote!(::kernbench);
+        };
+        let mut path = path.clone();
+        if path.leading_colon.is_none() && path.segments.first().is_none_or(|first| first.ident != "crate") {
+            path.leading_colon = Some(Token![::](
+                path.segments.first().map_or_else(proc_macro2::Span::call_site, |first| first.ident.span()),
+            ));
+        }
+        path
+    }
+}
 
 impl KernelArgs {
     /// Parses the tokens between the attribute's parentheses.
     ///
     /// # Errors
-    /// On the first argument that is not `helper` or `name = "<string>"`, on a repeated argument, and
-    /// on `name` given to a helper.
+    /// On the first argument that is not `helper`, `name = "<string>"` or `crate = "<path>"`, on a
+    /// repeated argument, and on `name` given to a helper.
     pub(crate) fn parse(tokens: TokenStream) -> syn::Result<KernelArgs> {
         let mut args = KernelArgs::default();
         let parser = syn::meta::parser(|meta| {
@@ -53,6 +77,26 @@ impl KernelArgs {
                         other,
                         "expected the kernel's registry name as a non-empty string literal: `name = \"ring\"`",
                     )),
+                }
+            } else if meta.path.is_ident("crate") {
+                if args.krate.is_some() {
+                    return Err(meta.error("`crate` is given twice"));
+                }
+                let value: Expr = meta.value()?.parse()?;
+                let expected = "expected the path of the crate that re-exports kernbench's `__private` module, \
+                                as a string literal: `crate = \"kernbench_core\"` (the default is `kernbench`)";
+                match value {
+                    Expr::Lit(ExprLit { lit: Lit::Str(path), .. }) => match path.parse::<Path>() {
+                        Ok(parsed) if parsed.segments.iter().all(|s| s.arguments.is_none()) => {
+                            args.krate = Some(parsed);
+                            Ok(())
+                        }
+                        _ => Err(syn::Error::new_spanned(
+                            &path,
+                            format_args!("`{}` is not a crate path: {expected}", path.value()),
+                        )),
+                    },
+                    other => Err(syn::Error::new_spanned(other, expected)),
                 }
             } else {
                 Err(meta.error(format_args!("unknown argument to #[ccl_kernel]: {EXPECTED}")))
@@ -86,6 +130,18 @@ mod tests {
     }
 
     #[test]
+    fn the_crate_path_defaults_to_the_facade_and_is_made_absolute() {
+        let path = |tokens| {
+            let krate = KernelArgs::parse(tokens).unwrap().krate();
+            quote!(#krate).to_string().replace(' ', "")
+        };
+        assert_eq!(path(quote!()), "::kernbench");
+        assert_eq!(path(quote!(crate = "kernbench_core")), "::kernbench_core");
+        assert_eq!(path(quote!(helper, crate = "::my::facade")), "::my::facade");
+        assert_eq!(path(quote!(crate = "crate")), "crate");
+    }
+
+    #[test]
     fn rejects_what_is_not_in_the_grammar() {
         for (tokens, expected) in [
             (quote!(helpr), "unknown argument"),
@@ -94,6 +150,10 @@ mod tests {
             (quote!(helper = true), "takes no value"),
             (quote!(helper, helper), "given twice"),
             (quote!(helper, name = "x"), "takes no `name`"),
+            (quote!(crate = kernbench_core), "as a string literal"),
+            (quote!(crate = "not a path!"), "`not a path!` is not a crate path"),
+            (quote!(crate = "a::b<T>"), "is not a crate path"),
+            (quote!(crate = "a", crate = "b"), "given twice"),
         ] {
             let error = KernelArgs::parse(tokens).unwrap_err().to_string();
             assert!(error.contains(expected), "{error}");

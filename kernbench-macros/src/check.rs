@@ -147,7 +147,7 @@ impl<'ast> Visit<'ast> for BodyCheck<'_> {
                         let (dot, await_, mark) = (&awaited.dot_token, &awaited.await_token, &question.question_token);
                         self.error(
                             quote!(#dot #await_ #mark),
-                            "remove `.await?`: #[ccl_kernel] awaits every tl call and propagates its errors itself",
+                            "remove `.await?`: #[ccl_kernel] awaits the tl calls that wait and propagates their errors itself",
                         );
                         return self.visit_expr(&awaited.base);
                     }
@@ -155,13 +155,14 @@ impl<'ast> Visit<'ast> for BodyCheck<'_> {
                 if self.tl.is_step(&question.expr) {
                     self.error(
                         question.question_token,
-                        "remove `?`: #[ccl_kernel] propagates the errors of tl calls itself",
+                        "remove `?`: #[ccl_kernel] propagates the errors of tl calls itself (`?` belongs on the \
+                         kernel's own `Result`s, whose errors become the PE's `KernelError::Kernel`)",
                     );
                 }
             }
             Expr::Await(awaited) if self.tl.is_step(&awaited.base) => {
                 let (dot, await_) = (&awaited.dot_token, &awaited.await_token);
-                self.error(quote!(#dot #await_), "remove `.await`: #[ccl_kernel] awaits every tl call itself");
+                self.error(quote!(#dot #await_), "remove `.await`: #[ccl_kernel] awaits the tl calls that wait itself");
             }
             Expr::Closure(_) => {
                 if let Some(step) = self.tl.first_step(expr) {

@@ -11,7 +11,7 @@ use crate::model::{Kernel, Kind, Param, registry_name};
 
 /// The expansion of a checked and rewritten kernel.
 pub(crate) fn kernel(kernel: &Kernel) -> TokenStream {
-    let function = function(&kernel.item, &kernel.item.block);
+    let function = function(&kernel.item, &kernel.item.block, &kernel.private());
     match &kernel.kind {
         Kind::Helper => function,
         Kind::Kernel { name, params } => {
@@ -30,7 +30,8 @@ pub(crate) fn kernel(kernel: &Kernel) -> TokenStream {
 ///         mod ring { pub static KERNEL: KernelDef = KernelDef { .., instantiate: |_| loop {} }; }
 pub(crate) fn stub(item: &ItemFn, args: &KernelArgs) -> TokenStream {
     let body: Block = parse_quote!({ loop {} });
-    let function = function(item, &body);
+    let private = private(&args.krate());
+    let function = function(item, &body, &private);
     // The stub never uses its parameters; saying so would bury the errors under warnings.
     let function = quote!(#[allow(unused_variables)] #function);
     // A method's stub module would sit in an `impl` block, where modules cannot.
@@ -43,7 +44,7 @@ pub(crate) fn stub(item: &ItemFn, args: &KernelArgs) -> TokenStream {
     let module = quote_spanned! {Span::mixed_site()=>
         #(#cfgs)*
         #vis mod #ident {
-            pub static KERNEL: ::kernbench::__private::KernelDef = ::kernbench::__private::KernelDef {
+            pub static KERNEL: #private::KernelDef = #private::KernelDef {
                 name: #name,
                 params: &[],
                 summary: "",
@@ -56,9 +57,9 @@ pub(crate) fn stub(item: &ItemFn, args: &KernelArgs) -> TokenStream {
 
 /// The function with `body`, made async and returning `Result`. A tail that is a `tl` step becomes
 /// `Ok(step.await?)`, which clippy would flag in the user's crate although the user never wrote it.
-fn function(item: &ItemFn, body: &Block) -> TokenStream {
+fn function(item: &ItemFn, body: &Block, private: &TokenStream) -> TokenStream {
     let ItemFn { attrs, vis, sig, .. } = item;
-    let sig = async_signature(sig);
+    let sig = async_signature(sig, private);
     quote!(#(#attrs)* #[allow(clippy::needless_question_mark)] #vis #sig #body)
 }
 
@@ -67,7 +68,7 @@ fn function(item: &ItemFn, body: &Block) -> TokenStream {
 ///
 /// Input:  fn step(tl: &Tl, acc: Tile) -> Tile
 /// Output: async fn step(tl: &Tl, acc: Tile) -> Result<Tile, KernelError>
-fn async_signature(sig: &Signature) -> Signature {
+fn async_signature(sig: &Signature, private: &TokenStream) -> Signature {
     let mut sig = sig.clone();
     sig.asyncness = Some(Token![async](sig.fn_token.span));
     sig.constness = None;
@@ -79,9 +80,13 @@ fn async_signature(sig: &Signature) -> Signature {
         }
         ReturnType::Type(_, ty) => (ty.to_token_stream(), ty.span()),
     };
-    sig.output =
-        parse_quote_spanned!(span=> -> ::kernbench::__private::Result<#value, ::kernbench::__private::KernelError>);
+    sig.output = parse_quote_spanned!(span=> -> #private::Result<#value, #private::KernelError>);
     sig
+}
+
+/// `<crate>::__private`: the hidden module every generated path goes through.
+pub(crate) fn private(krate: &syn::Path) -> TokenStream {
+    quote!(#krate::__private)
 }
 
 /// The `#[cfg]`s of the function, which its module must share.
@@ -104,6 +109,9 @@ fn cfgs(item: &ItemFn) -> impl Iterator<Item = &syn::Attribute> {
 ///         }
 fn module(kernel: &Kernel, name: &str, params: &[Param]) -> TokenStream {
     let item = &kernel.item;
+    let private = kernel.private();
+    // serde's `crate = "..."` takes the path as a string.
+    let serde_crate = format!("{}::serde", private.to_string().replace(' ', ""));
     let (vis, ident) = (&item.vis, &item.sig.ident);
     let cfgs = cfgs(item);
     let summary = kernel.summary();
@@ -116,13 +124,22 @@ fn module(kernel: &Kernel, name: &str, params: &[Param]) -> TokenStream {
     let param_defs = params.iter().map(|param| {
         let (key, ty) = (param.key(), &param.ty);
         let ty = quote!(#ty).to_string().replace(' ', "");
-        quote!(::kernbench::__private::ParamDef { name: #key, ty: #ty })
+        quote!(#private::ParamDef { name: #key, ty: #ty })
     });
     let mixed = Span::mixed_site();
     let tl = format_ident!("tl", span = mixed);
     // Where a kernel future that is not `Send` is reported: on the kernel's name.
-    let launch = quote_spanned! {mixed.located_at(ident.span())=>
-        ::kernbench::__private::Box::pin(async move { super::#ident(&#tl, #(#fields),*).await })
+    let at_name = mixed.located_at(ident.span());
+    let private_at_name: TokenStream = private
+        .clone()
+        .into_iter()
+        .map(|mut token| {
+            token.set_span(at_name);
+            token
+        })
+        .collect();
+    let launch = quote_spanned! {at_name=>
+        #private_at_name::Box::pin(async move { super::#ident(&#tl, #(#fields),*).await })
     };
     quote_spanned! {mixed=>
         #(#cfgs)*
@@ -134,11 +151,11 @@ fn module(kernel: &Kernel, name: &str, params: &[Param]) -> TokenStream {
 
             #[doc = #args_doc]
             #[derive(
-                ::kernbench::__private::Debug,
-                ::kernbench::__private::Clone,
-                ::kernbench::__private::serde::Deserialize,
+                #private::Debug,
+                #private::Clone,
+                #private::serde::Deserialize,
             )]
-            #[serde(deny_unknown_fields, crate = "::kernbench::__private::serde")]
+            #[serde(deny_unknown_fields, crate = #serde_crate)]
             pub struct Args {
                 #(
                     #[doc = #field_docs]
@@ -147,7 +164,7 @@ fn module(kernel: &Kernel, name: &str, params: &[Param]) -> TokenStream {
             }
 
             #[doc = #kernel_doc]
-            pub static KERNEL: ::kernbench::__private::KernelDef = ::kernbench::__private::KernelDef {
+            pub static KERNEL: #private::KernelDef = #private::KernelDef {
                 name: #name,
                 params: &[#(#param_defs),*],
                 summary: #summary,
@@ -155,30 +172,30 @@ fn module(kernel: &Kernel, name: &str, params: &[Param]) -> TokenStream {
             };
 
             fn instantiate(
-                params: &::kernbench::__private::serde_json::Map<
-                    ::kernbench::__private::String,
-                    ::kernbench::__private::serde_json::Value,
+                params: &#private::serde_json::Map<
+                    #private::String,
+                    #private::serde_json::Value,
                 >,
-            ) -> ::kernbench::__private::Result<
-                ::kernbench::__private::Arc<dyn ::kernbench::__private::Launch>,
-                ::kernbench::__private::ArgsError,
+            ) -> #private::Result<
+                #private::Arc<dyn #private::Launch>,
+                #private::ArgsError,
             > {
-                let value = ::kernbench::__private::serde_json::Value::Object(::kernbench::__private::Clone::clone(params));
-                match ::kernbench::__private::serde_json::from_value::<Args>(value) {
-                    ::kernbench::__private::Result::Ok(args) => {
-                        ::kernbench::__private::Result::Ok(::kernbench::__private::Arc::new(Instance(args)))
+                let value = #private::serde_json::Value::Object(#private::Clone::clone(params));
+                match #private::serde_json::from_value::<Args>(value) {
+                    #private::Result::Ok(args) => {
+                        #private::Result::Ok(#private::Arc::new(Instance(args)))
                     }
-                    ::kernbench::__private::Result::Err(error) => ::kernbench::__private::Result::Err(
-                        ::kernbench::__private::ArgsError::new(KERNEL.name, KERNEL.params, error),
+                    #private::Result::Err(error) => #private::Result::Err(
+                        #private::ArgsError::new(KERNEL.name, KERNEL.params, error),
                     ),
                 }
             }
 
             struct Instance(Args);
 
-            impl ::kernbench::__private::Launch for Instance {
-                fn launch(&self, #tl: ::kernbench::__private::Tl) -> ::kernbench::__private::KernelFuture {
-                    let Args { #(#fields),* } = ::kernbench::__private::Clone::clone(&self.0);
+            impl #private::Launch for Instance {
+                fn launch(&self, #tl: #private::Tl) -> #private::KernelFuture {
+                    let Args { #(#fields),* } = #private::Clone::clone(&self.0);
                     #launch
                 }
             }

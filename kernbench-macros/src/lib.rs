@@ -49,12 +49,17 @@
 //!
 //! ```text
 //! pub async fn ring_allreduce(tl: &Tl, chunks: usize) -> Result<(), KernelError> {
-//!     let n = tl.size().await?;                 // every `tl.method(..)` is awaited, its error propagated
-//!     let mut acc = tl.load(Input).await?;
+//!     let n = tl.size();                        // never waits, never fails: left as written
+//!     let mut acc = tl.load(Input)?;            // can fail: its error is propagated
 //!     ...
-//!     tl.reduce(&mut acc, &travelling, tl.op().await?).await?;   // nested calls too
+//!     for _ in 1..n {
+//!         __private::count_loop()?;             // the watchdog's check, at the top of every loop body
+//!         ...
+//!             tl.send(E, &part).await?;         // can wait: awaited, its error propagated
 //!     ...
-//!     tl.store(Output, &acc).await?;
+//!     tl.reduce(&mut acc, &travelling, tl.op())?;
+//!     ...
+//!     tl.store(Output, &acc)?;
 //!     Ok(())                                    // the body's value, and every `return v`, become Ok(v)
 //! }
 //!
@@ -93,6 +98,21 @@
 //! If a call with `tl` first reports "`Tile` is not a future", the function called is missing its
 //! `#[ccl_kernel(helper)]`.
 //!
+//! # Failing on purpose
+//!
+//! A kernel may use `?` on a `Result` of its own whose error implements `Display` (parsing, a lookup,
+//! `Direction::peer(j)?`): the macro turns its error into `KernelError::Kernel` naming the PE and
+//! the error's message. `return Err(...)` is not available (the author writes no `Result`); use `?`
+//! on a `Result` instead, for instance `Err::<(), _>("no route to the root")?`.
+//!
+//! # The watchdog
+//!
+//! A coroutine cannot be pre-empted, so the macro puts a cheap budget check at the top of every
+//! `loop`, `while` and `for` body of a `#[ccl_kernel]` function; a runtime ends a kernel that uses up
+//! its budget (a loop without end, or steps without end) with `KernelError::Watchdog`. Loops inside
+//! closures, `async` blocks and plain functions a kernel calls are not checked: keep long loops in the
+//! kernel or in a `#[ccl_kernel(helper)]`.
+//!
 //! # Rules, checked at compile time
 //!
 //! - The first parameter is the handle, a plain name of type `&Tl`. No `self`, no `async`, `const`,
@@ -100,7 +120,8 @@
 //! - A registered kernel's other parameters are plain names of a type the registry's JSON can hold:
 //!   `u8` to `u64`, `usize`, `i8` to `i64`, `isize`, `f32`, `f64`, `bool`, `String`, `ReduceOp` or
 //!   `Dtype`. It is not generic and returns nothing: it writes its results with `tl.store`.
-//! - `tl` calls are written without `.await` or `?`, and not inside closures or `async` blocks, which the
+//! - `tl` calls are written without `.await` or `?` (the macro knows which methods wait and which can
+//!   fail), and not inside closures or `async` blocks, which the
 //!   macro cannot await into: write a `for` loop rather than `for_each` or `map`. Inside macros whose
 //!   arguments are expressions (`assert_eq!(tl.size(), 4)`, `println!`), they are awaited as anywhere.
 //! - A helper may take any types (generics and patterns included) and return a value.
@@ -117,6 +138,7 @@ mod model;
 mod rewrite;
 #[cfg(test)]
 mod tests;
+mod tl_api;
 
 use proc_macro::TokenStream;
 use quote::ToTokens;
@@ -128,9 +150,12 @@ use crate::model::Kernel;
 /// Turns a plain function taking `tl: &Tl` first into a kernel coroutine.
 ///
 /// `#[ccl_kernel]` registers it under its name, `#[ccl_kernel(name = "ring")]` under another, and
-/// `#[ccl_kernel(helper)]` makes it a step that other kernels call with `tl` first. The function becomes
-/// `async`, returning `Result<_, KernelError>`; every `tl.op(..)` and helper call in it is awaited and
-/// its error propagated. A registered kernel gets a module of the same name holding `KERNEL` (its
+/// `#[ccl_kernel(helper)]` makes it a step that other kernels call with `tl` first. The expansion names
+/// everything through `::kernbench::__private`; a crate that depends on `kernbench-core` directly
+/// rather than on the facade says so with `#[ccl_kernel(crate = "kernbench_core")]` (as tokio's
+/// `#[tokio::main(crate = "...")]` does), which combines with the other arguments. The function becomes
+/// `async`, returning `Result<_, KernelError>`; every `tl` call that can wait, and every helper call,
+/// is awaited, and the error of every `tl` call that can fail is propagated. A registered kernel gets a module of the same name holding `KERNEL` (its
 /// registry entry) and `Args` (its parameters, decoded from JSON).
 ///
 /// ```ignore
@@ -155,6 +180,22 @@ use crate::model::Kernel;
 #[proc_macro_attribute]
 pub fn ccl_kernel(args: TokenStream, item: TokenStream) -> TokenStream {
     expand(args.into(), item.into()).into()
+}
+
+/// The names of `Tl`'s waiting methods, which the macro awaits, as an array of `&str`: for
+/// kernbench-core's test that the list matches `Tl`. Not a public API.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __waiting_tl_methods(_: TokenStream) -> TokenStream {
+    tl_api::array(tl_api::WAITING).into()
+}
+
+/// The names of `Tl`'s infallible methods, which the macro leaves without `?`, as an array of `&str`:
+/// for kernbench-core's test that the list matches `Tl`. Not a public API.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __infallible_tl_methods(_: TokenStream) -> TokenStream {
+    tl_api::array(tl_api::INFALLIBLE).into()
 }
 
 /// Parses, checks, rewrites and generates; on any error, the errors and a stub of the function.

@@ -23,6 +23,8 @@ pub(crate) struct Kernel {
     pub(crate) tl: TlHandle,
     /// A registered kernel or a helper.
     pub(crate) kind: Kind,
+    /// The crate whose `__private` module generated code names (`::kernbench` by default).
+    pub(crate) krate: syn::Path,
 }
 
 /// What the function is to the registry.
@@ -68,7 +70,12 @@ impl Kernel {
         } else {
             Kind::Kernel { name: registry_name(args, &item.sig.ident), params: registry_params(&item)? }
         };
-        Ok(Kernel { item, tl, kind })
+        Ok(Kernel { item, tl, kind, krate: args.krate() })
+    }
+
+    /// `<crate>::__private`, the module every generated path goes through.
+    pub(crate) fn private(&self) -> proc_macro2::TokenStream {
+        crate::codegen::private(&self.krate)
     }
 
     /// Whether the function declares a return type other than `()`.
@@ -236,6 +243,25 @@ impl TlHandle {
         }
     }
 
+    /// What the rewrite adds to `expr`, when it is a step: `.await?` to a step that can wait (a waiting
+    /// `tl` method or a helper call), `?` to a `tl` method that can fail, nothing to the others.
+    pub(crate) fn step_kind(&self, expr: &Expr) -> Option<StepKind> {
+        match expr {
+            Expr::MethodCall(call) if self.is_handle(&call.receiver) => {
+                let name = call.method.to_string();
+                Some(if crate::tl_api::WAITING.contains(&name.as_str()) {
+                    StepKind::Waits
+                } else if crate::tl_api::INFALLIBLE.contains(&name.as_str()) {
+                    StepKind::Infallible
+                } else {
+                    StepKind::Fallible
+                })
+            }
+            _ if self.is_step(expr) => Some(StepKind::Waits),
+            _ => None,
+        }
+    }
+
     /// Where to point at a step (its method or function name), for generated `.await?` and errors.
     pub(crate) fn step_span(&self, step: &Expr) -> Span {
         match step {
@@ -315,6 +341,17 @@ impl TlHandle {
         }
         scan(mac.tokens.clone(), &self.0)
     }
+}
+
+/// How a step is completed in the rewritten body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StepKind {
+    /// It can wait (`send`, `recv`, a helper): `.await?`.
+    Waits,
+    /// It returns at once but can fail (`load`, `chunk`): `?`.
+    Fallible,
+    /// It returns a plain value (`size`, `op`): left as written.
+    Infallible,
 }
 
 /// A macro's arguments, when they are comma-separated expressions (`println!`, `assert_eq!`,

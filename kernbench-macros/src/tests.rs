@@ -117,6 +117,33 @@ fn snapshot_of_a_helper_calling_a_helper() {
 }
 
 #[test]
+fn snapshot_of_a_kernel_with_its_own_errors_and_loops_in_another_crate() {
+    snapshot(
+        "own_errors_and_loops",
+        quote!(crate = "kernbench_core"),
+        quote! {
+            /// Forwards `rounds` tiles to the east, each shaped like the input.
+            pub fn forward(tl: &Tl, rounds: String) {
+                let rounds: usize = rounds.parse()?;
+                let mut x = tl.load(Input);
+                let mut left = rounds;
+                while left > 0 {
+                    tl.send(Direction::peer(tl.rank() + 1)?, &x);
+                    x = tl.recv_like(W, &x);
+                    left -= 1;
+                }
+                loop {
+                    if tl.has(E) {
+                        break;
+                    }
+                }
+                tl.store(Output, &x);
+            }
+        },
+    );
+}
+
+#[test]
 fn a_difference_fails_the_comparison() {
     assert!(compare("a\nb\n", "a\nb\n").is_ok());
     let error = compare("a\nb\n", "a\nc\n").unwrap_err();

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use kernbench_core::{Direction, KernelError, Op, PeId, PlanError};
+use kernbench_core::{Direction, Dtype, KernelError, Op, PeId, PlanError};
 
 /// Why a run did not complete.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -98,7 +98,30 @@ pub struct DeadlockReport {
     pub finished: usize,
     /// How many kernels ran.
     pub total: usize,
+    /// Every message sent and not yet received, queue by queue (in the order queues were installed),
+    /// oldest first: what a PE sent that its peer never took, often half of the cycle.
+    pub unreceived: Vec<Unreceived>,
 }
+
+/// A message waiting unreceived in a queue when the run deadlocked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unreceived {
+    /// The PE it waits for.
+    pub receiver: PeId,
+    /// The receiver's direction for the queue.
+    pub direction: Direction,
+    /// The PE that sent it.
+    pub sender: PeId,
+    /// Its dtype.
+    pub dtype: Dtype,
+    /// Its length in elements.
+    pub len: usize,
+    /// The message generation it carries (call k, phase p: 3(k-1)+p).
+    pub generation: u64,
+}
+
+/// Messages a deadlock report prints before it sums up the rest (the report holds them all).
+const UNRECEIVED_SHOWN: usize = 32;
 
 /// One PE stuck in a deadlock.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -137,6 +160,20 @@ impl fmt::Display for DeadlockReport {
                 )?,
                 _ => writeln!(f, "  {} waits in {}", b.pe, b.op)?,
             }
+        }
+        if self.unreceived.is_empty() {
+            return writeln!(f, "no message waits unreceived");
+        }
+        writeln!(f, "{} message(s) wait unreceived:", self.unreceived.len())?;
+        for m in self.unreceived.iter().take(UNRECEIVED_SHOWN) {
+            writeln!(
+                f,
+                "  for {} on {} from {}: {}[{}] of generation {}",
+                m.receiver, m.direction, m.sender, m.dtype, m.len, m.generation
+            )?;
+        }
+        if self.unreceived.len() > UNRECEIVED_SHOWN {
+            writeln!(f, "  ... and {} more", self.unreceived.len() - UNRECEIVED_SHOWN)?;
         }
         Ok(())
     }

@@ -16,7 +16,13 @@
 //! deadlock: no kernel can make progress; 0 of 2 finished, 2 blocked:
 //!   (sip 0, cube 0, pe 0) waits in recv on W (peer (sip 0, cube 0, pe 1)): 0 queued, 4 credits of 4
 //!   (sip 0, cube 0, pe 1) waits in recv on W (peer (sip 0, cube 0, pe 0)): 0 queued, 4 credits of 4
+//! no message waits unreceived
 //! ```
+//!
+//! and lists, when there are some, the messages sent that nobody received (sender, dtype, length,
+//! generation). A kernel that panics ends the run with its PE and message, without printing a panic
+//! message or backtrace; a kernel that never ends is stopped by the runtime's watchdog
+//! ([`Runtime::loop_budget`], [`Runtime::step_budget`]).
 
 mod error;
 mod pe;
@@ -27,10 +33,10 @@ mod slots;
 pub mod testing;
 mod timing;
 
-pub use error::{BlockedPe, DeadlockReport, Leftover, RunError};
+pub use error::{BlockedPe, DeadlockReport, Leftover, RunError, Unreceived};
 pub use pe::{PeBuffers, PeFigures};
 pub use report::{PeReport, RunReport};
-pub use run::{Call, Runtime};
+pub use run::{Call, DEFAULT_LOOP_BUDGET, DEFAULT_STEP_BUDGET, Runtime};
 pub use timing::{ChannelTime, PeTime, Routing, Span, SpanKind, Straggler, TimeReport, Timing, Trace};
 
 /// Asks the C allocator to keep memory it has freed for later allocations instead of handing it back to

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 
 use kernbench_core::tl::{Backend, Work, message_generation};
-use kernbench_core::{Buffer, Direction, Dtype, KernelError, Op, PeId, Tile};
+use kernbench_core::{Buffer, Direction, Dtype, KernelError, Op, PeId, Tile, WatchdogBudget};
 use serde::{Deserialize, Serialize};
 
 use crate::RunError;
@@ -81,6 +81,27 @@ pub(crate) struct PeState {
     pub(crate) clock: Clock,
     /// Why its kernel stopped, when it failed or panicked in the current round.
     pub(crate) failure: Option<RunError>,
+    /// What the watchdog counts.
+    pub(crate) watch: Watch,
+}
+
+/// What the watchdog has counted of a PE's kernel.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Watch {
+    /// Loop iterations the kernel may still make (counted down at the top of every loop body of a
+    /// `#[ccl_kernel]`; lent to the thread while the kernel is polled).
+    pub(crate) loops_left: u64,
+    /// Waiting steps completed: sends, receives, barriers.
+    pub(crate) steps: u64,
+    /// The last waiting step completed, and its direction.
+    pub(crate) last: Option<(Op, Option<Direction>)>,
+}
+
+/// The watchdog's limits per PE: see [`crate::Runtime::loop_budget`] and [`crate::Runtime::step_budget`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Budget {
+    pub(crate) loops: u64,
+    pub(crate) steps: u64,
 }
 
 /// What a PE's kernel waits for.
@@ -135,6 +156,7 @@ pub(crate) struct PeView<'a> {
     /// The call's generation, from which each phase's message generation follows.
     pub(crate) call_generation: u64,
     pub(crate) barrier: &'a Barrier,
+    pub(crate) budget: Budget,
 }
 
 impl PeView<'_> {
@@ -169,6 +191,38 @@ impl PeView<'_> {
         }
     }
 
+    /// Fails a waiting step once the PE has completed its budget of them.
+    #[inline]
+    fn check_steps(&self) -> Result<(), KernelError> {
+        if self.state.watch.steps >= self.budget.steps {
+            return Err(self.watchdog(WatchdogBudget::Steps(self.budget.steps)));
+        }
+        Ok(())
+    }
+
+    /// Counts a waiting step completed.
+    #[inline]
+    fn step_done(&mut self, op: Op, direction: Option<Direction>) {
+        let watch = &mut self.state.watch;
+        watch.steps += 1;
+        watch.last = Some((op, direction));
+    }
+
+    #[cold]
+    fn watchdog(&self, budget: WatchdogBudget) -> KernelError {
+        let watch = &self.state.watch;
+        // While the kernel is polled its count is lent to the thread.
+        let loops_left = kernbench_core::tl::loops_left().min(watch.loops_left);
+        KernelError::Watchdog {
+            pe: self.state.pe,
+            budget,
+            iterations: self.budget.loops - loops_left,
+            steps: watch.steps,
+            last_op: watch.last.map(|(op, _)| op),
+            last_direction: watch.last.and_then(|(_, direction)| direction),
+        }
+    }
+
     /// The PE that sends into the queue behind `port`.
     fn peer_of(&self, port: Port) -> PeId {
         self.pes[self.queues[port.in_queue as usize].sender as usize]
@@ -191,6 +245,9 @@ impl PeView<'_> {
 
 impl Backend for PeView<'_> {
     fn poll_send(&mut self, direction: Direction, tile: &Tile, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
+        if let Err(e) = self.check_steps() {
+            return Poll::Ready(Err(e));
+        }
         let port = match self.port(direction, Op::Send) {
             Ok(port) => port,
             Err(e) => return Poll::Ready(Err(e)),
@@ -210,6 +267,7 @@ impl Backend for PeView<'_> {
             f.bytes_sent += bytes;
             self.wait.wait = Wait::None;
             self.touch(port.out_queue, Side::Sender);
+            self.step_done(Op::Send, Some(direction));
             Poll::Ready(Ok(()))
         } else {
             if self.wait.wait != Wait::Send(port.out_queue) {
@@ -227,6 +285,9 @@ impl Backend for PeView<'_> {
         dtype: Dtype,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Tile, KernelError>> {
+        if let Err(e) = self.check_steps() {
+            return Poll::Ready(Err(e));
+        }
         let port = match self.port(direction, Op::Recv) {
             Ok(port) => port,
             Err(e) => return Poll::Ready(Err(e)),
@@ -271,14 +332,19 @@ impl Backend for PeView<'_> {
         f.bytes_received += message.tile.bytes() as u64;
         self.wait.wait = Wait::None;
         self.touch(port.in_queue, Side::Receiver);
+        self.step_done(Op::Recv, Some(direction));
         Poll::Ready(Ok(message.tile))
     }
 
     fn poll_barrier(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
+        if let Err(e) = self.check_steps() {
+            return Poll::Ready(Err(e));
+        }
         let epoch = self.barrier.epoch.load(Ordering::Relaxed);
         match self.wait.wait {
             Wait::Barrier(release) if epoch >= release => {
                 self.wait.wait = Wait::None;
+                self.step_done(Op::Barrier, None);
                 Poll::Ready(Ok(()))
             }
             Wait::Barrier(_) => {
@@ -313,9 +379,34 @@ impl Backend for PeView<'_> {
                 *target = tile.clone();
                 Ok(())
             }
-            None => target.check_same_shape(tile).map(|()| *target = tile.clone()),
+            None if target.dtype() != tile.dtype() || target.len() != tile.len() => {
+                return Err(KernelError::StoreMismatch {
+                    pe,
+                    buffer,
+                    expected_dtype: target.dtype(),
+                    expected_len: target.len(),
+                    got_dtype: tile.dtype(),
+                    got_len: tile.len(),
+                });
+            }
+            None => {
+                *target = tile.clone();
+                Ok(())
+            }
         };
         result.map_err(|source| KernelError::Tile { pe, op: Op::Store, source })
+    }
+
+    fn loops_left(&self) -> u64 {
+        self.state.watch.loops_left
+    }
+
+    fn set_loops_left(&mut self, left: u64) {
+        self.state.watch.loops_left = left;
+    }
+
+    fn out_of_loops(&mut self) -> Result<(), KernelError> {
+        Err(self.watchdog(WatchdogBudget::LoopIterations(self.budget.loops)))
     }
 
     fn note(&mut self, key: &str, value: String) {

@@ -13,7 +13,7 @@
 
 use std::cell::UnsafeCell;
 
-use kernbench_core::{Direction, Tile};
+use kernbench_core::{Direction, Dtype, Tile};
 
 /// One message in flight.
 pub(crate) struct Message {
@@ -177,6 +177,17 @@ impl Queue {
     /// Messages sent and not yet received.
     pub(crate) fn in_flight(&mut self) -> u64 {
         *self.tail.get_mut() - *self.head.get_mut()
+    }
+
+    /// The dtype, length and generation of each message sent and not yet received, oldest first.
+    pub(crate) fn unreceived(&mut self) -> Vec<(Dtype, usize, u64)> {
+        let (head, tail, depth) = (*self.head.get_mut(), *self.tail.get_mut(), self.depth());
+        (head..tail)
+            .filter_map(|position| {
+                let message = self.slots[(position % depth) as usize].get_mut().message.as_ref();
+                message.map(|m| (m.tile.dtype(), m.tile.len(), m.generation))
+            })
+            .collect()
     }
 
     /// Credits the sender can use now: free slots as of the last publish.

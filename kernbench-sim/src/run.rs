@@ -17,15 +17,15 @@ use std::any::Any;
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, Once, OnceLock};
 
 use async_task::Runnable;
 use kernbench_core::tl::{self, MAX_GENERATION, TlContext, message_generation};
 use kernbench_core::{InstallPlan, KernelError, Launch, Op, PeId, ReduceOp, System, Tile, Tl, check_plan};
 use rayon::prelude::*;
 
-use crate::error::{BlockedPe, DeadlockReport, Leftover, RunError};
-use crate::pe::{Barrier, PeBuffers, PeFigures, PeState, PeView, Port, Side, Wait, WaitSlot};
+use crate::error::{BlockedPe, DeadlockReport, Leftover, RunError, Unreceived};
+use crate::pe::{Barrier, Budget, PeBuffers, PeFigures, PeState, PeView, Port, Side, Wait, WaitSlot, Watch};
 use crate::queue::Queue;
 use crate::report::{PeReport, RunReport};
 use crate::slots::Slots;
@@ -34,6 +34,28 @@ use crate::timing::{Clock, Network, SpanKind, TimeReport, Timing, Transfer};
 /// Below this many PEs woken in a round, the round runs on one thread by default: handing work to
 /// other threads costs more than it saves.
 pub const PARALLEL_MIN_READY: usize = 512;
+
+/// Loop iterations a PE's kernel may make by default before the watchdog stops it
+/// ([`Runtime::loop_budget`]).
+///
+/// A kernel spinning in `loop {}` reaches it in about 2.4 s in a release build (a check costs about
+/// 0.55 ns: 2^30 iterations took 0.59 s on the shared 2-core development machine), well within the 10 s
+/// a runaway kernel may take. The shipped kernels use far less: at most 66,690 per PE (the all-to-alls
+/// at 16 MiB per rank on the built-in system, `kernbench bench all_to_all --algos all`), a margin of
+/// about 64,000x; the million-PE hierarchical all-reduce of `benches/runtime.rs` uses none (its loops
+/// are in plain functions), and that benchmark's streaming kernel 2,000,000, a margin of about 2,000x.
+pub const DEFAULT_LOOP_BUDGET: u64 = 1 << 32;
+
+/// Waiting steps (sends, receives, barriers) a PE's kernel may complete by default before the watchdog
+/// stops it ([`Runtime::step_budget`]).
+///
+/// A kernel sending forever into a peer that receives forever reaches it in about 3.5 s in a release
+/// build (2^24 steps took 1.8 s on the shared 2-core development machine), within the 10 s a runaway
+/// kernel may take. The shipped kernels use far less: at most 260 per PE (the all-to-alls at 16 MiB
+/// per rank on the built-in system), a margin of about 129,000x; the million-PE hierarchical
+/// all-reduce of `benches/runtime.rs` uses 12, and that benchmark's streaming kernel 2,000,000
+/// messages per PE, a margin of about 16x.
+pub const DEFAULT_STEP_BUDGET: u64 = 1 << 25;
 
 /// The per-call facts every PE's kernel sees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,6 +84,7 @@ pub struct Runtime<'s> {
     threads: usize,
     parallel_min_ready: usize,
     timing: Option<Timing>,
+    budget: Budget,
 }
 
 /// Woken runnables, one list per thread so that wakes from parallel merges rarely meet on a lock.
@@ -127,7 +150,32 @@ impl Outcome {
 impl<'s> Runtime<'s> {
     /// A single-threaded runtime for `system`.
     pub fn new(system: &'s System) -> Self {
-        Runtime { system, threads: 1, parallel_min_ready: PARALLEL_MIN_READY, timing: Some(Timing::default()) }
+        Runtime {
+            system,
+            threads: 1,
+            parallel_min_ready: PARALLEL_MIN_READY,
+            timing: Some(Timing::default()),
+            budget: Budget { loops: DEFAULT_LOOP_BUDGET, steps: DEFAULT_STEP_BUDGET },
+        }
+    }
+
+    /// Lets each PE's kernel make at most `iterations` loop iterations (default
+    /// [`DEFAULT_LOOP_BUDGET`]); the next ends the run with [`KernelError::Watchdog`]. `#[ccl_kernel]`
+    /// counts an iteration at the top of every `loop`, `while` and `for` body of a kernel or helper, so
+    /// a kernel that loops without end between steps still ends; loops in plain functions it calls are
+    /// not counted. Results do not depend on it, unless it stops the run.
+    pub fn loop_budget(mut self, iterations: u64) -> Self {
+        self.budget.loops = iterations;
+        self
+    }
+
+    /// Lets each PE's kernel complete at most `steps` waiting steps (sends, receives, barriers; default
+    /// [`DEFAULT_STEP_BUDGET`]); the next ends the run with [`KernelError::Watchdog`]. So a kernel that
+    /// never finishes while still taking steps (sending forever into a peer that receives forever) ends
+    /// too. Results do not depend on it, unless it stops the run.
+    pub fn step_budget(mut self, steps: u64) -> Self {
+        self.budget.steps = steps;
+        self
     }
 
     /// Simulates time with these settings (the default: cut-through, no stragglers, no trace), or not at
@@ -177,6 +225,7 @@ impl<'s> Runtime<'s> {
             return Err(RunError::BufferCount { participants: pes.len(), buffers: buffers.len() });
         }
         check_plan(plan, self.system)?;
+        quiet_kernel_panics();
         let (queues, ports) = install_queues(plan, self.system.ipcq_depth());
         let network = self
             .timing
@@ -198,6 +247,7 @@ impl<'s> Runtime<'s> {
                 notes: BTreeMap::new(),
                 clock: Clock::new(self.system, self.timing.as_ref(), pe),
                 failure: None,
+                watch: Watch { loops_left: self.budget.loops, steps: 0, last: None },
             })
             .collect();
         let mut exec = Execution {
@@ -213,6 +263,7 @@ impl<'s> Runtime<'s> {
             },
             generation: call.generation,
             network,
+            budget: self.budget,
         };
         let ready = Arc::new(ReadyLists { lists: (0..self.threads).map(|_| Mutex::new(Vec::new())).collect() });
         let results = Arc::clone(&exec.results);
@@ -269,6 +320,7 @@ struct Execution<'p> {
     generation: u64,
     /// The channels and routes, when time is simulated.
     network: Option<Network>,
+    budget: Budget,
 }
 
 impl Execution<'_> {
@@ -360,6 +412,7 @@ impl Execution<'_> {
             credit_latency: self.network.as_ref().map_or(&[], |n| &n.route_latency),
             call_generation: self.generation,
             barrier: &self.barrier,
+            budget: self.budget,
         };
         let run = catch_unwind(AssertUnwindSafe(|| tl::enter(&mut view, || runnable.run())));
         let failure = match run {
@@ -501,7 +554,23 @@ impl Execution<'_> {
             };
             blocked.push(entry);
         }
-        DeadlockReport { blocked, finished, total: self.pes.len() }
+        let pes = self.pes;
+        let unreceived = self
+            .queues
+            .iter_mut()
+            .flat_map(|q| {
+                let (receiver, direction, sender) = (pes[q.receiver as usize], q.recv_dir, pes[q.sender as usize]);
+                q.unreceived().into_iter().map(move |(dtype, len, generation)| Unreceived {
+                    receiver,
+                    direction,
+                    sender,
+                    dtype,
+                    len,
+                    generation,
+                })
+            })
+            .collect();
+        DeadlockReport { blocked, finished, total: self.pes.len(), unreceived }
     }
 
     fn check_queues_empty(&mut self) -> Result<(), RunError> {
@@ -540,6 +609,26 @@ impl Execution<'_> {
             .collect();
         RunReport::new(per_pe, rounds, time)
     }
+}
+
+/// Installs, once per process, a panic hook that stays silent for panics raised while a kernel is
+/// polled (their message is in the run's error; [`tl::polling_kernel`] tells them apart) and hands
+/// every other panic, a runtime's own included, to the hook installed before it.
+///
+/// Once per process rather than for the duration of each run: the hook is process-wide while runs
+/// (tests, sweeps) go on in parallel threads, so a run that put back the previous hook at its end could
+/// silence another run's kernels or drop a hook installed in the meantime. Chaining to the previous hook
+/// keeps every other panic as it was.
+fn quiet_kernel_panics() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !tl::polling_kernel() {
+                previous(info);
+            }
+        }));
+    });
 }
 
 fn panic_message(payload: &(dyn Any + Send)) -> String {

@@ -49,6 +49,8 @@ pub struct MockRun<'a> {
     threads: usize,
     parallel_min_ready: usize,
     timing: Option<Timing>,
+    loop_budget: u64,
+    step_budget: u64,
 }
 
 impl std::fmt::Debug for MockRun<'_> {
@@ -79,6 +81,8 @@ impl<'a> MockRun<'a> {
             threads: 1,
             parallel_min_ready: crate::run::PARALLEL_MIN_READY,
             timing: Some(Timing::default()),
+            loop_budget: crate::run::DEFAULT_LOOP_BUDGET,
+            step_budget: crate::run::DEFAULT_STEP_BUDGET,
         }
     }
 
@@ -132,6 +136,18 @@ impl<'a> MockRun<'a> {
         self
     }
 
+    /// The watchdog's loop budget per PE; see [`Runtime::loop_budget`].
+    pub fn loop_budget(mut self, iterations: u64) -> Self {
+        self.loop_budget = iterations;
+        self
+    }
+
+    /// The watchdog's step budget per PE; see [`Runtime::step_budget`].
+    pub fn step_budget(mut self, steps: u64) -> Self {
+        self.step_budget = steps;
+        self
+    }
+
     /// Builds the plan and runs the kernel.
     ///
     /// # Errors
@@ -158,6 +174,8 @@ impl<'a> MockRun<'a> {
             .threads(self.threads)
             .parallel_min_ready(self.parallel_min_ready)
             .timing(self.timing.clone())
+            .loop_budget(self.loop_budget)
+            .step_budget(self.step_budget)
             .run(&plan, &*kernel, buffers, self.call)?)
     }
 }

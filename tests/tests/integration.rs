@@ -9,6 +9,8 @@ mod all_to_all;
 mod bench;
 #[path = "integration/communicator.rs"]
 mod communicator;
+#[path = "integration/diagnostics.rs"]
+mod diagnostics;
 #[path = "integration/golden.rs"]
 mod golden;
 #[path = "integration/kernels.rs"]

@@ -3,7 +3,7 @@
 use std::fmt;
 
 use crate::names::comma_list;
-use crate::kernel::{Dtype, TileError};
+use crate::kernel::{Buffer, Dtype, TileError};
 use crate::machine::{Direction, PeId};
 
 /// A `tl` operation, as named in errors and traces.
@@ -121,9 +121,98 @@ pub enum KernelError {
         /// What did not fit.
         source: TileError,
     },
+    /// A `tl.store` replacing the input or output buffer with a tile of another shape: those buffers
+    /// keep the shape the collective gave them (write part of one with `tl.store_at`).
+    #[error(
+        "{pe}: store into {buffer:?} expected a tile of {expected_dtype}[{expected_len}] (the buffer's shape, set by the collective) but got {got_dtype}[{got_len}]; write part of the buffer with tl.store_at"
+    )]
+    StoreMismatch {
+        /// The PE.
+        pe: PeId,
+        /// The buffer stored into.
+        buffer: Buffer,
+        /// The buffer's dtype.
+        expected_dtype: Dtype,
+        /// The buffer's length in elements.
+        expected_len: usize,
+        /// The dtype of the tile given.
+        got_dtype: Dtype,
+        /// The length of the tile given.
+        got_len: usize,
+    },
+    /// The kernel used up a budget of its runtime's watchdog: it looped without end, or never finished
+    /// while still taking steps (the kernel's fault, or a budget set too low for it).
+    #[error(
+        "{pe}: the watchdog stopped the kernel after {iterations} loop iterations and {steps} waiting steps (last step: {}): it used up its budget of {budget}; a kernel that loops without end, or never finishes while taking steps, ends here (if it is meant to run this long, raise the runtime's budget)",
+        last_step(*last_op, *last_direction)
+    )]
+    Watchdog {
+        /// The PE.
+        pe: PeId,
+        /// The budget it used up.
+        budget: WatchdogBudget,
+        /// Loop iterations the kernel had made.
+        iterations: u64,
+        /// Waiting `tl` steps (send, recv, barrier) the kernel had completed.
+        steps: u64,
+        /// The last waiting step it completed, if any.
+        last_op: Option<Op>,
+        /// That step's direction (none for a barrier).
+        last_direction: Option<Direction>,
+    },
+    /// The kernel failed on its own terms: in a `#[ccl_kernel]`, `?` on a `Result` of the kernel's own
+    /// (any error that implements `Display`, such as a parse error or [`PeerIndexError`](crate::machine::PeerIndexError))
+    /// becomes this, with the error's message; a hand-written `Launch` returns it with
+    /// [`KernelError::kernel`]. The kernel's fault, by its own account.
+    #[error("{pe}: the kernel failed: {message}")]
+    Kernel {
+        /// The PE.
+        pe: PeId,
+        /// The error's message (its `Display`).
+        message: String,
+    },
+}
+
+/// A budget of a runtime's watchdog, with its limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WatchdogBudget {
+    /// Loop iterations per PE, counted at the top of every loop body of a `#[ccl_kernel]`.
+    LoopIterations(u64),
+    /// Waiting `tl` steps (send, recv, barrier) per PE.
+    Steps(u64),
+}
+
+impl fmt::Display for WatchdogBudget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WatchdogBudget::LoopIterations(limit) => write!(f, "{limit} loop iterations"),
+            WatchdogBudget::Steps(limit) => write!(f, "{limit} waiting steps"),
+        }
+    }
+}
+
+fn last_step(op: Option<Op>, direction: Option<Direction>) -> String {
+    match (op, direction) {
+        (Some(op), Some(direction)) => format!("{op} on {direction}"),
+        (Some(op), None) => op.to_string(),
+        (None, _) => "none".to_owned(),
+    }
 }
 
 impl KernelError {
+    /// The kernel's own error on `pe`: what `?` on a kernel's own `Result` becomes in a `#[ccl_kernel]`.
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench_core::{KernelError, PeId};
+    /// let error = KernelError::kernel(PeId::new(0, 1, 2), "no data for chunk 3");
+    /// assert!(error.to_string().ends_with("the kernel failed: no data for chunk 3"), "{error}");
+    /// ```
+    pub fn kernel(pe: PeId, message: impl fmt::Display) -> KernelError {
+        KernelError::Kernel { pe, message: message.to_string() }
+    }
+
     /// The PE whose operation failed.
     pub fn pe(&self) -> PeId {
         match self {
@@ -132,7 +221,10 @@ impl KernelError {
             | KernelError::GenerationMismatch { pe, .. }
             | KernelError::BadAxis { pe, .. }
             | KernelError::BadPhase { pe, .. }
-            | KernelError::Tile { pe, .. } => *pe,
+            | KernelError::Tile { pe, .. }
+            | KernelError::StoreMismatch { pe, .. }
+            | KernelError::Watchdog { pe, .. }
+            | KernelError::Kernel { pe, .. } => *pe,
         }
     }
 }

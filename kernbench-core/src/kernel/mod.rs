@@ -17,6 +17,8 @@ pub mod tl;
 pub use collective::{Collective, ParseCollectiveError};
 pub use def::{ArgsError, Instantiate, KernelDef, KernelFuture, KernelSet, Launch, ParamDef, Params, UnknownKernel};
 pub use dtype::{Dtype, ParseDtypeError, ParseReduceOpError, ReduceOp};
-pub use error::{KernelError, Op};
+pub use error::{KernelError, Op, WatchdogBudget};
+/// Half-precision element types (from the `half` crate), for `F16` and `BF16` tiles.
+pub use half::{bf16, f16};
 pub use tile::{Element, Tile, TileError, chunk_range, chunk_start};
 pub use tl::{Buffer, Tl, TlContext};

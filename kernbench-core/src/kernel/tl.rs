@@ -1,8 +1,26 @@
 //! The `tl` API: what a kernel can do on the PE it runs on.
 //!
-//! A kernel receives `tl: &Tl`. Every method is a step that `#[ccl_kernel]` awaits and whose error it
-//! propagates, so the author writes `let x = tl.recv(W, n, F32);` and the expansion reads
-//! `let x = tl.recv(W, n, F32).await?;`.
+//! A kernel receives `tl: &Tl`. The methods that can wait for another PE (`send`, `recv`, `recv_like`,
+//! `barrier`) are `async`; every other method returns at once, with a `Result` where it can fail.
+//! `#[ccl_kernel]` adds what each call needs, so the author writes plain calls and the expansion reads:
+//!
+//! ```text
+//! let n = tl.size();                      // never waits, never fails: left as written
+//! let x = tl.load(Input)?;                // never waits, can fail: its error is propagated
+//! let y = tl.recv(W, n, F32).await?;      // can wait: awaited, its error propagated
+//! ```
+//!
+//! The macro keeps the list of waiting methods; a test here checks it against this file, so the two
+//! cannot drift apart.
+//!
+//! # The watchdog
+//!
+//! A coroutine cannot be pre-empted, so a kernel that loops without end would hang its runtime. The
+//! macro therefore puts a budget check at the top of every `loop`, `while` and `for` body in a
+//! `#[ccl_kernel]` function (as Go's compiler inserts pre-emption points); a runtime that counts them
+//! ([`Backend::loops_left`]) ends a runaway kernel with [`KernelError::Watchdog`]. Loops in plain
+//! functions that a kernel calls are not checked: put long loops in the kernel or in a
+//! `#[ccl_kernel(helper)]`.
 //!
 //! `Tl` knows nothing of any simulator. The runtime that polls a PE's kernel lends it a [`Backend`]
 //! for the duration of the poll ([`enter`]); the operations reach it from there. So the same kernel can
@@ -15,8 +33,7 @@ use std::task::{Context, Poll};
 
 use serde::{Deserialize, Serialize};
 
-use crate::kernel::{KernelError, Op};
-use crate::kernel::{Dtype, ReduceOp, Tile};
+use crate::kernel::{Dtype, KernelError, Op, ReduceOp, Tile};
 use crate::machine::{Direction, PeId};
 
 /// One of a PE's buffers.
@@ -78,6 +95,23 @@ pub trait Backend {
     fn set_phase(&mut self, phase: u8);
     /// Records a fact about this PE's run for the report: see [`Tl::note`].
     fn note(&mut self, key: &str, value: String);
+    /// Loop iterations the PE's kernel may still make. [`enter`] lends them to the poll, so that the
+    /// check `#[ccl_kernel]` puts at the top of every loop body is a thread-local decrement, and gives
+    /// back what is left with [`Backend::set_loops_left`]. A backend that keeps no budget keeps this
+    /// default.
+    fn loops_left(&self) -> u64 {
+        u64::MAX
+    }
+    /// Takes back what the kernel left of [`Backend::loops_left`] after a poll (or when it ran out).
+    fn set_loops_left(&mut self, _left: u64) {}
+    /// Called when the kernel has used up [`Backend::loops_left`] and starts another loop iteration.
+    ///
+    /// # Errors
+    /// [`KernelError::Watchdog`] to stop the kernel; `Ok` lends it `loops_left()` more. A backend that
+    /// keeps no budget keeps this default, which never fails.
+    fn out_of_loops(&mut self) -> Result<(), KernelError> {
+        Ok(())
+    }
 }
 
 /// Sub-generations per call: a call of generation `k` owns the message generations `3k-2`, `3k-1`
@@ -102,23 +136,83 @@ pub const fn message_generation(call: u64, phase: u8) -> u64 {
 
 thread_local! {
     static CURRENT: Cell<Option<NonNull<dyn Backend + 'static>>> = const { Cell::new(None) };
+    /// What the kernel being polled on this thread may still make of its loop iterations: lent by its
+    /// backend for the poll ([`Backend::loops_left`]).
+    static LOOPS_LEFT: Cell<u64> = const { Cell::new(u64::MAX) };
 }
 
 /// Runs `f` (a poll of a PE's kernel) with `backend` serving every `tl` operation made in it.
-pub fn enter<R>(backend: &mut dyn Backend, f: impl FnOnce() -> R) -> R {
-    struct Reset(Option<NonNull<dyn Backend + 'static>>);
+///
+/// Generic rather than taking `&mut dyn Backend`, so that lending the loop budget at each poll costs no
+/// virtual calls.
+pub fn enter<B: Backend, R>(backend: &mut B, f: impl FnOnce() -> R) -> R {
+    struct Reset(Option<NonNull<dyn Backend + 'static>>, u64);
     impl Drop for Reset {
         fn drop(&mut self) {
             CURRENT.set(self.0);
+            LOOPS_LEFT.set(self.1);
         }
     }
-    let ptr: NonNull<dyn Backend + '_> = NonNull::from(backend);
+    let lent = backend.loops_left();
+    let ptr: NonNull<dyn Backend + '_> = NonNull::from(&mut *backend as &mut dyn Backend);
     // SAFETY: only the lifetime is erased. The pointer is reachable through CURRENT only while this
     // call holds the unique borrow of `backend`: `Reset` restores the previous value when `f` returns
-    // or unwinds.
+    // or unwinds, before `backend` is used again below.
     let ptr: NonNull<dyn Backend + 'static> = unsafe { std::mem::transmute(ptr) };
-    let _reset = Reset(CURRENT.replace(Some(ptr)));
-    f()
+    let (result, left) = {
+        let _reset = Reset(CURRENT.replace(Some(ptr)), LOOPS_LEFT.replace(lent));
+        let result = f();
+        (result, LOOPS_LEFT.get())
+    };
+    backend.set_loops_left(left);
+    result
+}
+
+/// Whether a kernel is being polled on this thread, outside its `tl` operations: a panic raised now is
+/// the kernel's, which its runtime catches and reports.
+pub fn polling_kernel() -> bool {
+    CURRENT.get().is_some()
+}
+
+/// Loop iterations the kernel being polled on this thread may still make (for a backend that reports
+/// how far a kernel got while its own count is lent out); `u64::MAX` outside a poll.
+pub fn loops_left() -> u64 {
+    LOOPS_LEFT.get()
+}
+
+/// Counts one loop iteration of the kernel being polled on this thread: what `#[ccl_kernel]` inserts at
+/// the top of every loop body. It runs once per iteration of every kernel loop, so its usual path is
+/// one thread-local decrement.
+///
+/// # Errors
+/// The backend's [`KernelError::Watchdog`] once the PE's loop budget is used up.
+#[doc(hidden)]
+#[inline]
+pub fn count_loop() -> Result<(), KernelError> {
+    let counted = LOOPS_LEFT.with(|left| match left.get() {
+        0 => false,
+        n => {
+            left.set(n - 1);
+            true
+        }
+    });
+    if counted { Ok(()) } else { out_of_loops() }
+}
+
+/// The kernel used up the loop iterations lent to it: asks the backend whether it may go on.
+#[cold]
+fn out_of_loops() -> Result<(), KernelError> {
+    // Outside a runtime's poll there is nothing to count against.
+    if CURRENT.get().is_none() {
+        LOOPS_LEFT.set(u64::MAX);
+        return Ok(());
+    }
+    with(|b| {
+        b.set_loops_left(0);
+        b.out_of_loops()?;
+        LOOPS_LEFT.set(b.loops_left());
+        Ok(())
+    })
 }
 
 /// Runs `f` with the backend lent by the enclosing [`enter`].
@@ -164,8 +258,9 @@ pub struct TlContext {
 
 /// The handle a kernel uses to talk to its PE, its neighbours and its buffers.
 ///
-/// Methods are `async` and return `Result`; in a `#[ccl_kernel]` the macro adds `.await?` to each call,
-/// so kernels read like Triton: `let x = tl.recv(W, n, F32);`.
+/// The methods that wait (`send`, `recv`, `recv_like`, `barrier`) are `async`; the others return at once.
+/// In a `#[ccl_kernel]` the macro adds `.await` where a call waits and `?` where it can fail, so kernels
+/// read like Triton: `let x = tl.recv(W, n, F32);`.
 #[derive(Debug)]
 pub struct Tl {
     ctx: TlContext,
@@ -186,7 +281,7 @@ impl Tl {
     ///
     /// # Errors
     /// [`KernelError::BadAxis`] for an axis above 2.
-    pub async fn program_id(&self, axis: usize) -> Result<usize, KernelError> {
+    pub fn program_id(&self, axis: usize) -> Result<usize, KernelError> {
         let pe = self.ctx.pe;
         let ids = [pe.pe, pe.cube, pe.sip];
         ids.get(axis).map(|&i| i as usize).ok_or(KernelError::BadAxis { pe, axis })
@@ -196,33 +291,33 @@ impl Tl {
     ///
     /// # Errors
     /// [`KernelError::BadAxis`] for an axis above 2.
-    pub async fn num_programs(&self, axis: usize) -> Result<usize, KernelError> {
+    pub fn num_programs(&self, axis: usize) -> Result<usize, KernelError> {
         self.ctx.extents.get(axis).copied().ok_or(KernelError::BadAxis { pe: self.ctx.pe, axis })
     }
 
     /// The PE this kernel runs on.
-    pub async fn pe(&self) -> Result<PeId, KernelError> {
-        Ok(self.ctx.pe)
+    pub fn pe(&self) -> PeId {
+        self.ctx.pe
     }
 
     /// The PE's position among the topology's participants.
-    pub async fn rank(&self) -> Result<usize, KernelError> {
-        Ok(self.ctx.rank)
+    pub fn rank(&self) -> usize {
+        self.ctx.rank
     }
 
     /// The number of participants in the topology.
-    pub async fn size(&self) -> Result<usize, KernelError> {
-        Ok(self.ctx.size)
+    pub fn size(&self) -> usize {
+        self.ctx.size
     }
 
     /// The reduction operator of this call.
-    pub async fn op(&self) -> Result<ReduceOp, KernelError> {
-        Ok(self.ctx.op)
+    pub fn op(&self) -> ReduceOp {
+        self.ctx.op
     }
 
     /// The root rank of a rooted collective.
-    pub async fn root(&self) -> Result<usize, KernelError> {
-        Ok(self.ctx.root)
+    pub fn root(&self) -> usize {
+        self.ctx.root
     }
 
     /// Moves this PE to `phase` (1, 2 or 3) of its call. Messages carry their sender's phase and a
@@ -231,7 +326,7 @@ impl Tl {
     ///
     /// # Errors
     /// [`KernelError::BadPhase`] for a phase outside 1..=3.
-    pub async fn phase(&self, phase: u8) -> Result<(), KernelError> {
+    pub fn phase(&self, phase: u8) -> Result<(), KernelError> {
         if !(1..=PHASES_PER_CALL as u8).contains(&phase) {
             return Err(KernelError::BadPhase { pe: self.ctx.pe, phase });
         }
@@ -241,15 +336,14 @@ impl Tl {
 
     /// Records `key = value` in this PE's part of the run report (the last value of a key wins): which
     /// path an algorithm took, or what it held at its peak.
-    pub async fn note(&self, key: &str, value: impl std::fmt::Display) -> Result<(), KernelError> {
+    pub fn note(&self, key: &str, value: impl std::fmt::Display) {
         let value = value.to_string();
         with(|b| b.note(key, value));
-        Ok(())
     }
 
     /// Whether the PE has a neighbour in `direction`.
-    pub async fn has(&self, direction: Direction) -> Result<bool, KernelError> {
-        Ok(with(|b| b.has(direction)))
+    pub fn has(&self, direction: Direction) -> bool {
+        with(|b| b.has(direction))
     }
 
     /// Sends `tile` to the neighbour in `direction`, waiting for a credit if the queue is full. The
@@ -270,13 +364,22 @@ impl Tl {
         poll_fn(|cx| with(|b| b.poll_recv(direction, len, dtype, cx))).await
     }
 
+    /// Receives the oldest message from `direction`, which must hold a tile of `like`'s dtype and
+    /// length: the usual partner of a send of a tile shaped like `like`.
+    ///
+    /// # Errors
+    /// As [`Tl::recv`].
+    pub async fn recv_like(&self, direction: Direction, like: &Tile) -> Result<Tile, KernelError> {
+        self.recv(direction, like.len(), like.dtype()).await
+    }
+
     /// Waits until every participant has reached the barrier.
     pub async fn barrier(&self) -> Result<(), KernelError> {
         poll_fn(|cx| with(|b| b.poll_barrier(cx))).await
     }
 
     /// The contents of one of the PE's buffers.
-    pub async fn load(&self, buffer: Buffer) -> Result<Tile, KernelError> {
+    pub fn load(&self, buffer: Buffer) -> Result<Tile, KernelError> {
         with(|b| {
             let tile = b.load(buffer)?;
             b.charge(Work::Memory { bytes: tile.bytes() });
@@ -288,7 +391,7 @@ impl Tl {
     ///
     /// # Errors
     /// [`KernelError::Tile`] when `tile` does not match the buffer's dtype and length.
-    pub async fn store(&self, buffer: Buffer, tile: &Tile) -> Result<(), KernelError> {
+    pub fn store(&self, buffer: Buffer, tile: &Tile) -> Result<(), KernelError> {
         with(|b| {
             b.store(buffer, None, tile)?;
             b.charge(Work::Memory { bytes: tile.bytes() });
@@ -300,7 +403,7 @@ impl Tl {
     ///
     /// # Errors
     /// [`KernelError::Tile`] when `tile` does not fit at `offset` or has another dtype.
-    pub async fn store_at(&self, buffer: Buffer, offset: usize, tile: &Tile) -> Result<(), KernelError> {
+    pub fn store_at(&self, buffer: Buffer, offset: usize, tile: &Tile) -> Result<(), KernelError> {
         with(|b| {
             b.store(buffer, Some(offset), tile)?;
             b.charge(Work::Memory { bytes: tile.bytes() });
@@ -312,26 +415,25 @@ impl Tl {
     ///
     /// # Errors
     /// [`KernelError::Tile`] on a dtype or length mismatch.
-    pub async fn reduce(&self, acc: &mut Tile, other: &Tile, op: ReduceOp) -> Result<(), KernelError> {
+    pub fn reduce(&self, acc: &mut Tile, other: &Tile, op: ReduceOp) -> Result<(), KernelError> {
         acc.reduce_in_place(other, op).map_err(|source| self.tile_error(Op::Reduce, source))?;
         with(|b| b.charge(Work::Reduce { elements: other.len(), dtype: other.dtype() }));
         Ok(())
     }
 
     /// Ends a reduction of `contributions` inputs: divides by the count for `Avg`, nothing otherwise.
-    pub async fn finish(&self, acc: &mut Tile, op: ReduceOp, contributions: usize) -> Result<(), KernelError> {
+    pub fn finish(&self, acc: &mut Tile, op: ReduceOp, contributions: usize) {
         acc.finish_reduction(op, contributions);
         if op == ReduceOp::Avg {
             with(|b| b.charge(Work::Reduce { elements: acc.len(), dtype: acc.dtype() }));
         }
-        Ok(())
     }
 
     /// Chunk `index` of `count` near-equal chunks of `tile`, without copying.
     ///
     /// # Errors
     /// [`KernelError::Tile`] when `index >= count`.
-    pub async fn chunk(&self, tile: &Tile, index: usize, count: usize) -> Result<Tile, KernelError> {
+    pub fn chunk(&self, tile: &Tile, index: usize, count: usize) -> Result<Tile, KernelError> {
         tile.chunk(index, count).map_err(|source| self.tile_error(Op::Slice, source))
     }
 
@@ -339,7 +441,7 @@ impl Tl {
     ///
     /// # Errors
     /// [`KernelError::Tile`] when the range reaches past the end.
-    pub async fn slice(&self, tile: &Tile, start: usize, len: usize) -> Result<Tile, KernelError> {
+    pub fn slice(&self, tile: &Tile, start: usize, len: usize) -> Result<Tile, KernelError> {
         let end =
             start.checked_add(len).ok_or(crate::kernel::TileError::OutOfRange { start, end: usize::MAX, len: tile.len() });
         end.and_then(|end| tile.slice(start..end)).map_err(|source| self.tile_error(Op::Slice, source))
@@ -349,16 +451,63 @@ impl Tl {
     ///
     /// # Errors
     /// [`KernelError::Tile`] for no tiles or mixed dtypes.
-    pub async fn concat(&self, tiles: &[Tile]) -> Result<Tile, KernelError> {
+    pub fn concat(&self, tiles: &[Tile]) -> Result<Tile, KernelError> {
         Tile::concat(tiles).map_err(|source| self.tile_error(Op::Slice, source))
     }
 
     /// A new tile of `len` zeros of `dtype`.
-    pub async fn zeros(&self, dtype: Dtype, len: usize) -> Result<Tile, KernelError> {
-        Ok(Tile::zeros(dtype, len))
+    pub fn zeros(&self, dtype: Dtype, len: usize) -> Tile {
+        Tile::zeros(dtype, len)
     }
 
     fn tile_error(&self, op: Op, source: crate::kernel::TileError) -> KernelError {
         KernelError::Tile { pe: self.ctx.pe, op, source }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    /// `(name, is async, returns Result)` of every `pub fn` taking `&self` in `impl Tl`, read from this
+    /// file's source.
+    fn tl_methods() -> Vec<(String, bool, bool)> {
+        let source = include_str!("tl.rs");
+        let start = source.find("impl Tl {").expect("tl.rs has `impl Tl`");
+        let body = &source[start..];
+        let end = body.find("\n}\n").expect("`impl Tl` ends");
+        let mut methods = Vec::new();
+        for (i, _) in body[..end].match_indices("    pub ") {
+            let rest = &body[i + "    pub ".len()..];
+            let is_async = rest.starts_with("async fn ");
+            let Some(rest) = rest.strip_prefix("async fn ").or_else(|| rest.strip_prefix("fn ")) else { continue };
+            let signature = &rest[..rest.find('{').expect("a method has a body")];
+            if !signature.contains("&self") {
+                continue;
+            }
+            let name = signature[..signature.find(['(', '<']).expect("a method has parameters")].to_owned();
+            methods.push((name, is_async, signature.contains("-> Result<")));
+        }
+        methods
+    }
+
+    #[test]
+    fn the_macro_awaits_exactly_the_async_methods_of_tl() {
+        let methods = tl_methods();
+        assert!(methods.len() > 20, "found {methods:?}");
+        let is_async: BTreeSet<&str> =
+            methods.iter().filter(|(_, is_async, _)| *is_async).map(|(name, ..)| name.as_str()).collect();
+        let waiting: BTreeSet<&str> = kernbench_macros::__waiting_tl_methods!().into_iter().collect();
+        assert_eq!(waiting, is_async, "the macro's list of waiting tl methods differs from `Tl`'s async methods");
+    }
+
+    #[test]
+    fn the_macro_propagates_errors_of_exactly_the_fallible_methods_of_tl() {
+        let methods = tl_methods();
+        let infallible: BTreeSet<&str> =
+            methods.iter().filter(|(_, _, fallible)| !*fallible).map(|(name, ..)| name.as_str()).collect();
+        let listed: BTreeSet<&str> = kernbench_macros::__infallible_tl_methods!().into_iter().collect();
+        assert_eq!(listed, infallible, "the macro's list of infallible tl methods differs from `Tl`'s");
+        assert!(infallible.contains("size") && !infallible.contains("load"), "{infallible:?}");
     }
 }

@@ -60,6 +60,42 @@ impl Direction {
 }
 
 impl Direction {
+    /// The direction of direct peer `index` (the `full` topology's link to that participant), from
+    /// whatever integer type the kernel counts in.
+    ///
+    /// It returns a `Result` rather than panicking, because the index is computed at run time (often
+    /// `rank + k` or `rank - k`): in a `#[ccl_kernel]`, `Direction::peer(j)?` turns an index that no
+    /// direction can hold (negative, or above `u32::MAX`) into the PE's error. An index that fits but
+    /// is not a neighbour is reported by the `tl.send` / `tl.recv` that uses it.
+    ///
+    /// # Errors
+    /// [`PeerIndexError`] for an index outside `0..=u32::MAX`.
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench_core::Direction;
+    /// assert_eq!(Direction::peer(3usize), Ok(Direction::Peer(3)));
+    /// assert_eq!(Direction::peer(7i32), Ok(Direction::Peer(7)));
+    /// let error = Direction::peer(-1i32).unwrap_err();
+    /// assert_eq!(error.to_string(), "peer index -1 is not a direction: expected 0..=4294967295");
+    /// ```
+    pub fn peer<I>(index: I) -> Result<Direction, PeerIndexError>
+    where
+        I: TryInto<u32> + Copy + fmt::Display,
+    {
+        index.try_into().map(Direction::Peer).map_err(|_| PeerIndexError { index: index.to_string() })
+    }
+}
+
+/// A peer index that no [`Direction::Peer`] can hold.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("peer index {index} is not a direction: expected 0..={max}", max = u32::MAX)]
+pub struct PeerIndexError {
+    /// The index given, as written.
+    pub index: String,
+}
+
+impl Direction {
     /// A number that identifies the direction, ordered as directions are: a cheap key for lookups in
     /// neighbour tables.
     ///

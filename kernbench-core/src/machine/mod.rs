@@ -17,7 +17,7 @@ mod ids;
 pub mod route;
 mod spec;
 
-pub use direction::{Direction, ParseDirectionError};
+pub use direction::{Direction, ParseDirectionError, PeerIndexError};
 pub use ids::{CubeCoord, LinkClass, PeId};
 pub use route::{Channel, Node, Route};
 pub use spec::{LinkSpec, LinksSpec, MeshSpec, PeSpec, SipInterconnect, SpecError, System, SystemSpec};

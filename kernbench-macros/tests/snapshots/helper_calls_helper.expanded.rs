@@ -11,11 +11,7 @@ async fn add_from_west(
     if empty(&theirs) {
         return ::kernbench::__private::Result::Ok(acc);
     }
-    let Some(op) = Some(tl.op().await?) else {
-        return ::kernbench::__private::Result::Ok(acc)
-    };
-    tl.reduce(&mut acc, &theirs, op).await?;
-    ::kernbench::__private::Result::Ok(
-        steps::finish_on(tl, acc, tl.size().await?).await?,
-    )
+    let Some(op) = Some(tl.op()) else { return ::kernbench::__private::Result::Ok(acc) };
+    tl.reduce(&mut acc, &theirs, op)?;
+    ::kernbench::__private::Result::Ok(steps::finish_on(tl, acc, tl.size()).await?)
 }

@@ -7,30 +7,30 @@ pub async fn ring_allreduce(
     chunks: usize,
     op: ReduceOp,
 ) -> ::kernbench::__private::Result<(), ::kernbench::__private::KernelError> {
-    let n = tl.size().await?;
+    let n = tl.size();
     if n == 1 {
-        let x = tl.load(Input).await?;
-        tl.store(Output, &x).await?;
+        let x = tl.load(Input)?;
+        tl.store(Output, &x)?;
         return ::kernbench::__private::Result::Ok(());
     }
-    let mut acc = tl.load(Input).await?;
+    let mut acc = tl.load(Input)?;
     let mut travelling = acc.clone();
     for _ in 1..n {
+        ::kernbench::__private::count_loop()?;
         let mut parts = Vec::new();
         for c in 0..chunks {
-            tl.send(E, &tl.chunk(&travelling, c, chunks).await?).await?;
+            ::kernbench::__private::count_loop()?;
+            tl.send(E, &tl.chunk(&travelling, c, chunks)?).await?;
             let len = chunk_range(acc.len(), c, chunks)
                 .map(|range| range.len())
                 .unwrap_or(0);
             parts.push(tl.recv(W, len, acc.dtype()).await?);
         }
-        travelling = tl.concat(&parts).await?;
-        tl.reduce(&mut acc, &travelling, op).await?;
+        travelling = tl.concat(&parts)?;
+        tl.reduce(&mut acc, &travelling, op)?;
     }
-    assert_eq!(
-        acc.len(), tl.load(Input). await ? .len(), "the result has the input's length"
-    );
-    tl.store(Output, &acc).await?;
+    assert_eq!(acc.len(), tl.load(Input) ? .len(), "the result has the input's length");
+    tl.store(Output, &acc)?;
     #[allow(unreachable_code, clippy::needless_return)]
     return ::kernbench::__private::Result::Ok(());
 }

@@ -66,7 +66,7 @@ fn table() -> String {
 
 fn system_lines(name: &str, system: &System) -> String {
     let mut out = String::new();
-    let mut comm = Communicator::new(system.clone()).unwrap();
+    let mut comm = Communicator::new(system.clone());
     for collective in Collective::ALL {
         let algorithms = Series::parse_list("all", comm.registry(), collective).unwrap();
         let sweep = Sweep::new(collective, algorithms.clone(), SIZES.to_vec());

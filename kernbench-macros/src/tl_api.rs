@@ -1,0 +1,18 @@
+//! What the macro knows of `Tl`'s methods: which can wait (awaited) and which cannot fail (left as
+//! written); every other method is fallible and gets `?`.
+//!
+//! `Tl` lives in kernbench-core, which the macro cannot see; kernbench-core's `tl` tests read these
+//! lists (through the hidden `__waiting_tl_methods!` and `__infallible_tl_methods!`) and check them
+//! against `Tl`'s source, so the two cannot drift apart.
+
+/// The `async` methods of `Tl`: the steps that can wait for another PE.
+pub(crate) const WAITING: &[&str] = &["send", "recv", "recv_like", "barrier"];
+
+/// The methods of `Tl` that return a plain value, not a `Result`.
+pub(crate) const INFALLIBLE: &[&str] =
+    &["context", "pe", "rank", "size", "op", "root", "note", "has", "finish", "zeros"];
+
+/// A list as an array expression of string literals: `["send", "recv"]`.
+pub(crate) fn array(names: &[&str]) -> proc_macro2::TokenStream {
+    quote::quote!([#(#names),*])
+}

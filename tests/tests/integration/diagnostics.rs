@@ -1,0 +1,259 @@
+//! Kernels that never end, kernels that fail on their own terms, and what the errors of broken runs
+//! say: the watchdog's budgets, `?` on a kernel's own `Result`, a deadlock's unreceived messages, a
+//! store of the wrong shape, and the kernel API a new user reaches for first.
+
+use std::time::{Duration, Instant};
+
+use kernbench::prelude::*;
+use kernbench::sim::testing::{MockError, MockRun};
+use kernbench::sim::{RunError, RunReport, Unreceived};
+use kernbench::{KernelDef, Op, System, WatchdogBudget};
+use serde_json::json;
+
+fn one_cube(pes: usize) -> System {
+    System::shape(1, 1, 1, pes).expect("a valid shape")
+}
+
+fn pe(index: u32) -> PeId {
+    PeId::new(0, 0, index)
+}
+
+fn ring<'a>(system: &'a System, kernel: &'a KernelDef) -> MockRun<'a> {
+    MockRun::new(system, "ring_1d", "all_pes", kernel)
+}
+
+/// The run's error, and that it came within a second of wall time (the budgets of these tests are
+/// small: a hang or a budget that is not enforced fails here rather than in CI's timeout).
+fn timed_error(run: MockRun<'_>) -> RunError {
+    let start = Instant::now();
+    let result = run.run();
+    assert!(start.elapsed() < Duration::from_secs(1), "the run took {:?}", start.elapsed());
+    match result {
+        Err(MockError::Run(error)) => error,
+        other => panic!("expected a run error, got {other:?}"),
+    }
+}
+
+/// Every rank exchanges once with its neighbours; then rank 1 spins without ever taking a step.
+#[ccl_kernel]
+fn spins_between_steps(tl: &Tl) {
+    let x = tl.load(Input);
+    tl.send(E, &x);
+    let _ = tl.recv_like(W, &x);
+    if tl.rank() == 1 {
+        loop {}
+    }
+    tl.barrier();
+}
+
+#[test]
+fn a_loop_without_steps_ends_in_the_watchdog_naming_the_pe_and_how_far_it_got() {
+    let system = one_cube(3);
+    let error = timed_error(ring(&system, &spins_between_steps::KERNEL).loop_budget(1000));
+    assert_eq!(
+        error,
+        RunError::Kernel(KernelError::Watchdog {
+            pe: pe(1),
+            budget: WatchdogBudget::LoopIterations(1000),
+            iterations: 1000,
+            steps: 2,
+            last_op: Some(Op::Recv),
+            last_direction: Some(W),
+        })
+    );
+    let message = error.to_string();
+    assert!(message.starts_with("(sip 0, cube 0, pe 1): the watchdog stopped the kernel"), "{message}");
+    assert!(
+        message.contains("budget of 1000 loop iterations") && message.contains("last step: recv on W"),
+        "{message}"
+    );
+}
+
+/// Rank 0 sends forever; rank 1 receives forever: never stuck, never done.
+#[ccl_kernel]
+fn streams_forever(tl: &Tl) {
+    let x = tl.load(Input);
+    if tl.rank() == 0 {
+        loop {
+            tl.send(E, &x);
+        }
+    } else {
+        loop {
+            let _ = tl.recv_like(W, &x);
+        }
+    }
+}
+
+#[test]
+fn sending_forever_into_a_peer_that_receives_forever_ends_in_the_step_budget() {
+    let system = one_cube(2);
+    let error = timed_error(ring(&system, &streams_forever::KERNEL).step_budget(100));
+    let RunError::Kernel(KernelError::Watchdog { pe: who, budget, iterations, steps, last_op, .. }) = &error else {
+        panic!("expected the watchdog, got {error}");
+    };
+    // The sender runs ahead of the receiver by a queue's depth, so it uses its budget up first, in the
+    // loop iteration after its 100th send.
+    assert_eq!(
+        (*who, *budget, *iterations, *steps, *last_op),
+        (pe(0), WatchdogBudget::Steps(100), 101, 100, Some(Op::Send)),
+        "{error}"
+    );
+    assert!(error.to_string().contains("(sip 0, cube 0, pe 0)"), "{error}");
+}
+
+/// Rank 0 sends `count` tiles east and rank 1 receives them, one per loop iteration.
+#[ccl_kernel]
+fn counted_stream(tl: &Tl, count: u32) {
+    let x = tl.load(Input);
+    for _ in 0..count {
+        if tl.rank() == 0 {
+            tl.send(E, &x);
+        } else {
+            let _ = tl.recv_like(W, &x);
+        }
+    }
+}
+
+#[test]
+fn budgets_are_the_most_a_kernel_may_use_so_one_less_stops_it() {
+    let system = one_cube(2);
+    let exact = ring(&system, &counted_stream::KERNEL).params(json!({"count": 10}));
+    exact.loop_budget(10).step_budget(10).run().expect("a kernel within its budgets finishes");
+    let short_of_loops = ring(&system, &counted_stream::KERNEL).params(json!({"count": 10})).loop_budget(9);
+    assert!(
+        matches!(
+            timed_error(short_of_loops),
+            RunError::Kernel(KernelError::Watchdog { budget: WatchdogBudget::LoopIterations(9), iterations: 9, .. })
+        ),
+        "one loop iteration short must stop the kernel"
+    );
+    let short_of_steps = ring(&system, &counted_stream::KERNEL).params(json!({"count": 10})).step_budget(9);
+    assert!(
+        matches!(
+            timed_error(short_of_steps),
+            RunError::Kernel(KernelError::Watchdog { budget: WatchdogBudget::Steps(9), steps: 9, .. })
+        ),
+        "one step short must stop the kernel"
+    );
+}
+
+/// Rank 2 reads a count from its parameter and fails with `?` when it is not a number.
+#[ccl_kernel]
+fn parses_its_parameter(tl: &Tl, count: String) {
+    let x = tl.load(Input);
+    if tl.rank() == 2 {
+        let count: usize = count.parse()?;
+        tl.note("count", count);
+    }
+    tl.store(Output, &x);
+}
+
+#[test]
+fn a_kernels_own_error_via_question_mark_names_the_pe_and_the_message() {
+    let system = one_cube(4);
+    let error = timed_error(ring(&system, &parses_its_parameter::KERNEL).params(json!({"count": "four"})));
+    assert_eq!(
+        error,
+        RunError::Kernel(KernelError::Kernel { pe: pe(2), message: "invalid digit found in string".to_owned() })
+    );
+    assert_eq!(error.to_string(), "(sip 0, cube 0, pe 2): the kernel failed: invalid digit found in string");
+    let report = ring(&system, &parses_its_parameter::KERNEL).params(json!({"count": "4"})).run().unwrap();
+    assert_eq!(report.pes()[2].notes["count"], "4");
+}
+
+/// Sends to the direct peer `offset` places after it, named from a signed index.
+#[ccl_kernel]
+fn sends_to_a_peer_by_offset(tl: &Tl, offset: i64) {
+    let x = tl.load(Input);
+    let j = tl.rank() as i64 + offset;
+    tl.send(Direction::peer(j)?, &x);
+    let _ = tl.recv_like(Direction::peer(tl.rank() as i64 - offset)?, &x);
+    tl.store(Output, &x);
+}
+
+#[test]
+fn a_peer_index_no_direction_can_hold_is_the_pes_error() {
+    let system = one_cube(4);
+    let run = MockRun::new(&system, "full", "all_pes", &sends_to_a_peer_by_offset::KERNEL);
+    let error = timed_error(run.params(json!({"offset": -1})));
+    assert_eq!(
+        error.to_string(),
+        "(sip 0, cube 0, pe 0): the kernel failed: peer index -1 is not a direction: expected 0..=4294967295"
+    );
+}
+
+/// Rank 0 sends a tile east and then waits on the west, where nobody sends; rank 1 waits on the east.
+#[ccl_kernel]
+fn sends_then_waits_on_the_wrong_side(tl: &Tl) {
+    if tl.rank() == 0 {
+        tl.send(E, &Tile::zeros(F32, 8));
+        let _ = tl.recv(W, 8, F32);
+    } else {
+        let _ = tl.recv(E, 8, F32);
+    }
+}
+
+#[test]
+fn a_deadlock_lists_the_messages_waiting_unreceived() {
+    let system = one_cube(2);
+    let error = timed_error(ring(&system, &sends_then_waits_on_the_wrong_side::KERNEL));
+    let RunError::Deadlock(report) = &error else { panic!("expected a deadlock, got {error}") };
+    assert_eq!(
+        report.unreceived,
+        [Unreceived { receiver: pe(1), direction: W, sender: pe(0), dtype: F32, len: 8, generation: 1 }]
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains(
+            "1 message(s) wait unreceived:\n  for (sip 0, cube 0, pe 1) on W from (sip 0, cube 0, pe 0): f32[8] of generation 1"
+        ),
+        "{message}"
+    );
+}
+
+/// Stores half a tile into the output buffer.
+#[ccl_kernel]
+fn stores_half_the_output(tl: &Tl) {
+    let x = tl.load(Input);
+    tl.store(Output, &tl.slice(&x, 0, x.len() / 2));
+}
+
+#[test]
+fn a_store_of_the_wrong_length_says_the_length_expected() {
+    let system = one_cube(2);
+    let error = timed_error(ring(&system, &stores_half_the_output::KERNEL));
+    assert_eq!(
+        error,
+        RunError::Kernel(KernelError::StoreMismatch {
+            pe: pe(0),
+            buffer: Output,
+            expected_dtype: F32,
+            expected_len: 16,
+            got_dtype: F32,
+            got_len: 8,
+        })
+    );
+    assert!(error.to_string().contains("expected a tile of f32[16]") && error.to_string().contains("got f32[8]"));
+}
+
+/// Every rank passes its input east and keeps what comes from the west, received by its shape.
+#[ccl_kernel]
+fn shift_east(tl: &Tl) {
+    let x = tl.load(Input);
+    tl.send(E, &x);
+    let from_west = tl.recv_like(W, &x);
+    tl.store(Output, &from_west);
+}
+
+#[test]
+fn recv_like_receives_a_tile_of_the_given_tiles_shape() {
+    let system = one_cube(3);
+    let report: RunReport = ring(&system, &shift_east::KERNEL)
+        .inputs(|_, rank| Tile::from_vec(vec![f16::from_f32(rank as f32 + 0.5); 4]))
+        .run()
+        .unwrap();
+    let outputs: Vec<Vec<f16>> = report.pes().iter().map(|p| p.output.to_vec::<f16>().unwrap()).collect();
+    let expected: Vec<Vec<f16>> = [2.5f32, 0.5, 1.5].iter().map(|&v| vec![f16::from_f32(v); 4]).collect();
+    assert_eq!(outputs, expected);
+    assert_eq!(bf16::from_f32(1.0).to_f32(), 1.0, "bf16 comes with the prelude too");
+}
