@@ -340,7 +340,7 @@ fn run_collectives(args: &RunArgs, out: &mut impl Write) -> Result<()> {
     let mut wrong = 0;
     for collective in collectives {
         for &bytes in &sizes {
-            let context = || format!("{collective} of {bytes} bytes per rank");
+            let context = || format!("{collective} of {bytes} bytes per SIP");
             let tensor = point_tensor(&system, collective, bytes, (dtype, op), layout, ranks).with_context(context)?;
             let options = CallOptions { algorithm: args.algo.clone(), generation: None };
             let (_, report) = comm.call(collective, &tensor, op, args.root, &options).with_context(context)?;
@@ -396,7 +396,7 @@ fn tune(args: &TuneArgs, out: &mut impl Write) -> Result<()> {
         let tuning = tuner.run(&mut comm, &sizes, data, |row| progress.row(row, out));
         progress.finish()?;
         let tuning = tuning?;
-        writeln!(out, "# fastest per size (bytes per rank):")?;
+        writeln!(out, "# fastest per size (bytes per SIP):")?;
         for bucket in &tuning.buckets {
             writeln!(out, "#   {bucket}")?;
         }
@@ -469,8 +469,8 @@ fn explain(args: &ExplainArgs, out: &mut impl Write) -> Result<()> {
     let algorithms = Series::parse_list("all", comm.registry(), collective)?;
     let sweep = Sweep::new(collective, algorithms.clone(), vec![size]);
     let system = comm.system().clone();
-    writeln!(out, "{collective} of {size} bytes per rank (one-PE layout) on {}", system.describe())?;
-    // The bytes per rank the rules compare: those of the one-PE tensor `auto` runs on.
+    writeln!(out, "{collective} of {size} bytes per SIP (one-PE layout) on {}", system.describe())?;
+    // The bytes per SIP the rules compare: those of the one-PE tensor `auto` runs on.
     let tensor = point_tensor(&system, collective, size, (Dtype::F32, ReduceOp::Sum), DpPolicy::LEADER, system.sips())?;
     let (rows, columns) = tensor.shape();
     let bytes_per_rank = (rows * columns * tensor.dtype().size()) as u64;

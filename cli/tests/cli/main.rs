@@ -267,7 +267,7 @@ fn explain_names_the_rule_that_chose_and_times_every_algorithm_or_says_why_it_ca
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines[0], "all_reduce of 1024 bytes per rank (one-PE layout) on 2 SIPs x 1x2 cubes x 4 PEs", "{stdout}");
+    assert_eq!(lines[0], "all_reduce of 1024 bytes per SIP (one-PE layout) on 2 SIPs x 1x2 cubes x 4 PEs", "{stdout}");
     assert_eq!(lines[2], "  1. odd (max_bytes 1024): matches, but the algorithm does not take the tensor", "{stdout}");
     assert_eq!(lines[3], "  2. ring (always): matches: chosen", "{stdout}");
     assert_eq!(lines[4], "  3. odd (always): matches, not reached", "{stdout}");

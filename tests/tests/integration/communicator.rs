@@ -156,7 +156,7 @@ fn t4_hierarchical_allreduce_runs_end_to_end_through_the_communicator_on_the_def
 fn selection_follows_the_size_rules_and_says_which_rule_chose() {
     let system = System::shape(4, 1, 1, 1).unwrap();
     let mut comm = comm(&system);
-    // The shipped rules: one_shot up to 32768 bytes per rank, bidirectional_ring above.
+    // The shipped rules: one_shot up to 32768 bytes per SIP, bidirectional_ring above.
     let cases = [
         (1024, "one_shot"),
         (32 << 10, "one_shot"),
