@@ -8,11 +8,10 @@
 //! - `#[ccl_kernel]` (in [`prelude`]);
 //! - the mock runtime ([`sim`]);
 //! - the shipped kernels and the default `ccl.json` ([`algorithms`]);
-//! - sweeps over sizes and algorithms ([`sweep`]), tuning of selection rules ([`tune`]) and the
-//!   sample tensors both use ([`workload`]).
+//! - the [`Communicator`]: collectives on a system, each choosing its algorithm from the registry.
 //!
-//! The `kernbench` command line is the `kernbench-cli` crate, so depending on this one brings no
-//! argument parser or progress bar.
+//! The `kernbench` command line, with its sweeps, tables, tuner and plots, is the `kernbench-cli`
+//! crate, so depending on this one brings no argument parser, progress bar or plotting library.
 
 pub use kernbench_core::*;
 
@@ -29,6 +28,3 @@ pub mod algorithms {
 mod communicator;
 
 pub use communicator::{CallOptions, CallReport, CommError, Communicator};
-pub mod sweep;
-pub mod tune;
-pub mod workload;

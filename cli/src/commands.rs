@@ -4,15 +4,13 @@ use std::cmp::Ordering;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
+use crate::sweep::{Row, Series, Sweep, SweepError, parse_size, parse_sizes, point_tensor, table_footer, table_header};
+use crate::tune::{Tuner, nccl_tuner_csv, rules_csv};
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use kernbench::sim::Timing;
-use kernbench::sweep::{
-    Row, Series, Sweep, SweepError, parse_size, parse_sizes, point_tensor, table_footer, table_header,
-};
-use kernbench::tune::{Tuner, nccl_tuner_csv, rules_csv};
-use kernbench::workload::{CUBE_LEADERS, EVERY_PE, shards_per_rank};
+use kernbench::workload::{CUBE_LEADERS, EVERY_PE, shards_per_sip};
 use kernbench::{
     CallOptions, Collective, Communicator, DpPolicy, Dtype, InstallPlan, LayoutKind, MAPPERS, ReduceOp, Registry,
     System, TOPOLOGIES, VALIDATORS,
@@ -335,7 +333,7 @@ fn run_collectives(args: &RunArgs, out: &mut impl Write) -> Result<()> {
     };
     let sizes = args.bytes.split(',').map(parse_size).collect::<Result<Vec<_>, _>>()?;
     // The collective's ranks are the PEs that hold data.
-    let ranks = system.sips() * shards_per_rank(&system, layout);
+    let ranks = system.sips() * shards_per_sip(&system, layout);
     writeln!(out, "{}", system.describe())?;
     let mut wrong = 0;
     for collective in collectives {

@@ -1,11 +1,9 @@
 //! The `kernbench` command line: parses arguments and hands them to the library.
 
-mod commands;
-mod plot;
-
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
+use kernbench_cli::commands;
 
 fn main() -> ExitCode {
     let cli = match commands::Cli::try_parse() {

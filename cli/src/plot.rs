@@ -10,8 +10,8 @@
 //!            1K   4K   16K  64K  256K      size per rank (log2)
 //! ```
 
+use crate::sweep::{Row, format_size};
 use anyhow::{Result, anyhow};
-use kernbench::sweep::{Row, format_size};
 use plotters::prelude::*;
 
 const SIZE: (u32, u32) = (860, 500);

@@ -36,15 +36,14 @@ pub use machine::{
 
 pub use kernbench_macros::ccl_kernel;
 pub use kernel::{
-    ArgsError, Buffer, Collective, Dtype, Element, Instantiate, KernelDef, KernelError, KernelFuture, KernelSet, Launch,
-    Op, ParamDef, Params, ParseCollectiveError, ParseDtypeError, ParseReduceOpError, ReduceOp, Tile, TileError, Tl,
-    TlContext, UnknownKernel, WatchdogBudget, bf16, chunk_range, chunk_start, f16,
+    ArgsError, Buffer, Collective, Dtype, Element, Instantiate, KernelDef, KernelError, KernelFuture, KernelSet,
+    Launch, Op, ParamDef, Params, ParseCollectiveError, ParseDtypeError, ParseReduceOpError, ReduceOp, Tile, TileError,
+    Tl, TlContext, UnknownKernel, WatchdogBudget, bf16, chunk_range, chunk_start, f16,
 };
 pub use kernel::{postcondition, tl};
 
 pub use files::MAX_FILE_BYTES;
 pub use names::{Builtin, NamedItem, UnknownName};
-pub use plan::partition;
 pub use plan::{
     DistTensor, DpPolicy, FULL_MAX_PARTICIPANTS, InstallPlan, Layout, LayoutError, LayoutKind, MAPPERS, MapperFn,
     NeighborTableEntry, PeInstall, PlanError, SipPlan, Split, TOPOLOGIES, Topology, TopologyFn, VALIDATORS,
@@ -52,6 +51,7 @@ pub use plan::{
     hierarchical_3level, hypercube, intercube, leader_only, mapper_by_name, mesh_2d, mesh_2d_grid, multi_pe_sip_local,
     replicated, ring_1d, single_shard, topology_by_name, tree, validator_by_name,
 };
+pub use plan::{partition, workload};
 
 pub use registry::{
     Algorithm, AlgorithmSpec, BufferKind, Registry, RegistryError, RegistrySpec, Selection, SelectionRule,

@@ -85,11 +85,7 @@ pub(crate) const fn listing<F: Copy, const N: usize>(table: &[Builtin<F>; N]) ->
 }
 
 /// The built-in called `name` in `table`.
-pub(crate) fn lookup<F: Copy>(
-    kind: &'static str,
-    table: &[Builtin<F>],
-    name: &str,
-) -> Result<Builtin<F>, UnknownName> {
+pub(crate) fn lookup<F: Copy>(kind: &'static str, table: &[Builtin<F>], name: &str) -> Result<Builtin<F>, UnknownName> {
     table.iter().find(|b| b.item.name == name).copied().ok_or_else(|| UnknownName {
         kind,
         name: name.to_owned(),

@@ -2,9 +2,9 @@
 
 use std::fmt;
 
-use crate::names::comma_list;
 use crate::kernel::{Buffer, Dtype, TileError};
 use crate::machine::{Direction, PeId};
+use crate::names::comma_list;
 
 /// A `tl` operation, as named in errors and traces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

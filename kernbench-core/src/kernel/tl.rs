@@ -442,8 +442,11 @@ impl Tl {
     /// # Errors
     /// [`KernelError::Tile`] when the range reaches past the end.
     pub fn slice(&self, tile: &Tile, start: usize, len: usize) -> Result<Tile, KernelError> {
-        let end =
-            start.checked_add(len).ok_or(crate::kernel::TileError::OutOfRange { start, end: usize::MAX, len: tile.len() });
+        let end = start.checked_add(len).ok_or(crate::kernel::TileError::OutOfRange {
+            start,
+            end: usize::MAX,
+            len: tile.len(),
+        });
         end.and_then(|end| tile.slice(start..end)).map_err(|source| self.tile_error(Op::Slice, source))
     }
 

@@ -7,9 +7,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::names::{UnknownName, comma_list};
 use crate::machine::{Direction, LinkClass, PeId, System};
 use crate::names::Builtin;
+use crate::names::{UnknownName, comma_list};
 use crate::plan::{MapperFn, Topology, TopologyFn, mapper_by_name, topology_by_name};
 
 /// One neighbour of a PE: the direction the kernel names, the peer PE it reaches, and the link.

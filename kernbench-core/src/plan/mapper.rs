@@ -3,15 +3,21 @@
 //! Each SIP launches the collective on its part of the tensor, so a mapper decides how much of each SIP
 //! works: only its leader, one PE per cube, or every PE. Every mapper returns its choice in `PeId` order, the order ranks are numbered in.
 
-use crate::names::{Builtin, NamedItem, UnknownName, listing, lookup};
 use crate::machine::{PeId, System};
+use crate::names::{Builtin, NamedItem, UnknownName, listing, lookup};
 
 /// A mapper: the participating PEs of `system`, in `PeId` order.
 pub type MapperFn = fn(&System) -> Vec<PeId>;
 
 const TABLE: [Builtin<MapperFn>; 3] = [
-    Builtin { item: NamedItem { name: "leader_only", summary: "one PE per SIP: (cube 0, pe 0)" }, function: leader_only },
-    Builtin { item: NamedItem { name: "cube_leaders", summary: "one PE per cube: pe 0 of every cube" }, function: cube_leaders },
+    Builtin {
+        item: NamedItem { name: "leader_only", summary: "one PE per SIP: (cube 0, pe 0)" },
+        function: leader_only,
+    },
+    Builtin {
+        item: NamedItem { name: "cube_leaders", summary: "one PE per cube: pe 0 of every cube" },
+        function: cube_leaders,
+    },
     Builtin { item: NamedItem { name: "all_pes", summary: "every PE of every SIP" }, function: all_pes },
 ];
 

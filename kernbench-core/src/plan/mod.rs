@@ -17,6 +17,7 @@ mod mapper;
 pub mod partition;
 mod topology;
 mod validator;
+pub mod workload;
 
 pub use install::{InstallPlan, NeighborTableEntry, PeInstall, PlanError, SipPlan, check_plan};
 pub use layout::{DistTensor, DpPolicy, Layout, LayoutError, LayoutKind, Split};

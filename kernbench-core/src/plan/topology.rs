@@ -11,8 +11,8 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::names::{Builtin, NamedItem, UnknownName, listing, lookup};
 use crate::machine::{CubeCoord, Direction, PeId, System};
+use crate::names::{Builtin, NamedItem, UnknownName, listing, lookup};
 use crate::plan::PlanError;
 
 /// The neighbour lists of every participant: the one schema every topology returns.
@@ -77,23 +77,47 @@ impl Topology {
 pub type TopologyFn = fn(&System, &[PeId]) -> Result<Topology, PlanError>;
 
 const TABLE: [Builtin<TopologyFn>; 8] = [
-    Builtin { item: NamedItem { name: "ring_1d", summary: "one ring over all participants: E to rank+1, W to rank-1" }, function: ring_1d },
-    Builtin { item: NamedItem { name: "mesh_2d", summary: "ranks in an r x c grid, rows are E/W rings, columns N/S rings" }, function: mesh_2d },
-    Builtin { item: NamedItem { name: "tree", summary: "binary tree in heap order: parent0, child0.0, child0.1" }, function: tree },
-    Builtin { item: NamedItem {
+    Builtin {
+        item: NamedItem { name: "ring_1d", summary: "one ring over all participants: E to rank+1, W to rank-1" },
+        function: ring_1d,
+    },
+    Builtin {
+        item: NamedItem { name: "mesh_2d", summary: "ranks in an r x c grid, rows are E/W rings, columns N/S rings" },
+        function: mesh_2d,
+    },
+    Builtin {
+        item: NamedItem { name: "tree", summary: "binary tree in heap order: parent0, child0.0, child0.1" },
+        function: tree,
+    },
+    Builtin {
+        item: NamedItem {
             name: "double_binary_tree",
             summary: "two binary trees (tree 1 mirrored) so each rank is interior in at most one",
-        }, function: double_binary_tree },
-    Builtin { item: NamedItem { name: "hypercube", summary: "recursive doubling: dim<k> to rank xor 2^k, extras fold in" }, function: hypercube },
-    Builtin { item: NamedItem { name: "full", summary: "every rank has a direct peer<j> to every other rank" }, function: full },
-    Builtin { item: NamedItem {
+        },
+        function: double_binary_tree,
+    },
+    Builtin {
+        item: NamedItem { name: "hypercube", summary: "recursive doubling: dim<k> to rank xor 2^k, extras fold in" },
+        function: hypercube,
+    },
+    Builtin {
+        item: NamedItem { name: "full", summary: "every rank has a direct peer<j> to every other rank" },
+        function: full,
+    },
+    Builtin {
+        item: NamedItem {
             name: "hierarchical_3level",
             summary: "E/W ring in each cube, N/S ring of cube leaders, sip_next/sip_prev ring of SIP leaders",
-        }, function: hierarchical_3level },
-    Builtin { item: NamedItem {
+        },
+        function: hierarchical_3level,
+    },
+    Builtin {
+        item: NamedItem {
             name: "intercube",
             summary: "cube leaders linked to mesh neighbours E/W/N/S, SIP leaders on a sip_next/sip_prev ring",
-        }, function: intercube },
+        },
+        function: intercube,
+    },
 ];
 
 /// Every built-in topology, by name, for listings.

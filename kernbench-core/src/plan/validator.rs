@@ -6,8 +6,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::names::{Builtin, NamedItem, UnknownName, comma_list, listing, lookup};
 use crate::machine::PeId;
+use crate::names::{Builtin, NamedItem, UnknownName, comma_list, listing, lookup};
 use crate::plan::{InstallPlan, Layout};
 
 /// A validator: `Ok` when `layout` fits `plan`.
@@ -17,13 +17,25 @@ use crate::plan::{InstallPlan, Layout};
 pub type ValidatorFn = fn(&InstallPlan, &Layout) -> Result<(), ValidationError>;
 
 const TABLE: [Builtin<ValidatorFn>; 4] = [
-    Builtin { item: NamedItem { name: "single_shard", summary: "one participant per SIP holding the whole SIP tensor" }, function: single_shard },
-    Builtin { item: NamedItem {
+    Builtin {
+        item: NamedItem { name: "single_shard", summary: "one participant per SIP holding the whole SIP tensor" },
+        function: single_shard,
+    },
+    Builtin {
+        item: NamedItem {
             name: "multi_pe_sip_local",
             summary: "every participant holds one shard, all of equal length, none elsewhere",
-        }, function: multi_pe_sip_local },
-    Builtin { item: NamedItem { name: "replicated", summary: "every participant holds a full copy of the SIP tensor" }, function: replicated },
-    Builtin { item: NamedItem { name: "any", summary: "shards exactly on the participants, of any length" }, function: any },
+        },
+        function: multi_pe_sip_local,
+    },
+    Builtin {
+        item: NamedItem { name: "replicated", summary: "every participant holds a full copy of the SIP tensor" },
+        function: replicated,
+    },
+    Builtin {
+        item: NamedItem { name: "any", summary: "shards exactly on the participants, of any length" },
+        function: any,
+    },
 ];
 
 /// Every built-in validator, by name, for listings.

@@ -134,4 +134,3 @@ pub struct RegistrySpec {
     #[serde(default)]
     pub selection: BTreeMap<Collective, Vec<SelectionRule>>,
 }
-

@@ -3,9 +3,9 @@
 //! the `kernbench-cli` crate.)
 
 use kernbench::sim::Timing;
-use kernbench::sweep::{Series, Sweep};
-use kernbench::tune::Tuner;
 use kernbench::{Collective, Communicator, Dtype, ReduceOp, Registry, System};
+use kernbench_cli::sweep::{Series, Sweep};
+use kernbench_cli::tune::Tuner;
 
 fn small_system() -> System {
     System::shape(4, 1, 2, 2).expect("a valid shape")
@@ -81,7 +81,7 @@ fn the_default_registry_is_not_always_the_fastest_so_tuning_has_something_to_do(
 fn the_shipped_selection_rules_are_the_built_in_systems_tuning() {
     let mut comm = Communicator::new(System::builtin());
     let shipped = comm.registry().clone();
-    let sizes = kernbench::sweep::parse_sizes("1K..1M").unwrap();
+    let sizes = kernbench_cli::sweep::parse_sizes("1K..1M").unwrap();
     let data = (Dtype::F32, ReduceOp::Sum);
     let mut tuned = shipped.clone();
     for collective in Collective::ALL {

@@ -9,8 +9,8 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use kernbench::sweep::{Series, Sweep, SweepError};
 use kernbench::{Collective, Communicator, System};
+use kernbench_cli::sweep::{Series, Sweep, SweepError};
 
 const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/golden/times.txt");
 

@@ -23,14 +23,14 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use kernbench_core::{
+use kernbench::{
     Collective, DistTensor, DpPolicy, Dtype, InstallPlan, LayoutError, LinkClass, ReduceOp, Registry, RegistryError,
     System,
 };
 use serde::Serialize;
 
-use crate::communicator::{CallOptions, CallReport, CommError, Communicator};
-use crate::workload::{policy_for_mapper, sample_tensor, shards_per_rank};
+use kernbench::workload::{policy_for_mapper, sample_tensor, shards_per_sip};
+use kernbench::{CallOptions, CallReport, CommError, Communicator};
 
 /// Why a sweep (or its arguments) failed. Each message is one line, naming what was given and what
 /// was expected.
@@ -113,7 +113,7 @@ impl Series {
     /// # Examples
     /// ```
     /// use kernbench::Collective;
-    /// use kernbench::sweep::Series;
+    /// use kernbench_cli::sweep::Series;
     /// let registry = kernbench::algorithms::default_registry();
     /// let list = Series::parse_list("ring,auto", &registry, Collective::AllReduce).unwrap();
     /// assert_eq!(list, vec![Series::Algorithm("ring".into()), Series::Auto]);
@@ -143,8 +143,8 @@ impl Series {
 ///
 /// # Examples
 /// ```
-/// assert_eq!(kernbench::sweep::parse_size("64K").unwrap(), 65536);
-/// assert!(kernbench::sweep::parse_size("64Q").is_err());
+/// assert_eq!(kernbench_cli::sweep::parse_size("64K").unwrap(), 65536);
+/// assert!(kernbench_cli::sweep::parse_size("64Q").is_err());
 /// ```
 pub fn parse_size(text: &str) -> Result<u64, SweepError> {
     const EXPECTED: &str = "expected a number of bytes, at least 1, with an optional K, M or G suffix, like 64K";
@@ -171,7 +171,7 @@ pub fn parse_size(text: &str) -> Result<u64, SweepError> {
 ///
 /// # Examples
 /// ```
-/// use kernbench::sweep::parse_sizes;
+/// use kernbench_cli::sweep::parse_sizes;
 /// assert_eq!(parse_sizes("1K..8K").unwrap(), vec![1024, 2048, 4096, 8192]);
 /// assert_eq!(parse_sizes("1K,1M").unwrap(), vec![1024, 1 << 20]);
 /// assert!(parse_sizes("8K..1K").is_err());
@@ -205,7 +205,7 @@ pub fn parse_sizes(text: &str) -> Result<Vec<u64>, SweepError> {
 ///
 /// # Examples
 /// ```
-/// use kernbench::sweep::format_size;
+/// use kernbench_cli::sweep::format_size;
 /// assert_eq!((format_size(512), format_size(65536), format_size(3 << 30)), ("512".into(), "64K".into(), "3G".into()));
 /// assert_eq!(format_size(1536), "1536");
 /// ```
@@ -230,8 +230,8 @@ pub fn format_size(bytes: u64) -> String {
 /// # Examples
 /// ```
 /// use kernbench::Collective;
-/// assert_eq!(kernbench::sweep::busbw_factor(Collective::AllReduce, 4), 1.5);
-/// assert_eq!(kernbench::sweep::busbw_factor(Collective::Broadcast, 4), 1.0);
+/// assert_eq!(kernbench_cli::sweep::busbw_factor(Collective::AllReduce, 4), 1.5);
+/// assert_eq!(kernbench_cli::sweep::busbw_factor(Collective::Broadcast, 4), 1.0);
 /// ```
 pub fn busbw_factor(collective: Collective, ranks: usize) -> f64 {
     let n = ranks.max(1) as f64;
@@ -251,7 +251,7 @@ pub fn busbw_factor(collective: Collective, ranks: usize) -> f64 {
 /// use kernbench::{InstallPlan, LinkClass, System};
 /// let system = System::shape(2, 2, 1, 4).unwrap();
 /// let plan = InstallPlan::build(&system, "ring_1d", "leader_only").unwrap();
-/// assert_eq!(kernbench::sweep::slowest_link(&system, &plan), Some((LinkClass::InterSip, 64.0)));
+/// assert_eq!(kernbench_cli::sweep::slowest_link(&system, &plan), Some((LinkClass::InterSip, 64.0)));
 /// ```
 pub fn slowest_link(system: &System, plan: &InstallPlan) -> Option<(LinkClass, f64)> {
     let mut crossed = [false; LinkClass::ALL.len()];
@@ -312,7 +312,7 @@ pub struct Row {
 ///
 /// # Examples
 /// ```
-/// let header = kernbench::sweep::table_header();
+/// let header = kernbench_cli::sweep::table_header();
 /// assert!(header.lines().next().unwrap().contains("  ranks  algorithm"));
 /// assert!(header.lines().nth(1).unwrap().contains("(B/rank)"));
 /// ```
@@ -358,7 +358,7 @@ impl Row {
 ///
 /// # Examples
 /// ```
-/// use kernbench::sweep::{Series, Sweep};
+/// use kernbench_cli::sweep::{Series, Sweep};
 /// use kernbench::{Collective, Communicator, System};
 /// let system = System::shape(4, 1, 1, 1).unwrap();
 /// let mut comm = Communicator::new(system);
@@ -446,7 +446,7 @@ impl Sweep {
             }
         };
         let tensor = point_tensor(&system, self.collective, size, (self.dtype, self.op), policy, ranks)?;
-        let shard_elements = (tensor.shape().1 / shards_per_rank(&system, policy)) as u64;
+        let shard_elements = (tensor.shape().1 / shards_per_sip(&system, policy)) as u64;
         let element = self.dtype.size() as u64;
         let options = CallOptions {
             algorithm: match series {
@@ -492,7 +492,8 @@ impl Sweep {
 ///
 /// # Examples
 /// ```
-/// use kernbench::{Collective, Dtype, ReduceOp, System, sweep::point_tensor, workload::EVERY_PE};
+/// use kernbench::{Collective, Dtype, ReduceOp, System, workload::EVERY_PE};
+/// use kernbench_cli::sweep::point_tensor;
 /// let system = System::shape(2, 1, 1, 4).unwrap();
 /// let data = (Dtype::F32, ReduceOp::Sum);
 /// // 25 elements per SIP: 6 per PE, rounded up to a block for each of the 8 ranks.
@@ -510,7 +511,7 @@ pub fn point_tensor(
     policy: DpPolicy,
     ranks: usize,
 ) -> Result<DistTensor, LayoutError> {
-    let (shards, ranks, element) = (shards_per_rank(system, policy) as u64, ranks.max(1) as u64, dtype.size() as u64);
+    let (shards, ranks, element) = (shards_per_sip(system, policy) as u64, ranks.max(1) as u64, dtype.size() as u64);
     let mut elements = (size / element / shards).max(1);
     match collective {
         Collective::AllGather => elements = (elements / ranks).max(1),
@@ -543,7 +544,7 @@ pub fn table_footer(rows: &[Row]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::EVERY_PE;
+    use kernbench::workload::EVERY_PE;
 
     #[test]
     fn sizes_parse_as_ranges_and_lists() {

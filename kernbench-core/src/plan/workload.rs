@@ -1,7 +1,9 @@
-//! Sample tensors for runs from the command line and for tests: deterministic small values that every
+//! Sample tensors for runs from the command line, examples and tests: deterministic small values that every
 //! dtype holds exactly, so any correct algorithm gives the reference's bits.
 
-use kernbench_core::{DistTensor, DpPolicy, Dtype, LayoutError, ReduceOp, Split, System, Tile};
+use crate::kernel::{Dtype, ReduceOp, Tile};
+use crate::machine::System;
+use crate::plan::{DistTensor, DpPolicy, LayoutError, Split};
 
 /// Every PE of a SIP holds an equal column block of the SIP's tensor (`multi_pe_sip_local` layouts).
 pub const EVERY_PE: DpPolicy = DpPolicy::new(Split::ColumnWise, Split::ColumnWise);
@@ -14,9 +16,9 @@ pub const CUBE_LEADERS: DpPolicy = DpPolicy::new(Split::ColumnWise, Split::Leade
 ///
 /// # Examples
 /// ```
-/// use kernbench::workload::{EVERY_PE, policy_for_mapper};
+/// use kernbench_core::workload::{EVERY_PE, policy_for_mapper};
 /// assert_eq!(policy_for_mapper("all_pes"), EVERY_PE);
-/// assert_eq!(policy_for_mapper("leader_only"), kernbench::DpPolicy::LEADER);
+/// assert_eq!(policy_for_mapper("leader_only"), kernbench_core::DpPolicy::LEADER);
 /// ```
 pub fn policy_for_mapper(mapper: &str) -> DpPolicy {
     match mapper {
@@ -30,11 +32,11 @@ pub fn policy_for_mapper(mapper: &str) -> DpPolicy {
 ///
 /// # Examples
 /// ```
-/// use kernbench::{System, workload::{CUBE_LEADERS, shards_per_rank}};
+/// use kernbench_core::{System, workload::{CUBE_LEADERS, shards_per_sip}};
 /// let system = System::shape(2, 2, 2, 4).unwrap();
-/// assert_eq!(shards_per_rank(&system, CUBE_LEADERS), 4);
+/// assert_eq!(shards_per_sip(&system, CUBE_LEADERS), 4);
 /// ```
-pub fn shards_per_rank(system: &System, policy: DpPolicy) -> usize {
+pub fn shards_per_sip(system: &System, policy: DpPolicy) -> usize {
     let parts = |split: Split, count: usize| match split {
         Split::RowWise | Split::ColumnWise => count,
         Split::Leader | Split::Replicated => 1,
@@ -52,13 +54,13 @@ pub fn shards_per_rank(system: &System, policy: DpPolicy) -> usize {
 ///
 /// # Examples
 /// ```
-/// use kernbench::{Dtype, ReduceOp, System, workload::{EVERY_PE, sample_tensor}};
+/// use kernbench_core::{Dtype, ReduceOp, System, workload::{EVERY_PE, sample_tensor}};
 /// let system = System::shape(2, 1, 1, 4).unwrap();
 /// let t = sample_tensor(&system, 100, Dtype::F32, ReduceOp::Sum, EVERY_PE).unwrap();
 /// assert_eq!(t.shape(), (1, 28)); // 25 elements, rounded up to a multiple of 4 PEs
 /// assert_eq!(t.shards().len(), 8);
 /// let huge = sample_tensor(&system, u64::MAX, Dtype::F32, ReduceOp::Sum, EVERY_PE);
-/// assert!(matches!(huge, Err(kernbench::LayoutError::TooLarge { bytes: u64::MAX, .. })));
+/// assert!(matches!(huge, Err(kernbench_core::LayoutError::TooLarge { bytes: u64::MAX, .. })));
 /// ```
 pub fn sample_tensor(
     system: &System,
@@ -67,7 +69,7 @@ pub fn sample_tensor(
     op: ReduceOp,
     policy: DpPolicy,
 ) -> Result<DistTensor, LayoutError> {
-    let (shards, element) = (shards_per_rank(system, policy) as u64, dtype.size() as u64);
+    let (shards, element) = (shards_per_sip(system, policy) as u64, dtype.size() as u64);
     // Saturating: a size past u64 is too large just as u64::MAX is.
     let elements = bytes_per_sip.div_ceil(element).max(1).checked_next_multiple_of(shards).unwrap_or(u64::MAX);
     DistTensor::check_size(elements.saturating_mul(element).saturating_mul(system.sips() as u64))?;

@@ -19,14 +19,12 @@
 use std::fmt;
 use std::fmt::Write as _;
 
-use kernbench_core::{
-    Collective, DpPolicy, Dtype, LayoutKind, ReduceOp, Registry, RegistryError, SelectionRule,
-};
+use kernbench::{Collective, DpPolicy, Dtype, LayoutKind, ReduceOp, Registry, RegistryError, SelectionRule};
 use serde::Serialize;
 
-use crate::communicator::Communicator;
 use crate::sweep::{Row, Series, Sweep, SweepError};
-use crate::workload::sample_tensor;
+use kernbench::Communicator;
+use kernbench::workload::sample_tensor;
 
 /// A range of bytes per rank and the algorithm that was fastest in it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -69,7 +67,8 @@ pub struct Tuning {
 ///
 /// # Examples
 /// ```
-/// use kernbench::{Collective, Communicator, Dtype, ReduceOp, System, tune::Tuner};
+/// use kernbench::{Collective, Communicator, Dtype, ReduceOp, System};
+/// use kernbench_cli::tune::Tuner;
 /// let mut comm = Communicator::new(System::shape(4, 1, 1, 1).unwrap());
 /// let tuner = Tuner::new(&comm, Collective::Broadcast).unwrap();
 /// let tuning = tuner.run(&mut comm, &[1024, 1 << 20], (Dtype::F32, ReduceOp::Sum), |_| {}).unwrap();
@@ -204,7 +203,8 @@ impl Tuning {
 ///
 /// # Examples
 /// ```
-/// use kernbench::{Collective, Communicator, Dtype, ReduceOp, System, tune::{Tuner, rules_csv}};
+/// use kernbench::{Collective, Communicator, Dtype, ReduceOp, System};
+/// use kernbench_cli::tune::{Tuner, rules_csv};
 /// let mut comm = Communicator::new(System::shape(4, 1, 1, 1).unwrap());
 /// let tuning = Tuner::new(&comm, Collective::AllToAll).unwrap()
 ///     .run(&mut comm, &[1024], (Dtype::F32, ReduceOp::Sum), |_| {}).unwrap();
@@ -284,7 +284,8 @@ pub fn nccl_tuner_csv(tunings: &[Tuning]) -> String {
 ///
 /// # Examples
 /// ```
-/// use kernbench::{Collective, tune::nccl_collective};
+/// use kernbench::Collective;
+/// use kernbench_cli::tune::nccl_collective;
 /// assert_eq!(nccl_collective(Collective::ReduceScatter), Some("reducescatter"));
 /// assert_eq!(nccl_collective(Collective::AllToAll), None);
 /// ```
@@ -318,7 +319,7 @@ const NCCL_ALGORITHMS: [(&str, &str); 8] = [
 ///
 /// # Examples
 /// ```
-/// use kernbench::tune::nccl_algorithm;
+/// use kernbench_cli::tune::nccl_algorithm;
 /// assert_eq!(nccl_algorithm("double_binary_tree"), Some("tree"));
 /// assert_eq!(nccl_algorithm("recursive_doubling"), None);
 /// ```
@@ -329,7 +330,7 @@ pub fn nccl_algorithm(algorithm: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kernbench_core::System;
+    use kernbench::System;
 
     fn row(bytes: u64, algorithm: &str, time_ns: f64) -> Row {
         Row {
@@ -494,7 +495,7 @@ mod tests {
 
     #[test]
     fn every_nccl_equivalent_names_a_shipped_algorithm_of_a_collective_nccl_tunes() {
-        let registry = kernbench_algorithms::default_registry();
+        let registry = kernbench::algorithms::default_registry();
         for (ours, _) in NCCL_ALGORITHMS {
             let entry = registry.get(ours).unwrap();
             assert!(nccl_collective(entry.collective).is_some(), "{ours}");
