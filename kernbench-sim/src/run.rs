@@ -267,7 +267,7 @@ impl<'s> Runtime<'s> {
         };
         let ready = Arc::new(ReadyLists { lists: (0..self.threads).map(|_| Mutex::new(Vec::new())).collect() });
         let results = Arc::clone(&exec.results);
-        let extents = [self.system.pes_per_cube(), self.system.cubes_per_sip(), self.system.sips()];
+        let extents = [self.system.sips(), self.system.cubes_per_sip(), self.system.pes_per_cube()];
         for (rank, &pe) in pes.iter().enumerate() {
             let ctx = TlContext {
                 pe,

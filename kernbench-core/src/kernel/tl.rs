@@ -236,12 +236,21 @@ fn with<R>(f: impl FnOnce(&mut dyn Backend) -> R) -> R {
     f(unsafe { &mut *restore.0.as_ptr() })
 }
 
+/// The axes of `program_id` and `num_programs`: PE, cube, SIP.
+const AXES: usize = 3;
+
+/// Where `axis` (counted from the innermost) sits in an outermost-first triple.
+fn outermost_index(pe: PeId, axis: usize) -> Result<usize, KernelError> {
+    if axis < AXES { Ok(AXES - 1 - axis) } else { Err(KernelError::BadAxis { pe, axis }) }
+}
+
 /// The fixed facts of one PE's run, given by the runtime when it creates the PE's [`Tl`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TlContext {
     /// The PE.
     pub pe: PeId,
-    /// Extents of the three axes: PEs per cube, cubes per SIP, SIPs.
+    /// The system's extents outermost first, as [`PeId`] orders its fields: SIPs, cubes per SIP, PEs
+    /// per cube.
     pub extents: [usize; 3],
     /// The PE's position among the participants of the algorithm's topology (its rank in the ring).
     pub rank: usize,
@@ -277,14 +286,16 @@ impl Tl {
         &self.ctx
     }
 
-    /// The PE's index along `axis`: 0 = PE in its cube, 1 = cube in its SIP, 2 = SIP (the rank).
+    /// The PE's index along `axis`: 0 = PE in its cube, 1 = cube in its SIP, 2 = SIP. Axes count from
+    /// the innermost, as Triton's `program_id` does; [`Tl::rank`] is the PE's place among the
+    /// participants.
     ///
     /// # Errors
     /// [`KernelError::BadAxis`] for an axis above 2.
     pub fn program_id(&self, axis: usize) -> Result<usize, KernelError> {
         let pe = self.ctx.pe;
-        let ids = [pe.pe, pe.cube, pe.sip];
-        ids.get(axis).map(|&i| i as usize).ok_or(KernelError::BadAxis { pe, axis })
+        let outermost_first = [pe.sip, pe.cube, pe.pe];
+        Ok(outermost_first[outermost_index(pe, axis)?] as usize)
     }
 
     /// The extent of `axis`: PEs per cube, cubes per SIP, or SIPs.
@@ -292,7 +303,7 @@ impl Tl {
     /// # Errors
     /// [`KernelError::BadAxis`] for an axis above 2.
     pub fn num_programs(&self, axis: usize) -> Result<usize, KernelError> {
-        self.ctx.extents.get(axis).copied().ok_or(KernelError::BadAxis { pe: self.ctx.pe, axis })
+        Ok(self.ctx.extents[outermost_index(self.ctx.pe, axis)?])
     }
 
     /// The PE this kernel runs on.

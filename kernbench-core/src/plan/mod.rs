@@ -8,7 +8,7 @@
 //! ```
 //!
 //! A [`DistTensor`] is a tensor laid out over PEs by a [`DpPolicy`]; [`partition`] splits sites into
-//! the groups of a hierarchical collective. Uses [`machine`](crate::machine) and
+//! the groups of a hierarchical collective; [`workload`] makes sample tensors for runs and tests. Uses [`machine`](crate::machine) and
 //! [`kernel`](crate::kernel) (tiles and dtypes); knows nothing of registries.
 
 mod install;

@@ -364,3 +364,35 @@ fn a_thousand_pe_run_is_identical_on_one_thread_and_two() {
     let system = System::shape(4, 4, 4, 16).unwrap();
     assert_eq!(t3(&system, F32, 1), t3(&system, F32, 2));
 }
+
+/// Writes `[program_id(0), program_id(1), program_id(2), num_programs(0), num_programs(1),
+/// num_programs(2)]` and whether axis 3 is refused.
+#[ccl_kernel]
+fn where_am_i(tl: &Tl) {
+    let mut facts: Vec<i64> = Vec::new();
+    for axis in 0..3 {
+        facts.push(tl.program_id(axis) as i64);
+    }
+    for axis in 0..3 {
+        facts.push(tl.num_programs(axis) as i64);
+    }
+    let ctx = tl.context();
+    let refused = KernelError::BadAxis { pe: ctx.pe, axis: 3 };
+    let bad = kernbench::Tl::new(ctx.clone());
+    facts.push(i64::from(bad.program_id(3) == Err(refused.clone()) && bad.num_programs(3) == Err(refused)));
+    tl.store(Output, &Tile::from_vec(facts));
+}
+
+#[test]
+fn program_ids_and_extents_count_axes_from_the_pe_out() {
+    let system = System::shape(2, 2, 1, 3).unwrap();
+    let report = MockRun::new(&system, "ring_1d", "all_pes", &where_am_i::KERNEL)
+        .outputs(|_, _, _| Tile::zeros(I64, 7))
+        .run()
+        .unwrap();
+    assert_eq!(report.pes().len(), 12);
+    for p in report.pes() {
+        let (pe, cube, sip) = (i64::from(p.pe.pe), i64::from(p.pe.cube), i64::from(p.pe.sip));
+        assert_eq!(p.output.to_vec::<i64>().unwrap(), vec![pe, cube, sip, 3, 2, 2, 1], "{}", p.pe);
+    }
+}
