@@ -28,6 +28,12 @@ pub(crate) struct KernelArgs {
 const EXPECTED: &str = "expected `helper`, `name = \"...\"` or `crate = \"...\"`";
 
 impl KernelArgs {
+    /// `<crate>::__private`: the hidden module every generated path goes through.
+    pub(crate) fn private(&self) -> TokenStream {
+        let krate = self.krate();
+        quote::quote!(#krate::__private)
+    }
+
     /// The crate the expansion names, as an absolute path: `::kernbench` unless `crate = "..."` says
     /// otherwise. A path written without leading `::` is made absolute, so a user's module of the same
     /// name cannot capture it; `crate` (a kernel inside the crate that holds `__private`) stays as it is.

@@ -6,6 +6,7 @@ use quote::quote;
 use syn::visit::{self, Visit};
 use syn::{Expr, Item, Macro, Signature, Type};
 
+use crate::errors::Errors;
 use crate::model::{Kernel, Kind, TlHandle, declared_return, last_segment_is, macro_args};
 
 /// Types a registry parameter may have (by the last segment of the type's path): what the registry's
@@ -14,30 +15,6 @@ const SCALAR_TYPES: &[&str] = &[
     "u8", "u16", "u32", "u64", "usize", "i8", "i16", "i32", "i64", "isize", "f32", "f64", "bool", "String", "ReduceOp",
     "Dtype",
 ];
-
-/// Errors gathered across independent checks, reported together.
-#[derive(Debug, Default)]
-pub(crate) struct Errors(Option<syn::Error>);
-
-impl Errors {
-    /// Adds an error.
-    pub(crate) fn push(&mut self, error: syn::Error) {
-        match &mut self.0 {
-            Some(errors) => errors.combine(error),
-            None => self.0 = Some(error),
-        }
-    }
-
-    /// Adds the error of `result`, if any.
-    pub(crate) fn extend<T>(&mut self, result: syn::Result<T>) -> Option<T> {
-        result.map_err(|error| self.push(error)).ok()
-    }
-
-    /// `Ok` when nothing was pushed, or every error pushed.
-    pub(crate) fn finish(self) -> syn::Result<()> {
-        self.0.map_or(Ok(()), Err)
-    }
-}
 
 /// Checks a kernel's signature and body.
 ///

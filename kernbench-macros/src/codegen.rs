@@ -30,7 +30,7 @@ pub(crate) fn kernel(kernel: &Kernel) -> TokenStream {
 ///         mod ring { pub static KERNEL: KernelDef = KernelDef { .., instantiate: |_| loop {} }; }
 pub(crate) fn stub(item: &ItemFn, args: &KernelArgs) -> TokenStream {
     let body: Block = parse_quote!({ loop {} });
-    let private = private(&args.krate());
+    let private = args.private();
     let function = function(item, &body, &private);
     // The stub never uses its parameters; saying so would bury the errors under warnings.
     let function = quote!(#[allow(unused_variables)] #function);
@@ -82,11 +82,6 @@ fn async_signature(sig: &Signature, private: &TokenStream) -> Signature {
     };
     sig.output = parse_quote_spanned!(span=> -> #private::Result<#value, #private::KernelError>);
     sig
-}
-
-/// `<crate>::__private`: the hidden module every generated path goes through.
-pub(crate) fn private(krate: &syn::Path) -> TokenStream {
-    quote!(#krate::__private)
 }
 
 /// The `#[cfg]`s of the function, which its module must share.

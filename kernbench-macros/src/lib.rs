@@ -134,6 +134,7 @@
 mod args;
 mod check;
 mod codegen;
+mod errors;
 mod model;
 mod rewrite;
 #[cfg(test)]
@@ -144,7 +145,7 @@ use proc_macro::TokenStream;
 use quote::ToTokens;
 
 use crate::args::KernelArgs;
-use crate::check::Errors;
+use crate::errors::Errors;
 use crate::model::Kernel;
 
 /// Turns a plain function taking `tl: &Tl` first into a kernel coroutine.

@@ -12,7 +12,7 @@ use syn::{
 };
 
 use crate::args::KernelArgs;
-use crate::check::Errors;
+use crate::errors::Errors;
 
 /// A `#[ccl_kernel]` function whose signature has the shape of a kernel.
 #[derive(Debug)]
@@ -23,8 +23,8 @@ pub(crate) struct Kernel {
     pub(crate) tl: TlHandle,
     /// A registered kernel or a helper.
     pub(crate) kind: Kind,
-    /// The crate whose `__private` module generated code names (`::kernbench` by default).
-    pub(crate) krate: syn::Path,
+    /// `<crate>::__private`, the module every generated path goes through (`::kernbench` by default).
+    private: proc_macro2::TokenStream,
 }
 
 /// What the function is to the registry.
@@ -70,12 +70,12 @@ impl Kernel {
         } else {
             Kind::Kernel { name: registry_name(args, &item.sig.ident), params: registry_params(&item)? }
         };
-        Ok(Kernel { item, tl, kind, krate: args.krate() })
+        Ok(Kernel { item, tl, kind, private: args.private() })
     }
 
     /// `<crate>::__private`, the module every generated path goes through.
     pub(crate) fn private(&self) -> proc_macro2::TokenStream {
-        crate::codegen::private(&self.krate)
+        self.private.clone()
     }
 
     /// Whether the function declares a return type other than `()`.
