@@ -387,7 +387,7 @@ fn tune(args: &TuneArgs, out: &mut impl Write) -> Result<()> {
     let mut tunings = Vec::new();
     for collective in collectives {
         writeln!(out, "# kernbench tune {collective}: {}", system.describe())?;
-        let tuner = Tuner::new(&comm, collective)?;
+        let tuner = Tuner::new(&mut comm, collective)?;
         writeln!(out, "# candidates (one-PE layout): {}", tuner.candidates().join(", "))?;
         writeln!(out, "{}", table_header())?;
         let mut progress = Progress::new(sizes.len() * tuner.candidates().len(), true);

@@ -18,6 +18,7 @@
 
 use std::fmt;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use kernbench::{Collective, DpPolicy, Dtype, LayoutKind, ReduceOp, Registry, RegistryError, SelectionRule};
 use serde::Serialize;
@@ -70,7 +71,7 @@ pub struct Tuning {
 /// use kernbench::{Collective, Communicator, Dtype, ReduceOp, System};
 /// use kernbench_cli::tune::Tuner;
 /// let mut comm = Communicator::new(System::shape(4, 1, 1, 1).unwrap());
-/// let tuner = Tuner::new(&comm, Collective::Broadcast).unwrap();
+/// let tuner = Tuner::new(&mut comm, Collective::Broadcast).unwrap();
 /// let tuning = tuner.run(&mut comm, &[1024, 1 << 20], (Dtype::F32, ReduceOp::Sum), |_| {}).unwrap();
 /// assert_eq!(tuning.rows.len(), 2 * tuner.candidates().len());
 /// assert!(tuning.buckets.first().unwrap().min_bytes.is_none() && tuning.buckets.last().unwrap().max_bytes.is_none());
@@ -89,16 +90,17 @@ impl Tuner {
     /// # Errors
     /// [`SweepError::NoCandidates`] when no algorithm of the collective runs on that layout, and
     /// [`SweepError::Layout`] when the one-PE tensor that layouts are checked with cannot be made.
-    pub fn new(comm: &Communicator, collective: Collective) -> Result<Tuner, SweepError> {
+    pub fn new(comm: &mut Communicator, collective: Collective) -> Result<Tuner, SweepError> {
         let system = comm.system();
         // One element per rank splits into whole blocks for every collective, all-to-all included.
         let probe = sample_tensor(system, system.sips() as u64 * 4, Dtype::F32, ReduceOp::Sum, DpPolicy::LEADER)?;
         let layout = probe.layout();
-        let candidates: Vec<String> = comm
-            .registry()
-            .algorithms()
-            .filter(|algorithm| algorithm.collective == collective)
-            .filter(|algorithm| algorithm.plan(system).is_ok_and(|plan| algorithm.validate(&plan, &layout).is_ok()))
+        let algorithms: Vec<_> =
+            comm.registry().algorithms().filter(|a| a.collective == collective).map(Arc::clone).collect();
+        // The plans are the communicator's, so the runs that follow reuse them.
+        let candidates: Vec<String> = algorithms
+            .into_iter()
+            .filter(|algorithm| comm.plan(algorithm).is_ok_and(|plan| algorithm.validate(&plan, &layout).is_ok()))
             .map(|algorithm| algorithm.name.clone())
             .collect();
         if candidates.is_empty() {
@@ -206,7 +208,7 @@ impl Tuning {
 /// use kernbench::{Collective, Communicator, Dtype, ReduceOp, System};
 /// use kernbench_cli::tune::{Tuner, rules_csv};
 /// let mut comm = Communicator::new(System::shape(4, 1, 1, 1).unwrap());
-/// let tuning = Tuner::new(&comm, Collective::AllToAll).unwrap()
+/// let tuning = Tuner::new(&mut comm, Collective::AllToAll).unwrap()
 ///     .run(&mut comm, &[1024], (Dtype::F32, ReduceOp::Sum), |_| {}).unwrap();
 /// let csv = rules_csv(&[tuning]);
 /// assert_eq!(csv.lines().next(), Some("# collective,min_bytes,max_bytes,algorithm,layout,sips"));
@@ -376,7 +378,7 @@ mod tests {
     #[test]
     fn the_tuned_registry_keeps_other_layouts_rules_and_writes_a_csv_line_per_bucket() {
         let mut comm = Communicator::new(System::shape(4, 1, 1, 2).unwrap());
-        let tuner = Tuner::new(&comm, Collective::AllReduce).unwrap();
+        let tuner = Tuner::new(&mut comm, Collective::AllReduce).unwrap();
         let tuning = tuner.run(&mut comm, &[1024, 1 << 20], (Dtype::F32, ReduceOp::Sum), |_| {}).unwrap();
         assert!(!tuning.candidates.contains(&"hierarchical_allreduce".to_owned()), "{:?}", tuning.candidates);
         assert!(tuning.candidates.contains(&"ring".to_owned()));
@@ -457,7 +459,7 @@ mod tests {
         for (collective, nccl_name, scale) in
             [(Collective::AllReduce, "allreduce", 1), (Collective::AllGather, "allgather", 4)]
         {
-            let tuning = Tuner::new(&comm, collective).unwrap().run(&mut comm, &[1024, 1 << 20], data, |_| {}).unwrap();
+            let tuning = Tuner::new(&mut comm, collective).unwrap().run(&mut comm, &[1024, 1 << 20], data, |_| {}).unwrap();
             let text = nccl_tuner_csv(std::slice::from_ref(&tuning));
             let lines = read_as_nccl_plugin(&text);
             let mapped: Vec<&Bucket> =
@@ -483,7 +485,7 @@ mod tests {
     #[test]
     fn an_all_to_all_has_no_nccl_tuner_line() {
         let mut comm = Communicator::new(System::shape(4, 1, 1, 1).unwrap());
-        let tuning = Tuner::new(&comm, Collective::AllToAll)
+        let tuning = Tuner::new(&mut comm, Collective::AllToAll)
             .unwrap()
             .run(&mut comm, &[1024], (Dtype::F32, ReduceOp::Sum), |_| {})
             .unwrap();
@@ -507,7 +509,7 @@ mod tests {
         // Broadcast has no multi-PE rule to keep: a tuned rule for any layout would hand a multi-PE
         // tensor to a one-PE algorithm.
         let mut comm = Communicator::new(System::shape(4, 1, 1, 2).unwrap());
-        let tuner = Tuner::new(&comm, Collective::Broadcast).unwrap();
+        let tuner = Tuner::new(&mut comm, Collective::Broadcast).unwrap();
         let tuning = tuner.run(&mut comm, &[1024], (Dtype::F32, ReduceOp::Sum), |_| {}).unwrap();
         let registry = tuning.registry(comm.registry()).unwrap();
         assert!(registry.rules(Collective::Broadcast).iter().all(|r| r.layout == Some(LayoutKind::OnePe)));
@@ -521,7 +523,7 @@ mod tests {
     #[test]
     fn a_collective_without_one_pe_algorithms_has_nothing_to_tune() {
         let system = System::shape(2, 1, 1, 1).unwrap();
-        let comm = Communicator::with_registry(system, Registry::new());
-        assert!(matches!(Tuner::new(&comm, Collective::Broadcast), Err(SweepError::NoCandidates { .. })));
+        let mut comm = Communicator::with_registry(system, Registry::new());
+        assert!(matches!(Tuner::new(&mut comm, Collective::Broadcast), Err(SweepError::NoCandidates { .. })));
     }
 }

@@ -23,7 +23,7 @@ fn tuned_auto_against_candidates(collective: Collective, sizes: &[u64]) {
     let system = mistuned_system();
     let mut comm = Communicator::new(system.clone());
     let data = (Dtype::F32, ReduceOp::Sum);
-    let tuning = Tuner::new(&comm, collective).unwrap().run(&mut comm, sizes, data, |_| {}).unwrap();
+    let tuning = Tuner::new(&mut comm, collective).unwrap().run(&mut comm, sizes, data, |_| {}).unwrap();
     assert_eq!(tuning.rows.len(), sizes.len() * tuning.candidates.len());
     // Through the file format, as `kernbench tune --out` and `--registry` use it.
     let text = serde_json::to_string_pretty(&tuning.registry(comm.registry()).unwrap()).unwrap();
@@ -65,7 +65,7 @@ fn the_default_registry_is_not_always_the_fastest_so_tuning_has_something_to_do(
     let sizes = vec![1 << 10, 1 << 13, 1 << 16, 1 << 18, 1 << 20];
     let mut comm = Communicator::new(mistuned_system());
     let data = (Dtype::F32, ReduceOp::Sum);
-    let tuning = Tuner::new(&comm, Collective::AllReduce).unwrap().run(&mut comm, &sizes, data, |_| {}).unwrap();
+    let tuning = Tuner::new(&mut comm, Collective::AllReduce).unwrap().run(&mut comm, &sizes, data, |_| {}).unwrap();
     let auto = Sweep::new(Collective::AllReduce, vec![Series::Auto], sizes).run(&mut comm, |_| {}).unwrap();
     let slower = auto.iter().any(|row| {
         let best = tuning.rows.iter().filter(|r| r.size == row.size).map(|r| r.time_ns).fold(f64::MAX, f64::min);
@@ -85,7 +85,7 @@ fn the_shipped_selection_rules_are_the_built_in_systems_tuning() {
     let data = (Dtype::F32, ReduceOp::Sum);
     let mut tuned = shipped.clone();
     for collective in Collective::ALL {
-        let tuning = Tuner::new(&comm, collective).unwrap().run(&mut comm, &sizes, data, |_| {}).unwrap();
+        let tuning = Tuner::new(&mut comm, collective).unwrap().run(&mut comm, &sizes, data, |_| {}).unwrap();
         tuned = tuning.registry(&tuned).unwrap();
     }
     for collective in Collective::ALL {
