@@ -459,7 +459,8 @@ mod tests {
         for (collective, nccl_name, scale) in
             [(Collective::AllReduce, "allreduce", 1), (Collective::AllGather, "allgather", 4)]
         {
-            let tuning = Tuner::new(&mut comm, collective).unwrap().run(&mut comm, &[1024, 1 << 20], data, |_| {}).unwrap();
+            let tuning =
+                Tuner::new(&mut comm, collective).unwrap().run(&mut comm, &[1024, 1 << 20], data, |_| {}).unwrap();
             let text = nccl_tuner_csv(std::slice::from_ref(&tuning));
             let lines = read_as_nccl_plugin(&text);
             let mapped: Vec<&Bucket> =
