@@ -123,7 +123,7 @@ impl fmt::Display for SelectionRule {
 /// ```
 ///
 /// A selection rule's `min_bytes` and `max_bytes` are inclusive bounds on bytes per SIP; `layout`
-/// is `one_pe` or `multi_pe`. Check it with [`Registry::from_spec`].
+/// is `one_pe` or `multi_pe`. Resolve it with [`Registry::from_spec`](crate::registry::Registry::from_spec).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RegistrySpec {
