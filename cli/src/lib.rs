@@ -4,6 +4,7 @@
 //! Uses only the `kernbench` library's public API; the library never calls back up into this crate.
 
 pub mod commands;
+pub mod files;
 pub mod plot;
 pub mod sweep;
 pub mod tune;
