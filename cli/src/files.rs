@@ -1,6 +1,7 @@
 //! Output files written whole or not at all: checked before the work that fills them starts, then
 //! written to a temporary file beside the target and renamed over it, so that a run that fails or is
-//! killed leaves the target as it was.
+//! killed leaves the target as it was. A target that is not a regular file (`/dev/null`, a pipe) is
+//! written in place: renaming over it would replace it.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -11,7 +12,12 @@ use tempfile::NamedTempFile;
 /// A file the command will write, known to be writable when the command started.
 #[derive(Debug)]
 pub struct OutputFile {
+    /// As the user named it, for messages.
     path: PathBuf,
+    /// Where a symbolic link leads, so that writing replaces the file and keeps the link.
+    target: PathBuf,
+    /// Whether the target exists and is not a regular file.
+    in_place: bool,
 }
 
 impl OutputFile {
@@ -37,7 +43,18 @@ impl OutputFile {
         if path.is_dir() {
             return Err(anyhow!("cannot write `{}`: it is a directory: expected a file name", path.display()));
         }
-        OutputFile { path: path.to_owned() }.temporary().map(|_| OutputFile { path: path.to_owned() })
+        let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+        let in_place = std::fs::metadata(&target).is_ok_and(|m| !m.file_type().is_file());
+        let file = OutputFile { path: path.to_owned(), target, in_place };
+        if in_place {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&file.target)
+                .with_context(|| format!("cannot write `{}`", file.path.display()))?;
+        } else {
+            file.temporary()?;
+        }
+        Ok(file)
     }
 
     /// The path.
@@ -52,16 +69,19 @@ impl OutputFile {
     /// What failed, naming the path; the target is then unchanged and the temporary file removed.
     pub fn write(&self, contents: &[u8]) -> Result<()> {
         let context = || format!("cannot write `{}`", self.path.display());
+        if self.in_place {
+            return std::fs::write(&self.target, contents).with_context(context);
+        }
         let mut temporary = self.temporary()?;
         temporary.write_all(contents).with_context(context)?;
         temporary.as_file().sync_all().with_context(context)?;
-        temporary.persist(&self.path).map_err(|e| e.error).with_context(context)?;
+        temporary.persist(&self.target).map_err(|e| e.error).with_context(context)?;
         Ok(())
     }
 
     /// A new temporary file in the target's directory, removed when dropped.
     fn temporary(&self) -> Result<NamedTempFile> {
-        let dir = match self.path.parent() {
+        let dir = match self.target.parent() {
             Some(dir) if !dir.as_os_str().is_empty() => dir,
             _ => Path::new("."),
         };
