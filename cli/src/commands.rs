@@ -231,7 +231,7 @@ pub fn run(cli: Cli, out: &mut impl Write, stop: &AtomicBool) -> Result<()> {
         Command::Run(args) => run_collectives(&args, out, stop),
         Command::Bench(args) => bench(&args, out, stop),
         Command::Tune(args) => tune(&args, out, stop),
-        Command::Trace(args) => trace(&args, out),
+        Command::Trace(args) => trace(&args, out, stop),
         Command::Plot(args) => plot(&args, out, stop),
         Command::Explain(args) => explain(&args, out, stop),
         Command::List => list(out),
@@ -275,9 +275,11 @@ struct Notes {
 impl Notes {
     fn note(&mut self, rounded: Option<&Rounding>, bar: Option<&ProgressBar>) {
         let Some(rounded) = rounded.filter(|r| !self.said.contains(r)) else { return };
+        // Nothing is lost if stderr cannot be written: the rows say what ran.
+        let say = || drop(writeln!(std::io::stderr(), "kernbench: {rounded}"));
         match bar {
-            Some(bar) => bar.suspend(|| eprintln!("kernbench: {rounded}")),
-            None => eprintln!("kernbench: {rounded}"),
+            Some(bar) => bar.suspend(say),
+            None => say(),
         }
         self.said.push(rounded.clone());
     }
@@ -470,7 +472,7 @@ fn tune(args: &TuneArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> 
     Ok(())
 }
 
-fn trace(args: &TraceArgs, out: &mut impl Write) -> Result<()> {
+fn trace(args: &TraceArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> {
     let file = OutputFile::check(&args.out)?;
     let collective = collective(&args.collective)?;
     let comm = args.setup.communicator(1)?;
@@ -484,6 +486,8 @@ fn trace(args: &TraceArgs, out: &mut impl Write) -> Result<()> {
     let sweep = Sweep::new(collective, vec![series.clone()], vec![size]).dtype(dtype).op(op).root(args.root);
     let (row, report) = sweep.call(&mut comm, &series, size)?;
     Notes::default().note(row.rounded.as_ref(), None);
+    // Ctrl-C during the call means the trace is not wanted.
+    check_stop(stop, 0, 1)?;
     let trace = report.run.trace().context("the run was not timed")?;
     let text = serde_json::to_string(&trace)?;
     file.write((text + "\n").as_bytes())?;

@@ -16,6 +16,14 @@ use kernbench_cli::sweep::Interrupted;
 /// the tests see what a user sees when the CLI has a bug.
 const TEST_PANIC: &str = "KERNBENCH_TEST_PANIC";
 
+/// A line on stderr, `kernbench: ` first; if stderr cannot be written there is nowhere left to say
+/// anything, and panicking about it would only abort.
+macro_rules! say {
+    ($($message:tt)*) => {{
+        let _ = writeln!(std::io::stderr(), "kernbench: {}", format_args!($($message)*));
+    }};
+}
+
 /// The longest list of names an error line spells out in full; longer ones are elided.
 const LISTED: usize = 6;
 
@@ -38,7 +46,7 @@ fn main() -> ExitCode {
         }
     });
     if let Err(e) = handler {
-        eprintln!("kernbench: cannot handle Ctrl-C: {e}");
+        say!("cannot handle Ctrl-C: {e}");
         return ExitCode::from(2);
     }
     kernbench::sim::keep_freed_memory();
@@ -49,11 +57,11 @@ fn main() -> ExitCode {
         // A reader that went away (`kernbench list | head`) is not an error of ours.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) if e.chain().any(|cause| cause.is::<Interrupted>()) => {
-            eprintln!("kernbench: {}", one_line(&e));
+            say!("{}", one_line(&e));
             ExitCode::from(130)
         }
         Err(e) => {
-            eprintln!("kernbench: {}", one_line(&e));
+            say!("{}", one_line(&e));
             ExitCode::from(2)
         }
     }
@@ -69,10 +77,10 @@ fn report_panic(info: &std::panic::PanicHookInfo<'_>) {
         .or_else(|| info.payload().downcast_ref::<String>().map(String::as_str))
         .unwrap_or("a panic without a message");
     let place = info.location().map_or_else(String::new, |l| format!(" at {}:{}", l.file(), l.line()));
-    eprintln!("kernbench: internal error: {}{place}; this is a bug, please report it", message.replace('\n', " "));
+    say!("internal error: {}{place}; this is a bug, please report it", message.replace('\n', " "));
     let backtrace = std::backtrace::Backtrace::capture();
     if backtrace.status() == std::backtrace::BacktraceStatus::Captured {
-        eprintln!("{backtrace}");
+        let _ = writeln!(std::io::stderr(), "{backtrace}");
     }
 }
 
@@ -99,7 +107,7 @@ fn usage_error(e: &clap::Error) -> ExitCode {
     if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
         return match e.print().and_then(|()| std::io::stdout().flush()) {
             Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-                eprintln!("kernbench: {}", on_stdout(e));
+                say!("{}", on_stdout(e));
                 ExitCode::from(2)
             }
             _ => ExitCode::SUCCESS,
@@ -107,14 +115,14 @@ fn usage_error(e: &clap::Error) -> ExitCode {
     }
     if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
         let names: Vec<String> = commands::Cli::command().get_subcommands().map(|c| c.get_name().to_owned()).collect();
-        eprintln!("kernbench: missing subcommand: expected one of {} (see kernbench --help)", names.join(", "));
+        say!("missing subcommand: expected one of {} (see kernbench --help)", names.join(", "));
         return ExitCode::from(2);
     }
     // clap's message, up to the usage block, on one line: `error: ... not provided:\n  <COLLECTIVE>`.
     let text = e.to_string();
     let message: Vec<&str> =
         text.lines().map(str::trim).take_while(|l| !l.is_empty() && !l.starts_with("Usage:")).collect();
-    eprintln!("kernbench: {} (see kernbench --help)", message.join(" ").trim_start_matches("error: "));
+    say!("{} (see kernbench --help)", message.join(" ").trim_start_matches("error: "));
     ExitCode::from(2)
 }
 
@@ -134,19 +142,21 @@ fn one_line(e: &anyhow::Error) -> String {
             line.push_str(&cause);
         }
     }
-    shorten_lists(&line.replace('\n', " "))
+    // A list in an error that says what was expected is of names `kernbench list` prints.
+    let hint = if line.contains("expected") { "; see kernbench list" } else { "" };
+    shorten_lists(&line.replace('\n', " "), hint)
 }
 
 /// `text` with every list of more than [`LISTED`] items, separated by `; ` or `, ` outside brackets or
 /// inside one pair, cut to its first items, a count of the rest and its last item:
-/// `[a, b, c, d, e, ... (12 more; see kernbench list), z]`.
-fn shorten_lists(text: &str) -> String {
+/// `[a, b, c, d, e, ... (12 more; see kernbench list), z]`, with `hint` after the count.
+fn shorten_lists(text: &str, hint: &str) -> String {
     let mut text = text.to_owned();
     for separator in ["; ", ", "] {
         let items = split_outside_brackets(&text, separator);
         if items.len() > LISTED + 1 {
             let more = items.len() - LISTED;
-            let elided = format!("... ({more} more; see kernbench list)");
+            let elided = format!("... ({more} more{hint})");
             let kept: Vec<&str> =
                 items[..LISTED - 1].iter().copied().chain([elided.as_str()]).chain(items.last().copied()).collect();
             text = kept.join(separator);
@@ -166,7 +176,7 @@ fn shorten_lists(text: &str) -> String {
             '[' | '(' => depth += 1,
             ']' | ')' if depth == 1 => {
                 depth = 0;
-                out.push_str(&shorten_lists(&std::mem::take(&mut inner)));
+                out.push_str(&shorten_lists(&std::mem::take(&mut inner), hint));
                 out.push(c);
                 continue;
             }

@@ -571,3 +571,17 @@ fn an_output_through_a_symbolic_link_or_into_a_pipe_keeps_the_link_and_the_pipe(
     assert!(reader.join().unwrap().starts_with("{\"traceEvents\""));
     assert!(std::fs::metadata(&pipe).unwrap().file_type().is_fifo(), "the pipe was replaced");
 }
+
+#[test]
+fn run_and_bench_take_an_all_gathers_size_as_its_gathered_output() {
+    let out = kernbench(&["run", "all_gather", "--system", SMALL, "--bytes", "1K"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // 2 SIPs: each puts in half of the 1K gathered output.
+    assert!(text(&out.stdout).contains(" on 2 PEs, 512 bytes per SIP,"), "{}", text(&out.stdout));
+    let out = kernbench(&["bench", "all_gather", "--system", SMALL, "--sizes", "1K", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = &json["rows"][0];
+    assert_eq!((&row["size"], &row["bytes_per_rank"], &row["ranks"]), (&1024.into(), &512.into(), &2.into()), "{row}");
+    assert!(out.stderr.is_empty(), "1K gathers evenly: {}", text(&out.stderr));
+}
