@@ -101,3 +101,25 @@ impl OutputFile {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_that_fails_leaves_the_target_and_no_temporary_file() {
+        let dir = std::env::temp_dir().join(format!("kernbench-failed-write-{}", std::process::id()));
+        let target = dir.join("out.json");
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = OutputFile::check(&target).unwrap();
+        // After the check, the target becomes a directory with a file in it: the rename must fail.
+        std::fs::create_dir(&target).unwrap();
+        std::fs::write(target.join("kept"), "kept\n").unwrap();
+        let error = file.write(b"new contents\n").unwrap_err();
+        assert!(error.to_string().starts_with(&format!("cannot write `{}`", target.display())), "{error}");
+        assert_eq!(std::fs::read_to_string(target.join("kept")).unwrap(), "kept\n");
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, ["out.json"], "a temporary file was left behind");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -207,3 +207,28 @@ fn split_outside_brackets<'t>(text: &'t str, separator: &str) -> Vec<&'t str> {
     items.push(&text[start..]);
     items
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_list_is_cut_short_and_brackets_keep_their_items_whole() {
+        let rules: Vec<String> = (1..=9).map(|i| format!("r{i} (max_bytes {i}, layout one_pe)")).collect();
+        let line = format!("no rule matches; its rules are {}", rules.join("; "));
+        assert_eq!(
+            shorten_lists(&line, ""),
+            "no rule matches; its rules are r1 (max_bytes 1, layout one_pe); r2 (max_bytes 2, layout one_pe); \
+             r3 (max_bytes 3, layout one_pe); r4 (max_bytes 4, layout one_pe); ... (4 more); \
+             r9 (max_bytes 9, layout one_pe)"
+        );
+        let names: Vec<String> = (1..=8).map(|i| format!("a{i}")).collect();
+        let line = format!("unknown `x`: expected one of [{}]: see --help", names.join(", "));
+        assert_eq!(
+            shorten_lists(&line, "; see kernbench list"),
+            "unknown `x`: expected one of [a1, a2, a3, a4, a5, ... (2 more; see kernbench list), a8]: see --help"
+        );
+        let short = "unknown `x`: expected one of [a, b, c, d, e, f, g]";
+        assert_eq!(shorten_lists(short, ""), short, "seven items are spelt out");
+    }
+}
