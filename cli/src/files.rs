@@ -22,7 +22,7 @@ pub struct OutputFile {
 
 impl OutputFile {
     /// Checks that `path` can be written: it is not a directory, and its directory exists and takes a
-    /// new file (one is made there and removed again). The temporary file is not kept until
+    /// new file (one is made there and removed again), unless it exists and is not a regular file. The temporary file is not kept until
     /// [`OutputFile::write`]: a run killed during its long work would leave it behind.
     ///
     /// # Errors
@@ -46,12 +46,8 @@ impl OutputFile {
         let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
         let in_place = std::fs::metadata(&target).is_ok_and(|m| !m.file_type().is_file());
         let file = OutputFile { path: path.to_owned(), target, in_place };
-        if in_place {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open(&file.target)
-                .with_context(|| format!("cannot write `{}`", file.path.display()))?;
-        } else {
+        // Opening a pipe to check it would hand its reader an empty stream; one that exists will do.
+        if !in_place {
             file.temporary()?;
         }
         Ok(file)
