@@ -341,15 +341,15 @@ impl Progress {
     }
 }
 
-/// Runs `sweep`, printing each row as a table line (unless `quiet`); the rows that ran, and whether
-/// `stop` ended the sweep before its last point.
+/// Runs `sweep`, printing each row as a table line (unless `quiet`); the rows that ran, and an error
+/// if `stop` ended the sweep before its last point.
 fn run_sweep(
     sweep: &Sweep,
     comm: &mut Communicator,
     quiet: bool,
     stop: &AtomicBool,
     out: &mut impl Write,
-) -> Result<(Vec<Row>, Option<Interrupted>)> {
+) -> Result<(Vec<Row>, Result<(), Interrupted>)> {
     let mut progress = Progress::new(sweep.points(), !quiet);
     let mut rows = Vec::new();
     let ran = sweep.run_until(comm, stop, |row| {
@@ -358,15 +358,10 @@ fn run_sweep(
     });
     progress.finish()?;
     match ran {
-        Ok(_) => Ok((rows, None)),
-        Err(SweepError::Interrupted(interrupted)) => Ok((rows, Some(interrupted))),
+        Ok(_) => Ok((rows, Ok(()))),
+        Err(SweepError::Interrupted(interrupted)) => Ok((rows, Err(interrupted))),
         Err(e) => Err(e.into()),
     }
-}
-
-/// `Ok` unless the command was interrupted.
-fn finished(interrupted: Option<Interrupted>) -> Result<()> {
-    interrupted.map_or(Ok(()), |i| Err(i.into()))
 }
 
 fn run_collectives(args: &RunArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> {
@@ -422,13 +417,13 @@ fn bench(args: &BenchArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()
             "rows": rows,
         });
         writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
-        return finished(interrupted);
+        return Ok(interrupted?);
     }
     writeln!(out, "# kernbench bench {collective} on {}", system.describe())?;
     writeln!(out, "{}", table_header())?;
     let (rows, interrupted) = run_sweep(&sweep, &mut comm, false, stop, out)?;
     write!(out, "{}", table_footer(&rows))?;
-    finished(interrupted)
+    Ok(interrupted?)
 }
 
 fn tune(args: &TuneArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> {
@@ -514,7 +509,7 @@ fn plot(args: &PlotArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> 
     let (dtype, op) = args.data.parse()?;
     let sweep = Sweep::new(collective, series.clone(), sizes.clone()).dtype(dtype).op(op);
     let (rows, interrupted) = run_sweep(&sweep, &mut comm, true, stop, out)?;
-    finished(interrupted)?;
+    interrupted?;
     let title = format!("{collective} busbw on {}", comm.system().describe());
     let svg = crate::plot::busbw_svg(&title, &rows)?;
     file.write(svg.as_bytes())?;
