@@ -3,8 +3,13 @@
 use std::cmp::Ordering;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 
-use crate::sweep::{Row, Series, Sweep, SweepError, parse_size, parse_sizes, point_tensor, table_footer, table_header};
+use crate::files::OutputFile;
+use crate::sweep::{
+    Interrupted, Rounding, Row, Series, Sweep, SweepError, parse_size, parse_sizes, point_tensor, table_footer,
+    table_header,
+};
 use crate::tune::{Tuner, nccl_tuner_csv, rules_csv};
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
@@ -215,18 +220,20 @@ struct PlotArgs {
     out: PathBuf,
 }
 
-/// Runs the parsed command.
+/// Runs the parsed command; commands that run several points stop before the next one once `stop` is
+/// set, after printing what they have.
 ///
 /// # Errors
-/// Anything that stops the command, as one line for the caller to print.
-pub fn run(cli: Cli, out: &mut impl Write) -> Result<()> {
+/// Anything that stops the command, as one line for the caller to print; [`Interrupted`] (in the
+/// error's chain) when `stop` stopped it.
+pub fn run(cli: Cli, out: &mut impl Write, stop: &AtomicBool) -> Result<()> {
     match cli.command {
-        Command::Run(args) => run_collectives(&args, out),
-        Command::Bench(args) => bench(&args, out),
-        Command::Tune(args) => tune(&args, out),
-        Command::Trace(args) => trace(&args, out),
-        Command::Plot(args) => plot(&args, out),
-        Command::Explain(args) => explain(&args, out),
+        Command::Run(args) => run_collectives(&args, out, stop),
+        Command::Bench(args) => bench(&args, out, stop),
+        Command::Tune(args) => tune(&args, out, stop),
+        Command::Trace(args) => trace(&args, out, stop),
+        Command::Plot(args) => plot(&args, out, stop),
+        Command::Explain(args) => explain(&args, out, stop),
         Command::List => list(out),
         Command::Plan { algorithm, system, all } => plan(&algorithm, system.as_deref(), all, out),
     }
@@ -259,8 +266,28 @@ impl Setup {
     }
 }
 
-fn write_file(path: &Path, text: String) -> Result<()> {
-    std::fs::write(path, text).with_context(|| format!("cannot write `{}`", path.display()))
+/// Says on stderr, once per command, each way a size was rounded to run.
+#[derive(Default)]
+struct Notes {
+    said: Vec<Rounding>,
+}
+
+impl Notes {
+    fn note(&mut self, rounded: Option<&Rounding>, bar: Option<&ProgressBar>) {
+        let Some(rounded) = rounded.filter(|r| !self.said.contains(r)) else { return };
+        // Nothing is lost if stderr cannot be written: the rows say what ran.
+        let say = || drop(writeln!(std::io::stderr(), "kernbench: {rounded}"));
+        match bar {
+            Some(bar) => bar.suspend(say),
+            None => say(),
+        }
+        self.said.push(rounded.clone());
+    }
+}
+
+/// Whether `stop` was set, as the error that says how far the command got.
+fn check_stop(stop: &AtomicBool, done: usize, points: usize) -> Result<(), Interrupted> {
+    if stop.load(AtomicOrdering::SeqCst) { Err(Interrupted { done, points }) } else { Ok(()) }
 }
 
 fn collective(name: &str) -> Result<Collective> {
@@ -277,6 +304,7 @@ struct Progress {
     bar: Option<ProgressBar>,
     print: bool,
     written: std::io::Result<()>,
+    notes: Notes,
 }
 
 impl Progress {
@@ -287,10 +315,11 @@ impl Progress {
                 .unwrap_or_else(|_| ProgressStyle::default_bar());
             ProgressBar::new(points as u64).with_style(style)
         });
-        Progress { bar, print, written: Ok(()) }
+        Progress { bar, print, written: Ok(()), notes: Notes::default() }
     }
 
     fn row(&mut self, row: &Row, out: &mut impl Write) {
+        self.notes.note(row.rounded.as_ref(), self.bar.as_ref());
         if self.print && self.written.is_ok() {
             self.written = match &self.bar {
                 Some(bar) => bar.suspend(|| writeln!(out, "{}", row.table_line())),
@@ -312,15 +341,30 @@ impl Progress {
     }
 }
 
-/// Runs `sweep`, printing each row as a table line (unless `quiet`).
-fn run_sweep(sweep: &Sweep, comm: &mut Communicator, quiet: bool, out: &mut impl Write) -> Result<Vec<Row>> {
+/// Runs `sweep`, printing each row as a table line (unless `quiet`); the rows that ran, and an error
+/// if `stop` ended the sweep before its last point.
+fn run_sweep(
+    sweep: &Sweep,
+    comm: &mut Communicator,
+    quiet: bool,
+    stop: &AtomicBool,
+    out: &mut impl Write,
+) -> Result<(Vec<Row>, Result<(), Interrupted>)> {
     let mut progress = Progress::new(sweep.points(), !quiet);
-    let rows = sweep.run(comm, |row| progress.row(row, out));
+    let mut rows = Vec::new();
+    let ran = sweep.run_until(comm, stop, |row| {
+        progress.row(row, out);
+        rows.push(row.clone());
+    });
     progress.finish()?;
-    Ok(rows?)
+    match ran {
+        Ok(_) => Ok((rows, Ok(()))),
+        Err(SweepError::Interrupted(interrupted)) => Ok((rows, Err(interrupted))),
+        Err(e) => Err(e.into()),
+    }
 }
 
-fn run_collectives(args: &RunArgs, out: &mut impl Write) -> Result<()> {
+fn run_collectives(args: &RunArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> {
     let mut comm = args.sim.communicator()?;
     let system = comm.system().clone();
     let collectives = collectives(&args.collective)?;
@@ -335,11 +379,16 @@ fn run_collectives(args: &RunArgs, out: &mut impl Write) -> Result<()> {
     // The collective's ranks are the PEs that hold data.
     let ranks = system.sips() * shards_per_sip(&system, layout);
     writeln!(out, "{}", system.describe())?;
-    let mut wrong = 0;
+    let (mut wrong, mut done, mut notes) = (0, 0, Notes::default());
+    let points = collectives.len() * sizes.len();
     for collective in collectives {
         for &bytes in &sizes {
+            check_stop(stop, done, points)?;
+            done += 1;
             let context = || format!("{collective} of {bytes} bytes per SIP");
-            let tensor = point_tensor(&system, collective, bytes, (dtype, op), layout, ranks).with_context(context)?;
+            let (tensor, rounded) =
+                point_tensor(&system, collective, bytes, (dtype, op), layout, ranks).with_context(context)?;
+            notes.note(rounded.as_ref(), None);
             let options = CallOptions { algorithm: args.algo.clone(), generation: None };
             let (_, report) = comm.call(collective, &tensor, op, args.root, &options).with_context(context)?;
             writeln!(out, "{report}")?;
@@ -352,7 +401,7 @@ fn run_collectives(args: &RunArgs, out: &mut impl Write) -> Result<()> {
     Ok(())
 }
 
-fn bench(args: &BenchArgs, out: &mut impl Write) -> Result<()> {
+fn bench(args: &BenchArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> {
     let collective = collective(&args.collective)?;
     let mut comm = args.sim.communicator()?;
     let series = Series::parse_list(&args.algos, comm.registry(), collective)?;
@@ -361,23 +410,25 @@ fn bench(args: &BenchArgs, out: &mut impl Write) -> Result<()> {
     let sweep = Sweep::new(collective, series, sizes).dtype(dtype).op(op).root(args.root);
     let system = comm.system().clone();
     if args.json {
-        let rows = run_sweep(&sweep, &mut comm, true, out)?;
+        let (rows, interrupted) = run_sweep(&sweep, &mut comm, true, stop, out)?;
         let doc = serde_json::json!({
             "collective": collective,
             "system": system.spec(),
             "rows": rows,
         });
         writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
-        return Ok(());
+        return Ok(interrupted?);
     }
     writeln!(out, "# kernbench bench {collective} on {}", system.describe())?;
     writeln!(out, "{}", table_header())?;
-    let rows = run_sweep(&sweep, &mut comm, false, out)?;
+    let (rows, interrupted) = run_sweep(&sweep, &mut comm, false, stop, out)?;
     write!(out, "{}", table_footer(&rows))?;
-    Ok(())
+    Ok(interrupted?)
 }
 
-fn tune(args: &TuneArgs, out: &mut impl Write) -> Result<()> {
+fn tune(args: &TuneArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> {
+    let check = |path: &Option<PathBuf>| path.as_deref().map(OutputFile::check).transpose();
+    let (registry_file, rules_file, nccl_file) = (check(&args.out)?, check(&args.rules_csv)?, check(&args.nccl_tuner)?);
     let collectives = collectives(&args.collective)?;
     let mut comm = args.sim.communicator()?;
     let sizes = parse_sizes(&args.sizes)?;
@@ -391,7 +442,7 @@ fn tune(args: &TuneArgs, out: &mut impl Write) -> Result<()> {
         writeln!(out, "# candidates (one-PE layout): {}", tuner.candidates().join(", "))?;
         writeln!(out, "{}", table_header())?;
         let mut progress = Progress::new(sizes.len() * tuner.candidates().len(), true);
-        let tuning = tuner.run(&mut comm, &sizes, data, |row| progress.row(row, out));
+        let tuning = tuner.run_until(&mut comm, &sizes, data, stop, |row| progress.row(row, out));
         progress.finish()?;
         let tuning = tuning?;
         writeln!(out, "# fastest per size (bytes per SIP):")?;
@@ -401,22 +452,23 @@ fn tune(args: &TuneArgs, out: &mut impl Write) -> Result<()> {
         registry = tuning.registry(&registry)?;
         tunings.push(tuning);
     }
-    if let Some(path) = &args.out {
-        write_file(path, serde_json::to_string_pretty(&registry)? + "\n")?;
-        writeln!(out, "# wrote {} (use it with --registry)", path.display())?;
+    if let Some(file) = &registry_file {
+        file.write((serde_json::to_string_pretty(&registry)? + "\n").as_bytes())?;
+        writeln!(out, "# wrote {} (use it with --registry)", file.path().display())?;
     }
-    if let Some(path) = &args.rules_csv {
-        write_file(path, rules_csv(&tunings))?;
-        writeln!(out, "# wrote {}", path.display())?;
+    if let Some(file) = &rules_file {
+        file.write(rules_csv(&tunings).as_bytes())?;
+        writeln!(out, "# wrote {}", file.path().display())?;
     }
-    if let Some(path) = &args.nccl_tuner {
-        write_file(path, nccl_tuner_csv(&tunings))?;
-        writeln!(out, "# wrote {} (NCCL_TUNER_CONFIG_FILE of NCCL's example tuner plugin)", path.display())?;
+    if let Some(file) = &nccl_file {
+        file.write(nccl_tuner_csv(&tunings).as_bytes())?;
+        writeln!(out, "# wrote {} (NCCL_TUNER_CONFIG_FILE of NCCL's example tuner plugin)", file.path().display())?;
     }
     Ok(())
 }
 
-fn trace(args: &TraceArgs, out: &mut impl Write) -> Result<()> {
+fn trace(args: &TraceArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> {
+    let file = OutputFile::check(&args.out)?;
     let collective = collective(&args.collective)?;
     let comm = args.setup.communicator(1)?;
     let mut comm = comm.timing(Some(Timing { trace: true, ..Timing::default() }));
@@ -428,9 +480,12 @@ fn trace(args: &TraceArgs, out: &mut impl Write) -> Result<()> {
     let (dtype, op) = args.data.parse()?;
     let sweep = Sweep::new(collective, vec![series.clone()], vec![size]).dtype(dtype).op(op).root(args.root);
     let (row, report) = sweep.call(&mut comm, &series, size)?;
+    Notes::default().note(row.rounded.as_ref(), None);
+    // Ctrl-C during the call means the trace is not wanted.
+    check_stop(stop, 0, 1)?;
     let trace = report.run.trace().context("the run was not timed")?;
     let text = serde_json::to_string(&trace)?;
-    write_file(&args.out, text + "\n")?;
+    file.write((text + "\n").as_bytes())?;
     writeln!(out, "{report}")?;
     let channels = report.run.time().map_or(0, |t| t.channels.len());
     writeln!(
@@ -445,22 +500,24 @@ fn trace(args: &TraceArgs, out: &mut impl Write) -> Result<()> {
     Ok(())
 }
 
-fn plot(args: &PlotArgs, out: &mut impl Write) -> Result<()> {
+fn plot(args: &PlotArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> {
+    let file = OutputFile::check(&args.out)?;
     let collective = collective(&args.collective)?;
     let mut comm = args.sim.communicator()?;
     let series = Series::parse_list(&args.algos, comm.registry(), collective)?;
     let sizes = parse_sizes(&args.sizes)?;
     let (dtype, op) = args.data.parse()?;
     let sweep = Sweep::new(collective, series.clone(), sizes.clone()).dtype(dtype).op(op);
-    let rows = run_sweep(&sweep, &mut comm, true, out)?;
+    let (rows, interrupted) = run_sweep(&sweep, &mut comm, true, stop, out)?;
+    interrupted?;
     let title = format!("{collective} busbw on {}", comm.system().describe());
     let svg = crate::plot::busbw_svg(&title, &rows)?;
-    write_file(&args.out, svg)?;
+    file.write(svg.as_bytes())?;
     writeln!(out, "wrote {}: busbw of {} series at {} sizes", args.out.display(), series.len(), sizes.len())?;
     Ok(())
 }
 
-fn explain(args: &ExplainArgs, out: &mut impl Write) -> Result<()> {
+fn explain(args: &ExplainArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> {
     let collective = collective(&args.collective)?;
     let mut comm = args.setup.communicator(1)?;
     let size = parse_size(&args.size)?;
@@ -469,7 +526,10 @@ fn explain(args: &ExplainArgs, out: &mut impl Write) -> Result<()> {
     let system = comm.system().clone();
     writeln!(out, "{collective} of {size} bytes per SIP (one-PE layout) on {}", system.describe())?;
     // The bytes per SIP the rules compare: those of the one-PE tensor `auto` runs on.
-    let tensor = point_tensor(&system, collective, size, (Dtype::F32, ReduceOp::Sum), DpPolicy::LEADER, system.sips())?;
+    let (tensor, rounded) =
+        point_tensor(&system, collective, size, (Dtype::F32, ReduceOp::Sum), DpPolicy::LEADER, system.sips())?;
+    let mut notes = Notes::default();
+    notes.note(rounded.as_ref(), None);
     let (rows, columns) = tensor.shape();
     let bytes_per_rank = (rows * columns * tensor.dtype().size()) as u64;
     let chosen = match sweep.call(&mut comm, &Series::Auto, size) {
@@ -502,9 +562,11 @@ fn explain(args: &ExplainArgs, out: &mut impl Write) -> Result<()> {
         "every algorithm of {collective} at this size (ranks: the PEs holding data, a SIP's or several per SIP):"
     )?;
     writeln!(out, "{:<34} {:>6} {:>10} {:>8}  note", "algorithm", "ranks", "time (us)", "busbw")?;
-    for series in &algorithms {
+    for (done, series) in algorithms.iter().enumerate() {
+        check_stop(stop, done, algorithms.len())?;
         match sweep.call(&mut comm, series, size) {
             Ok((row, _)) => {
+                notes.note(row.rounded.as_ref(), None);
                 let note = if row.algorithm == chosen_name { "chosen" } else { "" };
                 let line = format!(
                     "{:<34} {:>6} {:>10.2} {:>8.2}  {note}",

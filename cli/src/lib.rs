@@ -1,9 +1,11 @@
 //! The `kernbench` command line as a library: the binary's commands, and the sweeps, nccl-tests tables,
-//! tuner and plots they are made of, for tests and tools that drive them without a process.
+//! tuner, plots and whole-or-nothing output files they are made of, for tests and tools that drive them
+//! without a process.
 //!
 //! Uses only the `kernbench` library's public API; the library never calls back up into this crate.
 
 pub mod commands;
+pub mod files;
 pub mod plot;
 pub mod sweep;
 pub mod tune;

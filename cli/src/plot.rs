@@ -102,6 +102,7 @@ mod tests {
             wrong: 0,
             slowest_link: None,
             sol: None,
+            rounded: None,
         }
     }
 

@@ -22,6 +22,7 @@
 
 use std::fmt::Write as _;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use kernbench::{
     Collective, DistTensor, DpPolicy, Dtype, InstallPlan, LayoutError, LinkClass, ReduceOp, Registry, RegistryError,
@@ -84,6 +85,38 @@ pub enum SweepError {
     /// The registry could not be read or rewritten.
     #[error(transparent)]
     Registry(#[from] RegistryError),
+    /// The sweep was asked to stop.
+    #[error("{0}")]
+    Interrupted(#[from] Interrupted),
+}
+
+/// A run asked to stop (Ctrl-C) before its last point: the points before that ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("interrupted after {done} of {points} points")]
+pub struct Interrupted {
+    /// The points that ran.
+    pub done: usize,
+    /// The points there were to run.
+    pub points: usize,
+}
+
+/// A size that does not run as asked, as nccl-tests rounds its sizes: what was asked, what runs and
+/// why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Rounding {
+    /// The size asked for, in bytes.
+    pub asked: u64,
+    /// The size that runs, in the same terms: nccl-tests' size, a SIP's tensor (an all-gather's
+    /// gathered output).
+    pub runs: u64,
+    /// Why, such as `whole f32 elements`.
+    pub why: String,
+}
+
+impl std::fmt::Display for Rounding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "size {} runs as {} bytes: {}", self.asked, self.runs, self.why)
+    }
 }
 
 /// What a point of a sweep runs: whatever the registry selects, or a named algorithm.
@@ -303,6 +336,9 @@ pub struct Row {
     pub slowest_link: Option<LinkClass>,
     /// `busbw` over that class's bandwidth.
     pub sol: Option<f64>,
+    /// How the point's size was rounded to run, when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rounded: Option<Rounding>,
 }
 
 /// The column titles of [`Row::table_line`], two lines, nccl-tests style, with a `ranks` column
@@ -411,10 +447,27 @@ impl Sweep {
     ///
     /// # Errors
     /// [`SweepError`] from the first point that does not run.
-    pub fn run(&self, comm: &mut Communicator, mut each: impl FnMut(&Row)) -> Result<Vec<Row>, SweepError> {
+    pub fn run(&self, comm: &mut Communicator, each: impl FnMut(&Row)) -> Result<Vec<Row>, SweepError> {
+        self.run_until(comm, &AtomicBool::new(false), each)
+    }
+
+    /// [`Sweep::run`], checking `stop` before each point and stopping when it is set.
+    ///
+    /// # Errors
+    /// [`SweepError::Interrupted`] when `stop` was set before the last point (`each` has seen the rows
+    /// that ran), and [`SweepError`] from the first point that does not run.
+    pub fn run_until(
+        &self,
+        comm: &mut Communicator,
+        stop: &AtomicBool,
+        mut each: impl FnMut(&Row),
+    ) -> Result<Vec<Row>, SweepError> {
         let mut rows = Vec::with_capacity(self.points());
         for &size in &self.sizes {
             for series in &self.series {
+                if stop.load(Ordering::SeqCst) {
+                    return Err(Interrupted { done: rows.len(), points: self.points() }.into());
+                }
                 let (row, _) = self.call(comm, series, size)?;
                 each(&row);
                 rows.push(row);
@@ -445,7 +498,7 @@ impl Sweep {
                 (policy_for_mapper(algorithm.mapper.name()), plan.len())
             }
         };
-        let tensor = point_tensor(&system, self.collective, size, (self.dtype, self.op), policy, ranks)?;
+        let (tensor, rounded) = point_tensor(&system, self.collective, size, (self.dtype, self.op), policy, ranks)?;
         let shard_elements = (tensor.shape().1 / shards_per_sip(&system, policy)) as u64;
         let element = self.dtype.size() as u64;
         let options = CallOptions {
@@ -477,6 +530,7 @@ impl Sweep {
             wrong: report.postcondition.wrong,
             slowest_link: slowest.map(|(class, _)| class),
             sol: slowest.map(|(_, gbps)| busbw / gbps),
+            rounded,
         };
         Ok((row, report))
     }
@@ -485,7 +539,7 @@ impl Sweep {
 /// The sample tensor of a point of nccl-tests size `size` of `collective`, laid out as `policy`, with
 /// `ranks` ranks in all (the PEs that hold it): every holder gets an equal share of `size` (at least
 /// one element), of which an all-gather contributes one rank's part and an all-to-all rounds up to
-/// one block per rank.
+/// one block per rank; with how `size` was rounded to get there, if it was.
 ///
 /// # Errors
 /// [`LayoutError::TooLarge`] when the tensor is larger than a run may allocate.
@@ -497,11 +551,13 @@ impl Sweep {
 /// let system = System::shape(2, 1, 1, 4).unwrap();
 /// let data = (Dtype::F32, ReduceOp::Sum);
 /// // 25 elements per SIP: 6 per PE, rounded up to a block for each of the 8 ranks.
-/// let t = point_tensor(&system, Collective::AllToAll, 100, data, EVERY_PE, 8).unwrap();
+/// let (t, rounded) = point_tensor(&system, Collective::AllToAll, 100, data, EVERY_PE, 8).unwrap();
 /// assert_eq!(t.shape(), (1, 32));
+/// assert_eq!(rounded.unwrap().to_string(), "size 100 runs as 128 bytes: \
+///     whole elements on each of a SIP's 4 PEs holding data; whole blocks for each of the 8 ranks");
 /// // An all-gather's size is its output: each PE's share (64 elements) gathers 8 contributions of 8.
-/// let t = point_tensor(&system, Collective::AllGather, 1024, data, EVERY_PE, 8).unwrap();
-/// assert_eq!(t.shape(), (1, 32));
+/// let (t, rounded) = point_tensor(&system, Collective::AllGather, 1024, data, EVERY_PE, 8).unwrap();
+/// assert_eq!((t.shape(), rounded), ((1, 32), None));
 /// ```
 pub fn point_tensor(
     system: &System,
@@ -510,16 +566,40 @@ pub fn point_tensor(
     (dtype, op): (Dtype, ReduceOp),
     policy: DpPolicy,
     ranks: usize,
-) -> Result<DistTensor, LayoutError> {
+) -> Result<(DistTensor, Option<Rounding>), LayoutError> {
     let (shards, ranks, element) = (shards_per_sip(system, policy) as u64, ranks.max(1) as u64, dtype.size() as u64);
-    let mut elements = (size / element / shards).max(1);
+    let mut why = Vec::new();
+    if size % element != 0 {
+        why.push(format!("whole {} elements", dtype.name()));
+    }
+    let whole = size / element;
+    if shards > 1 && (whole % shards != 0 || whole < shards) {
+        why.push(format!("whole elements on each of a SIP's {shards} PEs holding data"));
+    }
+    let mut elements = (whole / shards).max(1);
+    let mut gathered = 1;
     match collective {
-        Collective::AllGather => elements = (elements / ranks).max(1),
+        Collective::AllGather => {
+            if elements % ranks != 0 {
+                why.push(format!("an equal whole number of elements from each of the {ranks} ranks"));
+            }
+            elements = (elements / ranks).max(1);
+            gathered = ranks;
+        }
         // Saturating, as the bytes below: sample_tensor rejects a size past u64 as too large.
-        Collective::AllToAll => elements = elements.checked_next_multiple_of(ranks).unwrap_or(u64::MAX),
+        Collective::AllToAll => {
+            if elements % ranks != 0 {
+                why.push(format!("whole blocks for each of the {ranks} ranks"));
+            }
+            elements = elements.checked_next_multiple_of(ranks).unwrap_or(u64::MAX);
+        }
         _ => {}
     }
-    sample_tensor(system, elements.saturating_mul(shards).saturating_mul(element), dtype, op, policy)
+    let bytes = elements.saturating_mul(shards).saturating_mul(element);
+    let runs = bytes.saturating_mul(gathered);
+    // Too few elements for even one per PE is rounded up to one, which the checks above name.
+    let rounded = (runs != size).then(|| Rounding { asked: size, runs, why: why.join("; ") });
+    Ok((sample_tensor(system, bytes, dtype, op, policy)?, rounded))
 }
 
 /// The closing lines of a table: wrong elements in total and each series' average bus bandwidth.
@@ -562,8 +642,8 @@ mod tests {
         let system = System::shape(2, 1, 1, 4).unwrap();
         for collective in Collective::ALL {
             for size in [8_000_000_000 << 30, u64::MAX] {
-                let tensor = point_tensor(&system, collective, size, (Dtype::F32, ReduceOp::Sum), EVERY_PE, 8);
-                assert!(matches!(tensor, Err(LayoutError::TooLarge { .. })), "{collective} of {size} bytes");
+                let point = point_tensor(&system, collective, size, (Dtype::F32, ReduceOp::Sum), EVERY_PE, 8);
+                assert!(matches!(point, Err(LayoutError::TooLarge { .. })), "{collective} of {size} bytes");
             }
         }
     }

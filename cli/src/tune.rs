@@ -19,6 +19,7 @@
 use std::fmt;
 use std::fmt::Write as _;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use kernbench::{Collective, DpPolicy, Dtype, LayoutKind, ReduceOp, Registry, RegistryError, SelectionRule};
 use serde::Serialize;
@@ -124,11 +125,28 @@ impl Tuner {
         &self,
         comm: &mut Communicator,
         sizes: &[u64],
+        data: (Dtype, ReduceOp),
+        each: impl FnMut(&Row),
+    ) -> Result<Tuning, SweepError> {
+        self.run_until(comm, sizes, data, &AtomicBool::new(false), each)
+    }
+
+    /// [`Tuner::run`], stopping before the next point once `stop` is set, as [`Sweep::run_until`].
+    ///
+    /// # Errors
+    /// [`SweepError::Interrupted`] when stopped, and [`SweepError`] from the first point that does not
+    /// run.
+    pub fn run_until(
+        &self,
+        comm: &mut Communicator,
+        sizes: &[u64],
         (dtype, op): (Dtype, ReduceOp),
+        stop: &AtomicBool,
         each: impl FnMut(&Row),
     ) -> Result<Tuning, SweepError> {
         let series = self.candidates.iter().cloned().map(Series::Algorithm).collect();
-        let rows = Sweep::new(self.collective, series, sizes.to_vec()).dtype(dtype).op(op).run(comm, each)?;
+        let sweep = Sweep::new(self.collective, series, sizes.to_vec()).dtype(dtype).op(op);
+        let rows = sweep.run_until(comm, stop, each)?;
         Ok(Tuning {
             collective: self.collective,
             candidates: self.candidates.clone(),
@@ -350,6 +368,7 @@ mod tests {
             wrong: 0,
             slowest_link: None,
             sol: None,
+            rounded: None,
         }
     }
 

@@ -1,13 +1,15 @@
 //! The `kernbench` binary as a user runs it: every bad invocation ends in one line on stderr and exit
-//! code 2, never a panic; `bench`, `tune`, `trace` and `plot` write what they promise.
+//! code 2, never a panic; `bench`, `tune`, `trace` and `plot` write what they promise, whole or not at
+//! all; a bug is one line and exit code 101; Ctrl-C keeps what finished and exits with 130.
 //!
 //! Cargo builds the binary of this crate first and names it in `CARGO_BIN_EXE_kernbench`. The README's
 //! samples are checked against the binary in [`readme`].
 
 mod readme;
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 
 fn kernbench(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kernbench")).args(args).output().expect("the binary runs")
@@ -44,6 +46,7 @@ fn every_bad_invocation_gives_one_line_and_exit_code_2() {
         write(&dir, "registry.json", r#"{"algorithms": {}, "selection": {"all_reduce": [{"algorithm": "x"}]}}"#);
     let missing = dir.join("missing.json");
     let missing = missing.to_str().unwrap();
+    let dir_path = dir.to_str().unwrap();
     let cases: &[(&[&str], &str)] = &[
         (&["bench", "all_reduc"], "unknown collective `all_reduc`: expected one of all_reduce"),
         (&["tune", "gather"], "unknown collective `gather`"),
@@ -96,6 +99,14 @@ fn every_bad_invocation_gives_one_line_and_exit_code_2() {
         (&["explain", "all_reduce"], "required arguments were not provided: <SIZE>"),
         (&["explain", "all_reduc", "1K"], "unknown collective `all_reduc`"),
         (&["explain", "all_reduce", "1Q"], "bad size `1Q`"),
+        (
+            &["tune", "all_reduce", "--out", "/nonexistent/dir/r.json"],
+            "cannot write `/nonexistent/dir/r.json`: no directory",
+        ),
+        (&["tune", "all_reduce", "--rules-csv", "/nonexistent/r.csv"], "cannot write `/nonexistent/r.csv`"),
+        (&["tune", "all_reduce", "--nccl-tuner", "/nonexistent/n.conf"], "cannot write `/nonexistent/n.conf`"),
+        (&["trace", "all_reduce", "--out", "/nonexistent/t.json"], "cannot write `/nonexistent/t.json`"),
+        (&["plot", "all_reduce", "--out", dir_path], "it is a directory: expected a file name"),
     ];
     for (args, want) in cases {
         let out = kernbench(args);
@@ -283,4 +294,287 @@ fn explain_names_the_rule_that_chose_and_times_every_algorithm_or_says_why_it_ca
     assert_eq!((ring[1], ring[4]), ("2", "chosen"), "{stdout}");
     assert!(ring[2].parse::<f64>().unwrap() > 0.0, "{stdout}");
     assert!(!stdout.contains("ring_allgather"), "only all_reduce's algorithms: {stdout}");
+}
+
+/// `kernbench args` started with its stdout and stderr piped.
+fn spawn(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_kernbench"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary starts")
+}
+
+/// The lines `child` prints up to and including its first table row (a line that is not a `#`
+/// comment), so that it is known to be in the middle of its sweep.
+fn lines_to_first_row(stdout: &mut BufReader<std::process::ChildStdout>) -> Vec<String> {
+    let mut lines = Vec::new();
+    loop {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "the sweep ended before its first row: {lines:?}");
+        let row = !line.starts_with('#');
+        lines.push(line);
+        if row {
+            return lines;
+        }
+    }
+}
+
+/// The names of the files in `dir`.
+fn files_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn an_output_that_cannot_be_written_fails_before_the_sweep_starts() {
+    for args in [
+        &["tune", "all", "--sizes", "1K..16M", "--out", "/nonexistent/dir/r.json"][..],
+        &["plot", "all_reduce", "--sizes", "1K..16M", "--out", "/nonexistent/dir/p.svg"],
+    ] {
+        let out = kernbench(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+        assert!(out.stdout.is_empty(), "{args:?} ran before failing: {}", text(&out.stdout));
+    }
+}
+
+#[test]
+fn killing_tune_mid_run_leaves_its_outputs_as_they_were() {
+    let dir = scratch("killed");
+    for name in files_in(&dir) {
+        std::fs::remove_file(dir.join(name)).unwrap();
+    }
+    let registry = write(&dir, "registry.json", "known contents\n");
+    let rules = dir.join("rules.csv");
+    let mut child =
+        spawn(&["tune", "all", "--sizes", "1K..1M", "--out", &registry, "--rules-csv", rules.to_str().unwrap()]);
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    lines_to_first_row(&mut stdout);
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), None, "tune finished before it was killed");
+    assert_eq!(std::fs::read_to_string(&registry).unwrap(), "known contents\n");
+    assert_eq!(files_in(&dir), ["registry.json"], "a killed tune left files behind");
+}
+
+#[test]
+fn an_output_is_replaced_whole_and_no_temporary_file_is_left() {
+    let dir = scratch("replaced");
+    let svg = write(&dir, "busbw.svg", "old contents\n");
+    let out = kernbench(&["plot", "all_reduce", "--system", SMALL, "--sizes", "1K", "--out", &svg]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let new = std::fs::read_to_string(&svg).unwrap();
+    assert!(new.starts_with("<svg") && new.trim_end().ends_with("</svg>"), "{new}");
+    assert_eq!(files_in(&dir), ["busbw.svg"]);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_failed_write_to_stdout_is_one_line_and_exit_code_2() {
+    for args in
+        [&["--help"][..], &["--version"], &["list"], &["bench", "all_reduce", "--system", SMALL, "--sizes", "1K"]]
+    {
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_kernbench")).args(args).stdout(full).output().unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "kernbench {args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "kernbench {args:?}: {stderr}");
+        assert!(stderr.starts_with("kernbench: cannot write to standard output: "), "kernbench {args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_panic_is_one_line_that_names_a_bug_and_exit_code_101() {
+    let panic = |backtrace: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_kernbench"));
+        command
+            .arg("list")
+            .env("KERNBENCH_TEST_PANIC", "1")
+            .env_remove("RUST_BACKTRACE")
+            .env_remove("RUST_LIB_BACKTRACE");
+        if let Some(value) = backtrace {
+            command.env("RUST_BACKTRACE", value);
+        }
+        command.output().unwrap()
+    };
+    let out = panic(None);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(101), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("kernbench: internal error: KERNBENCH_TEST_PANIC is set at "), "{stderr}");
+    assert!(stderr.contains("main.rs:"), "{stderr}");
+    assert!(stderr.trim_end().ends_with("; this is a bug, please report it"), "{stderr}");
+
+    let out = panic(Some("1"));
+    assert_eq!(out.status.code(), Some(101));
+    assert!(text(&out.stderr).lines().count() > 1, "RUST_BACKTRACE=1 prints a backtrace: {}", text(&out.stderr));
+}
+
+/// Sends SIGINT (Ctrl-C) to `child`.
+fn interrupt(child: &Child) {
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    // SAFETY: kill takes any pid and signal number and only sends the signal.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+}
+
+#[test]
+fn ctrl_c_during_bench_prints_the_rows_that_finished_and_exits_130() {
+    let mut child = spawn(&["bench", "all_reduce", "--algos", "all", "--sizes", "1K..16M"]);
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let before = lines_to_first_row(&mut stdout);
+    interrupt(&child);
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    let stdout = before.concat() + &rest;
+    let rows = stdout.lines().filter(|l| !l.starts_with('#')).count();
+    let points = 10 * 15;
+    assert!((1..points).contains(&rows), "{stdout}");
+    assert!(
+        stdout.contains("# wrong elements: 0\n# average busbw (GB/s): "),
+        "the footer of the rows that ran: {stdout}"
+    );
+    assert_eq!(stderr, format!("kernbench: interrupted after {rows} of {points} points\n"));
+}
+
+#[test]
+fn ctrl_c_during_tune_writes_nothing_and_exits_130() {
+    let dir = scratch("interrupted");
+    for name in files_in(&dir) {
+        std::fs::remove_file(dir.join(name)).unwrap();
+    }
+    let registry = dir.join("registry.json");
+    let mut child = spawn(&["tune", "all", "--sizes", "1K..16M", "--out", registry.to_str().unwrap()]);
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    lines_to_first_row(&mut stdout);
+    interrupt(&child);
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(130), "{stderr}");
+    assert!(stderr.starts_with("kernbench: interrupted after "), "{stderr}");
+    assert_eq!(files_in(&dir), Vec::<String>::new(), "an interrupted tune wrote files");
+}
+
+#[test]
+fn every_rounded_size_is_announced_on_one_line() {
+    let trace = scratch("rounded").join("trace.json");
+    let trace = trace.to_str().unwrap();
+    let cases: &[(&[&str], &str, &str)] = &[
+        (
+            &["run", "all_reduce", "--system", SMALL, "--bytes", "3"],
+            "size 3 runs as 4 bytes: whole f32 elements",
+            "4 bytes per SIP",
+        ),
+        (
+            &["bench", "all_reduce", "--system", SMALL, "--sizes", "1026"],
+            "size 1026 runs as 1024 bytes: whole f32 elements",
+            "  1024 ",
+        ),
+        (
+            &["run", "all_to_all", "--layout", "multi_pe", "--bytes", "1"],
+            "size 1 runs as 262144 bytes: whole f32 elements; whole elements on each of a SIP's 128 PEs holding data; whole blocks for each of the 512 ranks",
+            "262144 bytes per SIP",
+        ),
+        (
+            &["trace", "broadcast", "--system", SMALL, "--bytes", "6", "--dtype", "i64", "--out", trace],
+            "size 6 runs as 8 bytes: whole i64 elements",
+            "8 bytes per SIP",
+        ),
+    ];
+    for (args, note, ran) in cases {
+        let out = kernbench(args);
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert_eq!(out.status.code(), Some(0), "kernbench {args:?}: {stderr}");
+        assert_eq!(stderr, format!("kernbench: {note}\n"), "kernbench {args:?}");
+        assert!(stdout.contains(ran), "kernbench {args:?}: no `{ran}` in {stdout}");
+    }
+    let out = kernbench(&["run", "all", "--system", SMALL, "--bytes", "1K"]);
+    assert!(out.stderr.is_empty(), "a size that runs as asked is not announced: {}", text(&out.stderr));
+}
+
+#[test]
+fn an_error_naming_many_valid_algorithms_stays_short() {
+    let dir = scratch("many");
+    let algorithms: Vec<String> = (1..=40)
+        .map(|i| {
+            format!(
+                r#""ring_chunks_{i}": {{"collective": "all_reduce", "kernel": "ring_allreduce", "topology": "ring_1d",
+                "mapper": "leader_only", "validator": "single_shard", "buffer_kind": "hbm", "params": {{"chunks": {i}}}}}"#
+            )
+        })
+        .collect();
+    let registry = write(
+        &dir,
+        "registry.json",
+        &format!(
+            r#"{{"algorithms": {{{}}}, "selection": {{"all_reduce": [{{"algorithm": "ring_chunks_1"}}]}}}}"#,
+            algorithms.join(",")
+        ),
+    );
+    for args in [
+        &["bench", "all_reduce", "--system", SMALL, "--registry", &registry, "--algos", "nope"][..],
+        &["run", "all_reduce", "--system", SMALL, "--registry", &registry, "--algo", "nope"],
+        &["plan", "nope"],
+    ] {
+        let out = kernbench(args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "kernbench {args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "kernbench {args:?}: {stderr}");
+        assert!(stderr.len() < 300, "kernbench {args:?}: {} characters: {stderr}", stderr.len());
+        assert!(stderr.contains("unknown algorithm `nope`"), "kernbench {args:?}: {stderr}");
+        assert!(stderr.contains("more; see kernbench list)"), "kernbench {args:?}: {stderr}");
+    }
+    let out = kernbench(&["bench", "all_reduce", "--system", SMALL, "--registry", &registry, "--algos", "nope"]);
+    assert!(text(&out.stderr).contains("[ring_chunks_1, ring_chunks_10, "), "{}", text(&out.stderr));
+}
+
+#[test]
+fn an_output_through_a_symbolic_link_or_into_a_pipe_keeps_the_link_and_the_pipe() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = scratch("links");
+    for name in files_in(&dir) {
+        std::fs::remove_file(dir.join(name)).unwrap();
+    }
+    let real = write(&dir, "real.svg", "old contents\n");
+    let link = dir.join("link.svg");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let out = kernbench(&["plot", "all_reduce", "--system", SMALL, "--sizes", "1K", "--out", link.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link was replaced");
+    assert!(std::fs::read_to_string(&real).unwrap().starts_with("<svg"), "the link's file was not written");
+
+    let pipe = dir.join("pipe");
+    let path = std::ffi::CString::new(pipe.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo reads the NUL-terminated path and makes a named pipe there.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    let reader = {
+        let pipe = pipe.clone();
+        // Opening a pipe for reading waits for a writer; a reader sees one stream, the whole trace.
+        std::thread::spawn(move || std::fs::read_to_string(&pipe).unwrap())
+    };
+    let out = kernbench(&["trace", "all_reduce", "--system", SMALL, "--bytes", "1K", "--out", pipe.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(reader.join().unwrap().starts_with("{\"traceEvents\""));
+    assert!(std::fs::metadata(&pipe).unwrap().file_type().is_fifo(), "the pipe was replaced");
+}
+
+#[test]
+fn run_and_bench_take_an_all_gathers_size_as_its_gathered_output() {
+    let out = kernbench(&["run", "all_gather", "--system", SMALL, "--bytes", "1K"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // 2 SIPs: each puts in half of the 1K gathered output.
+    assert!(text(&out.stdout).contains(" on 2 PEs, 512 bytes per SIP,"), "{}", text(&out.stdout));
+    let out = kernbench(&["bench", "all_gather", "--system", SMALL, "--sizes", "1K", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = &json["rows"][0];
+    assert_eq!((&row["size"], &row["bytes_per_rank"], &row["ranks"]), (&1024.into(), &512.into(), &2.into()), "{row}");
+    assert!(out.stderr.is_empty(), "1K gathers evenly: {}", text(&out.stderr));
 }
