@@ -55,7 +55,19 @@ pub enum RunError {
         /// Participants in the plan.
         participants: usize,
     },
-    /// The threads to poll PEs on could not be started.
+    /// More threads to poll PEs on than [`Runtime::MAX_THREADS`](crate::run::Runtime::MAX_THREADS) (the
+    /// configuration's fault); refused before any thread was started.
+    #[error(
+        "{threads} threads to poll PEs on are more than a runtime may start: expected 1..={max} (Runtime::MAX_THREADS); more threads than cores gain nothing"
+    )]
+    TooManyThreads {
+        /// The threads asked for.
+        threads: usize,
+        /// [`Runtime::MAX_THREADS`](crate::run::Runtime::MAX_THREADS).
+        max: usize,
+    },
+    /// The threads to poll PEs on could not be started (the OS refused; the threads that had started
+    /// were stopped, so nothing is left running).
     #[error("cannot start {threads} threads to poll PEs on: {reason}")]
     Threads {
         /// The threads asked for.
