@@ -75,6 +75,22 @@ pub enum RunError {
         /// What the OS or the thread pool said.
         reason: String,
     },
+    /// A PE's simulated time is not a finite number (the configuration's fault): a rate of 0 makes
+    /// every step infinitely long, and a time that is infinite or NaN must never be printed or
+    /// written as a result. System specs keep link rates at 1e-3 GB/s or more and latencies within
+    /// 0..1e12 ns, so it comes from the timing's stragglers, or a system built around those checks.
+    #[error(
+        "{pe}: its simulated {what} time is {value} ns, not a finite number: check the link rates and latencies of the system, and the timing's stragglers (compute_gflops and memory_gbps must be above 0, start_delay_ns finite)"
+    )]
+    NonFiniteTime {
+        /// The first PE, in rank order, whose own work or start delay is not finite; if none, the first
+        /// whose waiting made its clock so.
+        pe: PeId,
+        /// Which of its times: `start delay`, `busy`, `finish` or `blocked`.
+        what: &'static str,
+        /// The value as Rust prints it (`inf`, `-inf` or `NaN`): text, so that the error stays `Eq`.
+        value: String,
+    },
     /// The plan does not pass [`kernbench_core::check_plan`] on the system (the configuration's fault).
     #[error("the install plan cannot be installed: {0}")]
     Plan(#[from] PlanError),

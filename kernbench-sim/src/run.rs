@@ -404,7 +404,7 @@ impl Execution<'_> {
             return Err(RunError::Deadlock(self.deadlock_report(finished)));
         }
         self.check_queues_empty()?;
-        Ok(self.report(rounds))
+        self.report(rounds)
     }
 
     /// Polls one woken PE's kernel once.
@@ -604,7 +604,23 @@ impl Execution<'_> {
         if left.is_empty() { Ok(()) } else { Err(RunError::LeftoverMessages(left)) }
     }
 
-    fn report(&mut self, rounds: u64) -> RunReport {
+    /// The run's report.
+    ///
+    /// # Errors
+    /// [`RunError::NonFiniteTime`] when a PE's clock is not a finite number: such a time must never be
+    /// printed or written as a result.
+    fn report(&mut self, rounds: u64) -> Result<RunReport, RunError> {
+        if self.network.is_some() {
+            // A PE waiting on one whose time is not finite inherits it: name the PE where it arose
+            // (its own work or start delay) before any that only waited.
+            let clocks: Vec<(PeId, &Clock)> =
+                self.pes.iter().copied().zip(self.states.iter_mut().map(|s| &s.clock)).collect();
+            let own = clocks.iter().find_map(|&(pe, clock)| clock.own_non_finite().map(|found| (pe, found)));
+            let any = || clocks.iter().find_map(|&(pe, clock)| clock.non_finite().map(|found| (pe, found)));
+            if let Some((pe, (what, value))) = own.or_else(any) {
+                return Err(RunError::NonFiniteTime { pe, what, value: value.to_string() });
+            }
+        }
         let time = self.network.as_mut().map(|network| {
             let completion = self.states.iter_mut().map(|s| s.clock.now).fold(0.0, f64::max);
             let pes = self.states.iter_mut().map(|s| s.clock.report(completion)).collect();
@@ -620,7 +636,7 @@ impl Execution<'_> {
                 notes: std::mem::take(&mut s.notes),
             })
             .collect();
-        RunReport::new(per_pe, rounds, time)
+        Ok(RunReport::new(per_pe, rounds, time))
     }
 }
 
