@@ -68,11 +68,14 @@ pub enum RunError {
     },
     /// The threads to poll PEs on could not be started (the OS refused; the threads that had started
     /// were stopped, so nothing is left running).
-    #[error("cannot start {threads} threads to poll PEs on: {reason}")]
+    #[error(
+        "cannot start {threads} threads to poll PEs on: {reason}; use fewer threads (the OS limits threads and memory per process)"
+    )]
     Threads {
         /// The threads asked for.
         threads: usize,
-        /// What the OS or the thread pool said.
+        /// What the OS or the thread pool said: its message, since the error itself (an `io::Error`
+        /// inside) is neither `Clone` nor `PartialEq`, which this enum is.
         reason: String,
     },
     /// A PE's simulated time is not a finite number (the configuration's fault): a rate of 0 makes

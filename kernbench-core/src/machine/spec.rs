@@ -323,11 +323,11 @@ impl System {
     /// the machine this simulator is developed on, with room to spare, and every index fits a `u32`.
     ///
     /// A plan and a run of the hierarchical all-reduce take about 3.2 KiB per PE at their peak (release
-    /// build, 4 f32 per PE: 3.14 GiB for 2^20 PEs on one thread, 3.48 GiB on two; 0.79 GiB for 2^18), so
-    /// 2^22 PEs need about 13-14 GiB, and 2^23 would need 26-28 GiB. Topologies with more neighbours per
-    /// PE need more per PE and state their own, lower bounds (`hypercube` and `full`, in the plan's
-    /// topologies). Before this bound was lowered from 2^24, a 16M-PE system was
-    /// accepted and the run aborted, out of memory, after up to 55 s.
+    /// build, 4 f32 per PE: 0.79 GiB for 2^18 PEs; 3.14 GiB for 2^20 on one thread, 3.48 GiB on two;
+    /// 12.6 GiB for 2^22, in 91 s on one thread), so 2^23 would need 26-28 GiB. Topologies with more
+    /// neighbours per PE need more per PE and state their own, lower bounds (`hypercube` and `full`,
+    /// in the plan's topologies). Before this bound was lowered from 2^24, a 16M-PE system was
+    /// accepted, and its run aborted out of memory after up to 55 s.
     pub const MAX_PES: usize = 1 << 22;
 
     /// The most slots an IPCQ may have.
