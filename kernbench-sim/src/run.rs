@@ -613,11 +613,11 @@ impl Execution<'_> {
         if self.network.is_some() {
             // A PE waiting on one whose time is not finite inherits it: name the PE where it arose
             // (its own work or start delay) before any that only waited.
-            let clocks: Vec<(PeId, &Clock)> =
-                self.pes.iter().copied().zip(self.states.iter_mut().map(|s| &s.clock)).collect();
-            let own = clocks.iter().find_map(|&(pe, clock)| clock.own_non_finite().map(|found| (pe, found)));
-            let any = || clocks.iter().find_map(|&(pe, clock)| clock.non_finite().map(|found| (pe, found)));
-            if let Some((pe, (what, value))) = own.or_else(any) {
+            let pes = self.pes;
+            let mut first = |check: fn(&Clock) -> Option<(&'static str, f64)>| {
+                pes.iter().zip(self.states.iter_mut()).find_map(|(&pe, s)| check(&s.clock).map(|found| (pe, found)))
+            };
+            if let Some((pe, (what, value))) = first(Clock::own_non_finite).or_else(|| first(Clock::non_finite)) {
                 return Err(RunError::NonFiniteTime { pe, what, value: value.to_string() });
             }
         }

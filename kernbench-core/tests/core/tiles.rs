@@ -839,6 +839,11 @@ fn a_tile_above_max_bytes_is_too_large_before_any_allocation() {
 }
 
 #[test]
+fn a_tile_may_hold_the_largest_tensor_a_workload_describes() {
+    assert_eq!(Tile::MAX_BYTES as u64, kernbench_core::DistTensor::MAX_BYTES);
+}
+
+#[test]
 fn concat_larger_than_max_bytes_is_too_large() {
     let whole = Tile::zeros(Dtype::F32, 1 << 20);
     // 2^15 views of 4 MiB each are 128 GiB: above the cap, though each view is small.
