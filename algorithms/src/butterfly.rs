@@ -70,7 +70,7 @@ impl Cube {
 
 /// The hypercube link across dimension `k`.
 fn dim(k: usize) -> Direction {
-    // At most 24 dimensions (the system has at most 2^24 PEs), so `k` fits a u8.
+    // At most 19 dimensions (HYPERCUBE_MAX_PARTICIPANTS is 2^19), so `k` fits a u8.
     Direction::Dim(k as u8)
 }
 

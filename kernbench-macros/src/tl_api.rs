@@ -9,8 +9,7 @@
 pub(crate) const WAITING: &[&str] = &["send", "recv", "recv_like", "barrier"];
 
 /// The methods of `Tl` that return a plain value, not a `Result`.
-pub(crate) const INFALLIBLE: &[&str] =
-    &["context", "pe", "rank", "size", "op", "root", "note", "has", "finish", "zeros"];
+pub(crate) const INFALLIBLE: &[&str] = &["context", "pe", "rank", "size", "op", "root", "note", "has"];
 
 /// A list as an array expression of string literals: `["send", "recv"]`.
 pub(crate) fn array(names: &[&str]) -> proc_macro2::TokenStream {

@@ -55,13 +55,44 @@ pub enum RunError {
         /// Participants in the plan.
         participants: usize,
     },
-    /// The threads to poll PEs on could not be started.
-    #[error("cannot start {threads} threads to poll PEs on: {reason}")]
+    /// More threads to poll PEs on than [`Runtime::MAX_THREADS`](crate::run::Runtime::MAX_THREADS) (the
+    /// configuration's fault); refused before any thread was started.
+    #[error(
+        "{threads} threads to poll PEs on are more than a runtime may start: expected 1..={max} (Runtime::MAX_THREADS); more threads than cores gain nothing"
+    )]
+    TooManyThreads {
+        /// The threads asked for.
+        threads: usize,
+        /// [`Runtime::MAX_THREADS`](crate::run::Runtime::MAX_THREADS).
+        max: usize,
+    },
+    /// The threads to poll PEs on could not be started (the OS refused; the threads that had started
+    /// were stopped, so nothing is left running).
+    #[error(
+        "cannot start {threads} threads to poll PEs on: {reason}; use fewer threads (the OS limits threads and memory per process)"
+    )]
     Threads {
         /// The threads asked for.
         threads: usize,
-        /// What the OS or the thread pool said.
+        /// What the OS or the thread pool said: its message, since the error itself (an `io::Error`
+        /// inside) is neither `Clone` nor `PartialEq`, which this enum is.
         reason: String,
+    },
+    /// A PE's simulated time is not a finite number (the configuration's fault): a rate of 0 makes
+    /// every step infinitely long, and a time that is infinite or NaN must never be printed or
+    /// written as a result. System specs keep link rates at 1e-3 GB/s or more and latencies within
+    /// 0..1e12 ns, so it comes from the timing's stragglers, or a system built around those checks.
+    #[error(
+        "{pe}: its simulated {what} time is {value} ns, not a finite number: check the link rates and latencies of the system, and the timing's stragglers (compute_gflops and memory_gbps must be above 0, start_delay_ns finite)"
+    )]
+    NonFiniteTime {
+        /// The first PE, in rank order, whose own work or start delay is not finite; if none, the first
+        /// whose waiting made its clock so.
+        pe: PeId,
+        /// Which of its times: `start delay`, `busy`, `finish` or `blocked`.
+        what: &'static str,
+        /// The value as Rust prints it (`inf`, `-inf` or `NaN`): text, so that the error stays `Eq`.
+        value: String,
     },
     /// The plan does not pass [`kernbench_core::check_plan`] on the system (the configuration's fault).
     #[error("the install plan cannot be installed: {0}")]

@@ -148,6 +148,14 @@ impl Outcome {
 }
 
 impl<'s> Runtime<'s> {
+    /// The most threads a runtime polls PEs on ([`Runtime::threads`]); a run asked for more ends in
+    /// [`RunError::TooManyThreads`] before any thread is started.
+    ///
+    /// Rounds gain nothing from more threads than cores, and each thread costs a stack and a ready
+    /// list; asking the OS for 100,000 made thread creation fail part way, and the process abort or
+    /// hang. 1024 is far above any core count this simulator is run on.
+    pub const MAX_THREADS: usize = 1024;
+
     /// A single-threaded runtime for `system`.
     pub fn new(system: &'s System) -> Self {
         Runtime {
@@ -185,7 +193,8 @@ impl<'s> Runtime<'s> {
         self
     }
 
-    /// Polls PEs on `threads` threads (at least 1). Results do not depend on it.
+    /// Polls PEs on `threads` threads (at least 1, at most [`Runtime::MAX_THREADS`]: more makes
+    /// [`Runtime::run`] fail). Results do not depend on it.
     pub fn threads(mut self, threads: usize) -> Self {
         self.threads = threads.max(1);
         self
@@ -202,8 +211,8 @@ impl<'s> Runtime<'s> {
     /// order.
     ///
     /// # Errors
-    /// [`RunError`]: a kernel's error, a panic, a deadlock, messages left in queues, or buffers and a
-    /// plan that do not fit.
+    /// [`RunError`]: a kernel's error, a panic, a deadlock, messages left in queues, buffers and a plan
+    /// that do not fit, or threads that cannot be started.
     pub fn run(
         &self,
         plan: &InstallPlan,
@@ -211,6 +220,9 @@ impl<'s> Runtime<'s> {
         buffers: Vec<PeBuffers>,
         call: Call,
     ) -> Result<RunReport, RunError> {
+        if self.threads > Runtime::MAX_THREADS {
+            return Err(RunError::TooManyThreads { threads: self.threads, max: Runtime::MAX_THREADS });
+        }
         if call.generation == 0 {
             return Err(RunError::ZeroGeneration);
         }
@@ -225,6 +237,17 @@ impl<'s> Runtime<'s> {
             return Err(RunError::BufferCount { participants: pes.len(), buffers: buffers.len() });
         }
         check_plan(plan, self.system)?;
+        // Before any PE's task exists, so a pool that cannot be built leaves nothing to clean up.
+        let pool = if self.threads > 1 {
+            Some(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(self.threads)
+                    .build()
+                    .map_err(|e| RunError::Threads { threads: self.threads, reason: e.to_string() })?,
+            )
+        } else {
+            None
+        };
         quiet_kernel_panics();
         let (queues, ports) = install_queues(plan, self.system.ipcq_depth());
         let network = self
@@ -295,16 +318,6 @@ impl<'s> Runtime<'s> {
             task.detach();
             runnable.schedule();
         }
-        let pool = if self.threads > 1 {
-            Some(
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(self.threads)
-                    .build()
-                    .map_err(|e| RunError::Threads { threads: self.threads, reason: e.to_string() })?,
-            )
-        } else {
-            None
-        };
         exec.drive(&ready, pool.as_ref(), self.parallel_min_ready)
     }
 }
@@ -391,7 +404,7 @@ impl Execution<'_> {
             return Err(RunError::Deadlock(self.deadlock_report(finished)));
         }
         self.check_queues_empty()?;
-        Ok(self.report(rounds))
+        self.report(rounds)
     }
 
     /// Polls one woken PE's kernel once.
@@ -591,7 +604,23 @@ impl Execution<'_> {
         if left.is_empty() { Ok(()) } else { Err(RunError::LeftoverMessages(left)) }
     }
 
-    fn report(&mut self, rounds: u64) -> RunReport {
+    /// The run's report.
+    ///
+    /// # Errors
+    /// [`RunError::NonFiniteTime`] when a PE's clock is not a finite number: such a time must never be
+    /// printed or written as a result.
+    fn report(&mut self, rounds: u64) -> Result<RunReport, RunError> {
+        if self.network.is_some() {
+            // A PE waiting on one whose time is not finite inherits it: name the PE where it arose
+            // (its own work or start delay) before any that only waited.
+            let pes = self.pes;
+            let mut first = |check: fn(&Clock) -> Option<(&'static str, f64)>| {
+                pes.iter().zip(self.states.iter_mut()).find_map(|(&pe, s)| check(&s.clock).map(|found| (pe, found)))
+            };
+            if let Some((pe, (what, value))) = first(Clock::own_non_finite).or_else(|| first(Clock::non_finite)) {
+                return Err(RunError::NonFiniteTime { pe, what, value: value.to_string() });
+            }
+        }
         let time = self.network.as_mut().map(|network| {
             let completion = self.states.iter_mut().map(|s| s.clock.now).fold(0.0, f64::max);
             let pes = self.states.iter_mut().map(|s| s.clock.report(completion)).collect();
@@ -607,7 +636,7 @@ impl Execution<'_> {
                 notes: std::mem::take(&mut s.notes),
             })
             .collect();
-        RunReport::new(per_pe, rounds, time)
+        Ok(RunReport::new(per_pe, rounds, time))
     }
 }
 

@@ -194,6 +194,21 @@ impl Clock {
         self.advance_to(kind, until, bytes, true);
     }
 
+    /// The first of the clock's own times (`start delay`, `busy`) that is not a finite number, with its
+    /// value: where a time that is not finite arises, before waiting spreads it to other PEs.
+    pub(crate) fn own_non_finite(&self) -> Option<(&'static str, f64)> {
+        [("start delay", self.start_delay), ("busy", self.busy)].into_iter().find(|(_, value)| !value.is_finite())
+    }
+
+    /// The first of the clock's times (`start delay`, `busy`, `finish`, `blocked`) that is not a finite
+    /// number, with its value. The run's completion is the latest finish, so it is finite when every
+    /// finish is.
+    pub(crate) fn non_finite(&self) -> Option<(&'static str, f64)> {
+        self.own_non_finite().or_else(|| {
+            [("finish", self.now), ("blocked", self.blocked)].into_iter().find(|(_, value)| !value.is_finite())
+        })
+    }
+
     /// The PE's part of the report, for a run that ended at `completion`.
     pub(crate) fn report(&mut self, completion: f64) -> PeTime {
         PeTime {

@@ -20,8 +20,16 @@ pub enum Op {
     Reduce,
     /// `tl.barrier`.
     Barrier,
-    /// `tl.chunk` / `tl.slice` / `tl.concat`.
+    /// `tl.slice`.
     Slice,
+    /// `tl.chunk`.
+    Chunk,
+    /// `tl.concat`.
+    Concat,
+    /// `tl.zeros`.
+    Zeros,
+    /// `tl.finish`.
+    Finish,
     /// A future that is not a `tl` operation (a hand-written `Launch` awaiting something else).
     External,
 }
@@ -35,6 +43,10 @@ impl fmt::Display for Op {
             Op::Reduce => "reduce",
             Op::Barrier => "barrier",
             Op::Slice => "slice",
+            Op::Chunk => "chunk",
+            Op::Concat => "concat",
+            Op::Zeros => "zeros",
+            Op::Finish => "finish",
             Op::External => "a non-tl future",
         })
     }
@@ -110,6 +122,19 @@ pub enum KernelError {
         pe: PeId,
         /// The phase asked for.
         phase: u8,
+    },
+    /// A tile the kernel asked for (`tl.zeros`, `tl.concat`) could not be made: it is larger than
+    /// [`Tile::MAX_BYTES`](crate::kernel::Tile::MAX_BYTES) (`source` is [`TileError::TooLarge`]), or
+    /// the allocator could not provide it (`source` is [`TileError::OutOfMemory`]). The kernel's fault
+    /// for an absurd size; for a plausible one, the machine is too small for the run.
+    #[error("{pe}: {op}: out of memory: {source}")]
+    OutOfMemory {
+        /// The PE.
+        pe: PeId,
+        /// The operation that allocated.
+        op: Op,
+        /// How many bytes it asked for, and why it did not get them.
+        source: TileError,
     },
     /// Tile arithmetic, slicing or a store that does not fit.
     #[error("{pe}: {op}: {source}")]
@@ -221,6 +246,7 @@ impl KernelError {
             | KernelError::GenerationMismatch { pe, .. }
             | KernelError::BadAxis { pe, .. }
             | KernelError::BadPhase { pe, .. }
+            | KernelError::OutOfMemory { pe, .. }
             | KernelError::Tile { pe, .. }
             | KernelError::StoreMismatch { pe, .. }
             | KernelError::Watchdog { pe, .. }

@@ -98,7 +98,7 @@ pub fn reference(call: CallFacts, inputs: &[Tile], before: &[Tile]) -> Result<Ve
         for x in rest {
             acc.reduce_in_place(x, call.op)?;
         }
-        acc.finish_reduction(call.op, n);
+        acc.finish_reduction(call.op, n)?;
         Ok(acc)
     };
     Ok(match call.collective {

@@ -258,6 +258,35 @@ pub enum TileError {
     /// A concatenation of no tiles (its dtype would be unknown).
     #[error("cannot concatenate zero tiles: the dtype would be unknown")]
     EmptyConcat,
+    /// A tile larger than [`Tile::MAX_BYTES`] was asked for; it was refused before any memory was taken.
+    #[error(
+        "a tile of {len} {dtype} elements ({bytes} bytes) is larger than the most one tile may hold, {max} bytes (Tile::MAX_BYTES); use smaller tiles"
+    )]
+    TooLarge {
+        /// The dtype asked for.
+        dtype: Dtype,
+        /// The number of elements asked for.
+        len: usize,
+        /// Their size in bytes (wide enough that no request overflows it).
+        bytes: u128,
+        /// [`Tile::MAX_BYTES`].
+        max: usize,
+    },
+    /// The allocator could not provide a tile's buffer: this machine's memory is used up.
+    #[error(
+        "the allocator could not provide {bytes} bytes for a tile of {len} {dtype} elements: this machine's memory is used up; use smaller tiles or fewer PEs"
+    )]
+    OutOfMemory {
+        /// The dtype asked for.
+        dtype: Dtype,
+        /// The number of elements asked for.
+        len: usize,
+        /// Their size in bytes.
+        bytes: usize,
+    },
+    /// An average finished over zero contributions, which would divide by zero.
+    #[error("cannot finish an average of 0 contributions: expected at least 1")]
+    NoContributions,
 }
 
 /// Dtype-tagged contiguous data: a view of a shared buffer.
@@ -285,6 +314,12 @@ pub struct Tile {
 }
 
 impl Tile {
+    /// The most bytes one tile may hold: 64 GiB, as much as the largest tensor a workload may describe
+    /// (`DistTensor::MAX_BYTES`), so no collective needs a larger tile. Larger requests fail with
+    /// [`TileError::TooLarge`] before the allocator is asked, so an absurd length ends in an error, not in
+    /// an abort of the process.
+    pub const MAX_BYTES: usize = 1 << 36;
+
     /// A tile owning `values`.
     pub fn from_vec<T: Element>(values: Vec<T>) -> Tile {
         let len = values.len();
@@ -292,23 +327,57 @@ impl Tile {
     }
 
     /// `len` zeros of `dtype`.
+    ///
+    /// # Panics
+    /// As [`Tile::filled`].
     pub fn zeros(dtype: Dtype, len: usize) -> Tile {
         Tile::filled(dtype, len, 0.0)
     }
 
+    /// `len` zeros of `dtype`, or an error where [`Tile::zeros`] would panic.
+    ///
+    /// # Errors
+    /// As [`Tile::try_filled`].
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench_core::{Dtype, Tile, TileError};
+    /// assert_eq!(Tile::try_zeros(Dtype::I32, 3).unwrap().to_vec::<i32>().unwrap(), [0, 0, 0]);
+    /// let absurd = Tile::try_zeros(Dtype::F32, 1 << 36).unwrap_err();
+    /// assert!(matches!(absurd, TileError::TooLarge { bytes, .. } if bytes == 1 << 38), "{absurd}");
+    /// ```
+    pub fn try_zeros(dtype: Dtype, len: usize) -> Result<Tile, TileError> {
+        Tile::try_filled(dtype, len, 0.0)
+    }
+
     /// `len` copies of `value` converted to `dtype` (rounded to nearest; integers truncated).
+    ///
+    /// # Panics
+    /// When [`Tile::try_filled`] fails: for more than [`Tile::MAX_BYTES`], or when memory is used up.
     pub fn filled(dtype: Dtype, len: usize, value: f64) -> Tile {
+        Tile::try_filled(dtype, len, value).unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    /// `len` copies of `value` converted to `dtype`, or an error where [`Tile::filled`] would panic.
+    ///
+    /// # Errors
+    /// [`TileError::TooLarge`] above [`Tile::MAX_BYTES`], [`TileError::OutOfMemory`] when the allocator
+    /// cannot provide the buffer.
+    pub fn try_filled(dtype: Dtype, len: usize, value: f64) -> Result<Tile, TileError> {
         with_element!(dtype, T => {
-            let mut values: Vec<T> = buffer(len);
+            let mut values: Vec<T> = buffer(len)?;
             values.resize(len, <T as Element>::from_f64(value));
-            Tile::from_vec(values)
+            Ok(Tile::from_vec(values))
         })
     }
 
     /// A tile of `dtype` from `f64` values (rounded to nearest; integers truncated).
+    ///
+    /// # Panics
+    /// As [`Tile::filled`].
     pub fn from_f64s(dtype: Dtype, values: &[f64]) -> Tile {
         with_element!(dtype, T => {
-            let mut out: Vec<T> = buffer(values.len());
+            let mut out: Vec<T> = buffer(values.len()).unwrap_or_else(|error| panic!("{error}"));
             out.extend(values.iter().map(|&v| <T as Element>::from_f64(v)));
             Tile::from_vec(out)
         })
@@ -385,12 +454,16 @@ impl Tile {
     /// The tiles one after the other, in one new buffer.
     ///
     /// # Errors
-    /// [`TileError::EmptyConcat`] for no tiles, [`TileError::DtypeMismatch`] for mixed dtypes.
+    /// [`TileError::EmptyConcat`] for no tiles, [`TileError::DtypeMismatch`] for mixed dtypes,
+    /// [`TileError::TooLarge`] or [`TileError::OutOfMemory`] when the result cannot be allocated.
     pub fn concat(tiles: &[Tile]) -> Result<Tile, TileError> {
         let first = tiles.first().ok_or(TileError::EmptyConcat)?;
         let dtype = first.dtype();
         with_element!(dtype, T => {
-            let mut out: Vec<T> = buffer(tiles.iter().map(Tile::len).sum());
+            // Views of one buffer can repeat it, so the total can pass usize: saturating keeps it above
+            // the cap, which refuses it.
+            let len = tiles.iter().fold(0usize, |sum, t| sum.saturating_add(t.len()));
+            let mut out: Vec<T> = buffer(len)?;
             for t in tiles {
                 out.extend_from_slice(t.as_slice::<T>().map_err(|_| TileError::DtypeMismatch { left: dtype, right: t.dtype() })?);
             }
@@ -401,7 +474,8 @@ impl Tile {
     /// Combines `other` into this tile elementwise under `op`, copying first if the buffer is shared.
     ///
     /// # Errors
-    /// [`TileError::DtypeMismatch`] or [`TileError::LengthMismatch`]; the tile is unchanged then.
+    /// [`TileError::DtypeMismatch`] or [`TileError::LengthMismatch`], or [`TileError::OutOfMemory`] when
+    /// a shared buffer cannot be copied; the tile is unchanged then.
     pub fn reduce_in_place(&mut self, other: &Tile, op: ReduceOp) -> Result<(), TileError> {
         self.check_same_shape(other)?;
         with_element!(self.dtype(), T => {
@@ -411,7 +485,7 @@ impl Tile {
             if Arc::get_mut(&mut self.data).is_some() {
                 reduce_slice(self.typed_mut::<T>(), other.typed::<T>(), op);
             } else {
-                *self = Tile::from_vec(combine_slices(self.typed::<T>(), other.typed::<T>(), op));
+                *self = Tile::from_vec(combine_slices(self.typed::<T>(), other.typed::<T>(), op)?);
             }
         });
         Ok(())
@@ -438,15 +512,25 @@ impl Tile {
 
     /// Ends a reduction of `contributions` inputs under `op`: divides by the count for `Avg`,
     /// leaves the tile as it is for every other operator.
-    pub fn finish_reduction(&mut self, op: ReduceOp, contributions: usize) {
-        if op != ReduceOp::Avg || contributions <= 1 {
-            return;
+    ///
+    /// # Errors
+    /// [`TileError::NoContributions`] for an `Avg` of 0 contributions; the tile is unchanged then.
+    pub fn finish_reduction(&mut self, op: ReduceOp, contributions: usize) -> Result<(), TileError> {
+        if op != ReduceOp::Avg {
+            return Ok(());
+        }
+        if contributions == 0 {
+            return Err(TileError::NoContributions);
+        }
+        if contributions == 1 {
+            return Ok(());
         }
         with_element!(self.dtype(), T => {
             for v in self.typed_mut::<T>() {
                 *v = v.divide(contributions);
             }
         });
+        Ok(())
     }
 
     /// Each element's bits (zero-extended), for comparisons that must be exact.
@@ -531,13 +615,25 @@ pub fn chunk_start(len: usize, index: usize, count: usize) -> usize {
     index * (len / count) + index.min(len % count)
 }
 
-/// An empty vector with room for `len` elements. Large ones ask the OS for huge pages before anything
-/// touches them: faulting a fresh buffer in 4 KiB at a time costs more than filling it.
-fn buffer<T>(len: usize) -> Vec<T> {
-    let values = Vec::with_capacity(len);
+/// An empty vector with room for `len` elements, or an error if that is more than [`Tile::MAX_BYTES`]
+/// or more than the allocator can give: `Vec::with_capacity` would abort the process instead. Large
+/// ones ask the OS for huge pages before anything touches them: faulting a fresh buffer in 4 KiB at a
+/// time costs more than filling it.
+fn buffer<T: Element>(len: usize) -> Result<Vec<T>, TileError> {
+    let bytes = len as u128 * size_of::<T>() as u128;
+    if bytes > Tile::MAX_BYTES as u128 {
+        return Err(TileError::TooLarge { dtype: T::DTYPE, len, bytes, max: Tile::MAX_BYTES });
+    }
+    let mut values = Vec::new();
+    values.try_reserve_exact(len).map_err(|_| TileError::OutOfMemory {
+        dtype: T::DTYPE,
+        len,
+        // Below MAX_BYTES, so it fits a usize.
+        bytes: len * size_of::<T>(),
+    })?;
     #[cfg(target_os = "linux")]
     advise_huge_pages(&values);
-    values
+    Ok(values)
 }
 
 #[cfg(target_os = "linux")]
@@ -557,10 +653,10 @@ fn advise_huge_pages<T>(values: &Vec<T>) {
 }
 
 /// `op` of `a` and `b`, elementwise, into a new vector.
-fn combine_slices<T: Element>(a: &[T], b: &[T], op: ReduceOp) -> Vec<T> {
-    fn each<T: Element>(a: &[T], b: &[T], op: ReduceOp) -> Vec<T> {
+fn combine_slices<T: Element>(a: &[T], b: &[T], op: ReduceOp) -> Result<Vec<T>, TileError> {
+    fn each<T: Element>(a: &[T], b: &[T], op: ReduceOp) -> Result<Vec<T>, TileError> {
         let len = a.len().min(b.len());
-        let mut out: Vec<T> = buffer(len);
+        let mut out: Vec<T> = buffer(len)?;
         // Writing through the spare capacity, one plain loop over three slices, vectorises where
         // `extend` over an iterator does not.
         for ((slot, &x), &y) in out.spare_capacity_mut()[..len].iter_mut().zip(a).zip(b) {
@@ -568,7 +664,7 @@ fn combine_slices<T: Element>(a: &[T], b: &[T], op: ReduceOp) -> Vec<T> {
         }
         // SAFETY: the loop above initialised the first `len` elements.
         unsafe { out.set_len(len) };
-        out
+        Ok(out)
     }
     match op {
         ReduceOp::Sum | ReduceOp::Avg => each(a, b, ReduceOp::Sum),

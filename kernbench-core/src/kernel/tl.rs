@@ -33,7 +33,7 @@ use std::task::{Context, Poll};
 
 use serde::{Deserialize, Serialize};
 
-use crate::kernel::{Dtype, KernelError, Op, ReduceOp, Tile};
+use crate::kernel::{Dtype, KernelError, Op, ReduceOp, Tile, TileError};
 use crate::machine::{Direction, PeId};
 
 /// One of a PE's buffers.
@@ -433,11 +433,15 @@ impl Tl {
     }
 
     /// Ends a reduction of `contributions` inputs: divides by the count for `Avg`, nothing otherwise.
-    pub fn finish(&self, acc: &mut Tile, op: ReduceOp, contributions: usize) {
-        acc.finish_reduction(op, contributions);
+    ///
+    /// # Errors
+    /// [`KernelError::Tile`] for an `Avg` of 0 contributions.
+    pub fn finish(&self, acc: &mut Tile, op: ReduceOp, contributions: usize) -> Result<(), KernelError> {
+        acc.finish_reduction(op, contributions).map_err(|source| self.tile_error(Op::Finish, source))?;
         if op == ReduceOp::Avg {
             with(|b| b.charge(Work::Reduce { elements: acc.len(), dtype: acc.dtype() }));
         }
+        Ok(())
     }
 
     /// Chunk `index` of `count` near-equal chunks of `tile`, without copying.
@@ -445,7 +449,7 @@ impl Tl {
     /// # Errors
     /// [`KernelError::Tile`] when `index >= count`.
     pub fn chunk(&self, tile: &Tile, index: usize, count: usize) -> Result<Tile, KernelError> {
-        tile.chunk(index, count).map_err(|source| self.tile_error(Op::Slice, source))
+        tile.chunk(index, count).map_err(|source| self.tile_error(Op::Chunk, source))
     }
 
     /// The `len` elements of `tile` from `start`, without copying.
@@ -453,29 +457,36 @@ impl Tl {
     /// # Errors
     /// [`KernelError::Tile`] when the range reaches past the end.
     pub fn slice(&self, tile: &Tile, start: usize, len: usize) -> Result<Tile, KernelError> {
-        let end = start.checked_add(len).ok_or(crate::kernel::TileError::OutOfRange {
-            start,
-            end: usize::MAX,
-            len: tile.len(),
-        });
+        let end = start.checked_add(len).ok_or(TileError::OutOfRange { start, end: usize::MAX, len: tile.len() });
         end.and_then(|end| tile.slice(start..end)).map_err(|source| self.tile_error(Op::Slice, source))
     }
 
     /// The tiles one after the other, in a new tile.
     ///
     /// # Errors
-    /// [`KernelError::Tile`] for no tiles or mixed dtypes.
+    /// [`KernelError::Tile`] for no tiles or mixed dtypes, [`KernelError::OutOfMemory`] when the result
+    /// is larger than [`Tile::MAX_BYTES`] or cannot be allocated.
     pub fn concat(&self, tiles: &[Tile]) -> Result<Tile, KernelError> {
-        Tile::concat(tiles).map_err(|source| self.tile_error(Op::Slice, source))
+        Tile::concat(tiles).map_err(|source| self.tile_error(Op::Concat, source))
     }
 
     /// A new tile of `len` zeros of `dtype`.
-    pub fn zeros(&self, dtype: Dtype, len: usize) -> Tile {
-        Tile::zeros(dtype, len)
+    ///
+    /// # Errors
+    /// [`KernelError::OutOfMemory`] when the tile is larger than [`Tile::MAX_BYTES`] or cannot be
+    /// allocated.
+    pub fn zeros(&self, dtype: Dtype, len: usize) -> Result<Tile, KernelError> {
+        Tile::try_zeros(dtype, len).map_err(|source| self.tile_error(Op::Zeros, source))
     }
 
-    fn tile_error(&self, op: Op, source: crate::kernel::TileError) -> KernelError {
-        KernelError::Tile { pe: self.ctx.pe, op, source }
+    /// `source` as the error of `op` on this PE: an allocation refused is [`KernelError::OutOfMemory`],
+    /// anything else [`KernelError::Tile`].
+    fn tile_error(&self, op: Op, source: TileError) -> KernelError {
+        let pe = self.ctx.pe;
+        match source {
+            TileError::TooLarge { .. } | TileError::OutOfMemory { .. } => KernelError::OutOfMemory { pe, op, source },
+            source => KernelError::Tile { pe, op, source },
+        }
     }
 }
 

@@ -319,9 +319,16 @@ impl From<System> for SystemSpec {
 }
 
 impl System {
-    /// The most PEs a system may have: 2^24, so that every index fits a `u32` and a plan over all PEs
-    /// still fits in memory.
-    pub const MAX_PES: usize = 1 << 24;
+    /// The most PEs a system may have: 2^22 (4,194,304), so that a run over every PE fits the 24 GiB of
+    /// the machine this simulator is developed on, with room to spare, and every index fits a `u32`.
+    ///
+    /// A plan and a run of the hierarchical all-reduce take about 3.2 KiB per PE at their peak (release
+    /// build, 4 f32 per PE: 0.79 GiB for 2^18 PEs; 3.14 GiB for 2^20 on one thread, 3.48 GiB on two;
+    /// 12.6 GiB for 2^22, in 91 s on one thread), so 2^23 would need 26-28 GiB. Topologies with more
+    /// neighbours per PE need more per PE and state their own, lower bounds (`hypercube` and `full`,
+    /// in the plan's topologies). Before this bound was lowered from 2^24, a 16M-PE system was
+    /// accepted, and its run aborted out of memory after up to 55 s.
+    pub const MAX_PES: usize = 1 << 22;
 
     /// The most slots an IPCQ may have.
     pub const MAX_IPCQ_DEPTH: usize = 1 << 16;
@@ -466,7 +473,7 @@ impl System {
     ///
     /// The index is not checked against the mesh: a cube past the last row gets a `y` of `h` or more.
     pub fn cube_coord(&self, cube: u32) -> CubeCoord {
-        // `w` fits u32 because the system has at most 2^24 PEs.
+        // `w` fits u32 because the system has at most 2^22 PEs (System::MAX_PES).
         let w = self.spec.mesh.w as u32;
         CubeCoord { x: cube % w, y: cube / w }
     }
@@ -496,7 +503,7 @@ impl System {
 
     /// `(sips, cubes_per_sip, pes_per_cube)` as `u32`, the type of [`PeId`]'s fields.
     pub(crate) fn extents(&self) -> (u32, u32, u32) {
-        // All three fit u32: their product is at most 2^24 and each is at least 1.
+        // All three fit u32: their product is at most 2^22 (System::MAX_PES) and each is at least 1.
         (self.sips() as u32, self.cubes_per_sip() as u32, self.pes_per_cube() as u32)
     }
 }

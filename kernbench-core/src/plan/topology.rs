@@ -247,18 +247,40 @@ pub fn double_binary_tree(system: &System, participants: &[PeId]) -> Result<Topo
     Ok(topo)
 }
 
+/// The most participants [`hypercube`] links. Each rank has log2(n) neighbours, so its tables and
+/// queues grow as n log2(n): a plan and a run of the recursive-doubling all-reduce took 5.7 GiB for
+/// 2^18 participants (about 1.3 KiB per PE per dimension, against 3.2 KiB per PE in all for the
+/// hierarchical all-reduce), so 2^19 need about 12 GiB and 2^20 would need about 25 GiB, more than the
+/// 24 GiB machine this simulator is developed on.
+pub const HYPERCUBE_MAX_PARTICIPANTS: usize = 1 << 19;
+
 /// Recursive doubling: with `p2` the largest power of two not above `n`, ranks below `p2` link
 /// `dim<k>` to `rank ^ 2^k` for every `k < log2(p2)`; each extra rank `i >= p2` links
 /// `dim<log2(p2)>` to `i - p2` (and back), so it can fold its data into a partner first.
 ///
+/// Each rank has about log2(n) neighbours, so the links and messages grow as n log2(n): at most
+/// [`HYPERCUBE_MAX_PARTICIPANTS`] participants.
+///
 /// # Errors
-/// As [`TopologyFn`]; any non-empty set of distinct PEs of the system works.
+/// As [`TopologyFn`], and [`PlanError::Unsupported`] above [`HYPERCUBE_MAX_PARTICIPANTS`]
+/// participants.
 pub fn hypercube(system: &System, participants: &[PeId]) -> Result<Topology, PlanError> {
     let mut topo = Topology::unlinked(sorted_participants(system, participants)?);
     let n = topo.len();
+    if n > HYPERCUBE_MAX_PARTICIPANTS {
+        return Err(PlanError::Unsupported {
+            topology: "hypercube",
+            reason: format!(
+                "{n} participants would need {} links ({} per rank), more than fits in memory; expected at most \
+                 {HYPERCUBE_MAX_PARTICIPANTS} participants (choose mapper leader_only or cube_leaders, or another topology)",
+                n * n.ilog2() as usize,
+                n.ilog2()
+            ),
+        });
+    }
     let dims = n.ilog2();
     let p2 = 1usize << dims;
-    // `dims` is at most 24 (at most 2^24 PEs), so it fits a u8.
+    // `dims` is at most 19 (at most HYPERCUBE_MAX_PARTICIPANTS ranks), so it fits a u8.
     let dim = |k: u32| Direction::Dim(k as u8);
     for r in 0..p2 {
         for k in 0..dims {
@@ -272,11 +294,13 @@ pub fn hypercube(system: &System, participants: &[PeId]) -> Result<Topology, Pla
     Ok(topo)
 }
 
-/// The most participants [`full`] links: its tables grow as n², and beyond this a direct-peer
-/// algorithm is not what anyone would run.
+/// The most participants [`full`] links: its tables grow as n² (n - 1 neighbours per rank), and
+/// beyond this a direct-peer algorithm is not what anyone would run.
 pub const FULL_MAX_PARTICIPANTS: usize = 1024;
 
-/// Every rank has a direct peer `peer<j>` to every other rank `j` (`j` is the peer's rank).
+/// Every rank has a direct peer `peer<j>` to every other rank `j` (`j` is the peer's rank): n - 1
+/// neighbours per rank, so the links and messages grow as n²: at most [`FULL_MAX_PARTICIPANTS`]
+/// participants.
 ///
 /// # Errors
 /// As [`TopologyFn`], and [`PlanError::Unsupported`] above [`FULL_MAX_PARTICIPANTS`] participants.
@@ -365,7 +389,7 @@ pub fn intercube(system: &System, participants: &[PeId]) -> Result<Topology, Pla
         }
         by_cube.insert((first.sip, first.cube), cube[0]);
     }
-    // Both fit u32: the system has at most 2^24 PEs.
+    // Both fit u32: the system has at most 2^22 PEs (System::MAX_PES).
     let (w, h) = (system.mesh().0 as u32, system.mesh().1 as u32);
     let mut sip_leaders = Vec::new();
     let mut reached = vec![false; topo.len()];

@@ -132,13 +132,13 @@ fn reduces_like_reference(dtype: Dtype, op: ReduceOp) {
 
     let (mut unique, b) = operands(dtype);
     unique.reduce_in_place(&b, op).unwrap();
-    unique.finish_reduction(op, 2);
+    unique.finish_reduction(op, 2).unwrap();
     assert_eq!(unique, want, "{dtype} {op}, uniquely held accumulator");
 
     let (a, b) = operands(dtype);
     let mut shared = a.clone();
     shared.reduce_in_place(&b, op).unwrap();
-    shared.finish_reduction(op, 2);
+    shared.finish_reduction(op, 2).unwrap();
     assert_eq!(shared, want, "{dtype} {op}, shared accumulator");
     assert_eq!(a, operands(dtype).0, "{dtype} {op}: the other holder of the buffer saw the write");
 
@@ -192,7 +192,7 @@ every_op! {
 fn reduce_pair(a: Tile, b: &Tile, op: ReduceOp) -> Tile {
     let mut acc = a;
     acc.reduce_in_place(b, op).unwrap();
-    acc.finish_reduction(op, 2);
+    acc.finish_reduction(op, 2).unwrap();
     acc
 }
 
@@ -301,7 +301,7 @@ fn f16_one_third_is_the_nearest_f16() {
     let converted = Tile::from_f64s(Dtype::F16, &[1.0 / 3.0]);
     assert_eq!(converted.to_vec::<f16>().unwrap()[0].to_bits(), want, "from_f64s");
     let mut divided = Tile::filled(Dtype::F16, 1, 1.0);
-    divided.finish_reduction(ReduceOp::Avg, 3);
+    divided.finish_reduction(ReduceOp::Avg, 3).unwrap();
     assert_eq!(divided.to_vec::<f16>().unwrap()[0].to_bits(), want, "1 / 3 by finish_reduction");
 }
 
@@ -310,7 +310,7 @@ fn bf16_one_third_is_the_nearest_bf16() {
     let want = bf16::from_f32(1.0 / 3.0).to_bits();
     assert_eq!(want, 0x3EAB);
     let mut divided = Tile::filled(Dtype::BF16, 1, 1.0);
-    divided.finish_reduction(ReduceOp::Avg, 3);
+    divided.finish_reduction(ReduceOp::Avg, 3).unwrap();
     assert_eq!(divided.to_vec::<bf16>().unwrap()[0].to_bits(), want);
 }
 
@@ -619,7 +619,7 @@ fn writing_a_shared_view_copies_it_every_dtype() {
 fn finishing_a_shared_avg_copies_it() {
     let parent = Tile::from_vec(vec![4i32, 8]);
     let mut view = parent.clone();
-    view.finish_reduction(ReduceOp::Avg, 2);
+    view.finish_reduction(ReduceOp::Avg, 2).unwrap();
     assert_eq!(view.to_vec::<i32>().unwrap(), [2, 4]);
     assert_eq!(parent.to_vec::<i32>().unwrap(), [4, 8]);
 }
@@ -765,7 +765,7 @@ fn sums_over_three(dtype: Dtype) -> Tile {
 
 fn avg_divides_by_the_contributions(dtype: Dtype) {
     let mut tile = tile_of(dtype, &SUMS);
-    tile.finish_reduction(ReduceOp::Avg, 3);
+    tile.finish_reduction(ReduceOp::Avg, 3).unwrap();
     assert_eq!(tile, sums_over_three(dtype), "{dtype}");
 }
 
@@ -799,19 +799,55 @@ fn finishing_other_ops_changes_nothing() {
     for dtype in Dtype::ALL {
         for op in [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min] {
             let mut tile = tile_of(dtype, &SUMS);
-            tile.finish_reduction(op, 3);
+            tile.finish_reduction(op, 3).unwrap();
             assert_eq!(tile, tile_of(dtype, &SUMS), "{dtype} {op}");
         }
     }
 }
 
 #[test]
-fn finishing_avg_of_zero_or_one_contribution_changes_nothing() {
+fn finishing_avg_of_one_contribution_changes_nothing() {
     for dtype in Dtype::ALL {
-        for contributions in [0, 1] {
-            let mut tile = tile_of(dtype, &SUMS);
-            tile.finish_reduction(ReduceOp::Avg, contributions);
-            assert_eq!(tile, tile_of(dtype, &SUMS), "{dtype}, {contributions} contributions");
-        }
+        let mut tile = tile_of(dtype, &SUMS);
+        tile.finish_reduction(ReduceOp::Avg, 1).unwrap();
+        assert_eq!(tile, tile_of(dtype, &SUMS), "{dtype}");
     }
+}
+
+#[test]
+fn finishing_avg_of_zero_contributions_is_an_error_and_changes_nothing() {
+    for dtype in Dtype::ALL {
+        let mut tile = tile_of(dtype, &SUMS);
+        assert_eq!(tile.finish_reduction(ReduceOp::Avg, 0), Err(TileError::NoContributions), "{dtype}");
+        assert_eq!(tile, tile_of(dtype, &SUMS), "{dtype}");
+    }
+    let message = TileError::NoContributions.to_string();
+    assert!(message.contains("0 contributions") && message.contains("at least 1"), "{message}");
+}
+
+#[test]
+fn a_tile_above_max_bytes_is_too_large_before_any_allocation() {
+    // 2^36 f32 elements are 256 GiB: refused by the cap, so this never reaches the allocator.
+    let error = Tile::try_zeros(Dtype::F32, 1 << 36).unwrap_err();
+    assert_eq!(error, TileError::TooLarge { dtype: Dtype::F32, len: 1 << 36, bytes: 1 << 38, max: Tile::MAX_BYTES });
+    assert!(error.to_string().contains("Tile::MAX_BYTES"), "{error}");
+    let overflowing = Tile::try_filled(Dtype::I64, usize::MAX, 1.0).unwrap_err();
+    assert!(
+        matches!(overflowing, TileError::TooLarge { bytes, .. } if bytes == usize::MAX as u128 * 8),
+        "{overflowing}"
+    );
+}
+
+#[test]
+fn a_tile_may_hold_the_largest_tensor_a_workload_describes() {
+    assert_eq!(Tile::MAX_BYTES as u64, kernbench_core::DistTensor::MAX_BYTES);
+}
+
+#[test]
+fn concat_larger_than_max_bytes_is_too_large() {
+    let whole = Tile::zeros(Dtype::F32, 1 << 20);
+    // 2^15 views of 4 MiB each are 128 GiB: above the cap, though each view is small.
+    let views = vec![whole; 1 << 15];
+    let error = Tile::concat(&views).unwrap_err();
+    assert!(matches!(error, TileError::TooLarge { len, bytes, .. } if len == 1 << 35 && bytes == 1 << 37), "{error}");
 }

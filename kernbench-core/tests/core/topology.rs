@@ -163,6 +163,14 @@ fn full_refuses_more_participants_than_its_limit() {
 }
 
 #[test]
+fn hypercube_refuses_more_participants_than_its_limit() {
+    let (system, pes) = flat(kernbench_core::HYPERCUBE_MAX_PARTICIPANTS + 1);
+    let err = hypercube(&system, &pes).unwrap_err();
+    assert!(matches!(err, PlanError::Unsupported { topology: "hypercube", .. }), "{err:?}");
+    assert_mentions(&err.to_string(), &["524289 participants", "19 per rank", "at most 524288"]);
+}
+
+#[test]
 fn topologies_sort_their_participants() {
     let (system, mut pes) = flat(4);
     pes.reverse();

@@ -1,13 +1,14 @@
 //! Kernels that never end, kernels that fail on their own terms, and what the errors of broken runs
 //! say: the watchdog's budgets, `?` on a kernel's own `Result`, a deadlock's unreceived messages, a
-//! store of the wrong shape, and the kernel API a new user reaches for first.
+//! store of the wrong shape, tiles too large to make, averages of nobody, which `tl` call failed, and
+//! the kernel API a new user reaches for first.
 
 use std::time::{Duration, Instant};
 
 use kernbench::prelude::*;
 use kernbench::sim::testing::{MockError, MockRun};
 use kernbench::sim::{RunError, RunReport, Unreceived};
-use kernbench::{KernelDef, Op, System, WatchdogBudget};
+use kernbench::{KernelDef, Op, System, TileError, WatchdogBudget};
 use serde_json::json;
 
 fn one_cube(pes: usize) -> System {
@@ -234,6 +235,121 @@ fn a_store_of_the_wrong_length_says_the_length_expected() {
         })
     );
     assert!(error.to_string().contains("expected a tile of f32[16]") && error.to_string().contains("got f32[8]"));
+}
+
+/// Rank 1 asks for 2^36 f32 zeros (256 GiB); the others finish normally.
+#[ccl_kernel]
+fn asks_for_256_gib_on_rank_1(tl: &Tl) {
+    let x = tl.load(Input);
+    if tl.rank() == 1 {
+        let huge = tl.zeros(F32, 1 << 36);
+        tl.store(Output, &huge);
+    }
+    tl.store(Output, &x);
+}
+
+#[test]
+fn a_tile_too_large_to_make_is_out_of_memory_naming_the_pe_not_an_abort() {
+    let system = one_cube(3);
+    let error = timed_error(ring(&system, &asks_for_256_gib_on_rank_1::KERNEL));
+    assert_eq!(
+        error,
+        RunError::Kernel(KernelError::OutOfMemory {
+            pe: pe(1),
+            op: Op::Zeros,
+            source: TileError::TooLarge { dtype: F32, len: 1 << 36, bytes: 1 << 38, max: Tile::MAX_BYTES },
+        })
+    );
+    assert!(
+        error.to_string().starts_with(
+            "(sip 0, cube 0, pe 1): zeros: out of memory: a tile of 68719476736 f32 elements (274877906944 bytes)"
+        ),
+        "{error}"
+    );
+}
+
+/// Rank 0 concatenates 2^15 views of one 4 MiB tile: 128 GiB in one tile.
+#[ccl_kernel]
+fn concatenates_128_gib(tl: &Tl) {
+    let x = tl.load(Input);
+    if tl.rank() == 0 {
+        let block = tl.zeros(F32, 1 << 20);
+        let joined = tl.concat(&vec![block; 1 << 15]);
+        tl.store(Output, &joined);
+    }
+    tl.store(Output, &x);
+}
+
+#[test]
+fn a_concat_too_large_to_make_is_out_of_memory_of_concat() {
+    let system = one_cube(2);
+    let error = timed_error(ring(&system, &concatenates_128_gib::KERNEL));
+    let RunError::Kernel(KernelError::OutOfMemory {
+        pe: who,
+        op: Op::Concat,
+        source: TileError::TooLarge { bytes, .. },
+    }) = &error
+    else {
+        panic!("expected concat's out of memory, got {error}")
+    };
+    assert_eq!((*who, *bytes), (pe(0), 1 << 37), "{error}");
+}
+
+/// Every rank finishes an average of its input over `contributions` contributions.
+#[ccl_kernel]
+fn averages_over(tl: &Tl, contributions: usize) {
+    let mut x = tl.load(Input);
+    tl.finish(&mut x, ReduceOp::Avg, contributions);
+    tl.store(Output, &x);
+}
+
+#[test]
+fn finishing_an_average_of_zero_contributions_is_the_pes_error() {
+    let system = one_cube(2);
+    let error = timed_error(ring(&system, &averages_over::KERNEL).params(json!({"contributions": 0})));
+    assert_eq!(
+        error,
+        RunError::Kernel(KernelError::Tile { pe: pe(0), op: Op::Finish, source: TileError::NoContributions })
+    );
+    assert_eq!(
+        error.to_string(),
+        "(sip 0, cube 0, pe 0): finish: cannot finish an average of 0 contributions: expected at least 1"
+    );
+    let report = ring(&system, &averages_over::KERNEL)
+        .params(json!({"contributions": 4}))
+        .inputs(|_, _| Tile::filled(F32, 2, 8.0))
+        .run()
+        .unwrap();
+    assert!(report.pes().iter().all(|p| p.output == Tile::filled(F32, 2, 2.0)));
+}
+
+/// Takes chunk 3 of 3 (one past the last) on the `chunk` path, or concatenates no tiles otherwise.
+#[ccl_kernel]
+fn bad_chunk_or_concat(tl: &Tl, chunk: bool) {
+    let x = tl.load(Input);
+    let y = if chunk { tl.chunk(&x, 3, 3) } else { tl.concat(&[]) };
+    tl.store(Output, &y);
+}
+
+#[test]
+fn chunk_and_concat_errors_name_their_own_call() {
+    let system = one_cube(2);
+    let chunk = timed_error(ring(&system, &bad_chunk_or_concat::KERNEL).params(json!({"chunk": true})));
+    assert_eq!(
+        chunk,
+        RunError::Kernel(KernelError::Tile {
+            pe: pe(0),
+            op: Op::Chunk,
+            source: TileError::BadChunk { index: 3, count: 3 }
+        })
+    );
+    assert!(chunk.to_string().starts_with("(sip 0, cube 0, pe 0): chunk: chunk 3 of 3 does not exist"), "{chunk}");
+    let concat = timed_error(ring(&system, &bad_chunk_or_concat::KERNEL).params(json!({"chunk": false})));
+    assert_eq!(
+        concat,
+        RunError::Kernel(KernelError::Tile { pe: pe(0), op: Op::Concat, source: TileError::EmptyConcat })
+    );
+    assert!(concat.to_string().starts_with("(sip 0, cube 0, pe 0): concat: cannot concatenate"), "{concat}");
 }
 
 /// Every rank passes its input east and keeps what comes from the west, received by its shape.

@@ -3,7 +3,7 @@
 
 use kernbench::prelude::*;
 use kernbench::sim::testing::{MockError, MockRun};
-use kernbench::sim::{BlockedPe, Call, Leftover, RunError, RunReport, SpanKind, Timing};
+use kernbench::sim::{BlockedPe, Call, Leftover, RunError, RunReport, Runtime, SpanKind, Timing};
 use kernbench::{KernelDef, Op, System};
 use serde_json::json;
 
@@ -363,6 +363,24 @@ fn t3_is_identical_single_and_multi_threaded() {
 fn a_thousand_pe_run_is_identical_on_one_thread_and_two() {
     let system = System::shape(4, 4, 4, 16).unwrap();
     assert_eq!(t3(&system, F32, 1), t3(&system, F32, 2));
+}
+
+#[test]
+fn a_hundred_thousand_threads_are_refused_quickly_before_any_is_started() {
+    let system = t3_system();
+    let kernel = &kernbench::algorithms::hierarchical_allreduce::KERNEL;
+    for threads in [100_000, Runtime::MAX_THREADS + 1] {
+        let start = std::time::Instant::now();
+        let error = run_error(MockRun::new(&system, "hierarchical_3level", "all_pes", kernel).threads(threads).run());
+        assert!(start.elapsed() < std::time::Duration::from_secs(1), "{threads} threads took {:?}", start.elapsed());
+        assert_eq!(error, RunError::TooManyThreads { threads, max: Runtime::MAX_THREADS });
+        assert!(error.to_string().contains(&format!("expected 1..={}", Runtime::MAX_THREADS)), "{error}");
+    }
+    assert_eq!(
+        t3(&system, F32, Runtime::MAX_THREADS),
+        t3(&system, F32, 1),
+        "the largest thread count allowed runs, with the same result"
+    );
 }
 
 /// Writes `[program_id(0), program_id(1), program_id(2), num_programs(0), num_programs(1),

@@ -11,8 +11,8 @@
 use std::collections::BTreeMap;
 
 use kernbench::prelude::*;
-use kernbench::sim::testing::MockRun;
-use kernbench::sim::{Routing, RunReport, Straggler, TimeReport, Timing};
+use kernbench::sim::testing::{MockError, MockRun};
+use kernbench::sim::{Routing, RunError, RunReport, Straggler, TimeReport, Timing};
 use kernbench::{Channel, KernelDef, LinkClass, System};
 use serde_json::json;
 
@@ -493,6 +493,34 @@ fn ring_reduce_with(system: &System, timing: Timing, elements: usize) -> RunRepo
 
 fn straggler(pe: PeId, straggler: Straggler) -> Timing {
     Timing { stragglers: BTreeMap::from([(pe, straggler)]), ..Timing::default() }
+}
+
+/// The error of a ring reduce under `timing`, which must fail.
+fn ring_reduce_error(system: &System, timing: Timing) -> RunError {
+    let run = MockRun::new(system, "ring_1d", "leader_only", &kernbench::algorithms::ring_reduce::KERNEL)
+        .params(json!({"chunks": 1}))
+        .inputs(|_, rank| Tile::filled(F32, 16, rank as f64))
+        .timing(Some(timing));
+    match run.run() {
+        Err(MockError::Run(error)) => error,
+        other => panic!("expected a run error, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_time_that_is_not_finite_is_an_error_naming_the_pe_never_a_report() {
+    let system = sips(4, "ring");
+    // A compute rate of 0 makes rank 2's reduction take forever.
+    let stalled = Straggler { compute_gflops: Some(0.0), ..Straggler::default() };
+    let error = ring_reduce_error(&system, straggler(PeId::new(2, 0, 0), stalled));
+    // Ranks 3 and 0 wait on it and inherit the infinity: the error names the PE where it arose.
+    assert_eq!(error, RunError::NonFiniteTime { pe: PeId::new(2, 0, 0), what: "busy", value: "inf".to_owned() });
+    let message = error.to_string();
+    assert!(message.contains("not a finite number") && message.contains("link rates and latencies"), "{message}");
+    // A NaN start delay is not the latest time of any run (f64::max passes over NaN), yet it is caught.
+    let nan = Straggler { start_delay_ns: f64::NAN, ..Straggler::default() };
+    let error = ring_reduce_error(&system, straggler(PeId::new(3, 0, 0), nan));
+    assert_eq!(error, RunError::NonFiniteTime { pe: PeId::new(3, 0, 0), what: "start delay", value: "NaN".to_owned() });
 }
 
 #[test]
