@@ -185,15 +185,12 @@ pub fn check(
             note(Mismatch { rank, index: None, got: shape(got), want: shape(want) }, 1, &mut result);
             continue;
         }
-        let (got_bits, want_bits) = (got.to_bits_vec(), want.to_bits_vec());
         let rounded = tolerance.applies_to(rank);
-        let (got_values, want_values) = (got.to_f64_vec(), want.to_f64_vec());
-        for (index, (g, w)) in got_bits.iter().zip(&want_bits).enumerate() {
-            let (gv, wv) = (got_values[index], want_values[index]);
-            if g != w && !(rounded && tolerance.accepts(gv, wv, index, rank)) {
+        got.for_each_difference(want, |index, gv, wv| {
+            if !(rounded && tolerance.accepts(gv, wv, index, rank)) {
                 note(Mismatch { rank, index: Some(index), got: gv.to_string(), want: wv.to_string() }, 1, &mut result);
             }
-        }
+        })?;
     }
     if outputs.len() != want.len() {
         let m = Mismatch {
@@ -208,16 +205,16 @@ pub fn check(
 }
 
 /// How far a floating-point reduction may stray from the reference.
-struct Tolerance {
+struct Tolerance<'a> {
     /// Relative error allowed per unit of magnitude; zero means exact.
     relative: f64,
     call: CallFacts,
-    /// The inputs as `f64`, only when a tolerance applies.
-    inputs: Vec<Vec<f64>>,
+    /// The inputs, read element by element only where an output differs from the reference.
+    inputs: &'a [Tile],
 }
 
-impl Tolerance {
-    fn new(call: CallFacts, inputs: &[Tile]) -> Tolerance {
+impl<'a> Tolerance<'a> {
+    fn new(call: CallFacts, inputs: &'a [Tile]) -> Tolerance<'a> {
         let reduces = matches!(call.collective, Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce);
         let rounds = matches!(call.op, ReduceOp::Sum | ReduceOp::Avg | ReduceOp::Prod);
         let eps = match inputs.first().map(Tile::dtype) {
@@ -227,7 +224,6 @@ impl Tolerance {
             Some(Dtype::I32 | Dtype::I64) | None => 0.0,
         };
         let relative = if reduces && rounds { inputs.len().saturating_sub(1).max(1) as f64 * eps } else { 0.0 };
-        let inputs = if relative > 0.0 { inputs.iter().map(Tile::to_f64_vec).collect() } else { Vec::new() };
         Tolerance { relative, call, inputs }
     }
 
@@ -250,7 +246,7 @@ impl Tolerance {
             }
             _ => 0,
         };
-        let parts = self.inputs.iter().filter_map(|x| x.get(index + offset).copied());
+        let parts = self.inputs.iter().filter_map(|x| x.get_f64(index + offset));
         let magnitude = match self.call.op {
             ReduceOp::Prod => parts.map(f64::abs).product::<f64>(),
             ReduceOp::Avg => parts.map(f64::abs).sum::<f64>() / n as f64,

@@ -538,6 +538,46 @@ impl Tile {
         with_element!(self.dtype(), T => self.typed::<T>().iter().map(|v| v.bits()).collect())
     }
 
+    /// Element `index` converted to `f64`, or `None` past the end.
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench_core::Tile;
+    /// let t = Tile::from_vec(vec![1i32, 2, 3]);
+    /// assert_eq!(t.get_f64(2), Some(3.0));
+    /// assert_eq!(t.get_f64(3), None);
+    /// ```
+    pub fn get_f64(&self, index: usize) -> Option<f64> {
+        with_element!(self.dtype(), T => self.typed::<T>().get(index).map(|&v| Element::to_f64(v)))
+    }
+
+    /// Calls `each(index, mine, theirs)`, in index order, for every element whose bits differ from
+    /// `other`'s, with both values as `f64`. Reads both tiles in place: checking a large output against
+    /// its reference must not hold converted copies of them.
+    ///
+    /// # Errors
+    /// [`TileError::DtypeMismatch`] or [`TileError::LengthMismatch`]; `each` is not called then.
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench_core::Tile;
+    /// let (a, b) = (Tile::from_vec(vec![1.0f32, 2.0, 3.0]), Tile::from_vec(vec![1.0f32, 5.0, 3.0]));
+    /// let mut seen = Vec::new();
+    /// a.for_each_difference(&b, |i, x, y| seen.push((i, x, y))).unwrap();
+    /// assert_eq!(seen, [(1, 2.0, 5.0)]);
+    /// ```
+    pub fn for_each_difference(&self, other: &Tile, mut each: impl FnMut(usize, f64, f64)) -> Result<(), TileError> {
+        self.check_same_shape(other)?;
+        with_element!(self.dtype(), T => {
+            for (index, (&a, &b)) in self.typed::<T>().iter().zip(other.typed::<T>()).enumerate() {
+                if a.bits() != b.bits() {
+                    each(index, Element::to_f64(a), Element::to_f64(b));
+                }
+            }
+        });
+        Ok(())
+    }
+
     /// Whether both tiles hold the same dtype, length and bits (NaNs compare by their bits).
     pub fn bit_eq(&self, other: &Tile) -> bool {
         self.dtype() == other.dtype()
