@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 
 use crate::files::OutputFile;
+use crate::memory;
 use crate::sweep::{
-    Interrupted, Rounding, Row, Series, Sweep, SweepError, parse_size, parse_sizes, point_tensor, table_footer,
-    table_header,
+    Interrupted, Rounding, Row, Series, Sweep, SweepError, check_memory, parse_size, parse_sizes, point_tensor,
+    table_footer, table_header,
 };
 use crate::tune::{Tuner, nccl_tuner_csv, rules_csv};
 use anyhow::{Context, Result, bail};
@@ -70,11 +71,32 @@ struct Setup {
     registry: Option<PathBuf>,
 }
 
+/// How much memory a call may need.
+#[derive(Debug, clap::Args)]
+struct MemoryLimit {
+    /// Refuse a call whose estimated peak memory passes SIZE bytes (K/M/G suffixes); default: the
+    /// memory available (MemAvailable of /proc/meminfo; no limit where that is unknown).
+    #[arg(long, value_name = "SIZE")]
+    max_memory: Option<String>,
+}
+
+impl MemoryLimit {
+    /// The limit in bytes, or `None` for none.
+    fn bytes(&self) -> Result<Option<u64>> {
+        match &self.max_memory {
+            Some(text) => Ok(Some(parse_size(text).context("bad --max-memory")?)),
+            None => Ok(memory::available()),
+        }
+    }
+}
+
 /// Where to run, and on how many threads.
 #[derive(Debug, clap::Args)]
 struct Simulator {
     #[command(flatten)]
     setup: Setup,
+    #[command(flatten)]
+    memory: MemoryLimit,
     /// Threads to poll PEs on.
     #[arg(long, default_value_t = 1)]
     threads: usize,
@@ -181,6 +203,8 @@ struct TraceArgs {
     bytes: String,
     #[command(flatten)]
     setup: Setup,
+    #[command(flatten)]
+    memory: MemoryLimit,
     #[command(flatten)]
     data: Data,
     /// Root rank of broadcast and reduce.
@@ -378,6 +402,7 @@ fn run_collectives(args: &RunArgs, out: &mut impl Write, stop: &AtomicBool) -> R
     let sizes = args.bytes.split(',').map(parse_size).collect::<Result<Vec<_>, _>>()?;
     // The collective's ranks are the PEs that hold data.
     let ranks = system.sips() * shards_per_sip(&system, layout);
+    let limit = args.sim.memory.bytes()?;
     writeln!(out, "{}", system.describe())?;
     let (mut wrong, mut done, mut notes) = (0, 0, Notes::default());
     let points = collectives.len() * sizes.len();
@@ -386,12 +411,23 @@ fn run_collectives(args: &RunArgs, out: &mut impl Write, stop: &AtomicBool) -> R
             check_stop(stop, done, points)?;
             done += 1;
             let context = || format!("{collective} of {bytes} bytes per SIP");
+            check_memory(&system, collective, bytes, (layout, ranks), limit)?;
             let (tensor, rounded) =
                 point_tensor(&system, collective, bytes, (dtype, op), layout, ranks).with_context(context)?;
             notes.note(rounded.as_ref(), None);
             let options = CallOptions { algorithm: args.algo.clone(), generation: None };
             let (_, report) = comm.call(collective, &tensor, op, args.root, &options).with_context(context)?;
             writeln!(out, "{report}")?;
+            // On stderr, as the rounding notes: it depends on the machine and the allocator, so it is no
+            // part of the output a test or a README can compare; nothing is lost if it cannot be written.
+            if let Some(peak) = memory::peak_resident() {
+                let peak = memory::human(peak);
+                drop(writeln!(
+                    std::io::stderr(),
+                    "kernbench: {collective} #{}: peak memory so far {peak}",
+                    report.generation
+                ));
+            }
             wrong += usize::from(!report.postcondition.held);
         }
     }
@@ -407,7 +443,8 @@ fn bench(args: &BenchArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()
     let series = Series::parse_list(&args.algos, comm.registry(), collective)?;
     let sizes = parse_sizes(&args.sizes)?;
     let (dtype, op) = args.data.parse()?;
-    let sweep = Sweep::new(collective, series, sizes).dtype(dtype).op(op).root(args.root);
+    let sweep =
+        Sweep::new(collective, series, sizes).dtype(dtype).op(op).root(args.root).max_memory(args.sim.memory.bytes()?);
     let system = comm.system().clone();
     if args.json {
         let (rows, interrupted) = run_sweep(&sweep, &mut comm, true, stop, out)?;
@@ -438,7 +475,7 @@ fn tune(args: &TuneArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> 
     let mut tunings = Vec::new();
     for collective in collectives {
         writeln!(out, "# kernbench tune {collective}: {}", system.describe())?;
-        let tuner = Tuner::new(&mut comm, collective)?;
+        let tuner = Tuner::new(&mut comm, collective)?.max_memory(args.sim.memory.bytes()?);
         writeln!(out, "# candidates (one-PE layout): {}", tuner.candidates().join(", "))?;
         writeln!(out, "{}", table_header())?;
         let mut progress = Progress::new(sizes.len() * tuner.candidates().len(), true);
@@ -478,7 +515,11 @@ fn trace(args: &TraceArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()
     };
     let size = parse_size(&args.bytes)?;
     let (dtype, op) = args.data.parse()?;
-    let sweep = Sweep::new(collective, vec![series.clone()], vec![size]).dtype(dtype).op(op).root(args.root);
+    let sweep = Sweep::new(collective, vec![series.clone()], vec![size])
+        .dtype(dtype)
+        .op(op)
+        .root(args.root)
+        .max_memory(args.memory.bytes()?);
     let (row, report) = sweep.call(&mut comm, &series, size)?;
     Notes::default().note(row.rounded.as_ref(), None);
     // Ctrl-C during the call means the trace is not wanted.
@@ -507,7 +548,8 @@ fn plot(args: &PlotArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> 
     let series = Series::parse_list(&args.algos, comm.registry(), collective)?;
     let sizes = parse_sizes(&args.sizes)?;
     let (dtype, op) = args.data.parse()?;
-    let sweep = Sweep::new(collective, series.clone(), sizes.clone()).dtype(dtype).op(op);
+    let sweep =
+        Sweep::new(collective, series.clone(), sizes.clone()).dtype(dtype).op(op).max_memory(args.sim.memory.bytes()?);
     let (rows, interrupted) = run_sweep(&sweep, &mut comm, true, stop, out)?;
     interrupted?;
     let title = format!("{collective} busbw on {}", comm.system().describe());

@@ -6,6 +6,7 @@
 
 pub mod commands;
 pub mod files;
+pub mod memory;
 pub mod plot;
 pub mod sweep;
 pub mod tune;

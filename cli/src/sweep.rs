@@ -30,6 +30,8 @@ use kernbench::{
 };
 use serde::Serialize;
 
+use crate::memory;
+
 use kernbench::workload::{policy_for_mapper, sample_tensor, shards_per_sip};
 use kernbench::{CallOptions, CallReport, CommError, Communicator};
 
@@ -82,6 +84,24 @@ pub enum SweepError {
     /// The sample tensor could not be made.
     #[error(transparent)]
     Layout(#[from] LayoutError),
+    /// A point would need more memory than it may use: refused before anything is allocated, so the
+    /// process ends with this message instead of an allocation failure or the system swapping.
+    #[error(
+        "{collective} of {size} bytes needs an estimated {} of memory, more than the limit of {}: \
+         pass a smaller size, or --max-memory SIZE to allow more",
+        memory::human(*estimate),
+        memory::human(*limit)
+    )]
+    TooMuchMemory {
+        /// The collective.
+        collective: Collective,
+        /// The size of the point.
+        size: u64,
+        /// The estimated peak ([`memory::estimate_peak`]), in bytes.
+        estimate: u64,
+        /// The limit, in bytes.
+        limit: u64,
+    },
     /// The registry could not be read or rewritten.
     #[error(transparent)]
     Registry(#[from] RegistryError),
@@ -411,12 +431,21 @@ pub struct Sweep {
     dtype: Dtype,
     op: ReduceOp,
     root: usize,
+    max_memory: Option<u64>,
 }
 
 impl Sweep {
-    /// A sweep of `collective` at every size for every series, f32 sums from root 0.
+    /// A sweep of `collective` at every size for every series, f32 sums from root 0, refusing points
+    /// that need more than the [available](memory::available) memory.
     pub fn new(collective: Collective, series: Vec<Series>, sizes: Vec<u64>) -> Sweep {
-        Sweep { collective, series, sizes, dtype: Dtype::F32, op: ReduceOp::Sum, root: 0 }
+        let max_memory = memory::available();
+        Sweep { collective, series, sizes, dtype: Dtype::F32, op: ReduceOp::Sum, root: 0, max_memory }
+    }
+
+    /// The most memory a point may need, in bytes ([`memory::estimate_peak`]); `None` for no limit.
+    pub fn max_memory(mut self, limit: Option<u64>) -> Sweep {
+        self.max_memory = limit;
+        self
     }
 
     /// The element type.
@@ -498,6 +527,7 @@ impl Sweep {
                 (policy_for_mapper(algorithm.mapper.name()), plan.len())
             }
         };
+        check_memory(&system, self.collective, size, (policy, ranks), self.max_memory)?;
         let (tensor, rounded) = point_tensor(&system, self.collective, size, (self.dtype, self.op), policy, ranks)?;
         let shard_elements = (tensor.shape().1 / shards_per_sip(&system, policy)) as u64;
         let element = self.dtype.size() as u64;
@@ -534,6 +564,42 @@ impl Sweep {
         };
         Ok((row, report))
     }
+}
+
+/// Refuses a point of `size` bytes per rank (as [`point_tensor`] reads it) over `ranks` ranks laid
+/// out by `policy` when its [estimated peak](memory::estimate_peak) passes `limit`; `None` is no limit.
+///
+/// # Errors
+/// [`SweepError::TooMuchMemory`], with the estimate and the limit.
+///
+/// # Examples
+/// ```
+/// use kernbench::{Collective, DpPolicy, System};
+/// use kernbench_cli::sweep::{SweepError, check_memory};
+/// let system = System::shape(4, 1, 1, 4).unwrap();
+/// let point = (DpPolicy::LEADER, 4);
+/// assert!(check_memory(&system, Collective::AllReduce, 1 << 20, point, Some(1 << 30)).is_ok());
+/// let refused = check_memory(&system, Collective::AllReduce, 1 << 20, point, Some(1 << 20)).unwrap_err();
+/// assert!(matches!(refused, SweepError::TooMuchMemory { limit, .. } if limit == 1 << 20), "{refused}");
+/// ```
+pub fn check_memory(
+    system: &System,
+    collective: Collective,
+    size: u64,
+    (policy, ranks): (DpPolicy, usize),
+    limit: Option<u64>,
+) -> Result<(), SweepError> {
+    let Some(limit) = limit else { return Ok(()) };
+    let mut input_bytes = size / shards_per_sip(system, policy).max(1) as u64;
+    if collective == Collective::AllGather {
+        // nccl-tests' size of an all-gather is its output: each rank contributes one part of it.
+        input_bytes /= ranks.max(1) as u64;
+    }
+    let estimate = memory::estimate_peak(collective, ranks, input_bytes);
+    if estimate > limit {
+        return Err(SweepError::TooMuchMemory { collective, size, estimate, limit });
+    }
+    Ok(())
 }
 
 /// The sample tensor of a point of nccl-tests size `size` of `collective`, laid out as `policy`, with

@@ -24,6 +24,7 @@ use std::sync::atomic::AtomicBool;
 use kernbench::{Collective, DpPolicy, Dtype, LayoutKind, ReduceOp, Registry, RegistryError, SelectionRule};
 use serde::Serialize;
 
+use crate::memory;
 use crate::sweep::{Row, Series, Sweep, SweepError};
 use kernbench::Communicator;
 use kernbench::workload::sample_tensor;
@@ -81,6 +82,7 @@ pub struct Tuning {
 pub struct Tuner {
     collective: Collective,
     candidates: Vec<String>,
+    max_memory: Option<u64>,
 }
 
 impl Tuner {
@@ -107,7 +109,13 @@ impl Tuner {
         if candidates.is_empty() {
             return Err(SweepError::NoCandidates { collective });
         }
-        Ok(Tuner { collective, candidates })
+        Ok(Tuner { collective, candidates, max_memory: memory::available() })
+    }
+
+    /// The most memory a point may need, as [`Sweep::max_memory`]; the available memory unless set.
+    pub fn max_memory(mut self, limit: Option<u64>) -> Tuner {
+        self.max_memory = limit;
+        self
     }
 
     /// The candidates, by name, in the registry's order.
@@ -145,7 +153,7 @@ impl Tuner {
         each: impl FnMut(&Row),
     ) -> Result<Tuning, SweepError> {
         let series = self.candidates.iter().cloned().map(Series::Algorithm).collect();
-        let sweep = Sweep::new(self.collective, series, sizes.to_vec()).dtype(dtype).op(op);
+        let sweep = Sweep::new(self.collective, series, sizes.to_vec()).dtype(dtype).op(op).max_memory(self.max_memory);
         let rows = sweep.run_until(comm, stop, each)?;
         Ok(Tuning {
             collective: self.collective,

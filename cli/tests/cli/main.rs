@@ -71,16 +71,17 @@ fn every_bad_invocation_gives_one_line_and_exit_code_2() {
         (&["trace", "all_reduce", "--bytes", "lots"], "bad size `lots`"),
         (&["run", "all_reduce", "--bytes=-1"], "bad size `-1`"),
         (&["bench", "all_reduce", "--sizes", "17179869184G"], "bad size `17179869184G`"),
+        // Sizes past what a tensor may hold are refused by the memory estimate, before the tensor.
         (
             &["run", "all_reduce", "--bytes", "8000000000G"],
-            "all_reduce of 8589934592000000000 bytes per SIP: a tensor of",
+            "all_reduce of 8589934592000000000 bytes needs an estimated",
         ),
-        (&["run", "all_to_all", "--layout", "multi_pe", "--bytes", "8000000000G"], "too large: expected at most"),
-        (&["bench", "all_reduce", "--sizes", "8000000000G"], "too large: expected at most"),
-        (&["bench", "all_to_all", "--sizes", "8000000000G", "--algos", "all"], "too large: expected at most"),
-        (&["tune", "all_gather", "--sizes", "8000000000G"], "too large: expected at most"),
-        (&["trace", "reduce", "--bytes", "8000000000G"], "too large: expected at most"),
-        (&["plot", "broadcast", "--sizes", "8000000000G"], "too large: expected at most"),
+        (&["run", "all_to_all", "--layout", "multi_pe", "--bytes", "8000000000G"], "more than the limit of"),
+        (&["bench", "all_reduce", "--sizes", "8000000000G"], "more than the limit of"),
+        (&["bench", "all_to_all", "--sizes", "8000000000G", "--algos", "all"], "more than the limit of"),
+        (&["tune", "all_gather", "--sizes", "8000000000G"], "more than the limit of"),
+        (&["trace", "reduce", "--bytes", "8000000000G"], "more than the limit of"),
+        (&["plot", "broadcast", "--sizes", "8000000000G"], "more than the limit of"),
         (&["bench", "all_reduce", "--system", missing], "cannot read system spec file"),
         (&["bench", "all_reduce", "--system", &malformed], "invalid system spec: EOF while parsing"),
         (&["plot", "all_reduce", "--system", &zero], "system spec field `sips` is 0"),
@@ -107,6 +108,15 @@ fn every_bad_invocation_gives_one_line_and_exit_code_2() {
         (&["tune", "all_reduce", "--nccl-tuner", "/nonexistent/n.conf"], "cannot write `/nonexistent/n.conf`"),
         (&["trace", "all_reduce", "--out", "/nonexistent/t.json"], "cannot write `/nonexistent/t.json`"),
         (&["plot", "all_reduce", "--out", dir_path], "it is a directory: expected a file name"),
+        (&["run", "all_reduce", "--max-memory", "lots"], "bad --max-memory: bad size `lots`"),
+        (
+            &["run", "all_reduce", "--bytes", "1M", "--max-memory", "1M"],
+            "needs an estimated 76.00 MiB of memory, more than the limit of 1.00 MiB",
+        ),
+        (&["bench", "all_reduce", "--sizes", "1M", "--max-memory", "1M"], "more than the limit of 1.00 MiB"),
+        (&["tune", "all_reduce", "--sizes", "1M", "--max-memory", "1M"], "more than the limit of 1.00 MiB"),
+        (&["trace", "all_reduce", "--max-memory", "1M"], "more than the limit of 1.00 MiB"),
+        (&["plot", "all_reduce", "--sizes", "1M", "--max-memory", "1M"], "more than the limit of 1.00 MiB"),
     ];
     for (args, want) in cases {
         let out = kernbench(args);
@@ -492,11 +502,17 @@ fn every_rounded_size_is_announced_on_one_line() {
         let out = kernbench(args);
         let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
         assert_eq!(out.status.code(), Some(0), "kernbench {args:?}: {stderr}");
-        assert_eq!(stderr, format!("kernbench: {note}\n"), "kernbench {args:?}");
+        assert_eq!(notes(&stderr), format!("kernbench: {note}\n"), "kernbench {args:?}");
         assert!(stdout.contains(ran), "kernbench {args:?}: no `{ran}` in {stdout}");
     }
     let out = kernbench(&["run", "all", "--system", SMALL, "--bytes", "1K"]);
-    assert!(out.stderr.is_empty(), "a size that runs as asked is not announced: {}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(notes(&stderr).is_empty(), "a size that runs as asked is not announced: {stderr}");
+}
+
+/// `stderr` without the peak memory `run` says after each call.
+fn notes(stderr: &str) -> String {
+    stderr.lines().filter(|l| !l.contains(": peak memory so far ")).map(|l| format!("{l}\n")).collect()
 }
 
 #[test]
@@ -577,4 +593,33 @@ fn run_and_bench_take_an_all_gathers_size_as_its_gathered_output() {
     let row = &json["rows"][0];
     assert_eq!((&row["size"], &row["bytes_per_rank"], &row["ranks"]), (&1024.into(), &512.into(), &2.into()), "{row}");
     assert!(out.stderr.is_empty(), "1K gathers evenly: {}", text(&out.stderr));
+}
+
+#[test]
+fn a_run_that_does_not_fit_in_the_available_memory_is_refused_at_once() {
+    use kernbench_cli::memory::{available, estimate_peak};
+    // 8 GiB on each of the built-in system's 4 SIPs.
+    let estimate = estimate_peak(kernbench::Collective::AllReduce, 4, 8 << 30);
+    let limit = available().expect("/proc/meminfo says how much memory is available");
+    assert!(estimate > limit, "this machine has room for the run ({limit} bytes available): the test needs less");
+    let started = std::time::Instant::now();
+    let out = kernbench(&["run", "all_reduce", "--bytes", "8G"]);
+    let stderr = text(&out.stderr);
+    assert!(started.elapsed() < std::time::Duration::from_secs(1), "took {:?}", started.elapsed());
+    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "not one line:\n{stderr}");
+    let both =
+        format!("needs an estimated {} of memory, more than the limit of ", kernbench_cli::memory::human(estimate));
+    assert!(stderr.contains(&both), "expected `{both}` in\n{stderr}");
+}
+
+#[test]
+fn run_says_the_peak_memory_after_each_call_on_stderr() {
+    let out = kernbench(&["run", "all", "--bytes", "1K"]);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "stderr: {stderr}");
+    let peaks: Vec<&str> = stderr.lines().filter(|l| l.contains("peak memory so far")).collect();
+    assert_eq!(peaks.len(), 6, "one line per collective:\n{stderr}");
+    assert!(peaks[0].starts_with("kernbench: all_reduce #1: peak memory so far "), "{stderr}");
+    assert!(peaks.iter().all(|l| l.ends_with("MiB") || l.ends_with("KiB")), "a size: {stderr}");
 }
