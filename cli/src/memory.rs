@@ -11,13 +11,13 @@
 //! all_reduce       128M   512M      512M      128M         1300M      0.29 I
 //! all_gather        64M    64M      256M       64M          725M      1.33 O
 //! broadcast         64M   256M      256M        0M          836M      1.27 O
-//! all_to_all        64M   256M      256M      256M         1092M      1.27 O
+//! all_to_all        64M   256M      256M       64M          901M      1.27 O
 //! reduce_scatter    64M   256M       64M       64M          548M      0.64 I
 //! reduce            64M   256M       64M       64M          452M      0.27 I
 //! ```
 //!
 //! `I` is every rank's input, `O` every rank's output (for reduce, only the root's is new), `R` the postcondition's reference (one reduced
-//! rank for the reductions, the gathered tensor once for all-gather, every rank's block for
+//! rank for the reductions, the gathered tensor once for all-gather, one rank's blocks at a time for
 //! all-to-all, nothing for broadcast, whose reference shares the root's input). The rest is messages in
 //! flight, the kernels' working copies and the allocator's slack: at most 3/4 of `I` for the reducing
 //! collectives and 3/2 of `O` for the ones that forward data, plus a fixed 64 MiB (a tiny run peaks at
@@ -48,7 +48,7 @@ pub fn estimate_peak(collective: Collective, ranks: usize, input_bytes: u64) -> 
         Collective::Reduce | Collective::ReduceScatter => (input_bytes, input_bytes),
         Collective::AllGather => (inputs.saturating_mul(n), inputs),
         Collective::Broadcast => (inputs, 0),
-        Collective::AllToAll => (inputs, inputs),
+        Collective::AllToAll => (inputs, input_bytes),
     };
     let in_flight = match collective {
         Collective::AllReduce | Collective::Reduce | Collective::ReduceScatter => (inputs / 4).saturating_mul(3),

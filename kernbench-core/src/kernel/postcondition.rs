@@ -84,42 +84,61 @@ pub enum PostconditionError {
 /// [`PostconditionError`] when the inputs cannot be combined, the root is not a rank, or `before` does
 /// not hold one tile per rank.
 pub fn reference(call: CallFacts, inputs: &[Tile], before: &[Tile]) -> Result<Vec<Tile>, PostconditionError> {
-    let n = inputs.len();
-    if before.len() != n {
-        return Err(PostconditionError::TileCount { what: "outputs before the call", got: before.len(), ranks: n });
+    let references = References::new(call, inputs, before)?;
+    (0..inputs.len()).map(|rank| references.of(rank)).collect()
+}
+
+/// Every rank's reference, made one rank at a time: the ranks of all-to-all each want a different
+/// result, and holding them all at once would double the memory of checking a large call.
+struct References<'a> {
+    call: CallFacts,
+    inputs: &'a [Tile],
+    before: &'a [Tile],
+    /// The one result every rank's reference views, for every collective but all-to-all.
+    shared: Option<Tile>,
+}
+
+impl<'a> References<'a> {
+    fn new(call: CallFacts, inputs: &'a [Tile], before: &'a [Tile]) -> Result<References<'a>, PostconditionError> {
+        let n = inputs.len();
+        if before.len() != n {
+            return Err(PostconditionError::TileCount { what: "outputs before the call", got: before.len(), ranks: n });
+        }
+        if matches!(call.collective, Collective::Broadcast | Collective::Reduce) && call.root >= n {
+            return Err(PostconditionError::BadRoot { root: call.root, ranks: n });
+        }
+        let reduced = || -> Result<Tile, TileError> {
+            let (first, rest) = inputs.split_first().ok_or(TileError::EmptyConcat)?;
+            // A fresh copy, so the reference never shares (and so never changes) an input's buffer.
+            let mut acc = Tile::concat(std::slice::from_ref(first))?;
+            for x in rest {
+                acc.reduce_in_place(x, call.op)?;
+            }
+            acc.finish_reduction(call.op, n)?;
+            Ok(acc)
+        };
+        let shared = match call.collective {
+            Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce => Some(reduced()?),
+            Collective::AllGather => Some(Tile::concat(inputs)?),
+            Collective::Broadcast => Some(inputs[call.root].clone()),
+            Collective::AllToAll => None,
+        };
+        Ok(References { call, inputs, before, shared })
     }
-    if matches!(call.collective, Collective::Broadcast | Collective::Reduce) && call.root >= n {
-        return Err(PostconditionError::BadRoot { root: call.root, ranks: n });
+
+    /// The reference of `rank`, which must be below the number of inputs.
+    fn of(&self, rank: usize) -> Result<Tile, PostconditionError> {
+        let n = self.inputs.len();
+        Ok(match (&self.shared, self.call.collective) {
+            (Some(all), Collective::ReduceScatter) => all.chunk(rank, n)?,
+            (Some(_), Collective::Reduce) if rank != self.call.root => self.before[rank].clone(),
+            (Some(all), _) => all.clone(),
+            (None, _) => {
+                let blocks = self.inputs.iter().map(|x| x.chunk(rank, n)).collect::<Result<Vec<_>, _>>()?;
+                Tile::concat(&blocks)?
+            }
+        })
     }
-    let reduced = || -> Result<Tile, TileError> {
-        let (first, rest) = inputs.split_first().ok_or(TileError::EmptyConcat)?;
-        // A fresh copy, so the reference never shares (and so never changes) an input's buffer.
-        let mut acc = Tile::concat(std::slice::from_ref(first))?;
-        for x in rest {
-            acc.reduce_in_place(x, call.op)?;
-        }
-        acc.finish_reduction(call.op, n)?;
-        Ok(acc)
-    };
-    Ok(match call.collective {
-        Collective::AllReduce => vec![reduced()?; n],
-        Collective::AllGather => vec![Tile::concat(inputs)?; n],
-        Collective::ReduceScatter => {
-            let all = reduced()?;
-            (0..n).map(|r| all.chunk(r, n)).collect::<Result<_, _>>()?
-        }
-        Collective::Broadcast => vec![inputs[call.root].clone(); n],
-        Collective::Reduce => {
-            let all = reduced()?;
-            (0..n).map(|r| if r == call.root { all.clone() } else { before[r].clone() }).collect()
-        }
-        Collective::AllToAll => (0..n)
-            .map(|r| {
-                let blocks = inputs.iter().map(|x| x.chunk(r, n)).collect::<Result<Vec<_>, _>>()?;
-                Tile::concat(&blocks)
-            })
-            .collect::<Result<_, _>>()?,
-    })
 }
 
 /// The first element found wrong.
@@ -171,7 +190,8 @@ pub fn check(
     before: &[Tile],
     outputs: &[Tile],
 ) -> Result<Postcondition, PostconditionError> {
-    let want = reference(call, inputs, before)?;
+    let references = References::new(call, inputs, before)?;
+    let ranks = inputs.len();
     let mut result = Postcondition { held: true, wrong: 0, first: None };
     let note = |m: Mismatch, count: usize, result: &mut Postcondition| {
         result.held = false;
@@ -179,7 +199,8 @@ pub fn check(
         result.first.get_or_insert(m);
     };
     let tolerance = Tolerance::new(call, inputs);
-    for (rank, (got, want)) in outputs.iter().zip(&want).enumerate() {
+    for (rank, got) in outputs.iter().enumerate().take(ranks) {
+        let want = &references.of(rank)?;
         if got.dtype() != want.dtype() || got.len() != want.len() {
             let shape = |t: &Tile| format!("{}[{}]", t.dtype(), t.len());
             note(Mismatch { rank, index: None, got: shape(got), want: shape(want) }, 1, &mut result);
@@ -192,14 +213,14 @@ pub fn check(
             }
         })?;
     }
-    if outputs.len() != want.len() {
+    if outputs.len() != ranks {
         let m = Mismatch {
-            rank: outputs.len().min(want.len()),
+            rank: outputs.len().min(ranks),
             index: None,
             got: format!("{} outputs", outputs.len()),
-            want: format!("{} outputs", want.len()),
+            want: format!("{ranks} outputs"),
         };
-        note(m, outputs.len().abs_diff(want.len()), &mut result);
+        note(m, outputs.len().abs_diff(ranks), &mut result);
     }
     Ok(result)
 }
