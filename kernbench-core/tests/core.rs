@@ -4,6 +4,8 @@
 
 #[path = "core/layout.rs"]
 mod layout;
+#[path = "core/mutate.rs"]
+mod mutate;
 #[path = "core/partition.rs"]
 mod partition;
 #[path = "core/plan.rs"]
@@ -18,6 +20,8 @@ mod registry;
 mod route;
 #[path = "core/spec.rs"]
 mod spec;
+#[path = "core/spec_props.rs"]
+mod spec_props;
 #[path = "core/tiles.rs"]
 mod tiles;
 #[path = "core/topology.rs"]

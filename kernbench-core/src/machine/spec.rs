@@ -186,11 +186,11 @@ pub enum SpecError {
     /// The JSON is malformed, has a field the spec does not know, lacks a required one or holds a value
     /// of the wrong type. The message is the decoder's: it names the field, the expected ones, and the
     /// line and column.
-    #[error("invalid system spec: {source}")]
+    #[error("invalid system spec: {}", crate::files::decoder_message(error))]
     Json {
-        /// The decoder's error.
-        #[from]
-        source: serde_json::Error,
+        /// The decoder's error. Not the error's source: its message may quote a user's name whole
+        /// and on several lines, where this one shortens and escapes it.
+        error: serde_json::Error,
     },
     /// A size that must be at least 1 is 0.
     #[error("system spec field `{field}` is 0: expected at least 1")]
@@ -264,6 +264,12 @@ pub enum SpecError {
         /// What is wrong with its content.
         source: Box<SpecError>,
     },
+}
+
+impl From<serde_json::Error> for SpecError {
+    fn from(error: serde_json::Error) -> Self {
+        SpecError::Json { error }
+    }
 }
 
 impl SpecError {

@@ -45,11 +45,11 @@ pub struct Selection<'a> {
 pub enum RegistryError {
     /// Malformed JSON, an unknown or missing field, an unknown collective or a value of the wrong type.
     /// The decoder's message names the field, what was expected, and the line and column.
-    #[error("invalid registry: {source}")]
+    #[error("invalid registry: {}", crate::files::decoder_message(error))]
     Json {
-        /// The decoder's error.
-        #[from]
-        source: serde_json::Error,
+        /// The decoder's error. Not the error's source: its message may quote a user's name whole
+        /// and on several lines, where this one shortens and escapes it.
+        error: serde_json::Error,
     },
     /// An algorithm names a topology, mapper or validator that does not exist.
     #[error("registry field `{field}`: {source}")]
@@ -160,6 +160,12 @@ pub enum RegistryError {
         /// What is wrong with its content.
         source: Box<RegistryError>,
     },
+}
+
+impl From<serde_json::Error> for RegistryError {
+    fn from(error: serde_json::Error) -> Self {
+        RegistryError::Json { error }
+    }
 }
 
 impl RegistryError {
