@@ -26,6 +26,7 @@ pub mod kernel;
 pub mod machine;
 mod names;
 pub mod plan;
+mod quote;
 pub mod registry;
 
 pub use machine::route;

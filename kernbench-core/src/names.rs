@@ -2,9 +2,11 @@
 //!
 //! Each table is a list of [`Builtin`]s: a [`NamedItem`] (what `kernbench list` prints) with the
 //! function it names, so the listing and the lookup can never disagree. A registry resolves each name
-//! once into its `Builtin` and keeps that. Shared by every concept module; uses nothing of the crate's.
+//! once into its `Builtin` and keeps that. Shared by every concept module; uses only `quote`.
 
 use std::fmt;
+
+use crate::quote::Quoted;
 
 /// A built-in item's name and its one-line summary, for listings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -25,7 +27,7 @@ pub struct NamedItem {
 /// assert!(err.to_string().contains("ring_1d"));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown {kind} `{name}`: expected one of {}", self.known.join(", "))]
+#[error("unknown {kind} `{}`: expected one of {}", Quoted(name), self.known.join(", "))]
 pub struct UnknownName {
     /// What was looked up: `topology`, `mapper` or `validator`.
     pub kind: &'static str,

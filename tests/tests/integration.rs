@@ -15,6 +15,10 @@ mod diagnostics;
 mod golden;
 #[path = "integration/kernels.rs"]
 mod kernels;
+#[path = "../../kernbench-core/tests/core/mutate.rs"]
+mod mutate;
+#[path = "integration/registry_props.rs"]
+mod registry_props;
 #[path = "integration/runtime.rs"]
 mod runtime;
 #[path = "integration/timing.rs"]

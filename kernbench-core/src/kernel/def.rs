@@ -7,6 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::kernel::{KernelError, Tl};
+use crate::quote::{Quoted, decoder_message};
 
 /// A running kernel on one PE: the coroutine a runtime polls.
 pub type KernelFuture = Pin<Box<dyn Future<Output = Result<(), KernelError>> + Send + 'static>>;
@@ -81,7 +82,7 @@ impl ArgsError {
         } else {
             params.iter().map(|p| format!("{}: {}", p.name, p.ty)).collect::<Vec<_>>().join(", ")
         };
-        ArgsError { kernel: def_name, message: message.to_string(), expected }
+        ArgsError { kernel: def_name, message: decoder_message(&message.to_string()), expected }
     }
 }
 
@@ -101,7 +102,7 @@ pub struct KernelSet {
 
 /// A kernel name that the set does not hold.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown kernel `{name}`: known kernels are {}", known_list(known))]
+#[error("unknown kernel `{}`: known kernels are {}", Quoted(name), known_list(known))]
 pub struct UnknownKernel {
     /// The name asked for.
     pub name: String,

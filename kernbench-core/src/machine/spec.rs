@@ -186,7 +186,7 @@ pub enum SpecError {
     /// The JSON is malformed, has a field the spec does not know, lacks a required one or holds a value
     /// of the wrong type. The message is the decoder's: it names the field, the expected ones, and the
     /// line and column.
-    #[error("invalid system spec: {}", crate::files::decoder_message(error))]
+    #[error("invalid system spec: {}", crate::quote::decoder_message(&error.to_string()))]
     Json {
         /// The decoder's error. Not the error's source: its message may quote a user's name whole
         /// and on several lines, where this one shortens and escapes it.

@@ -25,6 +25,7 @@ pub use spec::{AlgorithmSpec, BufferKind, RegistrySpec, SelectionRule};
 use crate::kernel::{ArgsError, Collective, KernelSet, UnknownKernel};
 use crate::names::UnknownName;
 use crate::plan::{LayoutKind, mapper_by_name, topology_by_name, validator_by_name};
+use crate::quote::Quoted;
 
 /// The algorithm a selection chose, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,7 +46,7 @@ pub struct Selection<'a> {
 pub enum RegistryError {
     /// Malformed JSON, an unknown or missing field, an unknown collective or a value of the wrong type.
     /// The decoder's message names the field, what was expected, and the line and column.
-    #[error("invalid registry: {}", crate::files::decoder_message(error))]
+    #[error("invalid registry: {}", crate::quote::decoder_message(&error.to_string()))]
     Json {
         /// The decoder's error. Not the error's source: its message may quote a user's name whole
         /// and on several lines, where this one shortens and escapes it.
@@ -54,16 +55,17 @@ pub enum RegistryError {
     /// An algorithm names a topology, mapper or validator that does not exist.
     #[error("registry field `{field}`: {source}")]
     UnknownComponent {
-        /// `algorithms.<name>.topology`, `.mapper` or `.validator`.
+        /// `algorithms.<name>.topology`, `.mapper` or `.validator`, the name quoted as errors quote it.
         field: String,
         /// The name and the known ones.
         source: UnknownName,
     },
     /// A selection rule names an algorithm the registry does not have.
     #[error(
-        "registry field `selection.{collective}` rule {rule}: unknown algorithm `{algorithm}`: expected one of the \
+        "registry field `selection.{collective}` rule {rule}: unknown algorithm `{}`: expected one of the \
          {collective} algorithms [{}]",
-        known.join(", ")
+        Quoted(algorithm),
+        quoted_list(known)
     )]
     UnknownRuleAlgorithm {
         /// The collective.
@@ -77,8 +79,9 @@ pub enum RegistryError {
     },
     /// A selection rule names an algorithm of another collective.
     #[error(
-        "registry field `selection.{collective}` rule {rule}: algorithm `{algorithm}` implements {actual}: expected \
-         an algorithm of {collective}"
+        "registry field `selection.{collective}` rule {rule}: algorithm `{}` implements {actual}: expected \
+         an algorithm of {collective}",
+        Quoted(algorithm)
     )]
     RuleCollectiveMismatch {
         /// The collective of the rule list.
@@ -106,7 +109,7 @@ pub enum RegistryError {
         max: u64,
     },
     /// A lookup of an algorithm name the registry does not have.
-    #[error("unknown algorithm `{name}`: expected one of [{}]", known.join(", "))]
+    #[error("unknown algorithm `{}`: expected one of [{}]", Quoted(name), quoted_list(known))]
     UnknownAlgorithm {
         /// The name asked for.
         name: String,
@@ -129,7 +132,7 @@ pub enum RegistryError {
         rules: Vec<SelectionRule>,
     },
     /// An algorithm's kernel is not in the kernel set.
-    #[error("registry field `algorithms.{algorithm}.kernel`: {source}")]
+    #[error("registry field `algorithms.{}.kernel`: {source}", Quoted(algorithm))]
     MissingKernel {
         /// The algorithm.
         algorithm: String,
@@ -137,7 +140,7 @@ pub enum RegistryError {
         source: UnknownKernel,
     },
     /// An algorithm's params do not fit its kernel's arguments.
-    #[error("registry field `algorithms.{algorithm}.params`: {source}")]
+    #[error("registry field `algorithms.{}.params`: {source}", Quoted(algorithm))]
     KernelArgs {
         /// The algorithm.
         algorithm: String,
@@ -160,6 +163,11 @@ pub enum RegistryError {
         /// What is wrong with its content.
         source: Box<RegistryError>,
     },
+}
+
+/// Algorithm names, which a user's registry chose, as an error lists them.
+fn quoted_list(names: &[String]) -> String {
+    names.iter().map(|n| Quoted(n).to_string()).collect::<Vec<_>>().join(", ")
 }
 
 impl From<serde_json::Error> for RegistryError {
@@ -245,7 +253,7 @@ impl Serialize for Registry {
 /// Resolves one algorithm of a spec: every name to its value, and the kernel's arguments bound.
 fn resolve(name: &str, spec: AlgorithmSpec, kernels: &KernelSet) -> Result<Algorithm, RegistryError> {
     let component = |field: &str| {
-        let field = format!("algorithms.{name}.{field}");
+        let field = format!("algorithms.{}.{field}", Quoted(name));
         move |source: UnknownName| RegistryError::UnknownComponent { field, source }
     };
     let topology = topology_by_name(&spec.topology).map_err(component("topology"))?;

@@ -1,5 +1,6 @@
-//! Mutations of JSON text for property tests of the parsers that read users' files: fields deleted,
-//! duplicated, renamed, retyped or set to extreme numbers, and random characters spliced in.
+//! Mutations of JSON text for property tests of the parsers that read users' files (fields deleted,
+//! duplicated, renamed, retyped or set to extreme numbers, and random characters spliced in), and the
+//! check their errors must pass.
 //!
 //! Shared by kernbench-core's tests (system specs) and the integration tests (registries), which
 //! include this file by path; it uses only `proptest` and `serde_json`.
@@ -223,4 +224,12 @@ pub fn mutated(base: &str) -> impl Strategy<Value = String> + use<> {
 fn boundary(text: &str, index: Index) -> usize {
     let bounds: Vec<usize> = text.char_indices().map(|(i, _)| i).chain([text.len()]).collect();
     bounds[index.index(bounds.len())]
+}
+
+/// `message` is one line of at most `max` characters.
+pub fn one_line_within(message: &str, max: usize) -> Result<(), TestCaseError> {
+    prop_assert!(!message.contains(['\n', '\r']), "not one line: {:?}", message);
+    let length = message.chars().count();
+    prop_assert!(length <= max, "{} characters, more than {}: {:?}", length, max, message);
+    Ok(())
 }

@@ -4,11 +4,11 @@
 use kernbench_core::{LinkClass, SpecError, System, SystemSpec};
 use proptest::prelude::*;
 
-use crate::mutate::mutated;
+use crate::mutate::{mutated, one_line_within};
 
 /// The longest error message a user should have to read on one line. The decoder's messages name the
 /// field, the expected ones and a line and column; ours name a field and a range.
-pub const MAX_MESSAGE: usize = 400;
+const MAX_MESSAGE: usize = 400;
 
 /// Every shipped system file, and the built-in spec as JSON.
 fn bases() -> Vec<String> {
@@ -46,14 +46,6 @@ fn within_documented_ranges(system: &System) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-/// `message` is one line of at most [`MAX_MESSAGE`] characters.
-pub fn one_short_line(message: &str) -> Result<(), TestCaseError> {
-    prop_assert!(!message.contains(['\n', '\r']), "not one line: {:?}", message);
-    let length = message.chars().count();
-    prop_assert!(length <= MAX_MESSAGE, "{} characters: {:?}", length, message);
-    Ok(())
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(3000))]
 
@@ -61,7 +53,7 @@ proptest! {
     fn a_mutated_spec_is_a_valid_system_or_one_short_line(text in spec_text()) {
         match System::from_json_str(&text) {
             Ok(system) => within_documented_ranges(&system)?,
-            Err(e) => one_short_line(&e.to_string())?,
+            Err(e) => one_line_within(&e.to_string(), MAX_MESSAGE)?,
         }
     }
 }
