@@ -5,6 +5,7 @@
 //! Cargo builds the binary of this crate first and names it in `CARGO_BIN_EXE_kernbench`. The README's
 //! samples are checked against the binary in [`readme`].
 
+mod props;
 mod readme;
 
 use std::io::{BufRead, BufReader, Read};

@@ -1,0 +1,220 @@
+//! Properties of the command line as a library: argument lists drawn from a vocabulary of subcommands,
+//! flags and values, good and bad, either fail to parse or run without panicking, and every error they
+//! end in has a chain of messages without a newline (the binary joins the chain into its one line).
+//!
+//! Only small work runs: sizes up to 64K, the shipped small systems, and every output in a scratch
+//! directory, so a few hundred cases take seconds.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+
+use clap::Parser;
+use kernbench_cli::commands::{self, Cli};
+use proptest::prelude::*;
+use proptest::sample::select;
+
+use crate::{scratch, write};
+
+/// Files the generated arguments name: good and bad systems and registries, made once per run.
+struct Files {
+    systems: Vec<String>,
+    registries: Vec<String>,
+    outputs: Vec<String>,
+    /// The shipped registry.
+    ccl: String,
+}
+
+fn files() -> &'static Files {
+    static FILES: std::sync::OnceLock<Files> = std::sync::OnceLock::new();
+    FILES.get_or_init(|| {
+        let dir = scratch("props");
+        let shipped = |name: &str| format!("{}/../configs/systems/{name}", env!("CARGO_MANIFEST_DIR"));
+        let missing = dir.join("missing.json").to_str().unwrap().to_owned();
+        // The good systems three times as often as each bad one, so that most lists run.
+        let good = [shipped("small_2sip.json"), shipped("fully_connected.json")];
+        let systems = vec![
+            good[0].clone(),
+            good[1].clone(),
+            good[0].clone(),
+            good[1].clone(),
+            good[0].clone(),
+            good[1].clone(),
+            write(&dir, "malformed.json", "{\"sips\": 4,"),
+            write(&dir, "zero.json", r#"{"sips": 0, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1}"#),
+            write(&dir, "newline.json", r#"{"sip\ns": 2, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1}"#),
+            write(&dir, "long.json", &format!(r#"{{"{}": 2}}"#, "k".repeat(3000))),
+            missing.clone(),
+        ];
+        let registries = vec![
+            write(&dir, "rule.json", r#"{"algorithms": {}, "selection": {"all_reduce": [{"algorithm": "x"}]}}"#),
+            write(&dir, "kernel.json", &kernbench_algorithms_ccl().replacen("\"ring_reduce\"", "\"a\\nb\"", 1)),
+            missing,
+        ];
+        // The directory itself last: a clean list never names it.
+        let outputs = ["out.json", "rules.csv", "nccl.conf", "busbw.svg", "trace.json"]
+            .map(|name| dir.join(name).to_str().unwrap().to_owned())
+            .into_iter()
+            .chain([dir.to_str().unwrap().to_owned()])
+            .collect();
+        let ccl = format!("{}/../algorithms/ccl.json", env!("CARGO_MANIFEST_DIR"));
+        Files { systems, registries, outputs, ccl }
+    })
+}
+
+/// The shipped registry's text, read from the workspace (the CLI does not depend on the algorithms).
+fn kernbench_algorithms_ccl() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../algorithms/ccl.json")).unwrap()
+}
+
+/// A vocabulary: the good values, then the bad ones.
+type Words = (&'static [&'static str], &'static [&'static str]);
+
+const SUBCOMMANDS: Words = (&["run", "bench", "tune", "trace", "plot", "explain", "list", "plan"], &["bnech"]);
+const COLLECTIVES: Words =
+    (&["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "all"], &["all_reduc", ""]);
+/// Sizes, good and bad; the good ones are small, and the huge ones are refused before any work.
+const SIZES: Words =
+    (&["3", "1K", "64K", "1K..4K", "1K,4K"], &["0", "4K..1K", "1K,", "", "-1", "abc", "99999999999G", "8000000000G"]);
+const ALGORITHMS: Words = (&["auto", "all", "ring", "tree", "ring,tree", "ring,auto"], &["ring_allgather", "nope", ""]);
+const DTYPES: Words = (&["f32", "f16", "bf16", "i32", "i64"], &["f8", ""]);
+const OPS: Words = (&["sum", "prod", "max", "min", "avg"], &["xor"]);
+const THREADS: Words = (&["1", "2"], &["0", "100000", "-1"]);
+const ROOTS: Words = (&["0", "1"], &["7", "18446744073709551615", "18446744073709551616", "-1"]);
+const LAYOUTS: Words = (&["one_pe", "multi_pe", "cube_leaders"], &["many_pe"]);
+const MEMORY: Words = (&["1G"], &["1M", "0", "lots"]);
+const JUNK: &[&str] = &["--bogus", "-x", "--", "--json=yes", "--all", "--json"];
+
+/// The words to draw from: only the good ones for a clean list, else all.
+fn words((good, bad): Words, clean: bool) -> Vec<String> {
+    let bad = if clean { &[][..] } else { bad };
+    good.iter().chain(bad).map(|&s| s.to_owned()).collect()
+}
+
+/// `--flag value` with the value drawn from `values`, or nothing.
+fn flag(name: &'static str, values: Vec<String>) -> impl Strategy<Value = Vec<String>> {
+    // The flags a list needs to run (see `small`) are there more often than the others.
+    let needed = ["--system", "--bytes", "--sizes", "--out"].contains(&name);
+    let weight = if needed {
+        0.9
+    } else if name == "--registry" {
+        0.15
+    } else {
+        0.4
+    };
+    proptest::option::weighted(weight, select(values))
+        .prop_map(move |v| v.map(|v| vec![name.to_owned(), v]).unwrap_or_default())
+}
+
+/// An argument list: a subcommand, its positional arguments, flags in any order, and sometimes junk;
+/// half of them clean (good words only, and the good systems), which mostly run to the end, half with
+/// bad words, which mostly end in an error.
+fn arguments() -> impl Strategy<Value = Vec<String>> {
+    prop_oneof![words_of(true), words_of(false)]
+}
+
+fn words_of(clean: bool) -> impl Strategy<Value = Vec<String>> {
+    let f = files();
+    let systems = if clean { f.systems[..2].to_vec() } else { f.systems.clone() };
+    let outputs = if clean { f.outputs[..f.outputs.len() - 1].to_vec() } else { f.outputs.clone() };
+    let positional = (select(words(COLLECTIVES, clean)), select(words(SIZES, clean)));
+    let flags = (
+        (
+            flag("--system", systems),
+            flag("--registry", if clean { vec![f.ccl.clone()] } else { f.registries.clone() }),
+            flag("--bytes", words(SIZES, clean)),
+            flag("--sizes", words(SIZES, clean)),
+            flag("--algo", words(ALGORITHMS, clean)),
+            flag("--algos", words(ALGORITHMS, clean)),
+        ),
+        (
+            flag("--dtype", words(DTYPES, clean)),
+            flag("--op", words(OPS, clean)),
+            flag("--threads", words(THREADS, clean)),
+            flag("--root", words(ROOTS, clean)),
+            flag("--layout", words(LAYOUTS, clean)),
+            flag("--max-memory", words(MEMORY, clean)),
+        ),
+        (
+            flag("--out", outputs.clone()),
+            flag("--rules-csv", outputs.clone()),
+            flag("--nccl-tuner", outputs),
+            if clean { Just(None).boxed() } else { proptest::option::weighted(0.15, select(JUNK)).boxed() },
+        ),
+    );
+    let foreign = if clean { Just(false).boxed() } else { proptest::bool::weighted(0.1).boxed() };
+    (select(words(SUBCOMMANDS, clean)), positional, flags, foreign, any::<proptest::sample::Index>()).prop_map(
+        |(sub, positional, ((a, b, c, d, e, g), (h, i, j, k, l, m), (n, o, p, junk)), foreign, at)| {
+            let mut args = vec!["kernbench".to_owned(), sub.clone()];
+            let (collective, size) = positional;
+            if sub != "list" || foreign {
+                args.push(collective);
+            }
+            if sub == "explain" || foreign {
+                args.push(size);
+            }
+            // Mostly the flags the subcommand takes, so that most lists parse and run.
+            let takes = |pair: &Vec<String>| foreign || pair.first().is_none_or(|name| accepts(&sub, name));
+            for pair in [a, b, c, d, e, g, h, i, j, k, l, m, n, o, p].into_iter().filter(takes) {
+                args.extend(pair);
+            }
+            if let Some(junk) = junk {
+                let at = 1 + at.index(args.len());
+                args.insert(at, junk.to_owned());
+            }
+            args
+        },
+    )
+}
+
+/// Whether subcommand `sub` takes the flag `name`.
+fn accepts(sub: &str, name: &str) -> bool {
+    let sim = ["--system", "--registry", "--max-memory", "--threads", "--dtype", "--op"];
+    let taken: &[&str] = match sub {
+        "run" => &["--algo", "--bytes", "--root", "--layout"],
+        "bench" => &["--algos", "--sizes", "--root"],
+        "tune" => &["--sizes", "--out", "--rules-csv", "--nccl-tuner"],
+        "trace" => &["--algo", "--bytes", "--root", "--out"],
+        "plot" => &["--algos", "--sizes", "--out"],
+        "explain" => return ["--system", "--registry"].contains(&name),
+        "plan" => return name == "--system",
+        _ => return false,
+    };
+    (taken.contains(&name) || sim.contains(&name)) && !(sub == "trace" && name == "--threads")
+}
+
+/// Whether a parsed argument list runs small work only: on a named (small or bad) system, at named
+/// (small or refused) sizes, writing only into the scratch directory. The defaults are the built-in
+/// 512-PE system, sizes up to 16M and outputs in the working directory.
+fn small(args: &[String]) -> bool {
+    let has = |name: &str| args.iter().any(|a| a == name);
+    match args[1].as_str() {
+        "run" | "trace" => has("--system") && has("--bytes") && (args[1] == "run" || has("--out")),
+        "bench" | "tune" => has("--system") && has("--sizes"),
+        "plot" => has("--system") && has("--sizes") && has("--out"),
+        "explain" | "plan" => has("--system"),
+        _ => true,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1500))]
+
+    #[test]
+    fn an_argument_list_parses_or_runs_without_panic_and_errors_have_no_newline(args in arguments()) {
+        let Ok(cli) = Cli::try_parse_from(&args) else { return Ok(()) };
+        if !small(&args) {
+            return Ok(());
+        }
+        let mut out = Vec::new();
+        let stop = AtomicBool::new(false);
+        let result = catch_unwind(AssertUnwindSafe(|| commands::run(cli, &mut out, &stop)));
+        let result = result.map_err(|_| TestCaseError::fail(format!("kernbench {args:?} panicked")))?;
+        if let Err(e) = result {
+            for cause in e.chain() {
+                let message = cause.to_string();
+                prop_assert!(!message.contains(['\n', '\r']), "kernbench {:?}: {:?}", args, message);
+            }
+        }
+    }
+}
