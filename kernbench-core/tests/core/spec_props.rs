@@ -88,3 +88,19 @@ fn a_name_with_an_escaped_newline_stays_on_one_line() {
         assert!(std::error::Error::source(&e).is_none(), "the decoder's raw message is not in the chain");
     }
 }
+
+#[test]
+fn a_name_holding_backticks_or_a_long_string_value_gives_a_short_message() {
+    let long = "x".repeat(3000);
+    let entries = [
+        format!(r#""`{long}": 1"#),
+        format!(r#""a`b`{long}": 1"#),
+        format!(r#""sip_interconnect": "{long}""#),
+        format!(r#""ipcq_depth": "{long}""#),
+    ];
+    for entry in &entries {
+        let message = with_entry(entry).unwrap_err().to_string();
+        assert!(message.chars().count() <= MAX_MESSAGE, "{} characters: {message}", message.chars().count());
+        assert!(message.contains("line 1 column"), "where it is wrong is kept: {message}");
+    }
+}
