@@ -18,8 +18,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kernbench::sim::Timing;
 use kernbench::workload::{CUBE_LEADERS, EVERY_PE, shards_per_sip};
 use kernbench::{
-    CallOptions, Collective, Communicator, DpPolicy, Dtype, InstallPlan, LayoutKind, MAPPERS, ReduceOp, Registry,
-    System, TOPOLOGIES, VALIDATORS,
+    CallOptions, Collective, Communicator, DpPolicy, Dtype, InstallPlan, LayoutKind, MAPPERS, Quoted, ReduceOp,
+    Registry, System, TOPOLOGIES, VALIDATORS,
 };
 
 /// Write, run, time and tune collective-communication kernels on a simulated accelerator.
@@ -397,7 +397,7 @@ fn run_collectives(args: &RunArgs, out: &mut impl Write, stop: &AtomicBool) -> R
         "one_pe" => DpPolicy::LEADER,
         "multi_pe" => EVERY_PE,
         "cube_leaders" => CUBE_LEADERS,
-        other => bail!("unknown layout `{other}`: expected one_pe, multi_pe or cube_leaders"),
+        other => bail!("unknown layout `{}`: expected one_pe, multi_pe or cube_leaders", Quoted(other)),
     };
     let sizes = args.bytes.split(',').map(parse_size).collect::<Result<Vec<_>, _>>()?;
     // The collective's ranks are the PEs that hold data.
@@ -511,7 +511,7 @@ fn trace(args: &TraceArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()
     let mut comm = comm.timing(Some(Timing { trace: true, ..Timing::default() }));
     let series = match Series::parse_list(&args.algo, comm.registry(), collective)?.as_slice() {
         [one] => one.clone(),
-        _ => bail!("bad --algo `{}`: expected one algorithm of {collective}, or auto", args.algo),
+        _ => bail!("bad --algo `{}`: expected one algorithm of {collective}, or auto", Quoted(&args.algo)),
     };
     let size = parse_size(&args.bytes)?;
     let (dtype, op) = args.data.parse()?;

@@ -25,8 +25,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use kernbench::{
-    Collective, DistTensor, DpPolicy, Dtype, InstallPlan, LayoutError, LinkClass, ReduceOp, Registry, RegistryError,
-    System,
+    Collective, DistTensor, DpPolicy, Dtype, InstallPlan, LayoutError, LinkClass, Quoted, ReduceOp, Registry,
+    RegistryError, System,
 };
 use serde::Serialize;
 
@@ -42,7 +42,7 @@ use kernbench::{CallOptions, CallReport, CommError, Communicator};
 pub enum SweepError {
     /// A size that is not a number with an optional K, M or G suffix, is 0, or a range whose start is
     /// after its end.
-    #[error("bad size `{text}`: {expected}")]
+    #[error("bad size `{}`: {expected}", Quoted(text))]
     BadSize {
         /// The text given.
         text: String,
@@ -50,7 +50,7 @@ pub enum SweepError {
         expected: &'static str,
     },
     /// An algorithm the registry does not have for this collective.
-    #[error("unknown algorithm `{name}` for {collective}: expected all, auto or a comma-separated list of [{}]", known.join(", "))]
+    #[error("unknown algorithm `{}` for {collective}: expected all, auto or a comma-separated list of [{}]", Quoted(name), known.join(", "))]
     UnknownAlgorithm {
         /// The name given.
         name: String,

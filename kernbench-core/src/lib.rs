@@ -53,6 +53,7 @@ pub use plan::{
     multi_pe_sip_local, replicated, ring_1d, single_shard, topology_by_name, tree, validator_by_name,
 };
 pub use plan::{partition, workload};
+pub use quote::Quoted;
 
 pub use registry::{
     Algorithm, AlgorithmSpec, BufferKind, Registry, RegistryError, RegistrySpec, Selection, SelectionRule,

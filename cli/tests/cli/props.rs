@@ -71,17 +71,22 @@ fn kernbench_algorithms_ccl() -> String {
 type Words = (&'static [&'static str], &'static [&'static str]);
 
 const SUBCOMMANDS: Words = (&["run", "bench", "tune", "trace", "plot", "explain", "list", "plan"], &["bnech"]);
-const COLLECTIVES: Words =
-    (&["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "all"], &["all_reduc", ""]);
+const COLLECTIVES: Words = (
+    &["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "all"],
+    &["all_reduc", "", "all\nreduce"],
+);
 /// Sizes, good and bad; the good ones are small, and the huge ones are refused before any work.
-const SIZES: Words =
-    (&["3", "1K", "64K", "1K..4K", "1K,4K"], &["0", "4K..1K", "1K,", "", "-1", "abc", "99999999999G", "8000000000G"]);
-const ALGORITHMS: Words = (&["auto", "all", "ring", "tree", "ring,tree", "ring,auto"], &["ring_allgather", "nope", ""]);
-const DTYPES: Words = (&["f32", "f16", "bf16", "i32", "i64"], &["f8", ""]);
+const SIZES: Words = (
+    &["3", "1K", "64K", "1K..4K", "1K,4K"],
+    &["0", "4K..1K", "1K,", "", "-1", "abc", "99999999999G", "8000000000G", "1\nK"],
+);
+const ALGORITHMS: Words =
+    (&["auto", "all", "ring", "tree", "ring,tree", "ring,auto"], &["ring_allgather", "nope", "", "ri\nng"]);
+const DTYPES: Words = (&["f32", "f16", "bf16", "i32", "i64"], &["f8", "", "f\n32"]);
 const OPS: Words = (&["sum", "prod", "max", "min", "avg"], &["xor"]);
 const THREADS: Words = (&["1", "2"], &["0", "100000", "-1"]);
 const ROOTS: Words = (&["0", "1"], &["7", "18446744073709551615", "18446744073709551616", "-1"]);
-const LAYOUTS: Words = (&["one_pe", "multi_pe", "cube_leaders"], &["many_pe"]);
+const LAYOUTS: Words = (&["one_pe", "multi_pe", "cube_leaders"], &["many_pe", "one\tpe"]);
 const MEMORY: Words = (&["1G"], &["1M", "0", "lots"]);
 const JUNK: &[&str] = &["--bogus", "-x", "--", "--json=yes", "--all", "--json"];
 
@@ -216,5 +221,44 @@ proptest! {
                 prop_assert!(!message.contains(['\n', '\r']), "kernbench {:?}: {:?}", args, message);
             }
         }
+    }
+}
+
+/// The error `args` end in, rendered with its chain as the binary prints it.
+fn error_of(args: &[&str]) -> String {
+    let cli = Cli::try_parse_from(args).expect("the arguments parse");
+    let e = commands::run(cli, &mut Vec::new(), &AtomicBool::new(false)).expect_err("the arguments are bad");
+    format!("{e:#}")
+}
+
+#[test]
+fn an_argument_holding_a_newline_is_quoted_escaped_and_a_long_one_cut() {
+    let small = &files().systems[0];
+    let cases: &[(&[&str], &str)] = &[
+        (&["run", "all\nreduce"], r"unknown collective `all\nreduce`"),
+        (&["bench", "all_reduce", "--sizes", "1\nK", "--system", small], r"bad size `1\nK`"),
+        (&["bench", "all_reduce", "--sizes", "1K", "--dtype", "f\n32", "--system", small], r"unknown dtype `f\n32`"),
+        (
+            &["bench", "all_reduce", "--sizes", "1K", "--op", "s\num", "--system", small],
+            r"unknown reduction op `s\num`",
+        ),
+        (
+            &["bench", "all_reduce", "--sizes", "1K", "--algos", "ri\nng", "--system", small],
+            r"unknown algorithm `ri\nng`",
+        ),
+        (
+            &["run", "all_reduce", "--bytes", "1K", "--layout", "one\tpe", "--system", small],
+            r"unknown layout `one\tpe`",
+        ),
+    ];
+    // A valid list of 20 algorithms is echoed whole no more than a bad name is.
+    let list = vec!["ring"; 20].join(",");
+    let cut = format!("bad --algo `{}... (51 more characters)`", &list[..48]);
+    let trace: &[&str] = &["trace", "all_reduce", "--algo", &list, "--system", small];
+    for (args, want) in cases.iter().copied().chain([(trace, cut.as_str())]) {
+        let args: Vec<&str> = ["kernbench"].iter().chain(args.iter()).copied().collect();
+        let message = error_of(&args);
+        assert!(!message.contains('\n'), "kernbench {args:?}: {message}");
+        assert!(message.contains(want), "kernbench {args:?}: expected `{want}` in {message}");
     }
 }

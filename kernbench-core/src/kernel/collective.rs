@@ -5,6 +5,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::quote::Quoted;
+
 /// A collective operation over all ranks.
 ///
 /// # Examples
@@ -65,7 +67,8 @@ impl fmt::Display for Collective {
 /// A string that names no collective.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown collective `{0}`: expected one of all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all"
+    "unknown collective `{}`: expected one of all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all",
+    Quoted(&self.0)
 )]
 pub struct ParseCollectiveError(pub String);
 

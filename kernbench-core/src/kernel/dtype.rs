@@ -5,6 +5,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::quote::Quoted;
+
 /// The element type of a tile.
 ///
 /// # Examples
@@ -66,7 +68,7 @@ impl fmt::Display for Dtype {
 
 /// A string that names no dtype.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown dtype `{0}`: expected one of f32, f16, bf16, i32, i64")]
+#[error("unknown dtype `{}`: expected one of f32, f16, bf16, i32, i64", Quoted(&self.0))]
 pub struct ParseDtypeError(pub String);
 
 impl FromStr for Dtype {
@@ -120,7 +122,7 @@ impl fmt::Display for ReduceOp {
 
 /// A string that names no reduction operator.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown reduction op `{0}`: expected one of sum, prod, max, min, avg")]
+#[error("unknown reduction op `{}`: expected one of sum, prod, max, min, avg", Quoted(&self.0))]
 pub struct ParseReduceOpError(pub String);
 
 impl FromStr for ReduceOp {
