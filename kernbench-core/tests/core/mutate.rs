@@ -69,8 +69,8 @@ enum Mutation {
     Duplicate,
     /// Rename the node's first field (objects only; others are left alone).
     Rename(String),
-    /// Replace the node with raw text (one of [`EXTREMES`]).
-    Raw(&'static str),
+    /// Replace the node with raw text (one of [`EXTREMES`], or a long string).
+    Raw(String),
 }
 
 fn mutation() -> impl Strategy<Value = Mutation> {
@@ -78,7 +78,8 @@ fn mutation() -> impl Strategy<Value = Mutation> {
         2 => Just(Mutation::Delete),
         1 => Just(Mutation::Duplicate),
         1 => odd_key().prop_map(Mutation::Rename),
-        4 => proptest::sample::select(EXTREMES).prop_map(Mutation::Raw),
+        4 => proptest::sample::select(EXTREMES).prop_map(|raw| Mutation::Raw(raw.to_owned())),
+        1 => "[a-z`\"]{1,4}".prop_map(|unit| Mutation::Raw(Value::String(unit.repeat(500)).to_string())),
     ]
 }
 
@@ -171,7 +172,7 @@ fn apply(doc: &mut Value, path: &[PathStep], mutation: &Mutation, raws: &mut Vec
             }
         }
         Mutation::Raw(text) => {
-            raws.push((*text).to_owned());
+            raws.push(text.clone());
             *node_mut(doc, path) = Value::String(marker(raws.len() - 1));
         }
     }
