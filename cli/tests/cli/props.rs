@@ -48,7 +48,7 @@ fn files() -> &'static Files {
         ];
         let registries = vec![
             write(&dir, "rule.json", r#"{"algorithms": {}, "selection": {"all_reduce": [{"algorithm": "x"}]}}"#),
-            write(&dir, "kernel.json", &kernbench_algorithms_ccl().replacen("\"ring_reduce\"", "\"a\\nb\"", 1)),
+            write(&dir, "kernel.json", &shipped_ccl().replacen("\"ring_reduce\"", "\"a\\nb\"", 1)),
             missing,
         ];
         // The directory itself last: a clean list never names it.
@@ -63,7 +63,7 @@ fn files() -> &'static Files {
 }
 
 /// The shipped registry's text, read from the workspace (the CLI does not depend on the algorithms).
-fn kernbench_algorithms_ccl() -> String {
+fn shipped_ccl() -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../algorithms/ccl.json")).unwrap()
 }
 
