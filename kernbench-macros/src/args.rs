@@ -4,6 +4,8 @@
 //! #[ccl_kernel]                  a kernel, registered under the function's name
 //! #[ccl_kernel(name = "ring")]   a kernel, registered as "ring"
 //! #[ccl_kernel(helper)]          a helper: a step other kernels call, never registered
+//! #[ccl_kernel(lanes = 4)]       a kernel that runs as 4 lanes per PE; any expression of the
+//!                                kernel's parameters: `lanes = lanes`, `lanes = 2 * rings`
 //! #[ccl_kernel(crate = "kernbench_core")]
 //!                                the expansion names `::kernbench_core::__private::...` instead of the
 //!                                facade's `::kernbench::__private::...` (combines with the others)
@@ -23,9 +25,11 @@ pub(crate) struct KernelArgs {
     /// `crate = "..."`: the crate whose `__private` module the expansion names, when it is not the
     /// facade (a crate that depends on `kernbench-core` under its own name, as the shipped algorithms do).
     pub(crate) krate: Option<Path>,
+    /// `lanes = <expr>`: how many lanes the kernel runs as per PE, from its parameters.
+    pub(crate) lanes: Option<Expr>,
 }
 
-const EXPECTED: &str = "expected `helper`, `name = \"...\"` or `crate = \"...\"`";
+const EXPECTED: &str = "expected `helper`, `name = \"...\"`, `lanes = ...` or `crate = \"...\"`";
 
 impl KernelArgs {
     /// `<crate>::__private`: the hidden module every generated path goes through.
@@ -84,6 +88,12 @@ impl KernelArgs {
                         "expected the kernel's registry name as a non-empty string literal: `name = \"ring\"`",
                     )),
                 }
+            } else if meta.path.is_ident("lanes") {
+                if args.lanes.is_some() {
+                    return Err(meta.error("`lanes` is given twice"));
+                }
+                args.lanes = Some(meta.value()?.parse()?);
+                Ok(())
             } else if meta.path.is_ident("crate") {
                 if args.krate.is_some() {
                     return Err(meta.error("`crate` is given twice"));
@@ -115,6 +125,12 @@ impl KernelArgs {
                 "a helper is not registered, so it takes no `name`: remove `name = ...` or `helper`",
             ));
         }
+        if let (true, Some(lanes)) = (args.helper, &args.lanes) {
+            return Err(syn::Error::new_spanned(
+                lanes,
+                "a helper runs on the lanes of the kernel that calls it, so it takes no `lanes`: remove `lanes = ...` or `helper`",
+            ));
+        }
         Ok(args)
     }
 }
@@ -133,6 +149,9 @@ mod tests {
         assert!(args.helper);
         let args = KernelArgs::parse(quote!(name = "ring")).unwrap();
         assert_eq!(args.name.unwrap().value(), "ring");
+        let args = KernelArgs::parse(quote!(lanes = 2 * rings)).unwrap();
+        let lanes = args.lanes.unwrap();
+        assert_eq!(quote!(#lanes).to_string(), "2 * rings");
     }
 
     #[test]
@@ -160,6 +179,8 @@ mod tests {
             (quote!(crate = "not a path!"), "`not a path!` is not a crate path"),
             (quote!(crate = "a::b<T>"), "is not a crate path"),
             (quote!(crate = "a", crate = "b"), "given twice"),
+            (quote!(lanes = 2, lanes = 3), "given twice"),
+            (quote!(helper, lanes = 2), "takes no `lanes`"),
         ] {
             let error = KernelArgs::parse(tokens).unwrap_err().to_string();
             assert!(error.contains(expected), "{error}");

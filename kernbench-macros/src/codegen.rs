@@ -14,8 +14,8 @@ pub(crate) fn kernel(kernel: &Kernel) -> TokenStream {
     let function = function(&kernel.item, &kernel.item.block, &kernel.private());
     match &kernel.kind {
         Kind::Helper => function,
-        Kind::Kernel { name, params } => {
-            let module = module(kernel, name, params);
+        Kind::Kernel { name, params, lanes } => {
+            let module = module(kernel, name, params, lanes.as_ref());
             quote!(#function #module)
         }
     }
@@ -102,7 +102,7 @@ fn cfgs(item: &ItemFn) -> impl Iterator<Item = &syn::Attribute> {
 ///             };
 ///             struct Instance(Args);                     (Launch: calls super::ring_allreduce)
 ///         }
-fn module(kernel: &Kernel, name: &str, params: &[Param]) -> TokenStream {
+fn module(kernel: &Kernel, name: &str, params: &[Param], lanes: Option<&syn::Expr>) -> TokenStream {
     let item = &kernel.item;
     let private = kernel.private();
     // serde's `crate = "..."` takes the path as a string.
@@ -136,6 +136,17 @@ fn module(kernel: &Kernel, name: &str, params: &[Param]) -> TokenStream {
     let launch = quote_spanned! {at_name=>
         #private_at_name::Box::pin(async move { super::#ident(&#tl, #(#fields),*).await })
     };
+    // `lanes = <expr>` is evaluated with the parameters bound by name, as the kernel sees them.
+    let lanes = lanes.map(|lanes| {
+        quote_spanned! {lanes.span()=>
+            #[allow(unused_variables)]
+            fn lanes(&self, _rank: usize) -> usize {
+                let Args { #(#fields),* } = #private::Clone::clone(&self.0);
+                let lanes: usize = #lanes;
+                lanes
+            }
+        }
+    });
     quote_spanned! {mixed=>
         #(#cfgs)*
         #[doc = #module_doc]
@@ -193,6 +204,8 @@ fn module(kernel: &Kernel, name: &str, params: &[Param]) -> TokenStream {
                     let Args { #(#fields),* } = #private::Clone::clone(&self.0);
                     #launch
                 }
+
+                #lanes
             }
         }
     }

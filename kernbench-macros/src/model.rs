@@ -11,6 +11,8 @@ use syn::{
     TypePath,
 };
 
+use quote::ToTokens;
+
 use crate::args::KernelArgs;
 use crate::errors::Errors;
 
@@ -36,6 +38,8 @@ pub(crate) enum Kind {
         name: String,
         /// The parameters after `tl`, in order.
         params: Vec<Param>,
+        /// `lanes = <expr>`: the lanes per PE, from the parameters; `None` runs one.
+        lanes: Option<syn::Expr>,
     },
     /// A step that other kernels call with `tl` first; not registered, so any parameter types.
     Helper,
@@ -65,10 +69,18 @@ impl Kernel {
     /// parameter that is a pattern rather than a name.
     pub(crate) fn lower(args: &KernelArgs, item: ItemFn) -> syn::Result<Kernel> {
         let tl = tl_handle(&item)?;
+        let mut item = item;
+        if let Some(lanes) = &args.lanes {
+            mark_used_by_lanes(&mut item, lanes);
+        }
         let kind = if args.helper {
             Kind::Helper
         } else {
-            Kind::Kernel { name: registry_name(args, &item.sig.ident), params: registry_params(&item)? }
+            Kind::Kernel {
+                name: registry_name(args, &item.sig.ident),
+                params: registry_params(&item)?,
+                lanes: args.lanes.clone(),
+            }
         };
         Ok(Kernel { item, tl, kind, private: args.private() })
     }
@@ -106,6 +118,34 @@ impl Kernel {
             .map(String::as_str)
             .collect::<Vec<_>>()
             .join(" ")
+    }
+}
+
+/// Marks the parameters that `lanes = <expr>` reads as used in the kernel's body: a parameter that only
+/// sets the lane count (`lanes = lanes`) is the kernel's, read by its `Launch`, not unused.
+fn mark_used_by_lanes(item: &mut ItemFn, lanes: &Expr) {
+    let named: Vec<String> = lanes
+        .to_token_stream()
+        .into_iter()
+        .filter_map(|token| match token {
+            proc_macro2::TokenTree::Ident(ident) => Some(ident.to_string()),
+            _ => None,
+        })
+        .collect();
+    let used: Vec<Ident> = item
+        .sig
+        .inputs
+        .iter()
+        .filter_map(|input| match input {
+            syn::FnArg::Typed(typed) => match &*typed.pat {
+                syn::Pat::Ident(pat) if named.contains(&pat.ident.to_string()) => Some(pat.ident.clone()),
+                _ => None,
+            },
+            syn::FnArg::Receiver(_) => None,
+        })
+        .collect();
+    for ident in used.into_iter().rev() {
+        item.block.stmts.insert(0, syn::parse_quote!(let _ = &#ident;));
     }
 }
 

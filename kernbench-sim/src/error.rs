@@ -12,6 +12,26 @@ pub enum RunError {
     /// lowest rank's error is reported.
     #[error(transparent)]
     Kernel(#[from] KernelError),
+    /// An error of one lane of a PE that runs several: `error` names the PE, this the lane.
+    #[error("lane {lane} of {lanes}: {error}")]
+    InLane {
+        /// The lane.
+        lane: usize,
+        /// The lanes its PE runs.
+        lanes: usize,
+        /// What went wrong in it.
+        error: Box<RunError>,
+    },
+    /// A kernel asked for a number of lanes a PE cannot run (the kernel's or its parameters' fault).
+    #[error("{pe}: the kernel asks for {lanes} lanes: expected 1..={max} (Runtime::MAX_LANES)")]
+    BadLanes {
+        /// The PE.
+        pe: PeId,
+        /// The lanes asked for.
+        lanes: usize,
+        /// [`Runtime::MAX_LANES`](crate::run::Runtime::MAX_LANES).
+        max: usize,
+    },
     /// A kernel panicked (the kernel's fault); the run stopped and did not hang.
     #[error("{pe}: the kernel panicked: {message}")]
     Panicked {
@@ -106,6 +126,8 @@ pub struct Leftover {
     pub receiver: PeId,
     /// Its direction for the queue.
     pub direction: Direction,
+    /// The queue's channel.
+    pub channel: usize,
     /// The PE that sent them.
     pub sender: PeId,
     /// How many messages were left.
@@ -114,7 +136,15 @@ pub struct Leftover {
 
 fn leftovers(list: &[Leftover]) -> String {
     list.iter()
-        .map(|l| format!("{} holds {} message(s) from {} on {}", l.receiver, l.messages, l.sender, l.direction))
+        .map(|l| {
+            format!(
+                "{} holds {} message(s) from {} on {}",
+                l.receiver,
+                l.messages,
+                l.sender,
+                on(l.direction, l.channel)
+            )
+        })
         .collect::<Vec<_>>()
         .join("; ")
 }
@@ -134,6 +164,11 @@ pub struct DeadlockReport {
     pub unreceived: Vec<Unreceived>,
 }
 
+/// `W`, or `W channel 2` for a channel other than the first.
+fn on(direction: Direction, channel: usize) -> String {
+    if channel == 0 { direction.to_string() } else { format!("{direction} channel {channel}") }
+}
+
 /// A message waiting unreceived in a queue when the run deadlocked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Unreceived {
@@ -141,6 +176,8 @@ pub struct Unreceived {
     pub receiver: PeId,
     /// The receiver's direction for the queue.
     pub direction: Direction,
+    /// The queue's channel.
+    pub channel: usize,
     /// The PE that sent it.
     pub sender: PeId,
     /// Its dtype.
@@ -154,11 +191,15 @@ pub struct Unreceived {
 /// Messages a deadlock report prints before it sums up the rest (the report holds them all).
 const UNRECEIVED_SHOWN: usize = 32;
 
-/// One PE stuck in a deadlock.
+/// One PE (or lane of a PE) stuck in a deadlock.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BlockedPe {
     /// The PE.
     pub pe: PeId,
+    /// The lane, for a PE that runs several.
+    pub lane: Option<usize>,
+    /// The channel of the queue it waits on (0 for a barrier).
+    pub channel: usize,
     /// The operation it waits in.
     pub op: Op,
     /// The direction of that operation (none for a barrier).
@@ -183,13 +224,22 @@ impl fmt::Display for DeadlockReport {
             self.blocked.len()
         )?;
         for b in &self.blocked {
+            let who = match b.lane {
+                Some(lane) => format!("{} lane {lane}", b.pe),
+                None => b.pe.to_string(),
+            };
             match (b.direction, b.peer) {
                 (Some(d), Some(peer)) => writeln!(
                     f,
-                    "  {} waits in {} on {} (peer {}): {} queued, {} credits of {}",
-                    b.pe, b.op, d, peer, b.queued, b.credits, b.depth
+                    "  {who} waits in {} on {} (peer {}): {} queued, {} credits of {}",
+                    b.op,
+                    on(d, b.channel),
+                    peer,
+                    b.queued,
+                    b.credits,
+                    b.depth
                 )?,
-                _ => writeln!(f, "  {} waits in {}", b.pe, b.op)?,
+                _ => writeln!(f, "  {who} waits in {}", b.op)?,
             }
         }
         if self.unreceived.is_empty() {
@@ -200,7 +250,12 @@ impl fmt::Display for DeadlockReport {
             writeln!(
                 f,
                 "  for {} on {} from {}: {}[{}] of generation {}",
-                m.receiver, m.direction, m.sender, m.dtype, m.len, m.generation
+                m.receiver,
+                on(m.direction, m.channel),
+                m.sender,
+                m.dtype,
+                m.len,
+                m.generation
             )?;
         }
         if self.unreceived.len() > UNRECEIVED_SHOWN {

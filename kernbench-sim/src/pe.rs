@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::RunError;
 use crate::queue::{Message, Queue};
-use crate::timing::{Clock, SpanKind};
+use crate::timing::{Bookings, Clock, SpanKind};
 
 /// A PE's buffers at the start of a run.
 #[derive(Clone, Debug)]
@@ -22,7 +22,7 @@ pub struct PeBuffers {
     pub output: Tile,
 }
 
-/// What one PE did in a run. Every count is the same on one thread or many.
+/// What one PE (or one of its lanes) did in a run. Every count is the same on one thread or many.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeFigures {
     /// Messages sent.
@@ -45,13 +45,29 @@ pub struct PeFigures {
     pub polls: u64,
 }
 
-/// A direction of a PE and the two queues behind it.
+impl std::ops::AddAssign<&PeFigures> for PeFigures {
+    fn add_assign(&mut self, f: &PeFigures) {
+        self.messages_sent += f.messages_sent;
+        self.bytes_sent += f.bytes_sent;
+        self.messages_received += f.messages_received;
+        self.bytes_received += f.bytes_received;
+        self.credit_waits += f.credit_waits;
+        self.recv_waits += f.recv_waits;
+        self.reduced_elements += f.reduced_elements;
+        self.memory_bytes += f.memory_bytes;
+        self.polls += f.polls;
+    }
+}
+
+/// A direction of a PE and the queues behind it: one per channel, numbered from the first.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Port {
     /// `direction.key()`, what lookups compare.
     pub(crate) key: u64,
     pub(crate) direction: Direction,
+    /// The queue of channel 0 out of the PE; channel `c`'s is `out_queue + c`.
     pub(crate) out_queue: u32,
+    /// The queue of channel 0 into the PE; channel `c`'s is `in_queue + c`.
     pub(crate) in_queue: u32,
 }
 
@@ -62,7 +78,8 @@ pub(crate) enum Side {
     Receiver,
 }
 
-/// A PE's own state: touched only while its kernel is polled or its round is merged.
+/// What a PE's lanes share: touched only while one of its lanes is polled or its round is merged, on
+/// one thread (a PE's lanes are polled together).
 pub(crate) struct PeState {
     pub(crate) pe: PeId,
     /// Sorted by direction key (so the error lists them in order).
@@ -70,13 +87,22 @@ pub(crate) struct PeState {
     pub(crate) input: Tile,
     pub(crate) output: Tile,
     pub(crate) scratch: Tile,
-    /// Queues this PE pushed to or popped from in the current round.
+    /// Queues the PE's lanes pushed to or popped from in the current round.
     pub(crate) touched: Vec<(u32, Side)>,
+    /// What the kernel recorded with `tl.note`, by key.
+    pub(crate) notes: BTreeMap<String, String>,
+    /// When the PE runs several lanes under the timing model: its compute's bookings, so that their
+    /// reductions, loads and stores run one at a time.
+    pub(crate) compute: Option<Bookings>,
+}
+
+/// One lane of a PE: a coroutine with its own clock, phase, figures and watchdog count.
+pub(crate) struct LaneState {
+    /// Its index in its PE.
+    pub(crate) lane: u32,
     pub(crate) figures: PeFigures,
     /// The generation stamped on messages sent and expected on messages received now.
     pub(crate) generation: u64,
-    /// What the kernel recorded with `tl.note`, by key.
-    pub(crate) notes: BTreeMap<String, String>,
     /// Its simulated time.
     pub(crate) clock: Clock,
     /// Why its kernel stopped, when it failed or panicked in the current round.
@@ -104,7 +130,7 @@ pub(crate) struct Budget {
     pub(crate) steps: u64,
 }
 
-/// What a PE's kernel waits for.
+/// What a lane waits for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Wait {
     None,
@@ -114,8 +140,8 @@ pub(crate) enum Wait {
     Barrier(u64),
 }
 
-/// The wait of a PE and the waker that resumes it. In the merge phase only the unique counterpart of
-/// the queue the PE waits on touches it, so it lives apart from [`PeState`].
+/// The wait of a lane and the waker that resumes it. In the merge phase only the unique counterpart of
+/// the queue the lane waits on touches it, so it lives apart from [`LaneState`].
 pub(crate) struct WaitSlot {
     pub(crate) wait: Wait,
     pub(crate) waker: Option<Waker>,
@@ -139,15 +165,19 @@ impl WaitSlot {
 pub(crate) struct Barrier {
     pub(crate) arrived: AtomicUsize,
     pub(crate) epoch: AtomicU64,
-    /// Who arrived, and at what simulated time.
+    /// Which lanes (tasks) arrived, and at what simulated time.
     pub(crate) waiters: Mutex<Vec<(u32, f64)>>,
 }
 
-/// The [`Backend`] of one PE for one poll.
+/// The [`Backend`] of one lane of one PE for one poll.
 pub(crate) struct PeView<'a> {
-    pub(crate) rank: u32,
+    /// The lane's task: its index among every lane of the run.
+    pub(crate) task: u32,
     pub(crate) state: &'a mut PeState,
+    pub(crate) lane: &'a mut LaneState,
     pub(crate) wait: &'a mut WaitSlot,
+    /// Channels per direction: the most lanes of any PE.
+    pub(crate) channels: u32,
     pub(crate) queues: &'a [Queue],
     /// Every participant's id, by rank.
     pub(crate) pes: &'a [PeId],
@@ -191,10 +221,44 @@ impl PeView<'_> {
         }
     }
 
-    /// Fails a waiting step once the PE has completed its budget of them.
+    /// The queue of `port`'s channel `channel` (`first` is the port's queue of channel 0), with this
+    /// lane claiming its side for the run: the first lane to use a side of a channel owns it.
+    #[inline]
+    fn claim(&self, port: Port, channel: usize, op: Op, side: Side) -> Result<u32, KernelError> {
+        if channel >= self.channels as usize {
+            return Err(KernelError::NoSuchChannel {
+                pe: self.state.pe,
+                op,
+                direction: port.direction,
+                channel,
+                channels: self.channels as usize,
+            });
+        }
+        let first = if side == Side::Sender { port.out_queue } else { port.in_queue };
+        let q = first + channel as u32;
+        // SAFETY: poll phase, and this PE is the side it claims: only its thread touches that owner.
+        let owner = unsafe { self.queues[q as usize].owner(side) };
+        match *owner {
+            lane if lane == self.lane.lane => Ok(q),
+            Queue::UNOWNED => {
+                *owner = self.lane.lane;
+                Ok(q)
+            }
+            owner => Err(KernelError::ChannelTaken {
+                pe: self.state.pe,
+                lane: self.lane.lane as usize,
+                op,
+                direction: port.direction,
+                channel,
+                owner: owner as usize,
+            }),
+        }
+    }
+
+    /// Fails a waiting step once the lane has completed its budget of them.
     #[inline]
     fn check_steps(&self) -> Result<(), KernelError> {
-        if self.state.watch.steps >= self.budget.steps {
+        if self.lane.watch.steps >= self.budget.steps {
             return Err(self.watchdog(WatchdogBudget::Steps(self.budget.steps)));
         }
         Ok(())
@@ -203,14 +267,14 @@ impl PeView<'_> {
     /// Counts a waiting step completed.
     #[inline]
     fn step_done(&mut self, op: Op, direction: Option<Direction>) {
-        let watch = &mut self.state.watch;
+        let watch = &mut self.lane.watch;
         watch.steps += 1;
         watch.last = Some((op, direction));
     }
 
     #[cold]
     fn watchdog(&self, budget: WatchdogBudget) -> KernelError {
-        let watch = &self.state.watch;
+        let watch = &self.lane.watch;
         // While the kernel is polled its count is lent to the thread.
         let loops_left = kernbench_core::tl::loops_left().min(watch.loops_left);
         KernelError::Watchdog {
@@ -223,9 +287,9 @@ impl PeView<'_> {
         }
     }
 
-    /// The PE that sends into the queue behind `port`.
-    fn peer_of(&self, port: Port) -> PeId {
-        self.pes[self.queues[port.in_queue as usize].sender as usize]
+    /// The PE that sends into queue `q`.
+    fn sender_of(&self, q: u32) -> PeId {
+        self.pes[self.queues[q as usize].sender as usize]
     }
 
     fn touch(&mut self, queue: u32, side: Side) {
@@ -244,16 +308,22 @@ impl PeView<'_> {
 }
 
 impl Backend for PeView<'_> {
-    fn poll_send(&mut self, direction: Direction, tile: &Tile, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
-        if let Err(e) = self.check_steps() {
-            return Poll::Ready(Err(e));
-        }
-        let port = match self.port(direction, Op::Send) {
-            Ok(port) => port,
+    fn poll_send(
+        &mut self,
+        direction: Direction,
+        channel: usize,
+        tile: &Tile,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), KernelError>> {
+        let q = match self.check_steps().and_then(|()| self.port(direction, Op::Send)) {
+            Ok(port) => match self.claim(port, channel, Op::Send, Side::Sender) {
+                Ok(q) => q,
+                Err(e) => return Poll::Ready(Err(e)),
+            },
             Err(e) => return Poll::Ready(Err(e)),
         };
-        let queue = &self.queues[port.out_queue as usize];
-        let (clock, generation) = (&mut self.state.clock, self.state.generation);
+        let queue = &self.queues[q as usize];
+        let (clock, generation) = (&mut self.lane.clock, self.lane.generation);
         let bytes = tile.bytes() as u64;
         let make = |credit_at: f64| {
             clock.advance_to(SpanKind::CreditWait, credit_at, 0, false);
@@ -262,18 +332,18 @@ impl Backend for PeView<'_> {
         };
         // SAFETY: this PE is the queue's sender and we are in the poll phase.
         if unsafe { queue.try_push(make) } {
-            let f = &mut self.state.figures;
+            let f = &mut self.lane.figures;
             f.messages_sent += 1;
             f.bytes_sent += bytes;
             self.wait.wait = Wait::None;
-            self.touch(port.out_queue, Side::Sender);
+            self.touch(q, Side::Sender);
             self.step_done(Op::Send, Some(direction));
             Poll::Ready(Ok(()))
         } else {
-            if self.wait.wait != Wait::Send(port.out_queue) {
-                self.state.figures.credit_waits += 1;
+            if self.wait.wait != Wait::Send(q) {
+                self.lane.figures.credit_waits += 1;
             }
-            self.wait.park(Wait::Send(port.out_queue), cx);
+            self.wait.park(Wait::Send(q), cx);
             Poll::Pending
         }
     }
@@ -281,34 +351,35 @@ impl Backend for PeView<'_> {
     fn poll_recv(
         &mut self,
         direction: Direction,
+        channel: usize,
         len: usize,
         dtype: Dtype,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Tile, KernelError>> {
-        if let Err(e) = self.check_steps() {
-            return Poll::Ready(Err(e));
-        }
-        let port = match self.port(direction, Op::Recv) {
-            Ok(port) => port,
+        let q = match self.check_steps().and_then(|()| self.port(direction, Op::Recv)) {
+            Ok(port) => match self.claim(port, channel, Op::Recv, Side::Receiver) {
+                Ok(q) => q,
+                Err(e) => return Poll::Ready(Err(e)),
+            },
             Err(e) => return Poll::Ready(Err(e)),
         };
-        let queue = &self.queues[port.in_queue as usize];
+        let queue = &self.queues[q as usize];
         let pe = self.state.pe;
         // SAFETY: this PE is the queue's receiver and we are in the poll phase.
         let Some(head) = (unsafe { queue.peek() }) else {
-            if self.wait.wait != Wait::Recv(port.in_queue) {
-                self.state.figures.recv_waits += 1;
+            if self.wait.wait != Wait::Recv(q) {
+                self.lane.figures.recv_waits += 1;
             }
-            self.wait.park(Wait::Recv(port.in_queue), cx);
+            self.wait.park(Wait::Recv(q), cx);
             return Poll::Pending;
         };
-        if head.generation != self.state.generation {
+        if head.generation != self.lane.generation {
             return Poll::Ready(Err(KernelError::GenerationMismatch {
                 pe,
                 direction,
-                expected: self.state.generation,
+                expected: self.lane.generation,
                 got: head.generation,
-                from: self.peer_of(port),
+                from: self.sender_of(q),
             }));
         }
         if head.tile.dtype() != dtype || head.tile.len() != len {
@@ -319,19 +390,19 @@ impl Backend for PeView<'_> {
                 expected_len: len,
                 got_dtype: head.tile.dtype(),
                 got_len: head.tile.len(),
-                from: self.peer_of(port),
+                from: self.sender_of(q),
             }));
         }
-        let clock = &mut self.state.clock;
+        let clock = &mut self.lane.clock;
         clock.advance_to(SpanKind::Recv, head.arrive_ns, head.tile.bytes() as u64, false);
-        let credit_at = clock.now + self.credit_latency.get(port.in_queue as usize).copied().unwrap_or(0.0);
+        let credit_at = clock.now + self.credit_latency.get(q as usize).copied().unwrap_or(0.0);
         // SAFETY: as for `peek`.
         let message = unsafe { queue.pop(credit_at) }.expect("peeked a message this poll");
-        let f = &mut self.state.figures;
+        let f = &mut self.lane.figures;
         f.messages_received += 1;
         f.bytes_received += message.tile.bytes() as u64;
         self.wait.wait = Wait::None;
-        self.touch(port.in_queue, Side::Receiver);
+        self.touch(q, Side::Receiver);
         self.step_done(Op::Recv, Some(direction));
         Poll::Ready(Ok(message.tile))
     }
@@ -353,7 +424,7 @@ impl Backend for PeView<'_> {
             }
             _ => {
                 self.barrier.arrived.fetch_add(1, Ordering::Relaxed);
-                let arrived = (self.rank, self.state.clock.now);
+                let arrived = (self.task, self.lane.clock.now);
                 self.barrier.waiters.lock().unwrap_or_else(|e| e.into_inner()).push(arrived);
                 self.wait.park(Wait::Barrier(epoch + 1), cx);
                 Poll::Pending
@@ -398,11 +469,11 @@ impl Backend for PeView<'_> {
     }
 
     fn loops_left(&self) -> u64 {
-        self.state.watch.loops_left
+        self.lane.watch.loops_left
     }
 
     fn set_loops_left(&mut self, left: u64) {
-        self.state.watch.loops_left = left;
+        self.lane.watch.loops_left = left;
     }
 
     fn out_of_loops(&mut self) -> Result<(), KernelError> {
@@ -414,20 +485,28 @@ impl Backend for PeView<'_> {
     }
 
     fn set_phase(&mut self, phase: u8) {
-        self.state.generation = message_generation(self.call_generation, phase);
+        self.lane.generation = message_generation(self.call_generation, phase);
     }
 
     fn charge(&mut self, work: Work) {
-        let (f, clock) = (&mut self.state.figures, &mut self.state.clock);
-        match work {
+        let (f, clock) = (&mut self.lane.figures, &mut self.lane.clock);
+        let (kind, ns, bytes) = match work {
             Work::Reduce { elements, dtype } => {
                 f.reduced_elements += elements as u64;
-                clock.work(SpanKind::Reduce, elements as f64 * clock.ns_per_element, (elements * dtype.size()) as u64);
+                (SpanKind::Reduce, elements as f64 * clock.ns_per_element, (elements * dtype.size()) as u64)
             }
             Work::Memory { bytes } => {
                 f.memory_bytes += bytes as u64;
-                clock.work(SpanKind::Memory, bytes as f64 * clock.ns_per_byte, bytes as u64);
+                (SpanKind::Memory, bytes as f64 * clock.ns_per_byte, bytes as u64)
+            }
+        };
+        // Lanes of one PE share its compute: a lane's work waits for what other lanes booked first.
+        if let Some(compute) = &mut self.state.compute {
+            if clock.on {
+                let (start, _) = compute.reserve(clock.now, ns, 0.0);
+                clock.advance_to(SpanKind::ComputeWait, start, 0, false);
             }
         }
+        clock.work(kind, ns, bytes);
     }
 }

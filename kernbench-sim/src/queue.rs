@@ -1,4 +1,4 @@
-//! IPCQs: one bounded queue per directed neighbour edge, with credit flow control.
+//! IPCQs: one bounded queue per directed neighbour edge and channel, with credit flow control.
 //!
 //! A queue is a single-producer single-consumer ring of `depth` slots. Its sender owns `tail`, its
 //! receiver owns `head`, and both see the other side only through values published at the end of each
@@ -14,6 +14,8 @@
 use std::cell::UnsafeCell;
 
 use kernbench_core::{Direction, Dtype, Tile};
+
+use crate::pe::Side;
 
 /// One message in flight.
 pub(crate) struct Message {
@@ -32,12 +34,17 @@ struct Slot {
     free_at_ns: f64,
 }
 
-/// One directed neighbour edge.
+/// One channel of a directed neighbour edge.
 pub(crate) struct Queue {
     pub(crate) sender: u32,
     pub(crate) receiver: u32,
     pub(crate) send_dir: Direction,
     pub(crate) recv_dir: Direction,
+    pub(crate) channel: u32,
+    /// The lane of the sender that owns the sending side ([`Queue::UNOWNED`] until one sends).
+    sender_lane: UnsafeCell<u32>,
+    /// The lane of the receiver that owns the receiving side.
+    receiver_lane: UnsafeCell<u32>,
     tail: UnsafeCell<u64>,
     /// `tail % depth`, kept as it advances: no division on the hot path.
     tail_slot: UnsafeCell<usize>,
@@ -49,18 +56,30 @@ pub(crate) struct Queue {
     slots: Box<[UnsafeCell<Slot>]>,
 }
 
-// SAFETY: see the module docs. During a round, `tail` and the slots being written belong to the
-// sender's thread, `head` and the slots being read to the receiver's thread, and the published values
-// are only read; between rounds each published value is written by the one thread merging its owner.
+// SAFETY: see the module docs. During a round, `tail`, `sender_lane` and the slots being written
+// belong to the sender's thread, `head`, `receiver_lane` and the slots being read to the receiver's
+// thread, and the published values are only read; between rounds each published value is written by
+// the one thread merging its owner, and the lanes are only read.
 unsafe impl Sync for Queue {}
 
 impl Queue {
-    pub(crate) fn new(sender: u32, receiver: u32, send_dir: Direction, recv_dir: Direction, depth: usize) -> Queue {
+    /// A lane number no lane has: a side no lane has used yet.
+    pub(crate) const UNOWNED: u32 = u32::MAX;
+
+    pub(crate) fn new(
+        (sender, receiver): (u32, u32),
+        (send_dir, recv_dir): (Direction, Direction),
+        channel: u32,
+        depth: usize,
+    ) -> Queue {
         Queue {
             sender,
             receiver,
             send_dir,
             recv_dir,
+            channel,
+            sender_lane: UnsafeCell::new(Queue::UNOWNED),
+            receiver_lane: UnsafeCell::new(Queue::UNOWNED),
             tail: UnsafeCell::new(0),
             tail_slot: UnsafeCell::new(0),
             head: UnsafeCell::new(0),
@@ -69,6 +88,26 @@ impl Queue {
             published_head: UnsafeCell::new(0),
             slots: (0..depth).map(|_| UnsafeCell::new(Slot { message: None, free_at_ns: 0.0 })).collect(),
         }
+    }
+
+    /// The lane that owns `side` of the queue, to claim or compare.
+    ///
+    /// # Safety
+    /// Only that side's thread, in the poll phase.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn owner(&self, side: Side) -> &mut u32 {
+        // SAFETY: the caller is the side's thread in the poll phase, the only one that touches it then.
+        unsafe { &mut *(if side == Side::Sender { &self.sender_lane } else { &self.receiver_lane }).get() }
+    }
+
+    /// The lane that owns `side`, if one has used it.
+    ///
+    /// # Safety
+    /// Only in the merge phase (or between rounds), when no thread writes it.
+    pub(crate) unsafe fn owner_lane(&self, side: Side) -> Option<u32> {
+        // SAFETY: the caller is in the merge phase: owners are written only while polling.
+        let lane = unsafe { *(if side == Side::Sender { &self.sender_lane } else { &self.receiver_lane }).get() };
+        (lane != Queue::UNOWNED).then_some(lane)
     }
 
     /// Sender side: when a credit is free, pushes the message `make` builds from the time that credit

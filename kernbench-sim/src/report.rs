@@ -14,8 +14,10 @@ pub struct PeReport {
     pub pe: PeId,
     /// Its output buffer.
     pub output: Tile,
-    /// What it did.
+    /// What it did: its lanes' figures added up.
     pub figures: PeFigures,
+    /// What each of its lanes did, in lane order (one entry for a PE that runs one lane).
+    pub lanes: Vec<PeFigures>,
     /// What its kernel recorded with `tl.note`, by key.
     pub notes: BTreeMap<String, String>,
 }
@@ -79,16 +81,7 @@ impl RunReport {
     /// The figures of all PEs added up.
     pub fn totals(&self) -> PeFigures {
         self.pes.iter().fold(PeFigures::default(), |mut t, p| {
-            let f = &p.figures;
-            t.messages_sent += f.messages_sent;
-            t.bytes_sent += f.bytes_sent;
-            t.messages_received += f.messages_received;
-            t.bytes_received += f.bytes_received;
-            t.credit_waits += f.credit_waits;
-            t.recv_waits += f.recv_waits;
-            t.reduced_elements += f.reduced_elements;
-            t.memory_bytes += f.memory_bytes;
-            t.polls += f.polls;
+            t += &p.figures;
             t
         })
     }

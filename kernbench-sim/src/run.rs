@@ -25,11 +25,11 @@ use kernbench_core::{InstallPlan, KernelError, Launch, Op, PeId, ReduceOp, Syste
 use rayon::prelude::*;
 
 use crate::error::{BlockedPe, DeadlockReport, Leftover, RunError, Unreceived};
-use crate::pe::{Barrier, Budget, PeBuffers, PeFigures, PeState, PeView, Port, Side, Wait, WaitSlot, Watch};
+use crate::pe::{Barrier, Budget, LaneState, PeBuffers, PeFigures, PeState, PeView, Port, Side, Wait, WaitSlot, Watch};
 use crate::queue::Queue;
 use crate::report::{PeReport, RunReport};
 use crate::slots::Slots;
-use crate::timing::{Clock, Network, SpanKind, TimeReport, Timing, Transfer};
+use crate::timing::{Bookings, Clock, Network, PeTime, SpanKind, TimeReport, Timing, Transfer};
 
 /// Below this many PEs woken in a round, the round runs on one thread by default: handing work to
 /// other threads costs more than it saves.
@@ -120,7 +120,8 @@ enum Polled {
     Failed,
 }
 
-/// What a round's polls add up to: kernels that finished, and the lowest rank that failed.
+/// What a round's polls add up to: lanes that finished, and the lowest task (lane of the run) that
+/// failed.
 #[derive(Clone, Copy, Default)]
 struct Outcome {
     finished: usize,
@@ -128,16 +129,16 @@ struct Outcome {
 }
 
 impl Outcome {
-    fn add(self, rank: u32, polled: Polled) -> Outcome {
+    fn add(self, task: u32, polled: Polled) -> Outcome {
         match polled {
             Polled::Pending => self,
             Polled::Finished => Outcome { finished: self.finished + 1, ..self },
-            Polled::Failed => self.merge(Outcome { finished: 0, failed: Some(rank) }),
+            Polled::Failed => self.merge(Outcome { finished: 0, failed: Some(task) }),
         }
     }
 
-    /// Finished counts add; of two failures the lower rank's wins, so the reported error does not
-    /// depend on the order of polls.
+    /// Finished counts add; of two failures the lower task's (so the lower rank's) wins, so the
+    /// reported error does not depend on the order of polls.
     fn merge(self, other: Outcome) -> Outcome {
         let failed = match (self.failed, other.failed) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -155,6 +156,11 @@ impl<'s> Runtime<'s> {
     /// list; asking the OS for 100,000 made thread creation fail part way, and the process abort or
     /// hang. 1024 is far above any core count this simulator is run on.
     pub const MAX_THREADS: usize = 1024;
+
+    /// The most lanes a kernel may run as on one PE ([`Launch::lanes`]); more ends the run in
+    /// [`RunError::BadLanes`]. NCCL runs at most 32 channels, and MSCCL programs a few dozen thread
+    /// blocks per GPU; each lane costs a coroutine, and each channel a queue per directed edge.
+    pub const MAX_LANES: usize = 256;
 
     /// A single-threaded runtime for `system`.
     pub fn new(system: &'s System) -> Self {
@@ -237,6 +243,17 @@ impl<'s> Runtime<'s> {
             return Err(RunError::BufferCount { participants: pes.len(), buffers: buffers.len() });
         }
         check_plan(plan, self.system)?;
+        let lanes: Vec<usize> = (0..pes.len()).map(|rank| kernel.lanes(rank)).collect();
+        if let Some((rank, &bad)) = lanes.iter().enumerate().find(|(_, n)| !(1..=Runtime::MAX_LANES).contains(*n)) {
+            return Err(RunError::BadLanes { pe: pes[rank], lanes: bad, max: Runtime::MAX_LANES });
+        }
+        // One channel per lane of the PE with the most: every lane can have its own queues.
+        let channels = lanes.iter().copied().max().unwrap_or(1);
+        let mut first_task = Vec::with_capacity(pes.len() + 1);
+        first_task.push(0u32);
+        for &n in &lanes {
+            first_task.push(first_task[first_task.len() - 1] + n as u32);
+        }
         // Before any PE's task exists, so a pool that cannot be built leaves nothing to clean up.
         let pool = if self.threads > 1 {
             Some(
@@ -249,7 +266,7 @@ impl<'s> Runtime<'s> {
             None
         };
         quiet_kernel_panics();
-        let (queues, ports) = install_queues(plan, self.system.ipcq_depth());
+        let (queues, ports) = install_queues(plan, self.system.ipcq_depth(), channels);
         let network = self
             .timing
             .as_ref()
@@ -258,27 +275,43 @@ impl<'s> Runtime<'s> {
             .iter()
             .zip(ports)
             .zip(buffers)
-            .map(|((&pe, ports), b)| PeState {
+            .zip(&lanes)
+            .map(|(((&pe, ports), b), &n)| PeState {
                 pe,
                 ports,
                 input: b.input,
                 output: b.output,
                 scratch: Tile::zeros(kernbench_core::Dtype::F32, 0),
                 touched: Vec::new(),
+                notes: BTreeMap::new(),
+                compute: (n > 1 && self.timing.is_some()).then(Bookings::default),
+            })
+            .collect();
+        let lane_states = pes
+            .iter()
+            .zip(&lanes)
+            .flat_map(|(&pe, &n)| (0..n as u32).map(move |lane| (pe, lane)))
+            .map(|(pe, lane)| LaneState {
+                lane,
                 figures: PeFigures::default(),
                 generation: message_generation(call.generation, 1),
-                notes: BTreeMap::new(),
                 clock: Clock::new(self.system, self.timing.as_ref(), pe),
                 failure: None,
                 watch: Watch { loops_left: self.budget.loops, steps: 0, last: None },
             })
-            .collect();
+            .collect::<Vec<_>>();
+        let tasks = lane_states.len();
+        let task_rank = lanes.iter().enumerate().flat_map(|(rank, &n)| std::iter::repeat_n(rank as u32, n)).collect();
         let mut exec = Execution {
             pes: &pes,
             states: Slots::new(states),
-            waits: Slots::new((0..pes.len()).map(|_| WaitSlot::new()).collect()),
+            lanes: Slots::new(lane_states),
+            first_task,
+            task_rank,
+            waits: Slots::new((0..tasks).map(|_| WaitSlot::new()).collect()),
             queues,
-            results: (0..pes.len()).map(|_| OnceLock::new()).collect(),
+            channels: channels as u32,
+            results: (0..tasks).map(|_| OnceLock::new()).collect(),
             barrier: Barrier {
                 arrived: AtomicUsize::new(0),
                 epoch: AtomicU64::new(0),
@@ -291,43 +324,58 @@ impl<'s> Runtime<'s> {
         let ready = Arc::new(ReadyLists { lists: (0..self.threads).map(|_| Mutex::new(Vec::new())).collect() });
         let results = Arc::clone(&exec.results);
         let extents = [self.system.sips(), self.system.cubes_per_sip(), self.system.pes_per_cube()];
-        for (rank, &pe) in pes.iter().enumerate() {
-            let ctx = TlContext {
-                pe,
-                extents,
-                rank,
-                size: pes.len(),
-                op: call.op,
-                root: call.root,
-                generation: call.generation,
-            };
-            let future = kernel.launch(Tl::new(ctx));
-            let results = Arc::clone(&results);
-            let schedule = {
-                let ready = Arc::clone(&ready);
-                move |runnable| ready.push(runnable)
-            };
-            let (runnable, task) = async_task::Builder::new().metadata(rank as u32).spawn(
-                move |_| async move {
-                    let result = future.await;
-                    // Set once: the task completes once.
-                    let _ = results[rank].set(result);
-                },
-                schedule,
-            );
-            task.detach();
-            runnable.schedule();
+        let mut task = 0usize;
+        for (rank, (&pe, &n)) in pes.iter().zip(&lanes).enumerate() {
+            for lane in 0..n {
+                let ctx = TlContext {
+                    pe,
+                    extents,
+                    rank,
+                    size: pes.len(),
+                    op: call.op,
+                    root: call.root,
+                    generation: call.generation,
+                    lane,
+                    lanes: n,
+                };
+                let future = kernel.launch(Tl::new(ctx));
+                let results = Arc::clone(&results);
+                let schedule = {
+                    let ready = Arc::clone(&ready);
+                    move |runnable| ready.push(runnable)
+                };
+                let (runnable, handle) = async_task::Builder::new().metadata(task as u32).spawn(
+                    move |_| async move {
+                        let result = future.await;
+                        // Set once: the task completes once.
+                        let _ = results[task].set(result);
+                    },
+                    schedule,
+                );
+                handle.detach();
+                runnable.schedule();
+                task += 1;
+            }
         }
         exec.drive(&ready, pool.as_ref(), self.parallel_min_ready)
     }
 }
 
-/// One run in progress.
+/// One run in progress. A PE's lanes are tasks `first_task[rank]..first_task[rank + 1]`, numbered in
+/// rank order, so sorting woken tasks groups each PE's lanes together.
 struct Execution<'p> {
     pes: &'p [PeId],
+    /// Per PE.
     states: Slots<PeState>,
+    /// Per task (lane of a PE).
+    lanes: Slots<LaneState>,
+    first_task: Vec<u32>,
+    task_rank: Vec<u32>,
+    /// Per task.
     waits: Slots<WaitSlot>,
     queues: Vec<Queue>,
+    /// Channels per directed edge.
+    channels: u32,
     results: Arc<[OnceLock<Result<(), KernelError>>]>,
     barrier: Barrier,
     generation: u64,
@@ -343,7 +391,9 @@ impl Execution<'_> {
         pool: Option<&rayon::ThreadPool>,
         parallel_min_ready: usize,
     ) -> Result<RunReport, RunError> {
-        let mut round: Vec<Runnable<u32>> = Vec::new();
+        let mut woken: Vec<Runnable<u32>> = Vec::new();
+        // The round's runnables, taken out one by one as they are polled.
+        let mut round: Vec<Option<Runnable<u32>>> = Vec::new();
         let mut polled: Vec<u32> = Vec::new();
         let mut sent: Vec<Transfer> = Vec::new();
         let mut finished = 0usize;
@@ -352,33 +402,34 @@ impl Execution<'_> {
         // that asks for parallel rounds of a few PEs gets them.
         let min_job = parallel_min_ready.clamp(1, 64);
         loop {
-            ready.drain_into(&mut round);
-            if round.is_empty() {
+            ready.drain_into(&mut woken);
+            if woken.is_empty() {
                 break;
             }
             rounds += 1;
-            round.sort_unstable_by_key(|r| *r.metadata());
+            woken.sort_unstable_by_key(|r| *r.metadata());
             polled.clear();
-            polled.extend(round.iter().map(|r| *r.metadata()));
+            for r in &woken {
+                let rank = self.task_rank[*r.metadata() as usize];
+                if polled.last() != Some(&rank) {
+                    polled.push(rank);
+                }
+            }
+            round.extend(woken.drain(..).map(Some));
             let this = &*self;
+            let same_pe = |a: &Option<Runnable<u32>>, b: &Option<Runnable<u32>>| this.rank_of(a) == this.rank_of(b);
             let outcome = match pool {
                 Some(pool) if round.len() >= parallel_min_ready => pool.install(|| {
-                    round
-                        .par_drain(..)
-                        .with_min_len(min_job)
-                        .map(|r| this.poll(r))
-                        .fold(Outcome::default, |acc, (rank, polled)| acc.add(rank, polled))
-                        .reduce(Outcome::default, Outcome::merge)
+                    round.par_chunk_by_mut(same_pe).map(|pe| this.poll_pe(pe)).reduce(Outcome::default, Outcome::merge)
                 }),
-                _ => round
-                    .drain(..)
-                    .map(|r| this.poll(r))
-                    .fold(Outcome::default(), |acc, (rank, polled)| acc.add(rank, polled)),
+                _ => round.chunk_by_mut(same_pe).map(|pe| this.poll_pe(pe)).fold(Outcome::default(), Outcome::merge),
             };
+            round.clear();
             finished += outcome.finished;
-            if let Some(rank) = outcome.failed {
-                let failure = self.states.get(rank as usize).failure.take();
-                return Err(failure.expect("a failed poll leaves its error with the PE"));
+            if let Some(task) = outcome.failed {
+                let failure = self.lanes.get(task as usize).failure.take();
+                let failure = failure.expect("a failed poll leaves its error with the lane");
+                return Err(self.in_lane(task, failure));
             }
             sent.clear();
             match pool {
@@ -400,26 +451,70 @@ impl Execution<'_> {
             self.place_transfers(&mut sent);
             self.release_barrier();
         }
-        if finished < self.pes.len() {
+        if finished < self.lanes_total() {
             return Err(RunError::Deadlock(self.deadlock_report(finished)));
         }
         self.check_queues_empty()?;
         self.report(rounds)
     }
 
-    /// Polls one woken PE's kernel once.
-    fn poll(&self, runnable: Runnable<u32>) -> (u32, Polled) {
-        let rank = *runnable.metadata();
-        // SAFETY: poll phase; a rank is woken at most once per round, so only this thread touches its
-        // state and wait slot now.
-        let (state, wait) = unsafe { (self.states.get_mut(rank as usize), self.waits.get_mut(rank as usize)) };
+    fn lanes_total(&self) -> usize {
+        self.task_rank.len()
+    }
+
+    fn rank_of(&self, runnable: &Option<Runnable<u32>>) -> Option<u32> {
+        runnable.as_ref().map(|r| self.task_rank[*r.metadata() as usize])
+    }
+
+    /// The lanes `rank` runs.
+    fn lanes_of(&self, rank: usize) -> std::ops::Range<usize> {
+        self.first_task[rank] as usize..self.first_task[rank + 1] as usize
+    }
+
+    /// `error` of `task`, naming its lane when its PE runs several.
+    fn in_lane(&self, task: u32, error: RunError) -> RunError {
+        let lanes = self.lanes_of(self.task_rank[task as usize] as usize);
+        if lanes.len() == 1 {
+            return error;
+        }
+        RunError::InLane { lane: task as usize - lanes.start, lanes: lanes.len(), error: Box::new(error) }
+    }
+
+    /// Polls the woken lanes of one PE once each, in lane order.
+    fn poll_pe(&self, woken: &mut [Option<Runnable<u32>>]) -> Outcome {
+        let Some(rank) = woken.first().and_then(|r| self.rank_of(r)) else { return Outcome::default() };
+        // SAFETY: poll phase; a PE's woken lanes are polled together, by one thread, so only this
+        // thread touches its state, and (a task is woken at most once per round) its lanes' states and
+        // wait slots.
+        let state = unsafe { self.states.get_mut(rank as usize) };
         state.touched.clear();
-        state.figures.polls += 1;
+        let mut outcome = Outcome::default();
+        for runnable in woken.iter_mut().filter_map(Option::take) {
+            let task = *runnable.metadata();
+            // SAFETY: as above.
+            let (lane, wait) = unsafe { (self.lanes.get_mut(task as usize), self.waits.get_mut(task as usize)) };
+            lane.figures.polls += 1;
+            outcome = outcome.add(task, self.poll_lane(task, state, lane, wait, runnable));
+        }
+        outcome
+    }
+
+    /// Polls one lane's kernel once.
+    fn poll_lane(
+        &self,
+        task: u32,
+        state: &mut PeState,
+        lane: &mut LaneState,
+        wait: &mut WaitSlot,
+        runnable: Runnable<u32>,
+    ) -> Polled {
         let pe = state.pe;
         let mut view = PeView {
-            rank,
+            task,
             state,
+            lane,
             wait,
+            channels: self.channels,
             queues: &self.queues,
             pes: self.pes,
             credit_latency: self.network.as_ref().map_or(&[], |n| &n.route_latency),
@@ -430,21 +525,21 @@ impl Execution<'_> {
         let run = catch_unwind(AssertUnwindSafe(|| tl::enter(&mut view, || runnable.run())));
         let failure = match run {
             Err(payload) => RunError::Panicked { pe, message: panic_message(&*payload) },
-            Ok(_) => match self.results[rank as usize].get() {
-                None => return (rank, Polled::Pending),
-                Some(Ok(())) => return (rank, Polled::Finished),
+            Ok(_) => match self.results[task as usize].get() {
+                None => return Polled::Pending,
+                Some(Ok(())) => return Polled::Finished,
                 Some(Err(e)) => RunError::Kernel(e.clone()),
             },
         };
-        view.state.failure = Some(failure);
-        (rank, Polled::Failed)
+        view.lane.failure = Some(failure);
+        Polled::Failed
     }
 
-    /// Publishes what a polled PE did to its queues and wakes the PEs waiting on them; under the timing
-    /// model, lists the messages it sent in `sent`.
+    /// Publishes what a polled PE's lanes did to their queues and wakes the lanes waiting on them;
+    /// under the timing model, lists the messages it sent in `sent`.
     fn merge(&self, rank: u32, sent: &mut Vec<Transfer>) {
         // SAFETY: merge phase; only this thread merges `rank`, and merging reads nothing of another
-        // PE's state but its wait slot below.
+        // PE's state but its lanes' wait slots below.
         let state = unsafe { self.states.get_mut(rank as usize) };
         for &(q, side) in &state.touched {
             let queue = &self.queues[q as usize];
@@ -461,21 +556,38 @@ impl Execution<'_> {
                                 sent.push(Transfer { depart_ns, sender: rank, queue: q, position });
                             }
                         }
-                        (!new.is_empty(), queue.receiver, Wait::Recv(q))
+                        (!new.is_empty(), (queue.receiver, Side::Receiver), Wait::Recv(q))
                     }
-                    Side::Receiver => (queue.publish_head(), queue.sender, Wait::Send(q)),
+                    Side::Receiver => (queue.publish_head(), (queue.sender, Side::Sender), Wait::Send(q)),
                 }
             };
             if !changed {
                 continue;
             }
-            // SAFETY: merge phase: wait slots are only read (the PE's own poll, which writes it, is over),
-            // and waking takes a shared reference to the waker.
-            let slot = unsafe { self.waits.get_ref(other as usize) };
+            // The lane waiting on the other side, if one has used it: it owns that side.
+            let (other_pe, other_side) = other;
+            // SAFETY: merge phase: owners are only written while polling.
+            let Some(lane) = (unsafe { queue.owner_lane(other_side) }) else { continue };
+            let task = self.first_task[other_pe as usize] as usize + lane as usize;
+            // SAFETY: merge phase: wait slots are only read (the lane's own poll, which writes it, is
+            // over), and waking takes a shared reference to the waker.
+            let slot = unsafe { self.waits.get_ref(task) };
             if slot.wait == waiting {
                 if let Some(waker) = &slot.waker {
                     waker.wake_by_ref();
                 }
+            }
+        }
+        if state.compute.as_ref().is_some_and(|c| c.len() > FORGET_COMPUTE_ABOVE) {
+            // No lane of the PE can start work before the earliest clock of those still running.
+            let floor = self
+                .lanes_of(rank as usize)
+                .filter(|&task| self.results[task].get().is_none())
+                // SAFETY: merge phase: a PE's lanes are touched only by the thread merging the PE.
+                .map(|task| unsafe { self.lanes.get_ref(task) }.clock.now)
+                .fold(f64::INFINITY, f64::min);
+            if let Some(compute) = &mut state.compute {
+                compute.forget_before(floor);
             }
         }
     }
@@ -496,31 +608,32 @@ impl Execution<'_> {
             }
         }
         if network.forget_due {
-            // No message can leave before the clock of the earliest PE still running.
+            // No message can leave before the clock of the earliest lane still running.
             let results = &self.results;
             let floor = self
-                .states
+                .lanes
                 .iter_mut()
                 .enumerate()
-                .filter(|(rank, _)| results[*rank].get().is_none())
+                .filter(|(task, _)| results[*task].get().is_none())
                 .map(|(_, s)| s.clock.now)
                 .fold(f64::INFINITY, f64::min);
             network.forget_before(floor);
         }
     }
 
-    /// Releases the barrier once every participant has arrived, at the latest arrival's time.
+    /// Releases the barrier once every lane of every participant has arrived, at the latest arrival's
+    /// time.
     fn release_barrier(&mut self) {
-        if self.barrier.arrived.load(Ordering::Relaxed) < self.pes.len() {
+        if self.barrier.arrived.load(Ordering::Relaxed) < self.lanes_total() {
             return;
         }
         self.barrier.arrived.store(0, Ordering::Relaxed);
         self.barrier.epoch.fetch_add(1, Ordering::Relaxed);
         let waiters = std::mem::take(&mut *lock(&self.barrier.waiters));
         let release = waiters.iter().map(|&(_, at)| at).fold(0.0, f64::max);
-        for (rank, _) in waiters {
-            self.states.get(rank as usize).clock.advance_to(SpanKind::Barrier, release, 0, false);
-            if let Some(waker) = &self.waits.get(rank as usize).waker {
+        for (task, _) in waiters {
+            self.lanes.get(task as usize).clock.advance_to(SpanKind::Barrier, release, 0, false);
+            if let Some(waker) = &self.waits.get(task as usize).waker {
                 waker.wake_by_ref();
             }
         }
@@ -528,42 +641,40 @@ impl Execution<'_> {
 
     fn deadlock_report(&mut self, finished: usize) -> DeadlockReport {
         let mut blocked = Vec::new();
-        for rank in 0..self.pes.len() {
-            if self.results[rank].get().is_some() {
+        for task in 0..self.lanes_total() {
+            if self.results[task].get().is_some() {
                 continue;
             }
+            let rank = self.task_rank[task] as usize;
+            let lanes = self.lanes_of(rank);
+            let lane = (lanes.len() > 1).then(|| task - lanes.start);
             let pe = self.pes[rank];
-            let entry = match self.waits.get(rank).wait {
+            let waiting = |op, direction, peer, channel, (queued, credits, depth)| BlockedPe {
+                pe,
+                lane,
+                channel,
+                op,
+                direction,
+                peer,
+                queued,
+                credits,
+                depth,
+            };
+            let entry = match self.waits.get(task).wait {
                 Wait::Send(q) => {
                     let queue = &mut self.queues[q as usize];
-                    BlockedPe {
-                        pe,
-                        op: Op::Send,
-                        direction: Some(queue.send_dir),
-                        peer: Some(self.pes[queue.receiver as usize]),
-                        queued: queue.in_flight(),
-                        credits: queue.credits(),
-                        depth: queue.depth(),
-                    }
+                    let peer = self.pes[queue.receiver as usize];
+                    let state = (queue.in_flight(), queue.credits(), queue.depth());
+                    waiting(Op::Send, Some(queue.send_dir), Some(peer), queue.channel as usize, state)
                 }
                 Wait::Recv(q) => {
                     let queue = &mut self.queues[q as usize];
-                    BlockedPe {
-                        pe,
-                        op: Op::Recv,
-                        direction: Some(queue.recv_dir),
-                        peer: Some(self.pes[queue.sender as usize]),
-                        queued: queue.visible(),
-                        credits: queue.credits(),
-                        depth: queue.depth(),
-                    }
+                    let peer = self.pes[queue.sender as usize];
+                    let state = (queue.visible(), queue.credits(), queue.depth());
+                    waiting(Op::Recv, Some(queue.recv_dir), Some(peer), queue.channel as usize, state)
                 }
-                Wait::Barrier(_) => {
-                    BlockedPe { pe, op: Op::Barrier, direction: None, peer: None, queued: 0, credits: 0, depth: 0 }
-                }
-                Wait::None => {
-                    BlockedPe { pe, op: Op::External, direction: None, peer: None, queued: 0, credits: 0, depth: 0 }
-                }
+                Wait::Barrier(_) => waiting(Op::Barrier, None, None, 0, (0, 0, 0)),
+                Wait::None => waiting(Op::External, None, None, 0, (0, 0, 0)),
             };
             blocked.push(entry);
         }
@@ -573,9 +684,11 @@ impl Execution<'_> {
             .iter_mut()
             .flat_map(|q| {
                 let (receiver, direction, sender) = (pes[q.receiver as usize], q.recv_dir, pes[q.sender as usize]);
+                let channel = q.channel as usize;
                 q.unreceived().into_iter().map(move |(dtype, len, generation)| Unreceived {
                     receiver,
                     direction,
+                    channel,
                     sender,
                     dtype,
                     len,
@@ -583,7 +696,7 @@ impl Execution<'_> {
                 })
             })
             .collect();
-        DeadlockReport { blocked, finished, total: self.pes.len(), unreceived }
+        DeadlockReport { blocked, finished, total: self.lanes_total(), unreceived }
     }
 
     fn check_queues_empty(&mut self) -> Result<(), RunError> {
@@ -596,6 +709,7 @@ impl Execution<'_> {
                 (messages > 0).then(|| Leftover {
                     receiver: pes[q.receiver as usize],
                     direction: q.recv_dir,
+                    channel: q.channel as usize,
                     sender: pes[q.sender as usize],
                     messages,
                 })
@@ -607,38 +721,56 @@ impl Execution<'_> {
     /// The run's report.
     ///
     /// # Errors
-    /// [`RunError::NonFiniteTime`] when a PE's clock is not a finite number: such a time must never be
+    /// [`RunError::NonFiniteTime`] when a lane's clock is not a finite number: such a time must never be
     /// printed or written as a result.
     fn report(&mut self, rounds: u64) -> Result<RunReport, RunError> {
         if self.network.is_some() {
-            // A PE waiting on one whose time is not finite inherits it: name the PE where it arose
+            // A lane waiting on one whose time is not finite inherits it: name the PE where it arose
             // (its own work or start delay) before any that only waited.
-            let pes = self.pes;
+            let (pes, task_rank) = (self.pes, &self.task_rank);
             let mut first = |check: fn(&Clock) -> Option<(&'static str, f64)>| {
-                pes.iter().zip(self.states.iter_mut()).find_map(|(&pe, s)| check(&s.clock).map(|found| (pe, found)))
+                task_rank
+                    .iter()
+                    .zip(self.lanes.iter_mut())
+                    .find_map(|(&rank, s)| check(&s.clock).map(|found| (pes[rank as usize], found)))
             };
             if let Some((pe, (what, value))) = first(Clock::own_non_finite).or_else(|| first(Clock::non_finite)) {
                 return Err(RunError::NonFiniteTime { pe, what, value: value.to_string() });
             }
         }
+        let mut lanes: Vec<&mut LaneState> = self.lanes.iter_mut().collect();
         let time = self.network.as_mut().map(|network| {
-            let completion = self.states.iter_mut().map(|s| s.clock.now).fold(0.0, f64::max);
-            let pes = self.states.iter_mut().map(|s| s.clock.report(completion)).collect();
+            let completion = lanes.iter().map(|s| s.clock.now).fold(0.0, f64::max);
+            let mut lane_times = lanes.iter_mut().map(|s| s.clock.report(completion));
+            let pes = (0..self.pes.len())
+                .map(|rank| {
+                    let n = (self.first_task[rank + 1] - self.first_task[rank]) as usize;
+                    PeTime::of_lanes(lane_times.by_ref().take(n).collect())
+                })
+                .collect();
             TimeReport { completion_ns: completion, pes, channels: network.report(completion) }
         });
+        let first_task = &self.first_task;
         let per_pe: Vec<PeReport> = self
             .states
             .iter_mut()
-            .map(|s| PeReport {
-                pe: s.pe,
-                output: s.output.clone(),
-                figures: s.figures,
-                notes: std::mem::take(&mut s.notes),
+            .enumerate()
+            .map(|(rank, s)| {
+                let lanes: Vec<PeFigures> =
+                    lanes[first_task[rank] as usize..first_task[rank + 1] as usize].iter().map(|l| l.figures).collect();
+                let figures = lanes.iter().fold(PeFigures::default(), |mut sum, f| {
+                    sum += f;
+                    sum
+                });
+                PeReport { pe: s.pe, output: s.output.clone(), figures, lanes, notes: std::mem::take(&mut s.notes) }
             })
             .collect();
         Ok(RunReport::new(per_pe, rounds, time))
     }
 }
+
+/// A PE's compute with more bookings than this forgets the ones its lanes are past.
+const FORGET_COMPUTE_ABOVE: usize = 64;
 
 /// Installs, once per process, a panic hook that stays silent for panics raised while a kernel is
 /// polled (their message is in the run's error; [`tl::polling_kernel`] tells them apart) and hands
@@ -668,10 +800,11 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
         .unwrap_or_else(|| "a panic with a non-string payload".to_owned())
 }
 
-/// Builds one queue per directed neighbour edge and each PE's ports, for a plan that passed
-/// [`check_plan`]. The queue a PE sends into on direction `d` is the one its peer receives from on the
-/// direction that pairs with `d` and names the PE back (the check makes it unique).
-fn install_queues(plan: &InstallPlan, depth: usize) -> (Vec<Queue>, Vec<Vec<Port>>) {
+/// Builds `channels` queues per directed neighbour edge and each PE's ports, for a plan that passed
+/// [`check_plan`]. The queues a PE sends into on direction `d` are those its peer receives from on the
+/// direction that pairs with `d` and names the PE back (the check makes it unique); an edge's channels
+/// are consecutive queues.
+fn install_queues(plan: &InstallPlan, depth: usize, channels: usize) -> (Vec<Queue>, Vec<Vec<Port>>) {
     let installs: Vec<_> = plan.participants().collect();
     // Each PE's links sorted by peer, so a link back is a binary search: `full` topologies have a
     // thousand links per PE.
@@ -692,7 +825,7 @@ fn install_queues(plan: &InstallPlan, depth: usize) -> (Vec<Queue>, Vec<Vec<Port
                 .collect()
         })
         .collect();
-    let mut queues = Vec::with_capacity(installs.iter().map(|i| i.neighbors.len()).sum());
+    let mut queues = Vec::with_capacity(installs.iter().map(|i| i.neighbors.len()).sum::<usize>() * channels);
     for (rank, install) in installs.iter().enumerate() {
         for (i, entry) in install.neighbors.iter().enumerate() {
             let Ok(peer) = installs.binary_search_by_key(&entry.peer, |p| p.pe) else { continue };
@@ -704,11 +837,13 @@ fn install_queues(plan: &InstallPlan, depth: usize) -> (Vec<Queue>, Vec<Vec<Port
                 .map(|&(_, j)| j)
                 .find(|&j| entry.direction.pairs_with(installs[peer].neighbors[j].direction));
             let Some(back) = back else { continue };
-            let id = queues.len() as u32;
+            let first = queues.len() as u32;
             let recv_dir = installs[peer].neighbors[back].direction;
-            queues.push(Queue::new(rank as u32, peer as u32, entry.direction, recv_dir, depth));
-            ports[rank][i].out_queue = id;
-            ports[peer][back].in_queue = id;
+            for channel in 0..channels as u32 {
+                queues.push(Queue::new((rank as u32, peer as u32), (entry.direction, recv_dir), channel, depth));
+            }
+            ports[rank][i].out_queue = first;
+            ports[peer][back].in_queue = first;
         }
     }
     for list in &mut ports {

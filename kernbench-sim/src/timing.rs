@@ -70,6 +70,8 @@ pub enum SpanKind {
     Recv,
     /// Waiting for a credit to send.
     CreditWait,
+    /// Waiting for the PE's compute, busy with another lane's work.
+    ComputeWait,
     /// A reduction.
     Reduce,
     /// A load or store.
@@ -95,19 +97,44 @@ pub struct Span {
     pub bytes: u64,
 }
 
-/// One PE's simulated time.
+/// One PE's simulated time, or one lane's.
+///
+/// A PE that runs one lane has its figures and spans here and no `lanes`. A PE that runs several has
+/// one entry per lane in `lanes`, and here their sums (busy, blocked: lane-ns), its last lane's finish,
+/// and no spans of its own.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PeTime {
-    /// When its kernel finished, ns.
+    /// When its kernel (its last lane) finished, ns.
     pub finish_ns: f64,
     /// Time spent working: injecting messages, reducing, loading and storing.
     pub busy_ns: f64,
-    /// Time spent waiting: for messages, credits or a barrier.
+    /// Time spent waiting: for messages, credits, the PE's compute or a barrier.
     pub blocked_ns: f64,
     /// Time before its kernel started and after it finished, up to the end of the run.
     pub idle_ns: f64,
     /// Its spans, when the run was traced.
     pub spans: Vec<Span>,
+    /// Each lane's time, in lane order, when the PE runs several.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lanes: Vec<PeTime>,
+}
+
+impl PeTime {
+    /// The time of a PE that ran `lanes` (in lane order).
+    pub(crate) fn of_lanes(mut lanes: Vec<PeTime>) -> PeTime {
+        if lanes.len() == 1 {
+            return lanes.pop().expect("one lane");
+        }
+        let mut pe = PeTime { finish_ns: f64::NEG_INFINITY, idle_ns: f64::INFINITY, ..PeTime::default() };
+        for lane in &lanes {
+            pe.finish_ns = pe.finish_ns.max(lane.finish_ns);
+            pe.idle_ns = pe.idle_ns.min(lane.idle_ns);
+            pe.busy_ns += lane.busy_ns;
+            pe.blocked_ns += lane.blocked_ns;
+        }
+        pe.lanes = lanes;
+        pe
+    }
 }
 
 /// One physical channel's use.
@@ -209,7 +236,7 @@ impl Clock {
         })
     }
 
-    /// The PE's part of the report, for a run that ended at `completion`.
+    /// The lane's part of the report, for a run that ended at `completion`.
     pub(crate) fn report(&mut self, completion: f64) -> PeTime {
         PeTime {
             finish_ns: self.now,
@@ -217,6 +244,7 @@ impl Clock {
             blocked_ns: self.blocked,
             idle_ns: completion - self.now + self.start_delay,
             spans: self.spans.take().unwrap_or_default(),
+            lanes: Vec::new(),
         }
     }
 }
@@ -236,29 +264,25 @@ pub(crate) struct Transfer {
     pub(crate) position: u64,
 }
 
-struct ChannelState {
-    latency_ns: f64,
-    ns_per_byte: f64,
-    /// The intervals the channel is carrying data in, sorted and disjoint.
+/// When a resource (a channel, a PE's compute) is busy: intervals, sorted and disjoint.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Bookings {
     busy: Vec<(f64, f64)>,
-    bytes: u64,
-    busy_ns: f64,
-    spans: Option<Vec<Span>>,
 }
 
-impl ChannelState {
-    /// Books the channel for a message whose head is ready at `ready`, which occupies it for `occupy`
-    /// ns and whose tail reaches it at `tail`: the earliest start at or after `ready` whose interval
-    /// `start ..= max(start + occupy, tail)` fits between the transfers already booked. Transfers are
-    /// booked round by round, not in time order, so a message that left earlier than one booked
-    /// before it still takes the gap in front of it.
+impl Bookings {
+    /// Books the resource for work whose head is ready at `ready`, which occupies it for `occupy` ns
+    /// and whose tail reaches it at `tail`: the earliest start at or after `ready` whose interval
+    /// `start ..= max(start + occupy, tail)` fits between the intervals already booked. Work is booked
+    /// round by round, not in time order, so work ready earlier than work booked before it still takes
+    /// the gap in front of it.
     ///
-    /// On a crowded channel the oldest bookings merge once there are [`MAX_BOOKINGS`], which keeps a
-    /// booking's cost bounded however busy the channel; it can only make a message later, and only
-    /// one ready before almost everything the channel has carried.
-    fn reserve(&mut self, ready: f64, occupy: f64, tail: f64) -> (f64, f64) {
+    /// Once there are [`MAX_BOOKINGS`] the oldest merge, which keeps a booking's cost bounded however
+    /// busy the resource; it can only make work later, and only work ready before almost everything
+    /// the resource has done.
+    pub(crate) fn reserve(&mut self, ready: f64, occupy: f64, tail: f64) -> (f64, f64) {
         let span = |start: f64| (start, (start + occupy).max(tail));
-        // Most messages are ready after everything booked so far: append.
+        // Most work is ready after everything booked so far: append.
         if self.busy.last().is_none_or(|&(_, end)| end <= ready) {
             let booked = span(ready);
             self.busy.push(booked);
@@ -282,7 +306,7 @@ impl ChannelState {
     }
 
     /// Merges the oldest half of the bookings into one interval once there are too many: their gaps
-    /// are closed, never opened, so no message gets earlier.
+    /// are closed, never opened, so no work gets earlier.
     fn keep_bounded(&mut self) {
         if self.busy.len() > MAX_BOOKINGS {
             let half = self.busy.len() / 2;
@@ -291,12 +315,26 @@ impl ChannelState {
         }
     }
 
-    /// Forgets the transfers that ended by `floor`: no message can be ready on the channel earlier.
-    fn forget_before(&mut self, floor: f64) {
+    /// Forgets the intervals that ended by `floor`: no work can be ready earlier.
+    pub(crate) fn forget_before(&mut self, floor: f64) {
         let done = self.busy.partition_point(|&(_, end)| end <= floor);
         // Keep the last one: it is where the next booking looks first.
         self.busy.drain(..done.min(self.busy.len().saturating_sub(1)));
     }
+
+    pub(crate) fn len(&self) -> usize {
+        self.busy.len()
+    }
+}
+
+struct ChannelState {
+    latency_ns: f64,
+    ns_per_byte: f64,
+    /// The intervals the channel is carrying data in. A channel carries one message at a time.
+    busy: Bookings,
+    bytes: u64,
+    busy_ns: f64,
+    spans: Option<Vec<Span>>,
 }
 
 /// Every channel the run's queues route over, and each queue's route.
@@ -347,7 +385,7 @@ impl Network {
                     network.channels.push(ChannelState {
                         latency_ns: link.latency_ns,
                         ns_per_byte: 1.0 / link.bandwidth_gbps,
-                        busy: Vec::new(),
+                        busy: Bookings::default(),
                         bytes: 0,
                         busy_ns: 0.0,
                         spans: timing.trace.then(Vec::new),
@@ -375,7 +413,7 @@ impl Network {
                 Routing::CutThrough => head,
                 Routing::StoreAndForward => tail,
             };
-            let (start, end) = ch.reserve(ready, occupy, tail);
+            let (start, end) = ch.busy.reserve(ready, occupy, tail);
             self.forget_due |= ch.busy.len() > self.forget_at;
             ch.bytes += bytes;
             ch.busy_ns += end - start;
@@ -393,7 +431,7 @@ impl Network {
         let mut longest = 0;
         for ch in &mut self.channels {
             if ch.busy.len() > FORGET_ABOVE {
-                ch.forget_before(floor);
+                ch.busy.forget_before(floor);
             }
             longest = longest.max(ch.busy.len());
         }
@@ -418,8 +456,8 @@ impl Network {
     }
 }
 
-/// A run's spans as a Chrome / Perfetto trace (the Trace Event Format): one track per PE, one per
-/// channel that carried data. Open it at ui.perfetto.dev or chrome://tracing.
+/// A run's spans as a Chrome / Perfetto trace (the Trace Event Format): one track per PE (per lane of a
+/// PE that runs several), one per channel that carried data. Open it at ui.perfetto.dev or chrome://tracing.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Trace {
     /// The trace events.
@@ -440,13 +478,20 @@ impl Trace {
             json!({"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "PEs"}}),
             json!({"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "channels"}}),
         ];
-        for (rank, (pe, t)) in pes.iter().zip(&time.pes).enumerate() {
-            events.push(
-                json!({"name": "thread_name", "ph": "M", "pid": 0, "tid": rank, "args": {"name": pe.to_string()}}),
-            );
+        // One track per lane: a PE of one lane is one track named by the PE, as before lanes.
+        let tracks = pes.iter().zip(&time.pes).flat_map(|(pe, t)| {
+            let lanes: Vec<(String, &PeTime)> = if t.lanes.is_empty() {
+                vec![(pe.to_string(), t)]
+            } else {
+                t.lanes.iter().enumerate().map(|(lane, l)| (format!("{pe} lane {lane}"), l)).collect()
+            };
+            lanes
+        });
+        for (tid, (name, t)) in tracks.enumerate() {
+            events.push(json!({"name": "thread_name", "ph": "M", "pid": 0, "tid": tid, "args": {"name": name}}));
             for span in &t.spans {
                 events.push(json!({
-                    "name": span_name(span.kind), "cat": "pe", "ph": "X", "pid": 0, "tid": rank,
+                    "name": span_name(span.kind), "cat": "pe", "ph": "X", "pid": 0, "tid": tid,
                     "ts": us(span.start_ns), "dur": us(span.end_ns - span.start_ns), "args": {"bytes": span.bytes},
                 }));
             }
@@ -471,6 +516,7 @@ fn span_name(kind: SpanKind) -> &'static str {
         SpanKind::Send => "send",
         SpanKind::Recv => "recv (waiting)",
         SpanKind::CreditWait => "blocked on credit",
+        SpanKind::ComputeWait => "waiting for compute",
         SpanKind::Reduce => "reduce",
         SpanKind::Memory => "load/store",
         SpanKind::Barrier => "barrier",
@@ -488,10 +534,10 @@ fn node(n: kernbench_core::route::Node) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::ChannelState;
+    use super::Bookings;
 
-    fn channel() -> ChannelState {
-        ChannelState { latency_ns: 0.0, ns_per_byte: 1.0, busy: Vec::new(), bytes: 0, busy_ns: 0.0, spans: None }
+    fn channel() -> Bookings {
+        Bookings::default()
     }
 
     #[test]

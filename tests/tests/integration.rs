@@ -15,6 +15,8 @@ mod diagnostics;
 mod golden;
 #[path = "integration/kernels.rs"]
 mod kernels;
+#[path = "integration/lanes.rs"]
+mod lanes;
 #[path = "../../kernbench-core/tests/core/mutate.rs"]
 mod mutate;
 #[path = "integration/registry_props.rs"]

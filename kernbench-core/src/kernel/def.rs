@@ -20,8 +20,16 @@ pub type Instantiate = fn(&Params) -> Result<Arc<dyn Launch>, ArgsError>;
 
 /// A kernel with its arguments bound, ready to start on any number of PEs.
 pub trait Launch: Send + Sync {
-    /// Starts the kernel on the PE that `tl` stands for.
+    /// Starts the kernel on the PE and lane that `tl` stands for.
     fn launch(&self, tl: Tl) -> KernelFuture;
+
+    /// How many lanes (concurrent coroutines, each with its own queues and credits) the kernel runs as
+    /// on the participant of rank `rank`: 1 unless the kernel says otherwise (`#[ccl_kernel(lanes =
+    /// ...)]`, or a `Launch` written by hand, whose count may differ per rank).
+    fn lanes(&self, rank: usize) -> usize {
+        let _ = rank;
+        1
+    }
 }
 
 /// One scalar parameter of a kernel, as its argument struct declares it.

@@ -71,6 +71,41 @@ pub enum KernelError {
         /// The directions in the PE's neighbour table.
         available: Vec<Direction>,
     },
+    /// A send or recv on a channel the run does not have: a run has as many channels per direction as
+    /// the most lanes any PE runs.
+    #[error(
+        "{pe}: {op} on {direction} channel {channel}, which this run does not have: expected a channel in 0..{channels} (one per lane of the PE with the most lanes)"
+    )]
+    NoSuchChannel {
+        /// The PE that ran the operation.
+        pe: PeId,
+        /// `Send` or `Recv`.
+        op: Op,
+        /// The direction.
+        direction: Direction,
+        /// The channel asked for.
+        channel: usize,
+        /// The channels each direction has.
+        channels: usize,
+    },
+    /// A lane sent (or received) on a channel that another lane of its PE owns: the first lane to send
+    /// on a (direction, channel) owns its sending side for the run, and the first to receive its
+    /// receiving side, so lanes cannot take each other's messages or credits.
+    #[error("{pe}: lane {lane}: {op} on {direction} channel {channel}, which lane {owner} of this PE owns for {op}")]
+    ChannelTaken {
+        /// The PE.
+        pe: PeId,
+        /// The lane that ran the operation.
+        lane: usize,
+        /// `Send` or `Recv`.
+        op: Op,
+        /// The direction.
+        direction: Direction,
+        /// The channel.
+        channel: usize,
+        /// The lane that owns that side of the channel.
+        owner: usize,
+    },
     /// A recv expected another dtype or length than the oldest message holds.
     #[error(
         "{pe}: recv from {direction} expected {expected_dtype}[{expected_len}] but the message from {from} holds {got_dtype}[{got_len}]"
@@ -242,6 +277,8 @@ impl KernelError {
     pub fn pe(&self) -> PeId {
         match self {
             KernelError::NoSuchDirection { pe, .. }
+            | KernelError::NoSuchChannel { pe, .. }
+            | KernelError::ChannelTaken { pe, .. }
             | KernelError::RecvMismatch { pe, .. }
             | KernelError::GenerationMismatch { pe, .. }
             | KernelError::BadAxis { pe, .. }

@@ -70,13 +70,21 @@ pub enum Work {
 /// `poll_*` methods follow [`std::future::Future::poll`]: `Pending` means "wake me when the queue or
 /// barrier may have changed", and the runtime must poll again later.
 pub trait Backend {
-    /// Sends `tile` to the neighbour in `direction`: takes a credit, or waits while there is none.
-    fn poll_send(&mut self, direction: Direction, tile: &Tile, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>>;
-    /// Receives the oldest message from `direction`, checked against `len` and `dtype`, and returns its
-    /// credit to the sender; waits while the queue is empty.
+    /// Sends `tile` to the neighbour in `direction` on `channel`: takes a credit of that channel's
+    /// queue, or waits while there is none.
+    fn poll_send(
+        &mut self,
+        direction: Direction,
+        channel: usize,
+        tile: &Tile,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), KernelError>>;
+    /// Receives the oldest message from `direction` on `channel`, checked against `len` and `dtype`,
+    /// and returns its credit to the sender; waits while the queue is empty.
     fn poll_recv(
         &mut self,
         direction: Direction,
+        channel: usize,
         len: usize,
         dtype: Dtype,
         cx: &mut Context<'_>,
@@ -263,6 +271,10 @@ pub struct TlContext {
     /// The call's generation (1, 2, ... per communicator); messages carry
     /// [`message_generation`]`(generation, phase)`.
     pub generation: u64,
+    /// Which of the PE's lanes this is: 0..`lanes`.
+    pub lane: usize,
+    /// How many lanes the kernel runs as on this PE ([`crate::Launch::lanes`]).
+    pub lanes: usize,
 }
 
 /// The handle a kernel uses to talk to its PE, its neighbours and its buffers.
@@ -331,6 +343,18 @@ impl Tl {
         self.ctx.root
     }
 
+    /// Which of its PE's lanes this coroutine is, from 0. A kernel runs as [`Tl::lanes`] concurrent
+    /// lanes per PE (NCCL's channels, MSCCL's thread blocks); by default a lane sends and receives on
+    /// the channel of its own index.
+    pub fn lane(&self) -> usize {
+        self.ctx.lane
+    }
+
+    /// How many lanes the kernel runs as on this PE.
+    pub fn lanes(&self) -> usize {
+        self.ctx.lanes
+    }
+
     /// Moves this PE to `phase` (1, 2 or 3) of its call. Messages carry their sender's phase and a
     /// receiver accepts only its own, so the phases of a multi-phase collective (gather, exchange,
     /// scatter) cannot mix even where they share a queue. Every PE starts in phase 1.
@@ -357,22 +381,50 @@ impl Tl {
         with(|b| b.has(direction))
     }
 
-    /// Sends `tile` to the neighbour in `direction`, waiting for a credit if the queue is full. The
-    /// tile is not copied.
+    /// Sends `tile` to the neighbour in `direction` on this lane's channel (its index), waiting for a
+    /// credit if the queue is full. The tile is not copied. Returns once the message is queued: its
+    /// transfer takes the link's time, not the PE's.
     ///
     /// # Errors
-    /// [`KernelError::NoSuchDirection`] when the PE has no such neighbour.
+    /// As [`Tl::send_on`].
     pub async fn send(&self, direction: Direction, tile: &Tile) -> Result<(), KernelError> {
-        poll_fn(|cx| with(|b| b.poll_send(direction, tile, cx))).await
+        self.send_on(direction, self.ctx.lane, tile).await
     }
 
-    /// Receives the oldest message from `direction`, which must hold `len` elements of `dtype`.
+    /// Sends `tile` to the neighbour in `direction` on `channel`: each (direction, channel) has its own
+    /// queue and credits, and the first lane of the PE to send on it owns it for the run.
     ///
     /// # Errors
-    /// [`KernelError::NoSuchDirection`], [`KernelError::RecvMismatch`] or
-    /// [`KernelError::GenerationMismatch`].
+    /// [`KernelError::NoSuchDirection`] when the PE has no such neighbour, [`KernelError::NoSuchChannel`]
+    /// for a channel the run does not have, [`KernelError::ChannelTaken`] when another lane of the PE
+    /// owns the channel.
+    pub async fn send_on(&self, direction: Direction, channel: usize, tile: &Tile) -> Result<(), KernelError> {
+        poll_fn(|cx| with(|b| b.poll_send(direction, channel, tile, cx))).await
+    }
+
+    /// Receives the oldest message from `direction` on this lane's channel (its index), which must hold
+    /// `len` elements of `dtype`.
+    ///
+    /// # Errors
+    /// As [`Tl::recv_on`].
     pub async fn recv(&self, direction: Direction, len: usize, dtype: Dtype) -> Result<Tile, KernelError> {
-        poll_fn(|cx| with(|b| b.poll_recv(direction, len, dtype, cx))).await
+        self.recv_on(direction, self.ctx.lane, len, dtype).await
+    }
+
+    /// Receives the oldest message from `direction` on `channel`; the first lane of the PE to receive
+    /// on it owns it for the run.
+    ///
+    /// # Errors
+    /// [`KernelError::NoSuchDirection`], [`KernelError::NoSuchChannel`], [`KernelError::ChannelTaken`],
+    /// [`KernelError::RecvMismatch`] or [`KernelError::GenerationMismatch`].
+    pub async fn recv_on(
+        &self,
+        direction: Direction,
+        channel: usize,
+        len: usize,
+        dtype: Dtype,
+    ) -> Result<Tile, KernelError> {
+        poll_fn(|cx| with(|b| b.poll_recv(direction, channel, len, dtype, cx))).await
     }
 
     /// Receives the oldest message from `direction`, which must hold a tile of `like`'s dtype and
@@ -384,7 +436,7 @@ impl Tl {
         self.recv(direction, like.len(), like.dtype()).await
     }
 
-    /// Waits until every participant has reached the barrier.
+    /// Waits until every lane of every participant has reached the barrier.
     pub async fn barrier(&self) -> Result<(), KernelError> {
         poll_fn(|cx| with(|b| b.poll_barrier(cx))).await
     }

@@ -201,7 +201,7 @@ fn a_deadlock_lists_the_messages_waiting_unreceived() {
     let RunError::Deadlock(report) = &error else { panic!("expected a deadlock, got {error}") };
     assert_eq!(
         report.unreceived,
-        [Unreceived { receiver: pe(1), direction: W, sender: pe(0), dtype: F32, len: 8, generation: 1 }]
+        [Unreceived { receiver: pe(1), direction: W, channel: 0, sender: pe(0), dtype: F32, len: 8, generation: 1 }]
     );
     let message = error.to_string();
     assert!(

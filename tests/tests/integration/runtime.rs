@@ -179,6 +179,8 @@ fn a_receive_cycle_is_a_deadlock_listing_every_blocked_pe() {
     let expected: Vec<BlockedPe> = (0..3)
         .map(|i| BlockedPe {
             pe: pe(i),
+            lane: None,
+            channel: 0,
             op: Op::Recv,
             direction: Some(W),
             peer: Some(pe((i + 2) % 3)),
@@ -209,6 +211,8 @@ fn senders_out_of_credits_are_a_deadlock_showing_full_queues() {
     let expected: Vec<BlockedPe> = (0..2)
         .map(|i| BlockedPe {
             pe: pe(i),
+            lane: None,
+            channel: 0,
             op: Op::Send,
             direction: Some(E),
             peer: Some(pe(1 - i)),
@@ -235,7 +239,13 @@ fn messages_left_in_queues_after_every_kernel_finished_are_an_error() {
     let err = run_error(run_ring(&one_cube(2), &sends_one_too_many::KERNEL));
     assert_eq!(
         err,
-        RunError::LeftoverMessages(vec![Leftover { receiver: pe(1), direction: W, sender: pe(0), messages: 1 }])
+        RunError::LeftoverMessages(vec![Leftover {
+            receiver: pe(1),
+            direction: W,
+            channel: 0,
+            sender: pe(0),
+            messages: 1
+        }])
     );
 }
 

@@ -48,6 +48,7 @@ impl Backend for Loopback {
     fn poll_send(
         &mut self,
         _: Direction,
+        _: usize,
         tile: &Tile,
         _: &mut Context<'_>,
     ) -> Poll<Result<(), KernelError>> {
@@ -57,6 +58,7 @@ impl Backend for Loopback {
     fn poll_recv(
         &mut self,
         _: Direction,
+        _: usize,
         _: usize,
         _: Dtype,
         _: &mut Context<'_>,
@@ -98,6 +100,8 @@ fn run(
         op: ReduceOp::Sum,
         root: 0,
         generation: 0,
+        lane: 0,
+        lanes: 1,
     });
     let mut backend = Loopback {
         input: Some(Tile::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0])),
