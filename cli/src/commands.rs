@@ -274,6 +274,13 @@ impl Simulator {
     fn communicator(&self) -> Result<Communicator> {
         self.setup.communicator(self.threads)
     }
+
+    /// A communicator whose registry also holds the variants (`ring:lanes=8`) that `algos` names.
+    fn communicator_for(&self, algos: &str, collective: Collective) -> Result<Communicator> {
+        let comm = self.communicator()?;
+        let registry = crate::sweep::with_variants(algos, comm.registry(), collective)?;
+        Ok(Communicator::with_registry(comm.system().clone(), registry).threads(self.threads))
+    }
 }
 
 impl Setup {
@@ -439,7 +446,7 @@ fn run_collectives(args: &RunArgs, out: &mut impl Write, stop: &AtomicBool) -> R
 
 fn bench(args: &BenchArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> {
     let collective = collective(&args.collective)?;
-    let mut comm = args.sim.communicator()?;
+    let mut comm = args.sim.communicator_for(&args.algos, collective)?;
     let series = Series::parse_list(&args.algos, comm.registry(), collective)?;
     let sizes = parse_sizes(&args.sizes)?;
     let (dtype, op) = args.data.parse()?;
@@ -544,7 +551,7 @@ fn trace(args: &TraceArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()
 fn plot(args: &PlotArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> {
     let file = OutputFile::check(&args.out)?;
     let collective = collective(&args.collective)?;
-    let mut comm = args.sim.communicator()?;
+    let mut comm = args.sim.communicator_for(&args.algos, collective)?;
     let series = Series::parse_list(&args.algos, comm.registry(), collective)?;
     let sizes = parse_sizes(&args.sizes)?;
     let (dtype, op) = args.data.parse()?;

@@ -102,6 +102,14 @@ pub enum SweepError {
         /// The limit, in bytes.
         limit: u64,
     },
+    /// An `--algos` variant (`ring:lanes=8`) whose parameters are not `key=value` pairs.
+    #[error("bad algorithm variant `{}`: {expected}", Quoted(text))]
+    BadVariant {
+        /// The variant given.
+        text: String,
+        /// What would be valid.
+        expected: &'static str,
+    },
     /// The registry could not be read or rewritten.
     #[error(transparent)]
     Registry(#[from] RegistryError),
@@ -158,7 +166,7 @@ impl Series {
     }
 
     /// Parses an `--algos` value: `all` (every algorithm of `collective`, by name), `auto`, or a
-    /// comma-separated list of algorithm names and `auto`.
+    /// comma-separated list of algorithm names, variants of them (see [`with_variants`]) and `auto`.
     ///
     /// # Errors
     /// [`SweepError::UnknownAlgorithm`] for a name that is not one of the collective's algorithms.
@@ -174,6 +182,7 @@ impl Series {
     /// assert!(Series::parse_list("ring_allgather", &registry, Collective::AllReduce).is_err());
     /// ```
     pub fn parse_list(text: &str, registry: &Registry, collective: Collective) -> Result<Vec<Series>, SweepError> {
+        let registry = &with_variants(text, registry, collective)?;
         let known: Vec<String> =
             registry.algorithms().filter(|a| a.collective == collective).map(|a| a.name.clone()).collect();
         if text.trim() == "all" {
@@ -187,6 +196,53 @@ impl Series {
             })
             .collect()
     }
+}
+
+/// `registry` with the algorithm variants `algos` names added: an `--algos` item `ring:lanes=8:chunks=2`
+/// is the algorithm `ring` with its registry parameters `lanes` and `chunks` set, under that name, so
+/// one table can compare an algorithm's parameters. A value is read as JSON (`8`, `true`) or else taken
+/// as a string.
+///
+/// # Errors
+/// [`SweepError::UnknownAlgorithm`] for a variant of an algorithm `collective` does not have,
+/// [`SweepError::BadVariant`] for a parameter that is not `key=value`, and [`SweepError::Registry`]
+/// naming the kernel's parameters when it has no such parameter or the value has the wrong type.
+///
+/// # Examples
+/// ```
+/// use kernbench::Collective;
+/// use kernbench_cli::sweep::with_variants;
+/// let registry = kernbench::algorithms::default_registry();
+/// let varied = with_variants("ring,ring:chunks=1", &registry, Collective::AllReduce).unwrap();
+/// assert_eq!(varied.get("ring:chunks=1").unwrap().params["chunks"], 1);
+/// assert!(with_variants("ring:chunkz=1", &registry, Collective::AllReduce).is_err());
+/// ```
+pub fn with_variants(algos: &str, registry: &Registry, collective: Collective) -> Result<Registry, SweepError> {
+    let mut spec = kernbench::RegistrySpec::default();
+    for item in algos.split(',').map(str::trim).filter(|item| item.contains(':')) {
+        let mut fields = item.split(':');
+        let base = fields.next().unwrap_or_default();
+        let algorithm = registry.get(base).ok().filter(|a| a.collective == collective).ok_or_else(|| {
+            let known = registry.algorithms().filter(|a| a.collective == collective).map(|a| a.name.clone()).collect();
+            SweepError::UnknownAlgorithm { name: base.to_owned(), collective, known }
+        })?;
+        let mut variant = algorithm.spec();
+        for field in fields {
+            let bad = || SweepError::BadVariant {
+                text: item.to_owned(),
+                expected: "expected ALGORITHM:KEY=VALUE[:KEY=VALUE...], such as ring:lanes=8",
+            };
+            let (key, value) = field.split_once('=').filter(|(key, _)| !key.is_empty()).ok_or_else(bad)?;
+            let value = serde_json::from_str(value).unwrap_or_else(|_| serde_json::Value::String(value.to_owned()));
+            variant.params.insert(key.to_owned(), value);
+        }
+        spec.algorithms.insert(item.to_owned(), variant);
+    }
+    let mut registry = registry.clone();
+    if !spec.algorithms.is_empty() {
+        registry.merge(spec, &kernbench::algorithms::kernels())?;
+    }
+    Ok(registry)
 }
 
 /// Parses a size in bytes: `512`, `64K`, `1M`, `2G` (K, M, G are powers of 1024).

@@ -5,10 +5,36 @@
 //!              ◀──W── [IPCQ, depth slots] ◀──E──
 //! ```
 //!
-//! Each directed neighbour edge of the install plan gets its own queue of `ipcq_depth` slots. `send`
-//! takes a credit (a free slot) and waits while there is none; `recv` takes the oldest message, checks
-//! its dtype, length and generation, and hands the credit back. Runs are deterministic: see [`run`]'s
-//! module docs for the round protocol that makes one thread and many give the same bits.
+//! Each directed neighbour edge of the install plan gets its own queue of `ipcq_depth` slots per
+//! channel. `send` takes a credit (a free slot) and waits while there is none; `recv` takes the oldest
+//! message, checks its dtype, length and generation, and hands the credit back. Runs are
+//! deterministic: see [`run`]'s module docs for the round protocol that makes one thread and many give
+//! the same bits.
+//!
+//! # Lanes
+//!
+//! A kernel may run as several *lanes* per PE ([`kernbench_core::Launch::lanes`],
+//! `#[ccl_kernel(lanes = ...)]`): concurrent coroutines, as NCCL runs a collective over channels and an
+//! MSCCL program over thread blocks. A run has as many channels per directed edge as the most lanes any
+//! PE runs, each channel its own queue and credits. `tl.send` and `tl.recv` use the channel of the
+//! lane's own index; `tl.send_on` and `tl.recv_on` name one. The first lane of a PE to send on a
+//! (direction, channel) owns that sending side for the run, and the first to receive its receiving
+//! side, so lanes never take each other's messages or credits; another lane that tries is stopped with
+//! [`kernbench_core::KernelError::ChannelTaken`]. Lanes need not have their peer's index (message k on
+//! A -> B, channel c goes to whichever lane of B receives from A on c), and the count may differ per PE.
+//!
+//! What a PE's lanes share, and how:
+//!
+//! - **buffers and notes**: one input, output and scratch per PE; a PE's woken lanes are polled
+//!   together, in lane order, on one thread, so they see each other's stores at once;
+//! - **links**: every lane's transfers are placed on the PE's channels like any transfer, in order of
+//!   departure, so two lanes sending at once share the link (one message after the other);
+//! - **compute**: reductions, loads and stores of a PE run one at a time: a lane's work starts at the
+//!   earliest free interval of the PE's compute at or after the lane's clock (the wait shows as
+//!   `compute wait` in traces). Injecting a message is the lane's own cost.
+//!
+//! Each lane has its own clock, phase, watchdog budget and figures; a PE's time is its last lane's,
+//! its figures the sum of its lanes'. A barrier waits for every lane of every participant.
 //!
 //! A broken kernel ends in an error, never a hang. A deadlock reads like this:
 //!

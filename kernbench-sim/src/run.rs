@@ -99,9 +99,10 @@ impl ReadyLists {
         lock(&self.lists[slot]).push(runnable);
     }
 
-    fn drain_into(&self, out: &mut Vec<Runnable<u32>>) {
+    /// Moves every woken runnable into `out`, each in a slot its poll takes it out of.
+    fn drain_into(&self, out: &mut Vec<Option<Runnable<u32>>>) {
         for list in &self.lists {
-            out.append(&mut lock(list));
+            out.extend(lock(list).drain(..).map(Some));
         }
     }
 }
@@ -391,7 +392,6 @@ impl Execution<'_> {
         pool: Option<&rayon::ThreadPool>,
         parallel_min_ready: usize,
     ) -> Result<RunReport, RunError> {
-        let mut woken: Vec<Runnable<u32>> = Vec::new();
         // The round's runnables, taken out one by one as they are polled.
         let mut round: Vec<Option<Runnable<u32>>> = Vec::new();
         let mut polled: Vec<u32> = Vec::new();
@@ -402,20 +402,18 @@ impl Execution<'_> {
         // that asks for parallel rounds of a few PEs gets them.
         let min_job = parallel_min_ready.clamp(1, 64);
         loop {
-            ready.drain_into(&mut woken);
-            if woken.is_empty() {
+            ready.drain_into(&mut round);
+            if round.is_empty() {
                 break;
             }
             rounds += 1;
-            woken.sort_unstable_by_key(|r| *r.metadata());
+            round.sort_unstable_by_key(|r| r.as_ref().map(|r| *r.metadata()));
             polled.clear();
-            for r in &woken {
-                let rank = self.task_rank[*r.metadata() as usize];
+            for rank in round.iter().filter_map(|r| self.rank_of(r)) {
                 if polled.last() != Some(&rank) {
                     polled.push(rank);
                 }
             }
-            round.extend(woken.drain(..).map(Some));
             let this = &*self;
             let same_pe = |a: &Option<Runnable<u32>>, b: &Option<Runnable<u32>>| this.rank_of(a) == this.rank_of(b);
             let outcome = match pool {

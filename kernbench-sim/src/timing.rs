@@ -16,8 +16,23 @@
 //!   rates or a straggler's override.
 //! - A barrier releases everyone at the latest arrival.
 //!
+//! - Lanes of one PE share its channels (above) and its compute: their reductions, loads and stores are
+//!   booked one at a time on the PE, each at its earliest free interval.
+//!
 //! Transfers of a round are placed on channels between rounds, in order of departure time (then
 //! sender rank, queue, position), so the times are the same on one thread or many.
+//!
+//! # When a pipeline reaches the link's bound
+//!
+//! Sends do not block beyond credits and a transfer takes the link's time, not the sender's, so a
+//! reduction overlaps the next transfer, transfers on different links overlap, and a link starts the
+//! next message while the previous one's latency runs. A ring that keeps k messages of c bytes in
+//! flight per link (k chunks of a segment in one lane, or one chunk in each of k lanes) never lets the
+//! link idle when (k - 1) c/B >= alpha: the next message is ready before the link finishes the ones
+//! queued. A credit is back alpha after its receive, so one queue streaming chunks also needs
+//! (depth - 1) c/B >= 2 alpha (lanes each have their own queue). Then a ring all-reduce of S bytes on
+//! N ranks takes its link bound 2(N-1)/N x S/B + alpha. Below S of about N x alpha x B every ring is
+//! latency bound: 2(N-1) steps each pay alpha whatever the chunking.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -516,7 +531,7 @@ fn span_name(kind: SpanKind) -> &'static str {
         SpanKind::Send => "send",
         SpanKind::Recv => "recv (waiting)",
         SpanKind::CreditWait => "blocked on credit",
-        SpanKind::ComputeWait => "waiting for compute",
+        SpanKind::ComputeWait => "compute wait",
         SpanKind::Reduce => "reduce",
         SpanKind::Memory => "load/store",
         SpanKind::Barrier => "barrier",

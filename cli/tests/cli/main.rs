@@ -60,6 +60,16 @@ fn every_bad_invocation_gives_one_line_and_exit_code_2() {
             "unknown algorithm `ring_allgather` for all_reduce",
         ),
         (&["plot", "broadcast", "--algos", "ring"], "unknown algorithm `ring` for broadcast"),
+        (
+            &["bench", "all_reduce", "--algos", "ring:chunks"],
+            "bad algorithm variant `ring:chunks`: expected ALGORITHM:KEY=VALUE",
+        ),
+        (&["bench", "all_reduce", "--algos", "rign:chunks=2"], "unknown algorithm `rign` for all_reduce"),
+        (
+            &["bench", "all_reduce", "--algos", "ring:chunkz=2"],
+            "kernel `ring_allreduce` parameters: unknown field `chunkz`",
+        ),
+        (&["plot", "all_reduce", "--algos", "ring:chunks=-1"], "kernel `ring_allreduce` parameters: invalid value"),
         (&["trace", "all_reduce", "--algo", "nope"], "unknown algorithm `nope` for all_reduce"),
         (&["trace", "all_reduce", "--algo", "ring,tree"], "expected one algorithm of all_reduce, or auto"),
         (&["run", "all_reduce", "--algo", "nope"], "unknown algorithm `nope`"),
@@ -168,6 +178,20 @@ fn bench_prints_an_nccl_tests_table_and_json() {
         // Broadcast's busbw factor is 1.
         assert_eq!(row["algbw_gbps"], row["busbw_gbps"]);
     }
+}
+
+#[test]
+fn bench_compares_variants_of_an_algorithms_parameters_in_one_table() {
+    let algos = "ring:chunks=1,ring:chunks=3";
+    let out = kernbench(&["bench", "all_reduce", "--system", SMALL, "--sizes", "64K", "--algos", algos, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = json["rows"].as_array().unwrap();
+    let labels: Vec<&str> = rows.iter().map(|r| r["algorithm"].as_str().unwrap()).collect();
+    assert_eq!(labels, ["ring:chunks=1", "ring:chunks=3"]);
+    assert!(rows.iter().all(|r| r["wrong"] == 0), "{rows:?}");
+    // Other parameters are other runs: three chunks take another time than one.
+    assert_ne!(rows[0]["time_ns"], rows[1]["time_ns"], "{rows:?}");
 }
 
 #[test]
