@@ -171,7 +171,8 @@ fn ring_allgather_takes_p_minus_1_steps_of_one_block() {
     let system = sips(p, "ring");
     let m = 1 << 14;
     let bytes = (m * 4) as f64;
-    let report = run_leaders(&system, "ring_1d", &kernbench::algorithms::ring_allgather::KERNEL, json!({}), m, m * p);
+    let report =
+        run_leaders(&system, "ring_1d", &kernbench::algorithms::ring_allgather::KERNEL, json!({"chunks": 1}), m, m * p);
     let pf = p as f64;
     let want = (pf - 1.0) * (A + bytes / B);
     let wrong = [pf * (A + bytes / B), (pf - 1.0) * (A + pf * bytes / B)];
@@ -200,7 +201,7 @@ fn ring_reduce_scatter_takes_p_minus_1_steps_of_n_over_p() {
     let n = 1 << 16;
     let bytes = (n * 4) as f64;
     let kernel = &kernbench::algorithms::ring_reduce_scatter::KERNEL;
-    let report = run_leaders(&system, "ring_1d", kernel, json!({}), n, n / p);
+    let report = run_leaders(&system, "ring_1d", kernel, json!({"chunks": 1}), n, n / p);
     let pf = p as f64;
     let want = (pf - 1.0) * (A + bytes / (pf * B));
     let wrong = [pf * (A + bytes / (pf * B)), 2.0 * (pf - 1.0) * (A + bytes / (pf * B))];
