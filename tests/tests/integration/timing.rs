@@ -387,6 +387,7 @@ fn hierarchical_system(s: usize, inter_sip_gbps: f64, local: serde_json::Value) 
 fn hierarchical_completion(system: &System, elements: usize) -> f64 {
     let report =
         MockRun::new(system, "hierarchical_3level", "all_pes", &kernbench::algorithms::hierarchical_allreduce::KERNEL)
+            .params(json!({"chunks": 1}))
             .inputs(|_, rank| Tile::filled(F32, elements, (rank % 5) as f64))
             .run()
             .unwrap();
@@ -692,6 +693,7 @@ fn busy_and_blocked_time_add_up_to_the_finish_less_the_late_start() {
     };
     let report =
         MockRun::new(&system, "hierarchical_3level", "all_pes", &kernbench::algorithms::hierarchical_allreduce::KERNEL)
+            .params(json!({"chunks": 2}))
             .inputs(|_, rank| Tile::filled(F32, 256, rank as f64))
             .timing(Some(timing.clone()))
             .run()
@@ -722,6 +724,7 @@ fn the_same_inputs_give_the_same_times_bit_for_bit_on_one_thread_or_two() {
             "all_pes",
             &kernbench::algorithms::hierarchical_allreduce::KERNEL,
         )
+        .params(json!({"chunks": 2}))
         .inputs(|_, rank| Tile::filled(F32, 64, rank as f64))
         .timing(Some(timing.clone()))
         .threads(threads)
