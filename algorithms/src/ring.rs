@@ -9,10 +9,14 @@
 //! Each part travels in `k` pieces, and a rank sends a piece on as soon as it has it (reduced, in a
 //! reduce-scatter), before it waits for the next one: every rank keeps `k` pieces in flight, so the link
 //! has the next piece ready while the last one is still on the wire, and latency hides behind
-//! transmission once `(k - 1)` pieces take at least a link's latency to send. Sends do not wait beyond
-//! the queue's credits, so `k` must not exceed the queue depth: a rank with more unreceived pieces ahead
-//! than its queue holds waits for a credit its neighbour returns only after its own `k` sends, all the
-//! way round the ring.
+//! transmission once `(k - 1)` pieces take at least a link's latency to send.
+//!
+//! The queues bound `k`. A send waits for a credit, and a credit comes back a route latency after the
+//! receive that frees it; with depth `d`, the link stays busy only if `(d - 1)` pieces take at least two
+//! latencies to send. At `k = d` every send waits for the credit of the receive just before it, a
+//! latency per piece; above `d` a rank has more pieces out than its queue holds and waits for a credit
+//! that its neighbour returns only after its own `k` sends, all the way round the ring: a deadlock.
+//! Keep `k` at most half the queue depth.
 
 use std::ops::Range;
 
@@ -77,7 +81,7 @@ pub(crate) fn split(tl: &Tl, tile: &Tile, count: usize) -> Vec<Tile> {
 
 /// How many pieces to cut each of `parts` parts of `len` elements into: `chunks`, but at least one
 /// and no more than a part has elements.
-pub(crate) fn pieces_per_part(chunks: usize, len: usize, parts: usize) -> usize {
+fn pieces_per_part(chunks: usize, len: usize, parts: usize) -> usize {
     chunks.clamp(1, (len / parts.max(1)).max(1))
 }
 
@@ -187,7 +191,7 @@ pub(crate) fn ring_allreduce_slices(
 }
 
 /// Ring all-reduce: reduce-scatter then all-gather, each of the `p` parts in `chunks` pieces that
-/// pipeline along the ring (`chunks` is clamped to `1..=len / p`, and must not exceed the queue depth).
+/// pipeline along the ring (`chunks` is clamped to `1..=len / p`; keep it at most half the queue depth).
 #[ccl_kernel(crate = "kernbench_core")]
 pub fn ring_allreduce(tl: &Tl, chunks: usize) {
     let ring = rank_ring(tl);
@@ -227,7 +231,7 @@ fn own_part_first(mut parts: Vec<Tile>) -> Vec<Tile> {
 }
 
 /// Ring all-gather: every rank's input, in rank order, in every rank's output; each block travels in
-/// `chunks` pieces (clamped to `1..=len`, at most the queue depth).
+/// `chunks` pieces (clamped to `1..=len`; keep it at most half the queue depth).
 #[ccl_kernel(crate = "kernbench_core")]
 pub fn ring_allgather(tl: &Tl, chunks: usize) {
     let ring = rank_ring(tl);
@@ -240,7 +244,7 @@ pub fn ring_allgather(tl: &Tl, chunks: usize) {
 }
 
 /// Ring reduce-scatter: rank `r` ends with part `r` (of `size` near-equal parts) of the reduction; each
-/// part travels in `chunks` pieces (clamped to `1..=len / size`, at most the queue depth).
+/// part travels in `chunks` pieces (clamped to `1..=len / size`; keep it at most half the queue depth).
 #[ccl_kernel(crate = "kernbench_core")]
 pub fn ring_reduce_scatter(tl: &Tl, chunks: usize) {
     let ring = rank_ring(tl);
