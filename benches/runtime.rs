@@ -160,6 +160,7 @@ fn million_pes() {
     let mut secs_by_threads = Vec::new();
     for threads in [1, 2] {
         let run = MockRun::new(&system, "hierarchical_3level", "all_pes", kernel)
+            .params(json!({"chunks": 1}))
             .inputs(|_, _| Tile::filled(F32, 4, 1.0))
             .threads(threads);
         let (report, secs) = time(|| run.run().unwrap());

@@ -3,11 +3,11 @@
 //! Runs on `hierarchical_3level` with `all_pes` (every PE holds one tile: `multi_pe_sip_local`). Each
 //! level is a ring whose member 0 collects the level's partial result from both sides at once (the
 //! bidirectional ring reduce of the ADR, `ceil((n - 1) / 2)` steps), then hands it to the next level up;
-//! the result comes back down the same rings.
+//! the result comes back down the same rings. The data streams through the levels in pieces.
 
 use kernbench_core::prelude::*;
 
-use crate::ring::Ring;
+use crate::ring::{Ring, split};
 
 /// The last position of the half of `ring` that sends toward member 0 through `back`; positions
 /// after it send through `forward`, around the ring's far side.
@@ -76,8 +76,13 @@ fn ring_broadcast_from_leader(tl: &Tl, acc: Tile, ring: Ring) -> Tile {
 
 /// Hierarchical all-reduce (ADR-0029): intra-cube ring, cube-leader ring, SIP-leader ring, and the
 /// result broadcast back down the same rings.
+///
+/// The data goes in `chunks` pieces (clamped to `1..=len`) that stream through every level: each PE
+/// passes piece `j` up through its levels and goes on to piece `j + 1` while piece `j` is still on its
+/// way up, then the results come down piece by piece the same way, so every ring's links carry the
+/// next piece while the last one crosses the latency of the levels above.
 #[ccl_kernel(crate = "kernbench_core")]
-pub fn hierarchical_allreduce(tl: &Tl) {
+pub fn hierarchical_allreduce(tl: &Tl, chunks: usize) {
     let op = tl.op();
     let (pe, cube, sip) = (tl.program_id(0), tl.program_id(1), tl.program_id(2));
     let pes_ring = Ring { position: pe, count: tl.num_programs(0), forward: E, back: W };
@@ -85,20 +90,34 @@ pub fn hierarchical_allreduce(tl: &Tl) {
     let sips_ring =
         Ring { position: sip, count: tl.num_programs(2), forward: Direction::SipNext, back: Direction::SipPrev };
 
-    let mut acc = tl.load(Input);
-    acc = ring_reduce_to_leader(tl, acc, pes_ring, op);
-    if pe == 0 {
-        acc = ring_reduce_to_leader(tl, acc, cubes_ring, op);
-        if cube == 0 {
-            acc = ring_reduce_to_leader(tl, acc, sips_ring, op);
-            if sip == 0 {
-                let contributions = tl.size();
-                tl.finish(&mut acc, op, contributions);
+    let data = tl.load(Input);
+    let pieces = split(tl, &data, chunks.clamp(1, data.len().max(1)));
+    // Every piece goes all the way up before any comes down, so the top leader streams the pieces it
+    // finishes straight back down.
+    let mut partials = Vec::with_capacity(pieces.len());
+    for piece in pieces {
+        let mut acc = ring_reduce_to_leader(tl, piece, pes_ring, op);
+        if pe == 0 {
+            acc = ring_reduce_to_leader(tl, acc, cubes_ring, op);
+            if cube == 0 {
+                acc = ring_reduce_to_leader(tl, acc, sips_ring, op);
+                if sip == 0 {
+                    let contributions = tl.size();
+                    tl.finish(&mut acc, op, contributions);
+                }
             }
-            acc = ring_broadcast_from_leader(tl, acc, sips_ring);
         }
-        acc = ring_broadcast_from_leader(tl, acc, cubes_ring);
+        partials.push(acc);
     }
-    acc = ring_broadcast_from_leader(tl, acc, pes_ring);
-    tl.store(Output, &acc);
+    let mut results = Vec::with_capacity(partials.len());
+    for mut acc in partials {
+        if pe == 0 {
+            if cube == 0 {
+                acc = ring_broadcast_from_leader(tl, acc, sips_ring);
+            }
+            acc = ring_broadcast_from_leader(tl, acc, cubes_ring);
+        }
+        results.push(ring_broadcast_from_leader(tl, acc, pes_ring));
+    }
+    tl.store(Output, &tl.concat(&results));
 }

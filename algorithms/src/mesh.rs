@@ -7,16 +7,13 @@
 use kernbench_core::mesh_2d_grid;
 use kernbench_core::prelude::*;
 
-use crate::ring::{Ring, ring_all_gather_parts, ring_reduce_scatter_parts, split};
+use crate::ring::{Ring, ring_all_gather_parts, ring_allreduce_slices, ring_reduce_scatter_parts, split};
 
-/// Ring all-reduce of `tile` over `ring` (reduce-scatter then all-gather), finished as a reduction of
-/// `contributions` inputs: every member gets the same bits.
+/// Ring all-reduce of `tile` over `ring` (reduce-scatter then all-gather, each part in one piece),
+/// finished as a reduction of `contributions` inputs: every member gets the same bits.
 #[ccl_kernel(helper, crate = "kernbench_core")]
 fn ring_all_reduce_tile(tl: &Tl, tile: &Tile, ring: Ring, op: ReduceOp, contributions: usize) -> Tile {
-    let parts = split(tl, tile, ring.count);
-    let parts = ring_reduce_scatter_parts(tl, parts, ring, op);
-    let parts = ring_all_gather_parts(tl, parts, ring);
-    let mut result = tl.concat(&parts);
+    let mut result = ring_allreduce_slices(tl, std::slice::from_ref(tile), &[ring], 1, op).swap_remove(0);
     tl.finish(&mut result, op, contributions);
     result
 }
@@ -35,12 +32,12 @@ pub fn mesh_2d_allreduce(tl: &Tl) {
     let column = Ring { position: rank / cols, count: rows, forward: N, back: S };
     let data = tl.load(Input);
     let parts = split(tl, &data, cols);
-    let mut parts = ring_reduce_scatter_parts(tl, parts, row, op);
+    let mut parts = ring_reduce_scatter_parts(tl, parts, row, 1, op);
     // The row's reduce-scatter leaves this rank owning part `col + 1` of the row's sum, as it leaves
     // every rank of its column: they all-reduce that part among themselves.
     let owned = (row.position + 1) % cols;
     parts[owned] = ring_all_reduce_tile(tl, &parts[owned], column, op, n);
-    let parts = ring_all_gather_parts(tl, parts, row);
+    let parts = ring_all_gather_parts(tl, parts, row, 1);
     tl.store(Output, &tl.concat(&parts));
 }
 

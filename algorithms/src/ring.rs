@@ -1,10 +1,24 @@
-//! Ring algorithms on `ring_1d`: all-reduce (plain, chunked and bidirectional), all-gather,
-//! reduce-scatter, pipelined broadcast and reduce.
+//! Ring algorithms on `ring_1d`: all-reduce (one ring or one each way), all-gather and reduce-scatter,
+//! pipelined in pieces; pipelined broadcast and reduce.
 //!
 //! The ring of `p` ranks splits data into `p` parts. Reduce-scatter takes `p - 1` steps in which every
 //! rank sends one part forward and reduces the part arriving from behind into its own, and leaves rank
 //! `r` owning the fully reduced part `r + 1`; all-gather takes `p - 1` more steps passing finished parts
 //! on. Every part is reduced once, in one fixed order, so every rank ends with the same bits.
+//!
+//! Each part travels in `k` pieces, and a rank sends a piece on as soon as it has it (reduced, in a
+//! reduce-scatter), before it waits for the next one: every rank keeps `k` pieces in flight, so the link
+//! has the next piece ready while the last one is still on the wire, and latency hides behind
+//! transmission once `(k - 1)` pieces take at least a link's latency to send.
+//!
+//! The queues bound `k`. A send waits for a credit, and a credit comes back a route latency after the
+//! receive that frees it; with depth `d`, the link stays busy only if `(d - 1)` pieces take at least two
+//! latencies to send. At `k = d` every send waits for the credit of the receive just before it, a
+//! latency per piece; above `d` a rank has more pieces out than its queue holds and waits for a credit
+//! that its neighbour returns only after its own `k` sends, all the way round the ring: a deadlock.
+//! Keep `k` at most half the queue depth.
+
+use std::ops::Range;
 
 use kernbench_core::prelude::*;
 
@@ -37,6 +51,16 @@ impl Ring {
     fn recv_part(self, step: usize) -> usize {
         self.send_part(step + 1)
     }
+
+    /// The steps of a reduce-scatter over this ring; the all-gather's follow them.
+    fn reduce_scatter_steps(self) -> Range<usize> {
+        0..self.count - 1
+    }
+
+    /// The steps of an all-gather over this ring, after a reduce-scatter's.
+    fn all_gather_steps(self) -> Range<usize> {
+        self.count - 1..2 * (self.count - 1)
+    }
 }
 
 /// The ring of all ranks of a `ring_1d` topology, forward = E.
@@ -55,80 +79,140 @@ pub(crate) fn split(tl: &Tl, tile: &Tile, count: usize) -> Vec<Tile> {
     parts
 }
 
-/// Reduce-scatter over `ring`: afterwards this member's part `position + 1` holds every member's
-/// contribution reduced (the other parts hold partial results).
-#[ccl_kernel(helper, crate = "kernbench_core")]
-pub(crate) fn ring_reduce_scatter_parts(tl: &Tl, mut parts: Vec<Tile>, ring: Ring, op: ReduceOp) -> Vec<Tile> {
-    for step in 0..ring.count - 1 {
-        let (send, recv) = (ring.send_part(step), ring.recv_part(step));
-        tl.send(ring.forward, &parts[send]);
-        let got = tl.recv(ring.back, parts[recv].len(), parts[recv].dtype());
-        tl.reduce(&mut parts[recv], &got, op);
-    }
-    parts
+/// How many pieces to cut each of `parts` parts of `len` elements into: `chunks`, but at least one
+/// and no more than a part has elements.
+fn pieces_per_part(chunks: usize, len: usize, parts: usize) -> usize {
+    chunks.clamp(1, (len / parts.max(1)).max(1))
 }
 
-/// All-gather over `ring`, starting from this member owning part `position + 1` (as a reduce-scatter
-/// leaves it): afterwards every part is every member's.
+/// Runs `steps` of the ring all-reduce schedule (reduce-scatter steps, then all-gather steps: see
+/// [`Ring::reduce_scatter_steps`]) over each of `rings` at once, `parts[i]` being ring `i`'s `count`
+/// parts, each cut into `pieces`. A piece received in a reduce-scatter step is reduced into this
+/// member's (under `op`), one received in an all-gather step replaces it.
+///
+/// Message `m` on a ring is piece `m % pieces` of the part sent at step `steps.start + m / pieces`.
+/// Before sending message `m` a member receives message `m - pieces`: the piece that message forwards,
+/// so it goes on the moment it is ready while `pieces - 1` others are still in flight. The rings take
+/// turns message by message, so each keeps its own pipeline full.
 #[ccl_kernel(helper, crate = "kernbench_core")]
-pub(crate) fn ring_all_gather_parts(tl: &Tl, mut parts: Vec<Tile>, ring: Ring) -> Vec<Tile> {
-    for step in 0..ring.count - 1 {
-        let (send, recv) = (ring.send_part(step + ring.count - 1), ring.recv_part(step + ring.count - 1));
-        tl.send(ring.forward, &parts[send]);
-        parts[recv] = tl.recv(ring.back, parts[recv].len(), parts[recv].dtype());
+pub(crate) fn ring_steps(
+    tl: &Tl,
+    parts: Vec<Vec<Tile>>,
+    rings: &[Ring],
+    steps: Range<usize>,
+    pieces: usize,
+    op: ReduceOp,
+) -> Vec<Vec<Tile>> {
+    let mut cut = Vec::with_capacity(parts.len());
+    for ring_parts in &parts {
+        let mut ring_cut = Vec::with_capacity(ring_parts.len());
+        for part in ring_parts {
+            ring_cut.push(split(tl, part, pieces));
+        }
+        cut.push(ring_cut);
     }
-    parts
+    let messages = steps.len() * pieces;
+    for m in 0..messages + pieces {
+        for (ring, cut) in rings.iter().zip(&mut cut) {
+            if let Some(r) = m.checked_sub(pieces) {
+                let step = steps.start + r / pieces;
+                let piece = &mut cut[ring.recv_part(step)][r % pieces];
+                let got = tl.recv(ring.back, piece.len(), piece.dtype());
+                if step + 1 < ring.count {
+                    tl.reduce(piece, &got, op);
+                } else {
+                    *piece = got;
+                }
+            }
+            if m < messages {
+                tl.send(ring.forward, &cut[ring.send_part(steps.start + m / pieces)][m % pieces]);
+            }
+        }
+    }
+    let mut joined = Vec::with_capacity(cut.len());
+    for ring_cut in &cut {
+        let mut ring_parts = Vec::with_capacity(ring_cut.len());
+        for part in ring_cut {
+            ring_parts.push(tl.concat(part));
+        }
+        joined.push(ring_parts);
+    }
+    joined
 }
 
-/// Ring all-reduce: reduce-scatter then all-gather, on each of `chunks` slices of the data in turn so
-/// that one slice's transfers overlap the next one's reductions along the ring.
+/// Reduce-scatter over `ring`, each part in `pieces`: afterwards this member's part `position + 1`
+/// holds every member's contribution reduced (the other parts hold partial results).
+#[ccl_kernel(helper, crate = "kernbench_core")]
+pub(crate) fn ring_reduce_scatter_parts(
+    tl: &Tl,
+    parts: Vec<Tile>,
+    ring: Ring,
+    pieces: usize,
+    op: ReduceOp,
+) -> Vec<Tile> {
+    ring_steps(tl, vec![parts], &[ring], ring.reduce_scatter_steps(), pieces, op).swap_remove(0)
+}
+
+/// All-gather over `ring`, each part in `pieces`, starting from this member owning part
+/// `position + 1` (as a reduce-scatter leaves it): afterwards every part is every member's.
+#[ccl_kernel(helper, crate = "kernbench_core")]
+pub(crate) fn ring_all_gather_parts(tl: &Tl, parts: Vec<Tile>, ring: Ring, pieces: usize) -> Vec<Tile> {
+    // All-gather steps replace what they receive: the operator is never used.
+    let op = tl.op();
+    ring_steps(tl, vec![parts], &[ring], ring.all_gather_steps(), pieces, op).swap_remove(0)
+}
+
+/// Ring all-reduce of `slices[i]` over `rings[i]`, all at once, each part cut into `chunks` pieces
+/// (see [`pieces_per_part`]): reduce-scatter and all-gather as one pipelined pass, so the all-gather's
+/// first pieces leave while the reduce-scatter's last ones are still arriving. The results are
+/// reduced but not finished (see [`Tl::finish`]).
+#[ccl_kernel(helper, crate = "kernbench_core")]
+pub(crate) fn ring_allreduce_slices(
+    tl: &Tl,
+    slices: &[Tile],
+    rings: &[Ring],
+    chunks: usize,
+    op: ReduceOp,
+) -> Vec<Tile> {
+    let count = rings[0].count;
+    let shortest = slices.iter().map(Tile::len).min().unwrap_or(0);
+    let pieces = pieces_per_part(chunks, shortest, count);
+    let mut parts = Vec::with_capacity(slices.len());
+    for slice in slices {
+        parts.push(split(tl, slice, count));
+    }
+    let steps = rings[0].reduce_scatter_steps().start..rings[0].all_gather_steps().end;
+    let parts = ring_steps(tl, parts, rings, steps, pieces, op);
+    let mut reduced = Vec::with_capacity(parts.len());
+    for ring_parts in &parts {
+        reduced.push(tl.concat(ring_parts));
+    }
+    reduced
+}
+
+/// Ring all-reduce: reduce-scatter then all-gather, each of the `p` parts in `chunks` pieces that
+/// pipeline along the ring (`chunks` is clamped to `1..=len / p`; keep it at most half the queue depth).
 #[ccl_kernel(crate = "kernbench_core")]
 pub fn ring_allreduce(tl: &Tl, chunks: usize) {
     let ring = rank_ring(tl);
     let op = tl.op();
     let data = tl.load(Input);
-    let chunks = chunks.clamp(1, data.len().max(1));
-    let mut done = Vec::with_capacity(chunks * ring.count);
-    for c in 0..chunks {
-        let slice = tl.chunk(&data, c, chunks);
-        let parts = split(tl, &slice, ring.count);
-        let parts = ring_reduce_scatter_parts(tl, parts, ring, op);
-        done.extend(ring_all_gather_parts(tl, parts, ring));
-    }
-    let mut result = tl.concat(&done);
+    let mut result = ring_allreduce_slices(tl, &[data], &[ring], chunks, op).swap_remove(0);
     tl.finish(&mut result, op, ring.count);
     tl.store(Output, &result);
 }
 
 /// Bidirectional ring all-reduce: half the data goes round eastward and half westward at the same
-/// time, so both directions of every link carry data (as YALI does on its two links).
+/// time, so both directions of every link carry data (as YALI does on its two links); each direction
+/// pipelines its parts in `chunks` pieces, as [`ring_allreduce`] does.
 #[ccl_kernel(crate = "kernbench_core")]
-pub fn bidirectional_ring_allreduce(tl: &Tl) {
+pub fn bidirectional_ring_allreduce(tl: &Tl, chunks: usize) {
     let east = rank_ring(tl);
-    let west = east.reversed();
     let op = tl.op();
     let data = tl.load(Input);
-    let mut a = split(tl, &tl.chunk(&data, 0, 2), east.count);
-    let mut b = split(tl, &tl.chunk(&data, 1, 2), west.count);
-    // Both halves step together: send both, then receive both, so neither direction waits on the other.
-    for step in 0..east.count - 1 {
-        let (sa, ra, sb, rb) = (east.send_part(step), east.recv_part(step), west.send_part(step), west.recv_part(step));
-        tl.send(east.forward, &a[sa]);
-        tl.send(west.forward, &b[sb]);
-        let got_a = tl.recv(east.back, a[ra].len(), a[ra].dtype());
-        tl.reduce(&mut a[ra], &got_a, op);
-        let got_b = tl.recv(west.back, b[rb].len(), b[rb].dtype());
-        tl.reduce(&mut b[rb], &got_b, op);
-    }
-    for step in east.count - 1..2 * (east.count - 1) {
-        let (sa, ra, sb, rb) = (east.send_part(step), east.recv_part(step), west.send_part(step), west.recv_part(step));
-        tl.send(east.forward, &a[sa]);
-        tl.send(west.forward, &b[sb]);
-        a[ra] = tl.recv(east.back, a[ra].len(), a[ra].dtype());
-        b[rb] = tl.recv(west.back, b[rb].len(), b[rb].dtype());
-    }
-    a.extend(b);
-    let mut result = tl.concat(&a);
+    let halves = [tl.chunk(&data, 0, 2), tl.chunk(&data, 1, 2)];
+    let halves = ring_allreduce_slices(tl, &halves, &[east, east.reversed()], chunks, op);
+    let mut result = tl.concat(&halves);
     tl.finish(&mut result, op, east.count);
     tl.store(Output, &result);
 }
@@ -146,25 +230,29 @@ fn own_part_first(mut parts: Vec<Tile>) -> Vec<Tile> {
     parts
 }
 
-/// Ring all-gather: every rank's input, in rank order, in every rank's output.
+/// Ring all-gather: every rank's input, in rank order, in every rank's output; each block travels in
+/// `chunks` pieces (clamped to `1..=len`; keep it at most half the queue depth).
 #[ccl_kernel(crate = "kernbench_core")]
-pub fn ring_allgather(tl: &Tl) {
+pub fn ring_allgather(tl: &Tl, chunks: usize) {
     let ring = rank_ring(tl);
     let mine = tl.load(Input);
+    let pieces = pieces_per_part(chunks, mine.len(), 1);
     let mut parts = vec![Tile::zeros(mine.dtype(), mine.len()); ring.count];
     parts[ring.position] = mine;
-    let parts = own_part_first(ring_all_gather_parts(tl, own_part_last(parts), ring));
+    let parts = own_part_first(ring_all_gather_parts(tl, own_part_last(parts), ring, pieces));
     tl.store(Output, &tl.concat(&parts));
 }
 
-/// Ring reduce-scatter: rank `r` ends with part `r` (of `size` near-equal parts) of the reduction.
+/// Ring reduce-scatter: rank `r` ends with part `r` (of `size` near-equal parts) of the reduction; each
+/// part travels in `chunks` pieces (clamped to `1..=len / size`; keep it at most half the queue depth).
 #[ccl_kernel(crate = "kernbench_core")]
-pub fn ring_reduce_scatter(tl: &Tl) {
+pub fn ring_reduce_scatter(tl: &Tl, chunks: usize) {
     let ring = rank_ring(tl);
     let op = tl.op();
     let data = tl.load(Input);
+    let pieces = pieces_per_part(chunks, data.len(), ring.count);
     let parts = own_part_last(split(tl, &data, ring.count));
-    let parts = own_part_first(ring_reduce_scatter_parts(tl, parts, ring, op));
+    let parts = own_part_first(ring_reduce_scatter_parts(tl, parts, ring, pieces, op));
     let mut mine = parts[ring.position].clone();
     tl.finish(&mut mine, op, ring.count);
     tl.store(Output, &mine);

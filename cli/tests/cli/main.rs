@@ -306,7 +306,7 @@ fn explain_names_the_rule_that_chose_and_times_every_algorithm_or_says_why_it_ca
           "odd": {"collective": "all_reduce", "kernel": "ring_allreduce", "topology": "ring_1d", "mapper": "all_pes",
                   "validator": "single_shard", "buffer_kind": "hbm", "params": {"chunks": 4}},
           "ring_allgather": {"collective": "all_gather", "kernel": "ring_allgather", "topology": "ring_1d",
-                   "mapper": "leader_only", "validator": "single_shard", "buffer_kind": "hbm"}},
+                   "mapper": "leader_only", "validator": "single_shard", "buffer_kind": "hbm", "params": {"chunks": 2}}},
          "selection": {"all_reduce": [{"algorithm": "odd", "max_bytes": 1024}, {"algorithm": "ring"}, {"algorithm": "odd"}]}}"#,
     );
     let out = kernbench(&["explain", "all_reduce", "1K", "--system", SMALL, "--registry", &registry]);

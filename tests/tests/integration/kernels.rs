@@ -1,4 +1,4 @@
-//! The shipped tree, butterfly, direct-peer and mesh kernels: each one's collective postcondition over
+//! The shipped ring, tree, butterfly, direct-peer, mesh and hierarchical kernels: each one's collective postcondition over
 //! participant counts, dtypes, operators, lengths and roots, and bit-identical reruns.
 //!
 //! Inputs are small integers wherever a sum or product must come out exact, so any lost or doubled
@@ -66,6 +66,27 @@ impl Machine {
 
 // The kernels under test, each with its topology and collective.
 
+fn ring_allreduce() -> Algo {
+    Algo::new(&alg::ring_allreduce::KERNEL, "ring_1d", Collective::AllReduce).params(json!({"chunks": 3}))
+}
+
+fn bidirectional_ring_allreduce() -> Algo {
+    Algo::new(&alg::bidirectional_ring_allreduce::KERNEL, "ring_1d", Collective::AllReduce).params(json!({"chunks": 3}))
+}
+
+fn ring_reduce_scatter() -> Algo {
+    Algo::new(&alg::ring_reduce_scatter::KERNEL, "ring_1d", Collective::ReduceScatter).params(json!({"chunks": 3}))
+}
+
+fn ring_allgather() -> Algo {
+    Algo::new(&alg::ring_allgather::KERNEL, "ring_1d", Collective::AllGather).params(json!({"chunks": 3}))
+}
+
+fn hierarchical_allreduce() -> Algo {
+    Algo::new(&alg::hierarchical_allreduce::KERNEL, "hierarchical_3level", Collective::AllReduce)
+        .params(json!({"chunks": 3}))
+}
+
 fn tree_allreduce() -> Algo {
     Algo::new(&alg::tree_allreduce::KERNEL, "tree", Collective::AllReduce).params(json!({"chunks": 3}))
 }
@@ -131,6 +152,18 @@ fn cube_machines() -> Vec<Machine> {
     // Only the SIP leaders of a meshed system: the mesh steps are empty.
     machines.push(Machine { system: System::shape(3, 2, 2, 1).expect("a valid shape"), mapper: "leader_only" });
     machines
+}
+
+/// Every PE of a few SIPs of cube meshes, for `hierarchical_3level`: levels of one member, of two, and
+/// of more, with odd and even rings.
+fn hierarchical_machines() -> Vec<Machine> {
+    [(1, 1, 1, 1), (1, 1, 1, 5), (2, 1, 1, 2), (1, 3, 1, 2), (2, 2, 2, 3), (3, 1, 2, 4), (5, 1, 1, 1)]
+        .into_iter()
+        .map(|(sips, w, h, pes)| Machine {
+            system: System::shape(sips, w, h, pes).expect("a valid shape"),
+            mapper: "all_pes",
+        })
+        .collect()
 }
 
 /// Machines with participant counts that `mesh_2d` arranges in every kind of grid.
@@ -298,6 +331,14 @@ macro_rules! reducing_kernel_tests {
     };
 }
 
+reducing_kernel_tests!(ring_allreduce, flat_machines(), Machine::flat(7));
+reducing_kernel_tests!(bidirectional_ring_allreduce, flat_machines(), Machine::flat(7));
+reducing_kernel_tests!(ring_reduce_scatter, flat_machines(), Machine::flat(7));
+reducing_kernel_tests!(
+    hierarchical_allreduce,
+    hierarchical_machines(),
+    Machine { system: System::shape(2, 2, 1, 3).expect("a valid shape"), mapper: "all_pes" }
+);
 reducing_kernel_tests!(tree_allreduce, flat_machines(), Machine::flat(7));
 reducing_kernel_tests!(double_binary_tree_allreduce, flat_machines(), Machine::flat(7));
 reducing_kernel_tests!(recursive_doubling_allreduce, flat_machines(), Machine::flat(7));
@@ -306,6 +347,63 @@ reducing_kernel_tests!(one_shot_allreduce, flat_machines(), Machine::flat(7));
 reducing_kernel_tests!(mesh_2d_allreduce, mesh_machines(), Machine::flat(12));
 reducing_kernel_tests!(intercube_allreduce, cube_machines(), Machine::cubes(3, 4, 2));
 reducing_kernel_tests!(recursive_halving_reduce_scatter, flat_machines(), Machine::flat(7));
+
+/// Pipelined ring kernels with every piece count up to the queue depth (4), and more pieces than
+/// elements.
+fn ring_chunk_counts(algo: fn() -> Algo) {
+    for n in [2, 3, 8] {
+        let machine = Machine::flat(n);
+        for chunks in [1, 2, 3, 4] {
+            for len in [1, 5, ODD_LEN] {
+                let algo = Algo { params: json!({ "chunks": chunks }), ..algo() };
+                check_call(&algo, &machine, ReduceOp::Sum, 0, &small_input(I64, ReduceOp::Sum, len));
+            }
+        }
+    }
+}
+
+#[test]
+fn ring_allreduce_holds_for_any_chunk_count_up_to_the_queue_depth() {
+    ring_chunk_counts(ring_allreduce);
+}
+
+#[test]
+fn bidirectional_ring_allreduce_holds_for_any_chunk_count_up_to_the_queue_depth() {
+    ring_chunk_counts(bidirectional_ring_allreduce);
+}
+
+#[test]
+fn ring_reduce_scatter_and_allgather_hold_for_any_chunk_count_up_to_the_queue_depth() {
+    ring_chunk_counts(ring_reduce_scatter);
+    ring_chunk_counts(ring_allgather);
+}
+
+/// A ring keeps `chunks` pieces in flight before its first receive, so more pieces than queue slots
+/// leave every rank waiting for a credit that its neighbour returns only after its own sends: the
+/// runtime reports the deadlock instead of hanging.
+#[test]
+fn a_ring_allreduce_with_more_pieces_than_queue_slots_is_a_reported_deadlock() {
+    let machine = Machine::flat(4);
+    let algo = Algo { params: json!({"chunks": 5}), ..ring_allreduce() };
+    let result = MockRun::new(&machine.system, algo.topology, machine.mapper, algo.kernel)
+        .params(algo.params)
+        .inputs(|_, _| Tile::zeros(F32, 64))
+        .run();
+    match result {
+        Err(MockError::Run(RunError::Deadlock(report))) => assert_eq!(report.blocked.len(), 4, "{report:?}"),
+        other => panic!("expected a deadlock, got {other:?}"),
+    }
+}
+
+/// The hierarchical all-reduce's chains have no cycle, so any number of pieces streams through them.
+#[test]
+fn hierarchical_allreduce_holds_for_any_chunk_count() {
+    let machine = Machine { system: System::shape(3, 2, 1, 3).expect("a valid shape"), mapper: "all_pes" };
+    for chunks in [1, 2, 5, 11, ODD_LEN, 100] {
+        let algo = Algo { params: json!({ "chunks": chunks }), ..hierarchical_allreduce() };
+        check_call(&algo, &machine, ReduceOp::Sum, 0, &small_input(I64, ReduceOp::Sum, ODD_LEN));
+    }
+}
 
 /// Streamed tree all-reduces with more pieces than queue slots, more pieces than elements, and one.
 fn tree_chunk_counts(algo: fn() -> Algo) {
@@ -389,6 +487,7 @@ macro_rules! moving_kernel_tests {
     };
 }
 
+moving_kernel_tests!(ring_allgather);
 moving_kernel_tests!(recursive_doubling_allgather);
 moving_kernel_tests!(bruck_allgather);
 moving_kernel_tests!(pairwise_alltoall);

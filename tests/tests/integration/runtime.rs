@@ -333,6 +333,7 @@ fn a_barrier_some_pe_never_reaches_is_a_deadlock() {
 fn t3(system: &System, dtype: Dtype, threads: usize) -> RunReport {
     let report =
         MockRun::new(system, "hierarchical_3level", "all_pes", &kernbench::algorithms::hierarchical_allreduce::KERNEL)
+            .params(json!({"chunks": 2}))
             .inputs(|_, rank| Tile::filled(dtype, 128, (rank + 1) as f64))
             .threads(threads)
             .parallel_min_ready(1)
@@ -381,7 +382,12 @@ fn a_hundred_thousand_threads_are_refused_quickly_before_any_is_started() {
     let kernel = &kernbench::algorithms::hierarchical_allreduce::KERNEL;
     for threads in [100_000, Runtime::MAX_THREADS + 1] {
         let start = std::time::Instant::now();
-        let error = run_error(MockRun::new(&system, "hierarchical_3level", "all_pes", kernel).threads(threads).run());
+        let error = run_error(
+            MockRun::new(&system, "hierarchical_3level", "all_pes", kernel)
+                .params(json!({"chunks": 2}))
+                .threads(threads)
+                .run(),
+        );
         assert!(start.elapsed() < std::time::Duration::from_secs(1), "{threads} threads took {:?}", start.elapsed());
         assert_eq!(error, RunError::TooManyThreads { threads, max: Runtime::MAX_THREADS });
         assert!(error.to_string().contains(&format!("expected 1..={}", Runtime::MAX_THREADS)), "{error}");
