@@ -15,10 +15,18 @@
 //! receive that frees it; with depth `d`, the link stays busy only if `(d - 1)` pieces take at least two
 //! latencies to send. At `k = d` every send waits for the credit of the receive just before it, a
 //! latency per piece; above `d` a rank has more pieces out than its queue holds and waits for a credit
-//! that its neighbour returns only after its own `k` sends, all the way round the ring: a deadlock.
-//! Keep `k` at most half the queue depth.
+//! that its neighbour returns only after its own `k` sends, all the way round the ring: a deadlock, so
+//! the kernels cut at most `d` pieces ([`Tl::queue_depth`]). Keep `k` at most half the queue depth.
+//!
+//! Lanes are the other way to keep a link busy: with `lanes` lanes, lane `l` runs the whole ring on
+//! chunk `l` of the data, on its own channel with its own queue. The lanes' messages share every link,
+//! so while one lane's message pays the latency another's is on the wire: the link stays busy once
+//! `(lanes - 1)` messages take a latency to send, and each lane's queue needs no more credits than one
+//! piece. The two compose: `lanes` rings of `k` pieces each keep `lanes x k` messages in flight.
 
 use std::ops::Range;
+
+use kernbench_core::{chunk_range, chunk_start};
 
 use kernbench_core::prelude::*;
 
@@ -103,6 +111,9 @@ pub(crate) fn ring_steps(
     pieces: usize,
     op: ReduceOp,
 ) -> Vec<Vec<Tile>> {
+    // More pieces ahead than a queue holds would wait, all the way round the ring, for credits that
+    // come back only after those very sends.
+    let pieces = pieces.clamp(1, tl.queue_depth());
     let mut cut = Vec::with_capacity(parts.len());
     for ring_parts in &parts {
         let mut ring_cut = Vec::with_capacity(ring_parts.len());
@@ -190,31 +201,42 @@ pub(crate) fn ring_allreduce_slices(
     reduced
 }
 
+/// This lane's share of `buffer` when each of its PE's lanes takes one near-equal chunk of it: the
+/// chunk (loaded alone, so lanes are charged for their own bytes) and where it starts.
+#[ccl_kernel(helper, crate = "kernbench_core")]
+pub(crate) fn lane_share(tl: &Tl, buffer: Buffer, range: Range<usize>) -> (Tile, usize) {
+    let share = chunk_range(range.len(), tl.lane(), tl.lanes())?;
+    let start = range.start + share.start;
+    (tl.load_slice(buffer, start, share.len()), start)
+}
+
 /// Ring all-reduce: reduce-scatter then all-gather, each of the `p` parts in `chunks` pieces that
-/// pipeline along the ring (`chunks` is clamped to `1..=len / p`; keep it at most half the queue depth).
-#[ccl_kernel(crate = "kernbench_core")]
-pub fn ring_allreduce(tl: &Tl, chunks: usize) {
+/// pipeline along the ring (clamped to `1..=len / p` and to the queue depth), on each of `lanes`
+/// lanes: lane `l` runs the ring on chunk `l` of the data, on its own channel, so `lanes` rings share
+/// every link and each hides the others' latency.
+#[ccl_kernel(lanes = lanes, crate = "kernbench_core")]
+pub fn ring_allreduce(tl: &Tl, chunks: usize, lanes: usize) {
     let ring = rank_ring(tl);
     let op = tl.op();
-    let data = tl.load(Input);
-    let mut result = ring_allreduce_slices(tl, &[data], &[ring], chunks, op).swap_remove(0);
+    let (share, start) = lane_share(tl, Input, 0..tl.buffer_len(Input));
+    let mut result = ring_allreduce_slices(tl, &[share], &[ring], chunks, op).swap_remove(0);
     tl.finish(&mut result, op, ring.count);
-    tl.store(Output, &result);
+    tl.store_at(Output, start, &result);
 }
 
 /// Bidirectional ring all-reduce: half the data goes round eastward and half westward at the same
 /// time, so both directions of every link carry data (as YALI does on its two links); each direction
-/// pipelines its parts in `chunks` pieces, as [`ring_allreduce`] does.
-#[ccl_kernel(crate = "kernbench_core")]
-pub fn bidirectional_ring_allreduce(tl: &Tl, chunks: usize) {
+/// pipelines its parts in `chunks` pieces on each of `lanes` lanes, as [`ring_allreduce`] does.
+#[ccl_kernel(lanes = lanes, crate = "kernbench_core")]
+pub fn bidirectional_ring_allreduce(tl: &Tl, chunks: usize, lanes: usize) {
     let east = rank_ring(tl);
     let op = tl.op();
-    let data = tl.load(Input);
-    let halves = [tl.chunk(&data, 0, 2), tl.chunk(&data, 1, 2)];
+    let (share, start) = lane_share(tl, Input, 0..tl.buffer_len(Input));
+    let halves = [tl.chunk(&share, 0, 2), tl.chunk(&share, 1, 2)];
     let halves = ring_allreduce_slices(tl, &halves, &[east, east.reversed()], chunks, op);
     let mut result = tl.concat(&halves);
     tl.finish(&mut result, op, east.count);
-    tl.store(Output, &result);
+    tl.store_at(Output, start, &result);
 }
 
 /// Parts rotated so that a reduce-scatter's or all-gather's "part `position + 1`" is this member's
@@ -231,31 +253,44 @@ fn own_part_first(mut parts: Vec<Tile>) -> Vec<Tile> {
 }
 
 /// Ring all-gather: every rank's input, in rank order, in every rank's output; each block travels in
-/// `chunks` pieces (clamped to `1..=len`; keep it at most half the queue depth).
-#[ccl_kernel(crate = "kernbench_core")]
-pub fn ring_allgather(tl: &Tl, chunks: usize) {
+/// `chunks` pieces (clamped to `1..=len` and to the queue depth), on each of `lanes` lanes (lane `l`
+/// gathers chunk `l` of every block).
+#[ccl_kernel(lanes = lanes, crate = "kernbench_core")]
+pub fn ring_allgather(tl: &Tl, chunks: usize, lanes: usize) {
     let ring = rank_ring(tl);
-    let mine = tl.load(Input);
+    let block = tl.buffer_len(Input);
+    let (mine, start) = lane_share(tl, Input, 0..block);
     let pieces = pieces_per_part(chunks, mine.len(), 1);
     let mut parts = vec![Tile::zeros(mine.dtype(), mine.len()); ring.count];
     parts[ring.position] = mine;
     let parts = own_part_first(ring_all_gather_parts(tl, own_part_last(parts), ring, pieces));
-    tl.store(Output, &tl.concat(&parts));
+    for (rank, part) in parts.iter().enumerate() {
+        tl.store_at(Output, rank * block + start, part);
+    }
 }
 
 /// Ring reduce-scatter: rank `r` ends with part `r` (of `size` near-equal parts) of the reduction; each
-/// part travels in `chunks` pieces (clamped to `1..=len / size`; keep it at most half the queue depth).
-#[ccl_kernel(crate = "kernbench_core")]
-pub fn ring_reduce_scatter(tl: &Tl, chunks: usize) {
+/// part travels in `chunks` pieces (clamped to `1..=len / size` and to the queue depth), on each of
+/// `lanes` lanes (lane `l` reduces chunk `l` of every part).
+#[ccl_kernel(lanes = lanes, crate = "kernbench_core")]
+pub fn ring_reduce_scatter(tl: &Tl, chunks: usize, lanes: usize) {
     let ring = rank_ring(tl);
     let op = tl.op();
-    let data = tl.load(Input);
-    let pieces = pieces_per_part(chunks, data.len(), ring.count);
-    let parts = own_part_last(split(tl, &data, ring.count));
-    let parts = own_part_first(ring_reduce_scatter_parts(tl, parts, ring, pieces, op));
+    let len = tl.buffer_len(Input);
+    let mut parts = Vec::with_capacity(ring.count);
+    let mut own_start = 0;
+    for part in 0..ring.count {
+        let (share, start) = lane_share(tl, Input, chunk_range(len, part, ring.count)?);
+        if part == ring.position {
+            own_start = start - chunk_start(len, part, ring.count);
+        }
+        parts.push(share);
+    }
+    let pieces = pieces_per_part(chunks, parts[ring.count - 1].len(), 1);
+    let parts = own_part_first(ring_reduce_scatter_parts(tl, own_part_last(parts), ring, pieces, op));
     let mut mine = parts[ring.position].clone();
     tl.finish(&mut mine, op, ring.count);
-    tl.store(Output, &mine);
+    tl.store_at(Output, own_start, &mine);
 }
 
 /// Pipelined ring broadcast: the root's data travels east along the chain root, root + 1, ..., in

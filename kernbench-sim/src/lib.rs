@@ -29,9 +29,10 @@
 //!   together, in lane order, on one thread, so they see each other's stores at once;
 //! - **links**: every lane's transfers are placed on the PE's channels like any transfer, in order of
 //!   departure, so two lanes sending at once share the link (one message after the other);
-//! - **compute**: reductions, loads and stores of a PE run one at a time: a lane's work starts at the
-//!   earliest free interval of the PE's compute at or after the lane's clock (the wait shows as
-//!   `compute wait` in traces). Injecting a message is the lane's own cost.
+//! - **compute**: a PE does one piece of work at a time, whichever lane asks: injecting a message,
+//!   reducing, loading, storing. A lane's work starts at the earliest free interval of the PE's compute
+//!   at or after the lane's clock (the wait shows as `compute wait` in traces). So more lanes hide
+//!   latency but pay an injection per message on one engine: small messages favour few lanes.
 //!
 //! Each lane has its own clock, phase, watchdog budget and figures; a PE's time is its last lane's,
 //! its figures the sum of its lanes'. A barrier waits for every lane of every participant.

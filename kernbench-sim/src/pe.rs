@@ -92,7 +92,7 @@ pub(crate) struct PeState {
     /// What the kernel recorded with `tl.note`, by key.
     pub(crate) notes: BTreeMap<String, String>,
     /// When the PE runs several lanes under the timing model: its compute's bookings, so that their
-    /// reductions, loads and stores run one at a time.
+    /// injections, reductions, loads and stores run one at a time.
     pub(crate) compute: Option<Bookings>,
 }
 
@@ -109,6 +109,16 @@ pub(crate) struct LaneState {
     pub(crate) failure: Option<RunError>,
     /// What the watchdog counts.
     pub(crate) watch: Watch,
+}
+
+/// Spends `ns` of a lane's time on work of its PE: lanes of one PE share its compute (`Some` when it
+/// runs several under the timing model), so the work waits for what other lanes booked first.
+fn spend(compute: &mut Option<Bookings>, clock: &mut Clock, kind: SpanKind, ns: f64, bytes: u64) {
+    if let (Some(compute), true) = (compute, clock.on) {
+        let (start, _) = compute.reserve(clock.now, ns, 0.0);
+        clock.advance_to(SpanKind::ComputeWait, start, 0, false);
+    }
+    clock.work(kind, ns, bytes);
 }
 
 /// What the watchdog has counted of a PE's kernel.
@@ -323,11 +333,12 @@ impl Backend for PeView<'_> {
             Err(e) => return Poll::Ready(Err(e)),
         };
         let queue = &self.queues[q as usize];
-        let (clock, generation) = (&mut self.lane.clock, self.lane.generation);
+        let (clock, generation, compute) = (&mut self.lane.clock, self.lane.generation, &mut self.state.compute);
         let bytes = tile.bytes() as u64;
         let make = |credit_at: f64| {
             clock.advance_to(SpanKind::CreditWait, credit_at, 0, false);
-            clock.work(SpanKind::Send, clock.injection_ns, bytes);
+            let injection = clock.injection_ns;
+            spend(compute, clock, SpanKind::Send, injection, bytes);
             Message { tile: tile.clone(), generation, depart_ns: clock.now, arrive_ns: clock.now }
         };
         // SAFETY: this PE is the queue's sender and we are in the poll phase.
@@ -500,13 +511,6 @@ impl Backend for PeView<'_> {
                 (SpanKind::Memory, bytes as f64 * clock.ns_per_byte, bytes as u64)
             }
         };
-        // Lanes of one PE share its compute: a lane's work waits for what other lanes booked first.
-        if let Some(compute) = &mut self.state.compute {
-            if clock.on {
-                let (start, _) = compute.reserve(clock.now, ns, 0.0);
-                clock.advance_to(SpanKind::ComputeWait, start, 0, false);
-            }
-        }
-        clock.work(kind, ns, bytes);
+        spend(&mut self.state.compute, clock, kind, ns, bytes);
     }
 }

@@ -338,6 +338,7 @@ impl<'s> Runtime<'s> {
                     generation: call.generation,
                     lane,
                     lanes: n,
+                    queue_depth: self.system.ipcq_depth(),
                 };
                 let future = kernel.launch(Tl::new(ctx));
                 let results = Arc::clone(&results);

@@ -16,8 +16,8 @@
 //!   rates or a straggler's override.
 //! - A barrier releases everyone at the latest arrival.
 //!
-//! - Lanes of one PE share its channels (above) and its compute: their reductions, loads and stores are
-//!   booked one at a time on the PE, each at its earliest free interval.
+//! - Lanes of one PE share its channels (above) and its compute: their injections, reductions, loads
+//!   and stores are booked one at a time on the PE, each at its earliest free interval.
 //!
 //! Transfers of a round are placed on channels between rounds, in order of departure time (then
 //! sender rank, queue, position), so the times are the same on one thread or many.

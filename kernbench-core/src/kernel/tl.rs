@@ -275,6 +275,9 @@ pub struct TlContext {
     pub lane: usize,
     /// How many lanes the kernel runs as on this PE ([`crate::Launch::lanes`]).
     pub lanes: usize,
+    /// The slots of each queue: how many messages a lane may send on a channel before its receiver
+    /// takes one.
+    pub queue_depth: usize,
 }
 
 /// The handle a kernel uses to talk to its PE, its neighbours and its buffers.
@@ -353,6 +356,13 @@ impl Tl {
     /// How many lanes the kernel runs as on this PE.
     pub fn lanes(&self) -> usize {
         self.ctx.lanes
+    }
+
+    /// The slots of each queue (the system's `ipcq_depth`): a lane can send this many messages on a
+    /// channel before its receiver takes one, so a kernel that sends `k` messages ahead of its receives
+    /// needs `k` at most this.
+    pub fn queue_depth(&self) -> usize {
+        self.ctx.queue_depth
     }
 
     /// Moves this PE to `phase` (1, 2 or 3) of its call. Messages carry their sender's phase and a
@@ -448,6 +458,23 @@ impl Tl {
             b.charge(Work::Memory { bytes: tile.bytes() });
             Ok(tile)
         })
+    }
+
+    /// The length in elements of one of the PE's buffers (scratch: what the kernel last stored there).
+    pub fn buffer_len(&self, buffer: Buffer) -> Result<usize, KernelError> {
+        with(|b| b.load(buffer)).map(|tile| tile.len())
+    }
+
+    /// The `len` elements of one of the PE's buffers from `start` (sharing its storage): what a lane
+    /// working on a slice reads, charged for those bytes only.
+    ///
+    /// # Errors
+    /// [`KernelError::Tile`] when the range reaches past the buffer's end.
+    pub fn load_slice(&self, buffer: Buffer, start: usize, len: usize) -> Result<Tile, KernelError> {
+        let whole = with(|b| b.load(buffer))?;
+        let slice = self.slice(&whole, start, len)?;
+        with(|b| b.charge(Work::Memory { bytes: slice.bytes() }));
+        Ok(slice)
     }
 
     /// Replaces the contents of one of the PE's buffers with `tile`.

@@ -102,6 +102,7 @@ fn run(
         generation: 0,
         lane: 0,
         lanes: 1,
+        queue_depth: 4,
     });
     let mut backend = Loopback {
         input: Some(Tile::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0])),
