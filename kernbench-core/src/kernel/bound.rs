@@ -37,33 +37,35 @@
 //! [`chunk_range`] split into `n`), and for a region `R` holding `g` of the ranks (`h = n - g`
 //! outside; a region with every rank, or none, needs nothing):
 //!
-//! | collective | `out(R)`: must leave `R` | `in(R)`: must enter `R` | `total` over `K` regions |
-//! | --- | --- | --- | --- |
-//! | all_reduce | `x` | `x` | `2 (K - 1) x` |
-//! | all_gather | `g x` | `h x` | `sum in(R)` |
-//! | reduce_scatter | `sum c_q, q not in R` | `sum c_q, q in R` | `sum out(R)` |
-//! | all_to_all | `g sum c_q, q not in R` | `h sum c_q, q in R` | `sum out(R)` |
-//! | broadcast | `x` if the root is in `R` | `x` if it is not | `(K - 1) x` |
-//! | reduce | `x` if the root is not in `R` | `x` if it is | `(K - 1) x` |
+//! | collective | `out(R)`: must leave `R` | `in(R)`: must enter `R` |
+//! | --- | --- | --- |
+//! | all_reduce | `x` | `x` |
+//! | all_gather | `g x` | `h x` |
+//! | reduce_scatter | `sum c_q, q not in R` | `sum c_q, q in R` |
+//! | all_to_all | `g sum c_q, q not in R` | `h sum c_q, q in R` |
+//! | broadcast | `x` if the root is in `R` | `x` if it is not |
+//! | reduce | `x` if the root is not in `R` | `x` if it is |
 //!
-//! With one region per rank and equal links of `B` out of each, the totals are nccl-tests' bus
-//! bytes: `2 (n-1)/n x / B` for all-reduce, `(n-1)/n` of the gathered size for all-gather, `(n-1)/n
-//! x` for reduce-scatter and all-to-all.
+//! and the totals over the `K` regions of one kind that hold ranks are `2 (K - 1) x` both ways for
+//! all-reduce, and `sum out(R)` and `sum in(R)` for the others (`(K - 1) x` into the regions without
+//! the root for broadcast, out of them for reduce). With one region per rank and `B` out of each,
+//! the totals give nccl-tests' bus bandwidth: `T >= 2 (n-1)/n x / B` for all-reduce, `(n-1)/n` of
+//! the gathered size over `B` for all-gather, `(n-1)/n x / B` for reduce-scatter and all-to-all.
 //!
 //! 1. **Region bounds** (the per-PE bound and cuts). A region's border is the channels from inside
 //!    it to outside, `C(R)` GB/s in all with smallest latency `L(R)` (as many channels, of the same
 //!    classes, cross it inwards: every link has one each way):
 //!    `T >= o + L(R) + max(out(R), in(R)) / C(R)`. The regions are each participating PE (what it
-//!    must send over every channel leaving it, whatever the algorithm uses), each cube, each SIP,
-//!    and each half of the SIPs (SIPs `0 .. S/2` and the rest, for 3 SIPs or more: on a ring its
-//!    border is two links, fully connected `a (S - a)` of them, switched the `a` links of its own
-//!    SIPs to the switch, which stands outside both halves). Data of a region's ranks is known
+//!    must send over every channel leaving it that the system has, whichever ones an algorithm
+//!    uses), each cube, each SIP, and each half of the SIPs (SIPs `0 .. S/2` and the rest, for 3
+//!    SIPs or more: on a ring its border is two links, fully connected `a (S - a)` of them, switched
+//!    the `a` links of its own SIPs to the switch, which stands outside both halves). Data of a region's ranks is known
 //!    only inside it, so what `out(R)` counts leaves by messages sent from inside, each crossing the
 //!    border; what `in(R)` counts arrives by messages received inside, each crossing it inwards.
 //! 2. **Totals.** Over every region of one kind that holds ranks, each message between regions
-//!    leaves its sender's region once and enters its receiver's once, so
-//!    `T >= o + min L(R) + total / sum C(R)`. For the others the total is the sum of what each
-//!    region must send (or receive): those are distinct messages. All-reduce needs more: it is
+//!    crosses the border of its sender's region outwards and that of its receiver's inwards, so
+//!    `T >= o + min L(R) + total / sum C(R)`. But for all-reduce, the totals add what each region
+//!    must send (or receive), which distinct messages carry. All-reduce needs more: it is
 //!    gossip among the `K` regions, which takes at least `2 (K - 1)` messages per element. Take the
 //!    first message after which some region `X` holds every contribution to an element: by then each
 //!    of the other `K - 1` regions has sent one (its contribution reached `X`), and after it each of
@@ -78,7 +80,8 @@
 //!    reduce-scatter and all-to-all, root to rank for broadcast, rank to root for reduce. The
 //!    farthest pair is found by a double sweep (the farthest receiver from rank 0, the farthest
 //!    sender from it, the farthest receiver from that): always a real pair, so a lower bound, and
-//!    the diameter on the shipped systems.
+//!    the diameter on every system its tests try (rings, full and switched interconnects of cube
+//!    meshes), in time linear in the ranks.
 
 use serde::Serialize;
 
