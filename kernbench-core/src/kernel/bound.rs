@@ -406,6 +406,16 @@ mod tests {
     }
 
     #[test]
+    fn all_to_all_behind_a_switch_is_bound_by_each_pe_s_one_link() {
+        // 4 SIPs of one PE, each with one 64 GB/s channel to the switch: a PE sends three blocks of
+        // x / 4 over it, where half the SIPs send x over their two.
+        let system = spec(4, (1, 1), 1, SipInterconnect::Switched);
+        let got = bound(&system, Collective::AllToAll, &leaders(&system), 1 << 20, 0);
+        assert_eq!(got.ns, 0.75 * X / 64.0 + 500.0 + O);
+        assert_eq!(got.limit, Limit::Region { region: Region::Pe, flow: Flow::Out });
+    }
+
+    #[test]
     fn every_pe_of_two_sips_is_bound_by_the_one_link_between_them() {
         // 2 SIPs x 2 cubes x 2 PEs, all eight ranks: a cube's PEs share one 256 GB/s link, its cubes
         // one 128 GB/s NoC link, the SIPs one 64 GB/s UCIe link. Each SIP must send its partial sum
