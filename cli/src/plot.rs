@@ -100,7 +100,7 @@ mod tests {
             algbw_gbps: busbw,
             busbw_gbps: busbw,
             wrong: 0,
-            slowest_link: None,
+            bound: None,
             sol: None,
             rounded: None,
         }

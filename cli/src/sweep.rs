@@ -1,9 +1,9 @@
 //! Sweeps: one collective over sizes and algorithms, timed by the simulator and reported the way
-//! nccl-tests reports, plus how close each run comes to the speed of light of its slowest link.
+//! nccl-tests reports, plus how close each run comes to the speed of light of the system.
 //!
 //! ```text
 //!         size         count    type  redop  ranks  algorithm          time(us)  algbw  busbw  #wrong   sol
-//!      1048576        262144     f32    sum      4  ring                  ...     ...    ...       0   0.93
+//!      1048576        262144     f32    sum      4  ring                  ...     ...    ...       0   0.31
 //! ```
 //!
 //! - A point of size `S` gives every SIP a tensor of `S` bytes. The collective's ranks are the PEs
@@ -15,18 +15,21 @@
 //!   bytes per rank, as `all_gather_perf -b 1M` does.
 //! - `algbw` is `size / time` and `busbw` is `algbw` times nccl-tests' factor for the collective
 //!   ([`busbw_factor`]): the bandwidth each rank's link would need for that time.
-//! - `sol` is `busbw` over the bandwidth of the slowest link class the algorithm's routes cross
-//!   ([`slowest_link`]): 1 means the algorithm keeps one direction of that link busy for the whole
-//!   call; an algorithm that sends over two links at once (`bidirectional_ring`) can pass 1.
+//! - `sol` is a lower bound on the call's time over its simulated time ([`time_bound`], from
+//!   [`kernbench::bound`]): the bound holds for every algorithm on the system (it counts every link
+//!   a rank, cube, SIP or half of the SIPs could send over, and the shortest routes between ranks),
+//!   so `sol` is at most 1, and 1 only for an algorithm no other could beat. `-` when nothing must
+//!   move (a single rank).
 //! - `#wrong` is the number of wrong output elements, from the postcondition check.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use kernbench::bound::{self, CallShape, Limit, TimeBound};
 use kernbench::{
-    Collective, DistTensor, DpPolicy, Dtype, InstallPlan, LayoutError, LinkClass, Quoted, ReduceOp, Registry,
-    RegistryError, System,
+    Collective, DistTensor, DpPolicy, Dtype, InstallPlan, LayoutError, PeId, Quoted, ReduceOp, Registry, RegistryError,
+    System,
 };
 use serde::Serialize;
 
@@ -351,32 +354,30 @@ pub fn busbw_factor(collective: Collective, ranks: usize) -> f64 {
     }
 }
 
-/// The slowest link class an install plan's neighbours are reached over, and its bandwidth (GB/s):
-/// the lowest bandwidth among the classes of every channel of every neighbour's route, so a
-/// multi-hop neighbour counts every class it crosses. `None` when no participant has a neighbour.
+/// A lower bound on the simulated time of `collective` with every rank's input `elements` long, on
+/// the participants of `plan` (its ranks) from rank `root`: [`bound::lower_bound`], the numerator of
+/// `sol`. `None` when nothing must move between ranks (a single rank).
 ///
 /// # Examples
 /// ```
-/// use kernbench::{InstallPlan, LinkClass, System};
-/// let system = System::shape(2, 2, 1, 4).unwrap();
+/// use kernbench::{Collective, Dtype, InstallPlan, System};
+/// let system = System::shape(4, 1, 1, 1).unwrap();
 /// let plan = InstallPlan::build(&system, "ring_1d", "leader_only").unwrap();
-/// assert_eq!(kernbench_cli::sweep::slowest_link(&system, &plan), Some((LinkClass::InterSip, 64.0)));
+/// // An all-reduce of 1 MiB a rank: 2 (n - 1) / n x 1 MiB over each SIP's two 64 GB/s channels,
+/// // plus a hop of 500 ns and an injection of 10.
+/// let bound = kernbench_cli::sweep::time_bound(&system, &plan, Collective::AllReduce, (1 << 18, Dtype::F32), 0);
+/// assert_eq!(bound.unwrap().ns, 1.5 * 1048576.0 / 128.0 + 510.0);
 /// ```
-pub fn slowest_link(system: &System, plan: &InstallPlan) -> Option<(LinkClass, f64)> {
-    let mut crossed = [false; LinkClass::ALL.len()];
-    for install in plan.participants() {
-        for entry in &install.neighbors {
-            for channel in system.route(install.pe, entry.peer).channels {
-                crossed[channel.class as usize] = true;
-            }
-        }
-    }
-    // On equal bandwidths the farther class is named: it is the one people think of as the limit.
-    LinkClass::ALL
-        .into_iter()
-        .filter(|&class| crossed[class as usize])
-        .map(|class| (class, system.link(class).bandwidth_gbps))
-        .reduce(|slowest, next| if next.1 <= slowest.1 { next } else { slowest })
+pub fn time_bound(
+    system: &System,
+    plan: &InstallPlan,
+    collective: Collective,
+    (elements, dtype): (usize, Dtype),
+    root: usize,
+) -> Option<TimeBound> {
+    let ranks: Vec<PeId> = plan.participants().map(|install| install.pe).collect();
+    let call = CallShape { collective, ranks: &ranks, elements, element_bytes: dtype.size(), root };
+    Some(bound::lower_bound(system, &call)).filter(|bound| bound.limit != Limit::Nothing)
 }
 
 /// One point of a sweep: an nccl-tests line and the speed-of-light ratio.
@@ -408,9 +409,10 @@ pub struct Row {
     pub busbw_gbps: f64,
     /// Wrong output elements (0 when the postcondition held).
     pub wrong: usize,
-    /// The slowest link class the algorithm crosses (see [`slowest_link`]).
-    pub slowest_link: Option<LinkClass>,
-    /// `busbw` over that class's bandwidth.
+    /// A lower bound on the call's time on this system, whatever the algorithm (see [`time_bound`]);
+    /// `None` when nothing must move.
+    pub bound: Option<TimeBound>,
+    /// The bound over the simulated time: at most 1, and 1 only for an algorithm no other can beat.
     pub sol: Option<f64>,
     /// How the point's size was rounded to run, when it was.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -596,7 +598,8 @@ impl Sweep {
         };
         let (_, report) = comm.call(self.collective, &tensor, self.op, self.root, &options).map_err(call_error)?;
         let time_ns = report.run.completion_ns().ok_or(SweepError::Untimed)?;
-        let slowest = slowest_link(&system, &report.plan);
+        let bound =
+            time_bound(&system, &report.plan, self.collective, (shard_elements as usize, self.dtype), self.root);
         let gathered = if self.collective == Collective::AllGather { ranks as u64 } else { 1 };
         let buffer = shard_elements * element * gathered;
         let algbw = buffer as f64 / time_ns;
@@ -614,8 +617,8 @@ impl Sweep {
             algbw_gbps: algbw,
             busbw_gbps: busbw,
             wrong: report.postcondition.wrong,
-            slowest_link: slowest.map(|(class, _)| class),
-            sol: slowest.map(|(_, gbps)| busbw / gbps),
+            bound,
+            sol: bound.map(|bound| bound.ns / time_ns),
             rounded,
         };
         Ok((row, report))

@@ -374,7 +374,7 @@ mod tests {
             algbw_gbps: 0.0,
             busbw_gbps: 0.0,
             wrong: 0,
-            slowest_link: None,
+            bound: None,
             sol: None,
             rounded: None,
         }

@@ -6,7 +6,7 @@
 //! | module | what lives there | uses |
 //! |---|---|---|
 //! | [`machine`] | system specs, PE ids, directions, routes | nothing of ours |
-//! | [`kernel`] | `tl`, tiles, dtypes, kernel definitions, collectives, postconditions | `machine` |
+//! | [`kernel`] | `tl`, tiles, dtypes, kernel definitions, collectives, postconditions, time bounds | `machine` |
 //! | [`plan`] | mappers, topologies, install plans, validators, layouts, partitions | `machine`, `kernel` |
 //! | [`registry`] | typed algorithms, selection rules, the JSON format | all three |
 //!
@@ -41,7 +41,7 @@ pub use kernel::{
     Launch, Op, ParamDef, Params, ParseCollectiveError, ParseDtypeError, ParseReduceOpError, ReduceOp, Tile, TileError,
     Tl, TlContext, UnknownKernel, WatchdogBudget, bf16, chunk_range, chunk_start, f16,
 };
-pub use kernel::{postcondition, tl};
+pub use kernel::{bound, postcondition, tl};
 
 pub use files::MAX_FILE_BYTES;
 pub use names::{Builtin, NamedItem, UnknownName};

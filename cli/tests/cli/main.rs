@@ -3,10 +3,12 @@
 //! all; a bug is one line and exit code 101; Ctrl-C keeps what finished and exits with 130.
 //!
 //! Cargo builds the binary of this crate first and names it in `CARGO_BIN_EXE_kernbench`. The README's
-//! samples are checked against the binary in [`readme`].
+//! samples are checked against the binary in [`readme`]; [`sol`] checks the speed-of-light ratio through
+//! the library `bench` runs on.
 
 mod props;
 mod readme;
+mod sol;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};

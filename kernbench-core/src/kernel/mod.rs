@@ -2,10 +2,11 @@
 //!
 //! [`Tl`] is the handle a kernel talks to its PE through; [`Tile`]s of a [`Dtype`] are what it moves
 //! and reduces; [`KernelDef`] is what `#[ccl_kernel]` generates so a registry can start it by name;
-//! [`KernelError`] is what a step raises at run time. A [`Collective`] says what a kernel computes and
-//! [`postcondition`] checks that it did. Uses [`machine`](crate::machine) for PEs and directions; knows
+//! [`KernelError`] is what a step raises at run time. A [`Collective`] says what a kernel computes,
+//! [`postcondition`] checks that it did and [`bound`] says how soon any kernel could have. Uses [`machine`](crate::machine) for PEs and directions; knows
 //! nothing of plans, registries or any runtime.
 
+pub mod bound;
 mod collective;
 mod def;
 mod dtype;

@@ -14,6 +14,9 @@
 //! the PE 0s of neighbouring cubes and SIP channels the (cube 0, PE 0)s of SIPs, because those PEs are
 //! where a cube attaches to the NoC and a SIP to UCIe. Routing is deterministic: the shorter way round
 //! a ring (ties go forward, to PE i+1 or SIP s+1), X before Y in the mesh.
+//!
+//! [`System::fan_out`] counts the channels leaving a node: every channel some route uses, and no other,
+//! so a bound built on it counts every path a kernel could take.
 
 use crate::machine::{LinkClass, PeId, SipInterconnect, System};
 
@@ -82,6 +85,58 @@ impl Route {
 }
 
 impl System {
+    /// How many channels of each class leave `node`, indexed by `LinkClass as usize`: every channel
+    /// a [route](System::route) can take from there. Every link has a channel each way, so as many
+    /// of each class enter the node. A ring of two members (PEs of a cube, SIPs) is one link, a
+    /// ring of one none; a node outside the system has none.
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench_core::{LinkClass, Node, PeId, SipInterconnect, System, SystemSpec};
+    /// let system = System::builtin(); // 4 SIPs on a ring, 4x4 cubes, 8 PEs a cube
+    /// let fan_out = |pe| system.fan_out(Node::Pe(pe));
+    /// // A SIP's (cube 0, PE 0): its cube ring, the corner cube's two mesh neighbours, two SIPs.
+    /// assert_eq!(fan_out(PeId::new(0, 0, 0)), [2, 2, 2]);
+    /// assert_eq!(fan_out(PeId::new(0, 5, 0)), [2, 4, 0]);
+    /// assert_eq!(fan_out(PeId::new(0, 5, 3)), [2, 0, 0]);
+    ///
+    /// let spec = SystemSpec { sip_interconnect: SipInterconnect::Switched, ..System::shape(3, 1, 1, 1).unwrap().spec().clone() };
+    /// let switched = System::from_spec(spec).unwrap();
+    /// assert_eq!(switched.fan_out(Node::Pe(PeId::new(2, 0, 0)))[LinkClass::InterSip as usize], 1);
+    /// assert_eq!(switched.fan_out(Node::Switch), [0, 0, 3]);
+    /// ```
+    pub fn fan_out(&self, node: Node) -> [usize; LinkClass::ALL.len()] {
+        let ring = |members: usize| (members - 1).min(2);
+        let sips = self.sips();
+        let mut out = [0; LinkClass::ALL.len()];
+        match node {
+            Node::Switch => {
+                if self.interconnect() == SipInterconnect::Switched && sips > 1 {
+                    out[LinkClass::InterSip as usize] = sips;
+                }
+            }
+            Node::Pe(pe) if self.contains(pe) => {
+                out[LinkClass::IntraCube as usize] = ring(self.pes_per_cube());
+                if pe.pe == 0 {
+                    let (w, h) = self.mesh();
+                    let at = self.cube_coord(pe.cube);
+                    let (x, y) = (at.x as usize, at.y as usize);
+                    out[LinkClass::InterCube as usize] =
+                        usize::from(x > 0) + usize::from(x + 1 < w) + usize::from(y > 0) + usize::from(y + 1 < h);
+                    if pe.cube == 0 {
+                        out[LinkClass::InterSip as usize] = match self.interconnect() {
+                            SipInterconnect::Ring => ring(sips),
+                            SipInterconnect::FullyConnected => sips - 1,
+                            SipInterconnect::Switched => usize::from(sips > 1),
+                        };
+                    }
+                }
+            }
+            Node::Pe(_) => {}
+        }
+        out
+    }
+
     /// The route from PE `a` to PE `b`: round `a`'s cube ring to its PE 0 if the message leaves the
     /// cube, over the mesh (X, then Y) to the destination cube (or to cube 0, across the SIP
     /// interconnect, and from cube 0 on), then round the destination ring to `b`.
@@ -157,5 +212,67 @@ impl System {
                 route.push(LinkClass::InterSip, Node::Switch, node(to));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use crate::machine::{MeshSpec, Node, PeId, SipInterconnect, System, SystemSpec};
+
+    fn system(sips: usize, (w, h): (usize, usize), pes_per_cube: usize, sip_interconnect: SipInterconnect) -> System {
+        System::from_spec(SystemSpec {
+            sips,
+            mesh: MeshSpec { w, h },
+            pes_per_cube,
+            sip_interconnect,
+            ..SystemSpec::default()
+        })
+        .unwrap()
+    }
+
+    /// Every channel of every route, counted by the node it leaves and by the node it enters.
+    fn routed(system: &System) -> (BTreeMap<Node, [usize; 3]>, BTreeMap<Node, [usize; 3]>) {
+        let channels: std::collections::BTreeSet<_> =
+            system.all_pes().flat_map(|a| system.all_pes().flat_map(move |b| system.route(a, b).channels)).collect();
+        let (mut out, mut into) = (BTreeMap::new(), BTreeMap::new());
+        for c in channels {
+            out.entry(c.from).or_insert([0; 3])[c.class as usize] += 1;
+            into.entry(c.to).or_insert([0; 3])[c.class as usize] += 1;
+        }
+        (out, into)
+    }
+
+    #[test]
+    fn fan_out_counts_exactly_the_channels_routes_leave_and_enter_a_node_by() {
+        for interconnect in [SipInterconnect::Ring, SipInterconnect::FullyConnected, SipInterconnect::Switched] {
+            for (sips, mesh, pes) in [(1, (1, 1), 1), (2, (1, 1), 2), (3, (2, 1), 3), (4, (3, 2), 4), (5, (1, 2), 1)] {
+                let system = system(sips, mesh, pes, interconnect);
+                let (out, into) = routed(&system);
+                let nodes = system.all_pes().map(Node::Pe).chain([Node::Switch]);
+                for node in nodes {
+                    let want = system.fan_out(node);
+                    let shape = system.describe();
+                    assert_eq!(
+                        out.get(&node).copied().unwrap_or_default(),
+                        want,
+                        "out of {node:?} on {shape} {interconnect}"
+                    );
+                    assert_eq!(
+                        into.get(&node).copied().unwrap_or_default(),
+                        want,
+                        "into {node:?} on {shape} {interconnect}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_node_outside_the_system_has_no_channels() {
+        let system = System::builtin();
+        assert_eq!(system.fan_out(Node::Pe(PeId::new(4, 0, 0))), [0; 3]);
+        assert_eq!(system.fan_out(Node::Switch), [0; 3]);
     }
 }
