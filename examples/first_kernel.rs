@@ -62,7 +62,7 @@ pub fn ring_allreduce(tl: &Tl, chunks: usize) {
 //
 //         pub static KERNEL: KernelDef = KernelDef {
 //             name: "ring_allreduce",
-//             params: &[ParamDef { name: "chunks", ty: "usize" }],
+//             params: &[ParamDef { name: "chunks", ty: "usize", default: None }],
 //             summary: "Ring all-reduce: every rank adds its neighbours' data as it travels once around the ring.",
 //             instantiate,    // JSON -> Args -> an Arc<dyn Launch> whose `launch(tl)` calls the fn above
 //         };
@@ -77,7 +77,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("  {}: {}", param.name, param.ty);
     }
     assert_eq!(def.name, "ring_allreduce");
-    assert_eq!(def.params, [ParamDef { name: "chunks", ty: "usize" }]);
+    assert_eq!(def.params, [ParamDef { name: "chunks", ty: "usize", default: None }]);
 
     // The registry's JSON parameters (an algorithm entry's `"params"`) bind the kernel's arguments.
     let params = serde_json::json!({ "chunks": 4 });

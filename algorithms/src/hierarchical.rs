@@ -82,7 +82,7 @@ fn ring_broadcast_from_leader(tl: &Tl, acc: Tile, ring: Ring) -> Tile {
 /// way up, then the results come down piece by piece the same way, so every ring's links carry the
 /// next piece while the last one crosses the latency of the levels above.
 #[ccl_kernel(crate = "kernbench_core")]
-pub fn hierarchical_allreduce(tl: &Tl, chunks: usize) {
+pub fn hierarchical_allreduce(tl: &Tl, #[default = 1] chunks: usize) {
     let op = tl.op();
     let (pe, cube, sip) = (tl.program_id(0), tl.program_id(1), tl.program_id(2));
     let pes_ring = Ring { position: pe, count: tl.num_programs(0), forward: E, back: W };

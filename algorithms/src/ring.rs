@@ -215,7 +215,7 @@ pub(crate) fn lane_share(tl: &Tl, buffer: Buffer, range: Range<usize>) -> (Tile,
 /// lanes: lane `l` runs the ring on chunk `l` of the data, on its own channel, so `lanes` rings share
 /// every link and each hides the others' latency.
 #[ccl_kernel(lanes = lanes, crate = "kernbench_core")]
-pub fn ring_allreduce(tl: &Tl, chunks: usize, lanes: usize) {
+pub fn ring_allreduce(tl: &Tl, chunks: usize, #[default = 1] lanes: usize) {
     let ring = rank_ring(tl);
     let op = tl.op();
     let (share, start) = lane_share(tl, Input, 0..tl.buffer_len(Input));
@@ -228,7 +228,7 @@ pub fn ring_allreduce(tl: &Tl, chunks: usize, lanes: usize) {
 /// time, so both directions of every link carry data (as YALI does on its two links); each direction
 /// pipelines its parts in `chunks` pieces on each of `lanes` lanes, as [`ring_allreduce`] does.
 #[ccl_kernel(lanes = lanes, crate = "kernbench_core")]
-pub fn bidirectional_ring_allreduce(tl: &Tl, chunks: usize, lanes: usize) {
+pub fn bidirectional_ring_allreduce(tl: &Tl, #[default = 1] chunks: usize, #[default = 1] lanes: usize) {
     let east = rank_ring(tl);
     let op = tl.op();
     let (share, start) = lane_share(tl, Input, 0..tl.buffer_len(Input));
@@ -256,7 +256,7 @@ fn own_part_first(mut parts: Vec<Tile>) -> Vec<Tile> {
 /// `chunks` pieces (clamped to `1..=len` and to the queue depth), on each of `lanes` lanes (lane `l`
 /// gathers chunk `l` of every block).
 #[ccl_kernel(lanes = lanes, crate = "kernbench_core")]
-pub fn ring_allgather(tl: &Tl, chunks: usize, lanes: usize) {
+pub fn ring_allgather(tl: &Tl, #[default = 1] chunks: usize, #[default = 1] lanes: usize) {
     let ring = rank_ring(tl);
     let block = tl.buffer_len(Input);
     let (mine, start) = lane_share(tl, Input, 0..block);
@@ -273,7 +273,7 @@ pub fn ring_allgather(tl: &Tl, chunks: usize, lanes: usize) {
 /// part travels in `chunks` pieces (clamped to `1..=len / size` and to the queue depth), on each of
 /// `lanes` lanes (lane `l` reduces chunk `l` of every part).
 #[ccl_kernel(lanes = lanes, crate = "kernbench_core")]
-pub fn ring_reduce_scatter(tl: &Tl, chunks: usize, lanes: usize) {
+pub fn ring_reduce_scatter(tl: &Tl, #[default = 1] chunks: usize, #[default = 1] lanes: usize) {
     let ring = rank_ring(tl);
     let op = tl.op();
     let len = tl.buffer_len(Input);

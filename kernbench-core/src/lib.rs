@@ -79,6 +79,7 @@ pub mod __private {
     pub use std::boxed::Box;
     pub use std::clone::Clone;
     pub use std::fmt::Debug;
+    pub use std::option::Option;
     pub use std::result::Result;
     pub use std::string::String;
     pub use std::sync::Arc;

@@ -31,6 +31,14 @@ pub(crate) fn kernel(kernel: &Kernel) -> TokenStream {
 pub(crate) fn stub(item: &ItemFn, args: &KernelArgs) -> TokenStream {
     let body: Block = parse_quote!({ loop {} });
     let private = args.private();
+    // Rust does not know a parameter's `#[default = ...]`: only the expansion reads it.
+    let mut item = item.clone();
+    for input in &mut item.sig.inputs {
+        if let syn::FnArg::Typed(param) = input {
+            param.attrs.retain(|attr| !attr.path().is_ident("default"));
+        }
+    }
+    let item = &item;
     let function = function(item, &body, &private);
     // The stub never uses its parameters; saying so would bury the errors under warnings.
     let function = quote!(#[allow(unused_variables)] #function);
@@ -96,7 +104,7 @@ fn cfgs(item: &ItemFn) -> impl Iterator<Item = &syn::Attribute> {
 ///             pub struct Args { pub chunks: usize }        (serde::Deserialize, unknown fields denied)
 ///             pub static KERNEL: KernelDef = KernelDef {
 ///                 name: "ring_allreduce",
-///                 params: &[ParamDef { name: "chunks", ty: "usize" }],
+///                 params: &[ParamDef { name: "chunks", ty: "usize", default: None }],
 ///                 summary: "Ring all-reduce.",
 ///                 instantiate,                           (JSON -> Args -> Instance)
 ///             };
@@ -119,8 +127,32 @@ fn module(kernel: &Kernel, name: &str, params: &[Param], lanes: Option<&syn::Exp
     let param_defs = params.iter().map(|param| {
         let (key, ty) = (param.key(), &param.ty);
         let ty = quote!(#ty).to_string().replace(' ', "");
-        quote!(#private::ParamDef { name: #key, ty: #ty })
+        let default = match &param.default {
+            Some(value) => {
+                let text = quote!(#value).to_string();
+                quote!(#private::Option::Some(#text))
+            }
+            None => quote!(#private::Option::None),
+        };
+        quote!(#private::ParamDef { name: #key, ty: #ty, default: #default })
     });
+    // A parameter with `#[default = ...]` gets a function serde calls when the JSON leaves it out.
+    let default_fns: Vec<_> = params
+        .iter()
+        .filter_map(|param| {
+            let value = param.default.as_ref()?;
+            let (name, ty) = (format_ident!("default_{}", param.key()), &param.ty);
+            Some((format!("{name}"), quote!(fn #name() -> #ty { #value })))
+        })
+        .collect();
+    let serde_defaults = params.iter().map(|param| match &param.default {
+        Some(_) => {
+            let name = format!("default_{}", param.key());
+            quote!(#[serde(default = #name)])
+        }
+        None => quote!(),
+    });
+    let default_fns = default_fns.iter().map(|(_, f)| f);
     let mixed = Span::mixed_site();
     let tl = format_ident!("tl", span = mixed);
     // Where a kernel future that is not `Send` is reported: on the kernel's name.
@@ -165,9 +197,12 @@ fn module(kernel: &Kernel, name: &str, params: &[Param], lanes: Option<&syn::Exp
             pub struct Args {
                 #(
                     #[doc = #field_docs]
+                    #serde_defaults
                     pub #fields: #types,
                 )*
             }
+
+            #(#default_fns)*
 
             #[doc = #kernel_doc]
             pub static KERNEL: #private::KernelDef = #private::KernelDef {

@@ -67,7 +67,7 @@
 //!     pub struct Args { pub chunks: usize }     // serde::Deserialize, unknown fields rejected
 //!     pub static KERNEL: KernelDef = KernelDef {
 //!         name: "ring_allreduce",               // or #[ccl_kernel(name = "ring")]
-//!         params: &[ParamDef { name: "chunks", ty: "usize" }],
+//!         params: &[ParamDef { name: "chunks", ty: "usize", default: None }],
 //!         summary: "Ring all-reduce: ...",      // the doc comment's first paragraph
 //!         instantiate,                          // JSON parameters -> Args -> a `Launch`
 //!     };

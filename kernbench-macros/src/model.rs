@@ -45,13 +45,15 @@ pub(crate) enum Kind {
     Helper,
 }
 
-/// A registry parameter of a kernel: `chunks: usize`.
+/// A registry parameter of a kernel: `chunks: usize`, or `#[default = 1] lanes: usize`.
 #[derive(Debug)]
 pub(crate) struct Param {
     /// Its name as written (`r#type` stays raw; see [`Param::key`]).
     pub(crate) ident: Ident,
     /// Its type as written.
     pub(crate) ty: Box<Type>,
+    /// `#[default = <expr>]`: its value when the registry's JSON leaves it out.
+    pub(crate) default: Option<Expr>,
 }
 
 impl Param {
@@ -78,7 +80,7 @@ impl Kernel {
         } else {
             Kind::Kernel {
                 name: registry_name(args, &item.sig.ident),
-                params: registry_params(&item)?,
+                params: registry_params(&mut item)?,
                 lanes: args.lanes.clone(),
             }
         };
@@ -214,13 +216,20 @@ fn tl_handle(item: &ItemFn) -> syn::Result<TlHandle> {
 }
 
 /// The registry parameters: every parameter after `tl`, each a plain name.
-fn registry_params(item: &ItemFn) -> syn::Result<Vec<Param>> {
+fn registry_params(item: &mut ItemFn) -> syn::Result<Vec<Param>> {
     let mut errors = Errors::default();
     let mut params = Vec::new();
-    for arg in item.sig.inputs.iter().skip(1) {
+    for arg in item.sig.inputs.iter_mut().skip(1) {
         let FnArg::Typed(param) = arg else { continue };
+        let default = match take_default(param) {
+            Ok(default) => default,
+            Err(error) => {
+                errors.push(error);
+                None
+            }
+        };
         match plain_ident(param) {
-            Some(ident) => params.push(Param { ident: ident.clone(), ty: param.ty.clone() }),
+            Some(ident) => params.push(Param { ident: ident.clone(), ty: param.ty.clone(), default }),
             None => errors.push(syn::Error::new_spanned(
                 &param.pat,
                 "a kernel parameter must be a plain name, like `chunks: usize`: the registry passes \
@@ -229,6 +238,30 @@ fn registry_params(item: &ItemFn) -> syn::Result<Vec<Param>> {
         }
     }
     errors.finish().map(|()| params)
+}
+
+/// Removes a parameter's `#[default = <expr>]` (the function cannot keep an attribute Rust does not
+/// know) and returns its value.
+fn take_default(param: &mut PatType) -> syn::Result<Option<Expr>> {
+    let mut default = None;
+    let mut result = Ok(());
+    param.attrs.retain(|attr| {
+        if !attr.path().is_ident("default") {
+            return true;
+        }
+        match &attr.meta {
+            Meta::NameValue(value) if default.is_none() => default = Some(value.value.clone()),
+            Meta::NameValue(_) => result = Err(syn::Error::new_spanned(attr, "`default` is given twice")),
+            _ => {
+                result = Err(syn::Error::new_spanned(
+                    attr,
+                    "expected `#[default = <value>]`: the parameter's value when the registry leaves it out",
+                ))
+            }
+        }
+        false
+    });
+    result.map(|()| default)
 }
 
 /// `name` or `mut name`, not `ref name`, `name @ ..` or a destructuring pattern.

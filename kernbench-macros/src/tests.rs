@@ -167,3 +167,17 @@ fn a_rejected_kernel_expands_to_its_error_and_a_stub() {
     assert!(expanded.contains("loop {}") && !expanded.contains("send"), "{expanded}");
     assert!(expanded.contains("pub static KERNEL"), "{expanded}");
 }
+
+#[test]
+fn snapshot_of_a_kernel_on_lanes_with_a_default_parameter() {
+    snapshot(
+        "lanes_kernel",
+        quote!(lanes = lanes),
+        quote! {
+            /// Each lane sends its index east.
+            pub fn lane_marks(tl: &Tl, #[default = 2] lanes: usize) {
+                tl.send(E, &Tile::filled(F32, 1, tl.lane() as f64));
+            }
+        },
+    );
+}

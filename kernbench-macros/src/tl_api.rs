@@ -9,7 +9,8 @@
 pub(crate) const WAITING: &[&str] = &["send", "send_on", "recv", "recv_on", "recv_like", "barrier"];
 
 /// The methods of `Tl` that return a plain value, not a `Result`.
-pub(crate) const INFALLIBLE: &[&str] = &["context", "pe", "rank", "size", "op", "root", "lane", "lanes", "queue_depth", "note", "has"];
+pub(crate) const INFALLIBLE: &[&str] =
+    &["context", "pe", "rank", "size", "op", "root", "lane", "lanes", "queue_depth", "note", "has"];
 
 /// A list as an array expression of string literals: `["send", "recv"]`.
 pub(crate) fn array(names: &[&str]) -> proc_macro2::TokenStream {

@@ -39,6 +39,9 @@ pub struct ParamDef {
     pub name: &'static str,
     /// Its Rust type, as written.
     pub ty: &'static str,
+    /// Its value when the registry's JSON leaves it out (`#[default = 1] lanes: usize`), as written;
+    /// `None`: the JSON must give it.
+    pub default: Option<&'static str>,
 }
 
 /// What `#[ccl_kernel]` generates for a kernel: everything the registry needs to instantiate it by name.
@@ -88,7 +91,11 @@ impl ArgsError {
         let expected = if params.is_empty() {
             "none".to_owned()
         } else {
-            params.iter().map(|p| format!("{}: {}", p.name, p.ty)).collect::<Vec<_>>().join(", ")
+            let param = |p: &ParamDef| match p.default {
+                Some(default) => format!("{}: {} = {default}", p.name, p.ty),
+                None => format!("{}: {}", p.name, p.ty),
+            };
+            params.iter().map(param).collect::<Vec<_>>().join(", ")
         };
         ArgsError { kernel: def_name, message: decoder_message(&message.to_string()), expected }
     }

@@ -160,7 +160,7 @@ impl Launch for Noop {
     }
 }
 
-const CHUNKS: &[ParamDef] = &[ParamDef { name: "chunks", ty: "usize" }];
+const CHUNKS: &[ParamDef] = &[ParamDef { name: "chunks", ty: "usize", default: None }];
 
 fn instantiate_chunks(params: &serde_json::Map<String, serde_json::Value>) -> Result<Arc<dyn Launch>, ArgsError> {
     match params.get("chunks") {

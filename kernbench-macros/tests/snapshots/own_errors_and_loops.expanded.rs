@@ -52,6 +52,7 @@ pub mod forward {
             ::kernbench_core::__private::ParamDef {
                 name: "rounds",
                 ty: "String",
+                default: ::kernbench_core::__private::Option::None,
             },
         ],
         summary: "Forwards `rounds` tiles to the east, each shaped like the input.",

@@ -58,10 +58,12 @@ pub mod ring_allreduce {
             ::kernbench::__private::ParamDef {
                 name: "chunks",
                 ty: "usize",
+                default: ::kernbench::__private::Option::None,
             },
             ::kernbench::__private::ParamDef {
                 name: "op",
                 ty: "ReduceOp",
+                default: ::kernbench::__private::Option::None,
             },
         ],
         summary: "Ring all-reduce, pipelined in `chunks` chunks.",

@@ -1,5 +1,5 @@
 //! Sweeps, tuning and traces: the tuned registry makes `auto` the fastest candidate, and a trace is a
-//! valid Chrome / Perfetto trace with a track per PE and per busy channel. (Plots are the CLI's: see
+//! valid Chrome / Perfetto trace with a track per lane of every PE and per busy channel. (Plots are the CLI's: see
 //! the `kernbench-cli` crate.)
 
 use kernbench::sim::Timing;
@@ -12,10 +12,11 @@ fn small_system() -> System {
 }
 
 /// A system the shipped rules were not tuned for (they are tuned for the built-in one) and are not
-/// the fastest on, so that tuning has something to change: two SIPs, where `one_shot` wins at
-/// every size.
+/// the fastest on, so that tuning has something to change: eight SIPs of one PE, where the
+/// bidirectional ring overtakes `one_shot` (seven full-size messages per rank) at 32 KiB, which the
+/// shipped rules still give to `one_shot`.
 fn mistuned_system() -> System {
-    System::shape(2, 1, 2, 2).expect("a valid shape")
+    System::shape(8, 1, 1, 1).expect("a valid shape")
 }
 
 /// Tunes `collective` at `sizes`, then sweeps `auto` with the tuned registry at the same sizes.
@@ -62,7 +63,7 @@ fn tuned_auto_is_never_slower_than_the_best_candidate_at_the_tuned_sizes() {
 fn the_default_registry_is_not_always_the_fastest_so_tuning_has_something_to_do() {
     // A regression guard for the test above: were the default rules already optimal everywhere, it
     // could not tell a working tuner from one that copies the defaults.
-    let sizes = vec![1 << 10, 1 << 13, 1 << 16, 1 << 18, 1 << 20];
+    let sizes = vec![1 << 10, 1 << 13, 1 << 15, 1 << 16, 1 << 18, 1 << 20];
     let mut comm = Communicator::new(mistuned_system());
     let data = (Dtype::F32, ReduceOp::Sum);
     let tuning = Tuner::new(&mut comm, Collective::AllReduce).unwrap().run(&mut comm, &sizes, data, |_| {}).unwrap();
@@ -109,13 +110,16 @@ fn traced_call(system: System, collective: Collective, algorithm: &str, bytes: u
     let trace = report.run.trace().expect("a timed run has a trace");
     let text = serde_json::to_string(&trace).unwrap();
     let json: serde_json::Value = serde_json::from_str(&text).expect("the trace is valid JSON");
-    assert_trace_structure(&json, report.run.pes().len(), report.run.time().unwrap().channels.len());
+    let time = report.run.time().unwrap();
+    // One track per lane: a PE of one lane has one, named by the PE.
+    let tracks = time.pes.iter().map(|p| p.lanes.len().max(1)).sum();
+    assert_trace_structure(&json, tracks, time.channels.len());
     json
 }
 
 /// The Trace Event Format as Perfetto reads it: `traceEvents` of metadata (`M`) and complete (`X`)
-/// events, a named thread per PE in process 0 and per busy channel in process 1.
-fn assert_trace_structure(json: &serde_json::Value, pes: usize, channels: usize) {
+/// events, a named thread per lane of every PE in process 0 and per busy channel in process 1.
+fn assert_trace_structure(json: &serde_json::Value, lanes: usize, channels: usize) {
     assert_eq!(json["displayTimeUnit"], "ns");
     let events = json["traceEvents"].as_array().expect("traceEvents is an array");
     let mut tracks = [std::collections::BTreeSet::new(), std::collections::BTreeSet::new()];
@@ -140,7 +144,7 @@ fn assert_trace_structure(json: &serde_json::Value, pes: usize, channels: usize)
             other => panic!("unexpected phase {other:?} in {e}"),
         }
     }
-    assert_eq!(named[0].len(), pes, "a named track per PE");
+    assert_eq!(named[0].len(), lanes, "a named track per lane");
     assert_eq!(named[1].len(), channels, "a named track per busy channel");
     assert!(tracks[0].is_subset(&named[0]) && tracks[1].is_subset(&named[1]), "spans on unnamed tracks");
     assert_eq!(tracks[1].len(), channels, "every busy channel has spans");

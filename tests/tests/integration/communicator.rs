@@ -99,6 +99,7 @@ mod matrix {
 
     matrix_tests!(
         ring,
+        ring_low_latency,
         bidirectional_ring,
         recursive_doubling,
         rabenseifner,

@@ -378,21 +378,26 @@ fn ring_reduce_scatter_and_allgather_hold_for_any_chunk_count_up_to_the_queue_de
     ring_chunk_counts(ring_allgather);
 }
 
-/// A ring keeps `chunks` pieces in flight before its first receive, so more pieces than queue slots
+/// A ring keeps its pieces in flight before its first receive, so more pieces than queue slots would
 /// leave every rank waiting for a credit that its neighbour returns only after its own sends: the
-/// runtime reports the deadlock instead of hanging.
+/// kernel cuts no more pieces than the queue holds, and the result holds.
 #[test]
-fn a_ring_allreduce_with_more_pieces_than_queue_slots_is_a_reported_deadlock() {
+fn a_ring_allreduce_asked_for_more_pieces_than_queue_slots_cuts_as_many_as_the_queue_holds() {
     let machine = Machine::flat(4);
-    let algo = Algo { params: json!({"chunks": 5}), ..ring_allreduce() };
-    let result = MockRun::new(&machine.system, algo.topology, machine.mapper, algo.kernel)
-        .params(algo.params)
-        .inputs(|_, _| Tile::zeros(F32, 64))
-        .run();
-    match result {
-        Err(MockError::Run(RunError::Deadlock(report))) => assert_eq!(report.blocked.len(), 4, "{report:?}"),
-        other => panic!("expected a deadlock, got {other:?}"),
-    }
+    let depth = machine.system.ipcq_depth();
+    let run = |chunks: usize| {
+        let algo = Algo { params: json!({"chunks": chunks, "lanes": 1}), ..ring_allreduce() };
+        MockRun::new(&machine.system, algo.topology, machine.mapper, algo.kernel)
+            .params(algo.params)
+            .inputs(|_, rank| Tile::filled(F32, 64, rank as f64))
+            .run()
+            .unwrap()
+    };
+    let (asked, at_depth) = (run(depth + 1), run(depth));
+    assert!(asked.pes().iter().all(|p| p.output == Tile::filled(F32, 64, 6.0)));
+    // Each rank sends 2(p - 1) parts of `depth` pieces.
+    assert_eq!(asked.pes()[0].figures.messages_sent, 2 * 3 * depth as u64);
+    assert_eq!(asked, at_depth);
 }
 
 /// The hierarchical all-reduce's chains have no cycle, so any number of pieces streams through them.

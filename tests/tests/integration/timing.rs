@@ -81,15 +81,21 @@ fn completion(report: &RunReport) -> f64 {
     time(report).completion_ns
 }
 
-/// Every PE's busy and blocked time add up to its finish less its late start.
+/// Every lane's busy and blocked time add up to its finish less its PE's late start, and a PE of
+/// several lanes finishes with its last.
 #[track_caller]
 fn assert_accounting(report: &RunReport, timing: &Timing) {
     let t = time(report);
     for (pe, pt) in report.pes().iter().zip(&t.pes) {
         let delay = timing.stragglers.get(&pe.pe).map_or(0.0, |s| s.start_delay_ns);
-        let worked = pt.busy_ns + pt.blocked_ns;
-        let span = pt.finish_ns - delay;
-        assert!((worked - span).abs() <= 1e-9 * span.max(1.0), "{}: busy + blocked {worked} != {span}", pe.pe);
+        let lanes = if pt.lanes.is_empty() { std::slice::from_ref(pt) } else { &pt.lanes[..] };
+        for (lane, lt) in lanes.iter().enumerate() {
+            let worked = lt.busy_ns + lt.blocked_ns;
+            let span = lt.finish_ns - delay;
+            let near = (worked - span).abs() <= 1e-9 * span.max(1.0);
+            assert!(near, "{} lane {lane}: busy + blocked {worked} != {span}", pe.pe);
+        }
+        assert_eq!(pt.finish_ns, lanes.iter().map(|l| l.finish_ns).fold(f64::MIN, f64::max), "{}", pe.pe);
     }
 }
 
