@@ -535,10 +535,13 @@ fn trace(args: &TraceArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()
     let text = serde_json::to_string(&trace)?;
     file.write((text + "\n").as_bytes())?;
     writeln!(out, "{report}")?;
-    let channels = report.run.time().map_or(0, |t| t.channels.len());
+    let time = report.run.time();
+    let channels = time.map_or(0, |t| t.channels.len());
+    // A PE of one lane is one track; a PE of several, one per lane.
+    let lanes: usize = time.map_or(0, |t| t.pes.iter().map(|p| p.lanes.len().max(1)).sum());
     writeln!(
         out,
-        "wrote {}: {} events, a track per PE ({}) and per busy channel ({}); {:.0} ns simulated; open it at ui.perfetto.dev",
+        "wrote {}: {} events, a track per lane of each PE ({} PEs, {lanes} lanes) and per busy channel ({}); {:.0} ns simulated; open it at ui.perfetto.dev",
         args.out.display(),
         trace.trace_events.len(),
         report.run.pes().len(),
