@@ -15,7 +15,7 @@ pub(crate) fn kernel(kernel: &Kernel) -> TokenStream {
     match &kernel.kind {
         Kind::Helper => function,
         Kind::Kernel { name, params, lanes } => {
-            let module = module(kernel, name, params, lanes.as_ref());
+            let module = module(kernel, name, params, lanes.as_deref());
             quote!(#function #module)
         }
     }

@@ -39,7 +39,7 @@ pub(crate) enum Kind {
         /// The parameters after `tl`, in order.
         params: Vec<Param>,
         /// `lanes = <expr>`: the lanes per PE, from the parameters; `None` runs one.
-        lanes: Option<syn::Expr>,
+        lanes: Option<Box<syn::Expr>>,
     },
     /// A step that other kernels call with `tl` first; not registered, so any parameter types.
     Helper,
@@ -81,7 +81,7 @@ impl Kernel {
             Kind::Kernel {
                 name: registry_name(args, &item.sig.ident),
                 params: registry_params(&mut item)?,
-                lanes: args.lanes.clone(),
+                lanes: args.lanes.clone().map(Box::new),
             }
         };
         Ok(Kernel { item, tl, kind, private: args.private() })
