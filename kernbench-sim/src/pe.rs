@@ -113,6 +113,7 @@ pub(crate) struct LaneState {
 
 /// Spends `ns` of a lane's time on work of its PE: lanes of one PE share its compute (`Some` when it
 /// runs several under the timing model), so the work waits for what other lanes booked first.
+#[inline]
 fn spend(compute: &mut Option<Bookings>, clock: &mut Clock, kind: SpanKind, ns: f64, bytes: u64) {
     if let (Some(compute), true) = (compute, clock.on) {
         let (start, _) = compute.reserve(clock.now, ns, 0.0);
@@ -235,6 +236,11 @@ impl PeView<'_> {
     /// lane claiming its side for the run: the first lane to use a side of a channel owns it.
     #[inline]
     fn claim(&self, port: Port, channel: usize, op: Op, side: Side) -> Result<u32, KernelError> {
+        let first = if side == Side::Sender { port.out_queue } else { port.in_queue };
+        // One channel: one lane per PE, which owns every queue it touches.
+        if self.channels == 1 && channel == 0 {
+            return Ok(first);
+        }
         if channel >= self.channels as usize {
             return Err(KernelError::NoSuchChannel {
                 pe: self.state.pe,
@@ -244,7 +250,6 @@ impl PeView<'_> {
                 channels: self.channels as usize,
             });
         }
-        let first = if side == Side::Sender { port.out_queue } else { port.in_queue };
         let q = first + channel as u32;
         // SAFETY: poll phase, and this PE is the side it claims: only its thread touches that owner.
         let owner = unsafe { self.queues[q as usize].owner(side) };

@@ -402,6 +402,7 @@ impl Execution<'_> {
         // Rounds split into jobs of at least this many PEs: fewer are not worth a thread, but a test
         // that asks for parallel rounds of a few PEs gets them.
         let min_job = parallel_min_ready.clamp(1, 64);
+        let one_lane_each = self.lanes_total() == self.pes.len();
         loop {
             ready.drain_into(&mut round);
             if round.is_empty() {
@@ -410,18 +411,38 @@ impl Execution<'_> {
             rounds += 1;
             round.sort_unstable_by_key(|r| r.as_ref().map(|r| *r.metadata()));
             polled.clear();
-            for rank in round.iter().filter_map(|r| self.rank_of(r)) {
-                if polled.last() != Some(&rank) {
-                    polled.push(rank);
+            if one_lane_each {
+                // A task is its PE's rank.
+                polled.extend(round.iter().filter_map(|r| r.as_ref().map(|r| *r.metadata())));
+            } else {
+                for rank in round.iter().filter_map(|r| self.rank_of(r)) {
+                    if polled.last() != Some(&rank) {
+                        polled.push(rank);
+                    }
                 }
             }
             let this = &*self;
             let same_pe = |a: &Option<Runnable<u32>>, b: &Option<Runnable<u32>>| this.rank_of(a) == this.rank_of(b);
-            let outcome = match pool {
-                Some(pool) if round.len() >= parallel_min_ready => pool.install(|| {
+            let parallel = pool.filter(|_| round.len() >= parallel_min_ready);
+            // A PE's woken lanes are polled together; when every PE runs one lane, a PE is a slot.
+            let outcome = match (parallel, one_lane_each) {
+                (Some(pool), true) => pool.install(|| {
+                    round
+                        .par_iter_mut()
+                        .with_min_len(min_job)
+                        .map(|slot| this.poll_pe(std::slice::from_mut(slot)))
+                        .reduce(Outcome::default, Outcome::merge)
+                }),
+                (Some(pool), false) => pool.install(|| {
                     round.par_chunk_by_mut(same_pe).map(|pe| this.poll_pe(pe)).reduce(Outcome::default, Outcome::merge)
                 }),
-                _ => round.chunk_by_mut(same_pe).map(|pe| this.poll_pe(pe)).fold(Outcome::default(), Outcome::merge),
+                (None, true) => round
+                    .iter_mut()
+                    .map(|slot| this.poll_pe(std::slice::from_mut(slot)))
+                    .fold(Outcome::default(), Outcome::merge),
+                (None, false) => {
+                    round.chunk_by_mut(same_pe).map(|pe| this.poll_pe(pe)).fold(Outcome::default(), Outcome::merge)
+                }
             };
             round.clear();
             finished += outcome.finished;
@@ -499,6 +520,7 @@ impl Execution<'_> {
     }
 
     /// Polls one lane's kernel once.
+    #[inline]
     fn poll_lane(
         &self,
         task: u32,
@@ -566,7 +588,11 @@ impl Execution<'_> {
             // The lane waiting on the other side, if one has used it: it owns that side.
             let (other_pe, other_side) = other;
             // SAFETY: merge phase: owners are only written while polling.
-            let Some(lane) = (unsafe { queue.owner_lane(other_side) }) else { continue };
+            // With one channel every PE runs one lane, which owns every side it uses (and does not
+            // record it: see `PeView::claim`).
+            // SAFETY: merge phase: owners are only written while polling.
+            let lane = if self.channels == 1 { Some(0) } else { unsafe { queue.owner_lane(other_side) } };
+            let Some(lane) = lane else { continue };
             let task = self.first_task[other_pe as usize] as usize + lane as usize;
             // SAFETY: merge phase: wait slots are only read (the lane's own poll, which writes it, is
             // over), and waking takes a shared reference to the waker.

@@ -398,7 +398,9 @@ impl Tl {
     /// # Errors
     /// As [`Tl::send_on`].
     pub async fn send(&self, direction: Direction, tile: &Tile) -> Result<(), KernelError> {
-        self.send_on(direction, self.ctx.lane, tile).await
+        // Polled here rather than through `send_on`: one future less on the hottest path.
+        let channel = self.ctx.lane;
+        poll_fn(|cx| with(|b| b.poll_send(direction, channel, tile, cx))).await
     }
 
     /// Sends `tile` to the neighbour in `direction` on `channel`: each (direction, channel) has its own
@@ -418,7 +420,8 @@ impl Tl {
     /// # Errors
     /// As [`Tl::recv_on`].
     pub async fn recv(&self, direction: Direction, len: usize, dtype: Dtype) -> Result<Tile, KernelError> {
-        self.recv_on(direction, self.ctx.lane, len, dtype).await
+        let channel = self.ctx.lane;
+        poll_fn(|cx| with(|b| b.poll_recv(direction, channel, len, dtype, cx))).await
     }
 
     /// Receives the oldest message from `direction` on `channel`; the first lane of the PE to receive
