@@ -90,34 +90,66 @@ pub fn hierarchical_allreduce(tl: &Tl, #[default = 1] chunks: usize) {
     let sips_ring =
         Ring { position: sip, count: tl.num_programs(2), forward: Direction::SipNext, back: Direction::SipPrev };
 
+    let levels = Levels { pe, cube, sip, rings: [pes_ring, cubes_ring, sips_ring] };
     let data = tl.load(Input);
-    let pieces = split(tl, &data, chunks.clamp(1, data.len().max(1)));
-    // Every piece goes all the way up before any comes down, so the top leader streams the pieces it
-    // finishes straight back down.
-    let mut partials = Vec::with_capacity(pieces.len());
-    for piece in pieces {
-        let mut acc = ring_reduce_to_leader(tl, piece, pes_ring, op);
-        if pe == 0 {
-            acc = ring_reduce_to_leader(tl, acc, cubes_ring, op);
-            if cube == 0 {
-                acc = ring_reduce_to_leader(tl, acc, sips_ring, op);
-                if sip == 0 {
-                    let contributions = tl.size();
-                    tl.finish(&mut acc, op, contributions);
-                }
+    let chunks = chunks.clamp(1, data.len().max(1));
+    if chunks == 1 {
+        // One piece: no pieces to cut or join (a million PEs run this).
+        let acc = reduce_up(tl, data, levels, op);
+        tl.store(Output, &broadcast_down(tl, acc, levels));
+    } else {
+        // Every piece goes all the way up before any comes down, so the top leader streams the
+        // pieces it finishes straight back down.
+        let mut partials = Vec::with_capacity(chunks);
+        for piece in split(tl, &data, chunks) {
+            partials.push(reduce_up(tl, piece, levels, op));
+        }
+        let mut results = Vec::with_capacity(chunks);
+        for acc in partials {
+            results.push(broadcast_down(tl, acc, levels));
+        }
+        tl.store(Output, &tl.concat(&results));
+    }
+}
+
+/// A PE's place in the three rings of the hierarchy: PEs of its cube, cube leaders of its SIP, SIP
+/// leaders.
+#[derive(Clone, Copy, Debug)]
+struct Levels {
+    pe: usize,
+    cube: usize,
+    sip: usize,
+    rings: [Ring; 3],
+}
+
+/// Reduces `acc` up the levels this PE leads: afterwards the top leader holds the finished result.
+#[ccl_kernel(helper, crate = "kernbench_core")]
+fn reduce_up(tl: &Tl, acc: Tile, levels: Levels, op: ReduceOp) -> Tile {
+    let [pes_ring, cubes_ring, sips_ring] = levels.rings;
+    let mut acc = ring_reduce_to_leader(tl, acc, pes_ring, op);
+    if levels.pe == 0 {
+        acc = ring_reduce_to_leader(tl, acc, cubes_ring, op);
+        if levels.cube == 0 {
+            acc = ring_reduce_to_leader(tl, acc, sips_ring, op);
+            if levels.sip == 0 {
+                let contributions = tl.size();
+                tl.finish(&mut acc, op, contributions);
             }
         }
-        partials.push(acc);
     }
-    let mut results = Vec::with_capacity(partials.len());
-    for mut acc in partials {
-        if pe == 0 {
-            if cube == 0 {
-                acc = ring_broadcast_from_leader(tl, acc, sips_ring);
-            }
-            acc = ring_broadcast_from_leader(tl, acc, cubes_ring);
+    acc
+}
+
+/// Brings the result down the levels: afterwards every PE holds it.
+#[ccl_kernel(helper, crate = "kernbench_core")]
+fn broadcast_down(tl: &Tl, acc: Tile, levels: Levels) -> Tile {
+    let [pes_ring, cubes_ring, sips_ring] = levels.rings;
+    let mut acc = acc;
+    if levels.pe == 0 {
+        if levels.cube == 0 {
+            acc = ring_broadcast_from_leader(tl, acc, sips_ring);
         }
-        results.push(ring_broadcast_from_leader(tl, acc, pes_ring));
+        acc = ring_broadcast_from_leader(tl, acc, cubes_ring);
     }
-    tl.store(Output, &tl.concat(&results));
+    ring_broadcast_from_leader(tl, acc, pes_ring)
 }

@@ -16,7 +16,8 @@ pub struct PeReport {
     pub output: Tile,
     /// What it did: its lanes' figures added up.
     pub figures: PeFigures,
-    /// What each of its lanes did, in lane order (one entry for a PE that runs one lane).
+    /// What each of its lanes did, in lane order, when it runs several (none when it runs one: its
+    /// figures are the lane's).
     pub lanes: Vec<PeFigures>,
     /// What its kernel recorded with `tl.note`, by key.
     pub notes: BTreeMap<String, String>,

@@ -763,30 +763,32 @@ impl Execution<'_> {
                 return Err(RunError::NonFiniteTime { pe, what, value: value.to_string() });
             }
         }
+        let first_task = &self.first_task;
         let mut lanes: Vec<&mut LaneState> = self.lanes.iter_mut().collect();
         let time = self.network.as_mut().map(|network| {
             let completion = lanes.iter().map(|s| s.clock.now).fold(0.0, f64::max);
-            let mut lane_times = lanes.iter_mut().map(|s| s.clock.report(completion));
-            let pes = (0..self.pes.len())
-                .map(|rank| {
-                    let n = (self.first_task[rank + 1] - self.first_task[rank]) as usize;
-                    PeTime::of_lanes(lane_times.by_ref().take(n).collect())
+            let pes = (0..first_task.len() - 1)
+                .map(|rank| match &mut lanes[first_task[rank] as usize..first_task[rank + 1] as usize] {
+                    [one] => one.clock.report(completion),
+                    several => PeTime::of_lanes(several.iter_mut().map(|l| l.clock.report(completion)).collect()),
                 })
                 .collect();
             TimeReport { completion_ns: completion, pes, channels: network.report(completion) }
         });
-        let first_task = &self.first_task;
         let per_pe: Vec<PeReport> = self
             .states
             .iter_mut()
             .enumerate()
             .map(|(rank, s)| {
-                let lanes: Vec<PeFigures> =
-                    lanes[first_task[rank] as usize..first_task[rank + 1] as usize].iter().map(|l| l.figures).collect();
-                let figures = lanes.iter().fold(PeFigures::default(), |mut sum, f| {
-                    sum += f;
-                    sum
-                });
+                let (figures, lanes) = match &lanes[first_task[rank] as usize..first_task[rank + 1] as usize] {
+                    [one] => (one.figures, Vec::new()),
+                    several => {
+                        let lanes: Vec<PeFigures> = several.iter().map(|l| l.figures).collect();
+                        let mut sum = PeFigures::default();
+                        lanes.iter().for_each(|f| sum += f);
+                        (sum, lanes)
+                    }
+                };
                 PeReport { pe: s.pe, output: s.output.clone(), figures, lanes, notes: std::mem::take(&mut s.notes) }
             })
             .collect();

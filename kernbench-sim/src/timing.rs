@@ -135,11 +135,8 @@ pub struct PeTime {
 }
 
 impl PeTime {
-    /// The time of a PE that ran `lanes` (in lane order).
-    pub(crate) fn of_lanes(mut lanes: Vec<PeTime>) -> PeTime {
-        if lanes.len() == 1 {
-            return lanes.pop().expect("one lane");
-        }
+    /// The time of a PE that ran several `lanes` (in lane order).
+    pub(crate) fn of_lanes(lanes: Vec<PeTime>) -> PeTime {
         let mut pe = PeTime { finish_ns: f64::NEG_INFINITY, idle_ns: f64::INFINITY, ..PeTime::default() };
         for lane in &lanes {
             pe.finish_ns = pe.finish_ns.max(lane.finish_ns);

@@ -314,6 +314,7 @@ fn lane_counts_may_differ_per_pe_and_a_lane_need_not_match_its_peers_index() {
     let report = run_per_rank(&ring_of(2), vec![1, 2]).unwrap();
     assert_eq!(report.pes()[1].output, Tile::from_vec(vec![10.0f32, 10.0, 11.0, 11.0]));
     assert_eq!(report.pes()[1].lanes.len(), 2);
+    assert!(report.pes()[0].lanes.is_empty(), "a PE of one lane has its figures and no per-lane list");
     let err = run_per_rank(&ring_of(2), vec![1, 0]).unwrap_err();
     assert!(err.to_string().contains("(sip 1, cube 0, pe 0): the kernel asks for 0 lanes: expected 1..=256"), "{err}");
 }
