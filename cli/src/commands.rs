@@ -174,6 +174,10 @@ struct TuneArgs {
     /// The sizes to tune at (as for `bench`).
     #[arg(long, default_value = "1K..16M")]
     sizes: String,
+    /// Tune among these algorithms (and variants, as for `bench`) only, comma-separated (default:
+    /// every algorithm of the collective that runs on the one-PE layout).
+    #[arg(long)]
+    algos: Option<String>,
     #[command(flatten)]
     sim: Simulator,
     #[command(flatten)]
@@ -474,7 +478,13 @@ fn tune(args: &TuneArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> 
     let check = |path: &Option<PathBuf>| path.as_deref().map(OutputFile::check).transpose();
     let (registry_file, rules_file, nccl_file) = (check(&args.out)?, check(&args.rules_csv)?, check(&args.nccl_tuner)?);
     let collectives = collectives(&args.collective)?;
-    let mut comm = args.sim.communicator()?;
+    let mut comm = match (&args.algos, collectives.as_slice()) {
+        (None, _) => args.sim.communicator()?,
+        (Some(algos), [collective]) => args.sim.communicator_for(algos, *collective)?,
+        (Some(_), _) => {
+            bail!("--algos chooses among one collective's algorithms: name the collective instead of `all`")
+        }
+    };
     let sizes = parse_sizes(&args.sizes)?;
     let data = args.data.parse()?;
     let system = comm.system().clone();
@@ -482,7 +492,10 @@ fn tune(args: &TuneArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> 
     let mut tunings = Vec::new();
     for collective in collectives {
         writeln!(out, "# kernbench tune {collective}: {}", system.describe())?;
-        let tuner = Tuner::new(&mut comm, collective)?.max_memory(args.sim.memory.bytes()?);
+        let mut tuner = Tuner::new(&mut comm, collective)?.max_memory(args.sim.memory.bytes()?);
+        if let Some(algos) = &args.algos {
+            tuner = tuner.only(algos)?;
+        }
         writeln!(out, "# candidates (one-PE layout): {}", tuner.candidates().join(", "))?;
         writeln!(out, "{}", table_header())?;
         let mut progress = Progress::new(sizes.len() * tuner.candidates().len(), true);

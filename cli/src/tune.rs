@@ -112,6 +112,24 @@ impl Tuner {
         Ok(Tuner { collective, candidates, max_memory: memory::available() })
     }
 
+    /// Keeps only the candidates `algos` names (a comma-separated list), in the registry's order: to
+    /// find where one algorithm overtakes another, such as the ring's low-latency and streaming modes.
+    ///
+    /// # Errors
+    /// [`SweepError::UnknownAlgorithm`] for a name that is not a candidate, listing the candidates.
+    pub fn only(mut self, algos: &str) -> Result<Tuner, SweepError> {
+        let names: Vec<&str> = algos.split(',').map(str::trim).collect();
+        if let Some(unknown) = names.iter().find(|name| !self.candidates.iter().any(|c| c == *name)) {
+            return Err(SweepError::UnknownAlgorithm {
+                name: (*unknown).to_owned(),
+                collective: self.collective,
+                known: self.candidates.clone(),
+            });
+        }
+        self.candidates.retain(|c| names.contains(&c.as_str()));
+        Ok(self)
+    }
+
     /// The most memory a point may need, as [`Sweep::max_memory`]; the available memory unless set.
     pub fn max_memory(mut self, limit: Option<u64>) -> Tuner {
         self.max_memory = limit;

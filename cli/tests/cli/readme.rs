@@ -98,6 +98,23 @@ fn the_tune_sample_is_what_tune_prints() {
     check("On `switched.json` (8 SIPs behind one switch)", &args, &scratch("readme-tune"));
 }
 
+#[test]
+fn the_ring16_fidelity_sample_is_what_bench_prints() {
+    let command = "bench all_reduce --system configs/systems/ring16.json --sizes 1M,16M --algos \
+                   ring,ring:lanes=1,ring:lanes=2,ring:lanes=8,ring_low_latency,bidirectional_ring";
+    let command = command.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(README.contains(&format!("cargo run --release -- {command}\n")), "the README's ring16 command changed");
+    let args: Vec<&str> = command.split(' ').collect();
+    check(&format!("cargo run --release -- {command}"), &args, Path::new(REPO));
+}
+
+#[test]
+fn the_ring_modes_tune_sample_is_what_tune_prints() {
+    let command = "tune all_reduce --algos ring,ring_low_latency --sizes 256..16K";
+    let args: Vec<&str> = command.split(' ').collect();
+    check(&format!("cargo run --release -- {command}"), &args, &scratch("readme-tune-modes"));
+}
+
 /// The README's speed sample, each line formatted again from its own figures by the function that
 /// the benchmark prints that kind of line with: the figures are the machine's, the format must be
 /// the benchmark's.
