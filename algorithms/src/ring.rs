@@ -226,7 +226,7 @@ pub fn ring_allreduce(tl: &Tl, chunks: usize, #[default = 1] lanes: usize) {
 
 /// Bidirectional ring all-reduce: half the data goes round eastward and half westward at the same
 /// time, so both directions of every link carry data (as YALI does on its two links); each direction
-/// pipelines its parts in `chunks` pieces on each of `lanes` lanes, as [`ring_allreduce`] does.
+/// pipelines its parts in `chunks` pieces on each of `lanes` lanes, as [`ring_allreduce()`] does.
 #[ccl_kernel(lanes = lanes, crate = "kernbench_core")]
 pub fn bidirectional_ring_allreduce(tl: &Tl, #[default = 1] chunks: usize, #[default = 1] lanes: usize) {
     let east = rank_ring(tl);
