@@ -356,7 +356,7 @@ fn farthest_pair_ns(system: &System, call: &CallShape<'_>, chunks: &[f64]) -> f6
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::machine::{MeshSpec, SystemSpec};
+    use crate::machine::test_system;
 
     const O: f64 = 10.0;
     /// 4 MiB of f32: a rank's input in the bandwidth cases.
@@ -409,7 +409,7 @@ mod tests {
     fn all_to_all_behind_a_switch_is_bound_by_each_pe_s_one_link() {
         // 4 SIPs of one PE, each with one 64 GB/s channel to the switch: a PE sends three blocks of
         // x / 4 over it, where half the SIPs send x over their two.
-        let system = spec(4, (1, 1), 1, SipInterconnect::Switched);
+        let system = test_system(4, (1, 1), 1, SipInterconnect::Switched);
         let got = bound(&system, Collective::AllToAll, &leaders(&system), 1 << 20, 0);
         assert_eq!(got.ns, 0.75 * X / 64.0 + 500.0 + O);
         assert_eq!(got.limit, Limit::Region { region: Region::Pe, flow: Flow::Out });
@@ -455,17 +455,6 @@ mod tests {
         assert_eq!(bound(&system, Collective::AllGather, &ranks, 0, 0).ns, 0.0);
     }
 
-    fn spec(sips: usize, (w, h): (usize, usize), pes_per_cube: usize, sip_interconnect: SipInterconnect) -> System {
-        System::from_spec(SystemSpec {
-            sips,
-            mesh: MeshSpec { w, h },
-            pes_per_cube,
-            sip_interconnect,
-            ..SystemSpec::default()
-        })
-        .unwrap()
-    }
-
     fn route_ns(system: &System, a: PeId, b: PeId) -> f64 {
         system.route(a, b).channels.iter().map(|c| system.link(c.class).latency_ns).sum()
     }
@@ -473,7 +462,7 @@ mod tests {
     #[test]
     fn routes_are_least_latency_so_relaying_never_beats_them() {
         for interconnect in [SipInterconnect::Ring, SipInterconnect::FullyConnected, SipInterconnect::Switched] {
-            let system = spec(5, (3, 2), 3, interconnect);
+            let system = test_system(5, (3, 2), 3, interconnect);
             let pes: Vec<PeId> = system.all_pes().step_by(7).collect();
             for &a in &pes {
                 for &b in &pes {
@@ -490,7 +479,7 @@ mod tests {
     #[test]
     fn the_double_sweep_finds_the_diameter() {
         for interconnect in [SipInterconnect::Ring, SipInterconnect::FullyConnected, SipInterconnect::Switched] {
-            let system = spec(5, (3, 2), 3, interconnect);
+            let system = test_system(5, (3, 2), 3, interconnect);
             let ranks: Vec<PeId> = system.all_pes().collect();
             let diameter = ranks
                 .iter()

@@ -21,3 +21,22 @@ pub use direction::{Direction, ParseDirectionError, PeerIndexError};
 pub use ids::{CubeCoord, LinkClass, PeId};
 pub use route::{Channel, Node, Route};
 pub use spec::{LinkSpec, LinksSpec, MeshSpec, PeSpec, SipInterconnect, SpecError, System, SystemSpec};
+
+/// A system of `sips` SIPs of `w x h` cubes of `pes_per_cube` PEs on `sip_interconnect`, the other
+/// settings the spec's defaults: what tests across the crate build their machines from.
+#[cfg(test)]
+pub(crate) fn test_system(
+    sips: usize,
+    (w, h): (usize, usize),
+    pes_per_cube: usize,
+    sip_interconnect: SipInterconnect,
+) -> System {
+    System::from_spec(SystemSpec {
+        sips,
+        mesh: MeshSpec { w, h },
+        pes_per_cube,
+        sip_interconnect,
+        ..SystemSpec::default()
+    })
+    .expect("a valid test system")
+}

@@ -219,18 +219,7 @@ impl System {
 mod tests {
     use std::collections::BTreeMap;
 
-    use crate::machine::{MeshSpec, Node, PeId, SipInterconnect, System, SystemSpec};
-
-    fn system(sips: usize, (w, h): (usize, usize), pes_per_cube: usize, sip_interconnect: SipInterconnect) -> System {
-        System::from_spec(SystemSpec {
-            sips,
-            mesh: MeshSpec { w, h },
-            pes_per_cube,
-            sip_interconnect,
-            ..SystemSpec::default()
-        })
-        .unwrap()
-    }
+    use crate::machine::{Node, PeId, SipInterconnect, System, test_system};
 
     /// Every channel of every route, counted by the node it leaves and by the node it enters.
     fn routed(system: &System) -> (BTreeMap<Node, [usize; 3]>, BTreeMap<Node, [usize; 3]>) {
@@ -248,7 +237,7 @@ mod tests {
     fn fan_out_counts_exactly_the_channels_routes_leave_and_enter_a_node_by() {
         for interconnect in [SipInterconnect::Ring, SipInterconnect::FullyConnected, SipInterconnect::Switched] {
             for (sips, mesh, pes) in [(1, (1, 1), 1), (2, (1, 1), 2), (3, (2, 1), 3), (4, (3, 2), 4), (5, (1, 2), 1)] {
-                let system = system(sips, mesh, pes, interconnect);
+                let system = test_system(sips, mesh, pes, interconnect);
                 let (out, into) = routed(&system);
                 let nodes = system.all_pes().map(Node::Pe).chain([Node::Switch]);
                 for node in nodes {
