@@ -10,7 +10,7 @@ use kernbench_core::{Buffer, Direction, Dtype, KernelError, Op, PeId, Tile, Watc
 use serde::{Deserialize, Serialize};
 
 use crate::RunError;
-use crate::queue::{Message, Queue};
+use crate::queue::{Message, Queue, Side};
 use crate::timing::{Bookings, Clock, SpanKind};
 
 /// A PE's buffers at the start of a run.
@@ -69,13 +69,6 @@ pub(crate) struct Port {
     pub(crate) out_queue: u32,
     /// The queue of channel 0 into the PE; channel `c`'s is `in_queue + c`.
     pub(crate) in_queue: u32,
-}
-
-/// Which side of a queue a PE touched in a round.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Side {
-    Sender,
-    Receiver,
 }
 
 /// What a PE's lanes share: touched only while one of its lanes is polled or its round is merged, on

@@ -15,7 +15,12 @@ use std::cell::UnsafeCell;
 
 use kernbench_core::{Direction, Dtype, Tile};
 
-use crate::pe::Side;
+/// A side of a queue: what a PE touched in a round, and what a lane owns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Side {
+    Sender,
+    Receiver,
+}
 
 /// One message in flight.
 pub(crate) struct Message {

@@ -25,8 +25,8 @@ use kernbench_core::{InstallPlan, KernelError, Launch, Op, PeId, ReduceOp, Syste
 use rayon::prelude::*;
 
 use crate::error::{BlockedPe, DeadlockReport, Leftover, RunError, Unreceived};
-use crate::pe::{Barrier, Budget, LaneState, PeBuffers, PeFigures, PeState, PeView, Port, Side, Wait, WaitSlot, Watch};
-use crate::queue::Queue;
+use crate::pe::{Barrier, Budget, LaneState, PeBuffers, PeFigures, PeState, PeView, Port, Wait, WaitSlot, Watch};
+use crate::queue::{Queue, Side};
 use crate::report::{PeReport, RunReport};
 use crate::slots::Slots;
 use crate::timing::{Bookings, Clock, Network, PeTime, SpanKind, TimeReport, Timing, Transfer};
