@@ -451,7 +451,8 @@ impl Tile {
         self.slice(chunk_range(self.len, index, count)?)
     }
 
-    /// The tiles one after the other, in one new buffer.
+    /// The tiles one after the other, in one new buffer (or, for views that already follow each other
+    /// in one buffer, a view of them).
     ///
     /// # Errors
     /// [`TileError::EmptyConcat`] for no tiles, [`TileError::DtypeMismatch`] for mixed dtypes,
@@ -459,6 +460,13 @@ impl Tile {
     pub fn concat(tiles: &[Tile]) -> Result<Tile, TileError> {
         let first = tiles.first().ok_or(TileError::EmptyConcat)?;
         let dtype = first.dtype();
+        // Views that follow each other in one buffer (the chunks of a tile, in order) are already
+        // that tile: a view of them costs nothing, where a copy costs a pass over the data.
+        let adjacent = tiles.windows(2).all(|w| w[0].shares_buffer_with(&w[1]) && w[0].start + w[0].len == w[1].start);
+        if adjacent {
+            let len = tiles.iter().map(Tile::len).sum();
+            return Ok(Tile { data: Arc::clone(&first.data), start: first.start, len });
+        }
         with_element!(dtype, T => {
             // Views of one buffer can repeat it, so the total can pass usize: saturating keeps it above
             // the cap, which refuses it.
@@ -503,9 +511,14 @@ impl Tile {
         let Some(end) = end else {
             return Err(TileError::OutOfRange { start: offset, end: offset.saturating_add(src.len()), len: self.len });
         };
+        if offset == 0 && end == self.len {
+            // All of it: the same values as a copy, without copying.
+            *self = src.clone();
+            return Ok(());
+        }
         with_element!(self.dtype(), T => {
-            let values = src.typed::<T>().to_vec();
-            self.typed_mut::<T>()[offset..end].copy_from_slice(&values);
+            // `typed_mut` copies a shared buffer first, so `src` never aliases what is written.
+            self.typed_mut::<T>()[offset..end].copy_from_slice(src.typed::<T>());
         });
         Ok(())
     }

@@ -851,3 +851,31 @@ fn concat_larger_than_max_bytes_is_too_large() {
     let error = Tile::concat(&views).unwrap_err();
     assert!(matches!(error, TileError::TooLarge { len, bytes, .. } if len == 1 << 35 && bytes == 1 << 37), "{error}");
 }
+
+#[test]
+fn concat_of_adjacent_views_is_a_view_and_anything_else_a_copy() {
+    let whole = Tile::from_vec((0..10).map(|i| i as f32).collect());
+    let parts: Vec<Tile> = (0..3).map(|i| whole.chunk(i, 3).unwrap()).collect();
+    let joined = Tile::concat(&parts).unwrap();
+    assert!(joined.shares_buffer_with(&whole) && joined == whole);
+    let one = Tile::concat(&parts[1..2]).unwrap();
+    assert!(one.shares_buffer_with(&whole) && one == parts[1]);
+    // Out of order, or with a gap: a new buffer holding the values in the order given.
+    let swapped = Tile::concat(&[parts[1].clone(), parts[0].clone()]).unwrap();
+    assert!(!swapped.shares_buffer_with(&whole));
+    assert_eq!(swapped.to_vec::<f32>().unwrap(), [4.0, 5.0, 6.0, 0.0, 1.0, 2.0, 3.0]);
+    let gap = Tile::concat(&[parts[0].clone(), parts[2].clone()]).unwrap();
+    assert_eq!(gap.to_vec::<f32>().unwrap(), [0.0, 1.0, 2.0, 3.0, 7.0, 8.0, 9.0]);
+}
+
+#[test]
+fn writing_all_of_a_tile_takes_the_source_and_writing_part_copies_it_in() {
+    let mut target = Tile::zeros(Dtype::F32, 4);
+    let source = Tile::from_vec(vec![1.0f32, 2.0, 3.0, 4.0]);
+    target.write_at(0, &source).unwrap();
+    assert!(target.shares_buffer_with(&source) && target == source);
+    // A part of a buffer shared with the source: copied on write, the source unchanged.
+    target.write_at(1, &source.slice(0..2).unwrap()).unwrap();
+    assert_eq!(target.to_vec::<f32>().unwrap(), [1.0, 1.0, 2.0, 4.0]);
+    assert_eq!(source.to_vec::<f32>().unwrap(), [1.0, 2.0, 3.0, 4.0]);
+}
