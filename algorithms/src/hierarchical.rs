@@ -5,6 +5,7 @@
 //! bidirectional ring reduce of the ADR, `ceil((n - 1) / 2)` steps), then hands it to the next level up;
 //! the result comes back down the same rings. The data streams through the levels in pieces.
 
+use kernbench_core::TlContext;
 use kernbench_core::prelude::*;
 
 use crate::ring::{Ring, split};
@@ -84,54 +85,50 @@ fn ring_broadcast_from_leader(tl: &Tl, acc: Tile, ring: Ring) -> Tile {
 #[ccl_kernel(crate = "kernbench_core")]
 pub fn hierarchical_allreduce(tl: &Tl, #[default = 1] chunks: usize) {
     let op = tl.op();
-    let (pe, cube, sip) = (tl.program_id(0), tl.program_id(1), tl.program_id(2));
-    let pes_ring = Ring { position: pe, count: tl.num_programs(0), forward: E, back: W };
-    let cubes_ring = Ring { position: cube, count: tl.num_programs(1), forward: N, back: S };
-    let sips_ring =
-        Ring { position: sip, count: tl.num_programs(2), forward: Direction::SipNext, back: Direction::SipPrev };
-
-    let levels = Levels { pe, cube, sip, rings: [pes_ring, cubes_ring, sips_ring] };
     let data = tl.load(Input);
     let chunks = chunks.clamp(1, data.len().max(1));
     if chunks == 1 {
         // One piece: no pieces to cut or join (a million PEs run this).
-        let acc = reduce_up(tl, data, levels, op);
-        tl.store(Output, &broadcast_down(tl, acc, levels));
+        let acc = reduce_up(tl, data, op);
+        tl.store(Output, &broadcast_down(tl, acc));
     } else {
         // Every piece goes all the way up before any comes down, so the top leader streams the
         // pieces it finishes straight back down.
         let mut partials = Vec::with_capacity(chunks);
         for piece in split(tl, &data, chunks) {
-            partials.push(reduce_up(tl, piece, levels, op));
+            partials.push(reduce_up(tl, piece, op));
         }
         let mut results = Vec::with_capacity(chunks);
         for acc in partials {
-            results.push(broadcast_down(tl, acc, levels));
+            results.push(broadcast_down(tl, acc));
         }
         tl.store(Output, &tl.concat(&results));
     }
 }
 
-/// A PE's place in the three rings of the hierarchy: PEs of its cube, cube leaders of its SIP, SIP
-/// leaders.
-#[derive(Clone, Copy, Debug)]
-struct Levels {
-    pe: usize,
-    cube: usize,
-    sip: usize,
-    rings: [Ring; 3],
+/// The ring of `level` this PE is on: 0, the PEs of its cube; 1, the cube leaders of its SIP; 2, the
+/// SIP leaders. Made where it is used rather than kept: a million PEs each hold their kernel's state.
+fn level_ring(ctx: &TlContext, level: usize) -> Ring {
+    let position = [ctx.pe.pe, ctx.pe.cube, ctx.pe.sip][level] as usize;
+    let (forward, back) = [(E, W), (N, S), (Direction::SipNext, Direction::SipPrev)][level];
+    // Extents are outermost first.
+    Ring { position, count: ctx.extents[2 - level], forward, back }
+}
+
+/// Whether this PE leads the rings above `level`: it is member 0 of every ring up to it.
+fn leads(pe: PeId, level: usize) -> bool {
+    [pe.pe, pe.cube, pe.sip][..=level].iter().all(|&position| position == 0)
 }
 
 /// Reduces `acc` up the levels this PE leads: afterwards the top leader holds the finished result.
 #[ccl_kernel(helper, crate = "kernbench_core")]
-fn reduce_up(tl: &Tl, acc: Tile, levels: Levels, op: ReduceOp) -> Tile {
-    let [pes_ring, cubes_ring, sips_ring] = levels.rings;
-    let mut acc = ring_reduce_to_leader(tl, acc, pes_ring, op);
-    if levels.pe == 0 {
-        acc = ring_reduce_to_leader(tl, acc, cubes_ring, op);
-        if levels.cube == 0 {
-            acc = ring_reduce_to_leader(tl, acc, sips_ring, op);
-            if levels.sip == 0 {
+fn reduce_up(tl: &Tl, acc: Tile, op: ReduceOp) -> Tile {
+    let mut acc = ring_reduce_to_leader(tl, acc, level_ring(tl.context(), 0), op);
+    if leads(tl.pe(), 0) {
+        acc = ring_reduce_to_leader(tl, acc, level_ring(tl.context(), 1), op);
+        if leads(tl.pe(), 1) {
+            acc = ring_reduce_to_leader(tl, acc, level_ring(tl.context(), 2), op);
+            if leads(tl.pe(), 2) {
                 let contributions = tl.size();
                 tl.finish(&mut acc, op, contributions);
             }
@@ -142,14 +139,13 @@ fn reduce_up(tl: &Tl, acc: Tile, levels: Levels, op: ReduceOp) -> Tile {
 
 /// Brings the result down the levels: afterwards every PE holds it.
 #[ccl_kernel(helper, crate = "kernbench_core")]
-fn broadcast_down(tl: &Tl, acc: Tile, levels: Levels) -> Tile {
-    let [pes_ring, cubes_ring, sips_ring] = levels.rings;
+fn broadcast_down(tl: &Tl, acc: Tile) -> Tile {
     let mut acc = acc;
-    if levels.pe == 0 {
-        if levels.cube == 0 {
-            acc = ring_broadcast_from_leader(tl, acc, sips_ring);
+    if leads(tl.pe(), 0) {
+        if leads(tl.pe(), 1) {
+            acc = ring_broadcast_from_leader(tl, acc, level_ring(tl.context(), 2));
         }
-        acc = ring_broadcast_from_leader(tl, acc, cubes_ring);
+        acc = ring_broadcast_from_leader(tl, acc, level_ring(tl.context(), 1));
     }
-    ring_broadcast_from_leader(tl, acc, pes_ring)
+    ring_broadcast_from_leader(tl, acc, level_ring(tl.context(), 0))
 }
