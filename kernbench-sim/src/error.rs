@@ -155,9 +155,9 @@ fn leftovers(list: &[Leftover]) -> String {
 pub struct DeadlockReport {
     /// The blocked PEs, in rank order.
     pub blocked: Vec<BlockedPe>,
-    /// How many kernels had finished.
+    /// How many kernels (lanes of PEs) had finished.
     pub finished: usize,
-    /// How many kernels ran.
+    /// How many kernels (lanes of PEs) ran.
     pub total: usize,
     /// Every message sent and not yet received, queue by queue (in the order queues were installed),
     /// oldest first: what a PE sent that its peer never took, often half of the cycle.

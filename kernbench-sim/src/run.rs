@@ -174,7 +174,7 @@ impl<'s> Runtime<'s> {
         }
     }
 
-    /// Lets each PE's kernel make at most `iterations` loop iterations (default
+    /// Lets each PE's kernel (each of its lanes) make at most `iterations` loop iterations (default
     /// [`DEFAULT_LOOP_BUDGET`]); the next ends the run with [`KernelError::Watchdog`]. `#[ccl_kernel]`
     /// counts an iteration at the top of every `loop`, `while` and `for` body of a kernel or helper, so
     /// a kernel that loops without end between steps still ends; loops in plain functions it calls are
@@ -184,7 +184,7 @@ impl<'s> Runtime<'s> {
         self
     }
 
-    /// Lets each PE's kernel complete at most `steps` waiting steps (sends, receives, barriers; default
+    /// Lets each PE's kernel (each of its lanes) complete at most `steps` waiting steps (sends, receives, barriers; default
     /// [`DEFAULT_STEP_BUDGET`]); the next ends the run with [`KernelError::Watchdog`]. So a kernel that
     /// never finishes while still taking steps (sending forever into a peer that receives forever) ends
     /// too. Results do not depend on it, unless it stops the run.
