@@ -360,13 +360,34 @@ enum Bound {
 ///   receive just before the send and that receive waited for the previous credit, nor at `k = 4`,
 ///   `d = 5`, 200 ns: there the time has no such simple form, and it is not tested.
 fn pipelined_ring_allreduce_case(p: usize, k: usize, d: usize, tau: f64, bound: Bound) {
+    pipelined_ring_case(p, k, d, tau, bound, Pipeline::SendAhead);
+}
+
+/// How a ring keeps `k` messages in flight per link.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Pipeline {
+    /// One lane sends each of its `k` pieces on as soon as it has arrived.
+    SendAhead,
+    /// `k` lanes run the plain ring, one piece each, on their own queues.
+    Lanes,
+}
+
+/// As [`pipelined_ring_allreduce_case`], with the `k` messages in flight kept by `pipeline`. With `k`
+/// lanes of one piece, lane `j`'s message of step `s` leaves `j tau` after lane 0's (the link takes
+/// them one at a time), so the departures, and both closed forms, are those of `k` pieces sent ahead;
+/// each lane's queue carries one message a step, so its credits are back in time whenever
+/// `(d - 1) k tau >= tau + 2L`, and the credit-bound form does not arise.
+fn pipelined_ring_case(p: usize, k: usize, d: usize, tau: f64, bound: Bound, pipeline: Pipeline) {
     let (pf, kf, df) = (p as f64, k as f64, d as f64);
     let data_in_time = (kf - 1.0) * tau >= L;
-    let credit_in_time = (df - 1.0) * tau >= 2.0 * L;
+    let credit_in_time = match pipeline {
+        Pipeline::SendAhead => (df - 1.0) * tau >= 2.0 * L,
+        Pipeline::Lanes => (df - 1.0) * kf * tau >= tau + 2.0 * L,
+    };
     match bound {
         Bound::Bandwidth => assert!(data_in_time && credit_in_time),
-        Bound::Latency => assert!(!data_in_time && d >= 2 * k),
-        Bound::Credit => assert!(!credit_in_time && data_in_time && d > k),
+        Bound::Latency => assert!(!data_in_time && (d >= 2 * k || pipeline == Pipeline::Lanes && credit_in_time)),
+        Bound::Credit => assert!(!credit_in_time && data_in_time && d > k && pipeline == Pipeline::SendAhead),
     }
     let system = pipelined_ring(p, d);
     assert_one_hop(&system, "ring_1d");
@@ -375,7 +396,11 @@ fn pipelined_ring_allreduce_case(p: usize, k: usize, d: usize, tau: f64, bound: 
     let n = p * k * piece_elements;
     let bytes = (n * 4) as f64;
     let kernel = &kernbench::algorithms::ring_allreduce::KERNEL;
-    let report = run_leaders(&system, "ring_1d", kernel, json!({"chunks": k}), n, n);
+    let params = match pipeline {
+        Pipeline::SendAhead => json!({"chunks": k, "lanes": 1}),
+        Pipeline::Lanes => json!({"chunks": 1, "lanes": k}),
+    };
+    let report = run_leaders(&system, "ring_1d", kernel, params, n, n);
 
     let messages = 2.0 * (pf - 1.0) * kf;
     let bandwidth = messages * tau + L;
@@ -389,7 +414,9 @@ fn pipelined_ring_allreduce_case(p: usize, k: usize, d: usize, tau: f64, bound: 
         Bound::Latency => (latency, [bandwidth, credit, unpipelined]),
         Bound::Credit => (credit, [bandwidth, latency, unpipelined]),
     };
-    let what = format!("pipelined ring all-reduce, p = {p}, k = {k}, depth {d}, {tau} ns a piece ({bound:?}-bound)");
+    let what = format!(
+        "pipelined ring all-reduce ({pipeline:?}), p = {p}, k = {k}, depth {d}, {tau} ns a piece ({bound:?}-bound)"
+    );
     assert_closed_form(&what, completion(&report), want, &wrong);
 }
 
@@ -413,6 +440,20 @@ fn a_pipelined_ring_allreduce_whose_queues_are_too_shallow_for_the_credits_round
     pipelined_ring_allreduce_case(4, 3, 4, 300.0, Bound::Credit);
     pipelined_ring_allreduce_case(6, 3, 4, 300.0, Bound::Credit);
     pipelined_ring_allreduce_case(8, 3, 4, 260.0, Bound::Credit);
+}
+
+#[test]
+fn a_ring_on_lanes_is_link_bound_when_the_other_lanes_cover_the_latency() {
+    // (k - 1) tau >= L with k lanes of one piece each.
+    pipelined_ring_case(4, 2, 4, 1000.0, Bound::Bandwidth, Pipeline::Lanes);
+    pipelined_ring_case(8, 4, 4, 200.0, Bound::Bandwidth, Pipeline::Lanes);
+}
+
+#[test]
+fn a_ring_on_lanes_too_few_to_cover_the_latency_is_latency_bound() {
+    // (k - 1) tau = 400 < L; with 1000 ns pieces the same ring is link-bound (above).
+    pipelined_ring_case(4, 2, 4, 400.0, Bound::Latency, Pipeline::Lanes);
+    pipelined_ring_case(6, 3, 4, 150.0, Bound::Latency, Pipeline::Lanes);
 }
 
 /// `configs/systems/ring16.json`: 16 SIPs on a ring of 500 ns, 50 GiB/s links, queue depth 4.
