@@ -98,10 +98,9 @@ fn pieces_per_part(chunks: usize, len: usize, parts: usize) -> usize {
 /// parts, each cut into `pieces`. A piece received in a reduce-scatter step is reduced into this
 /// member's (under `op`), one received in an all-gather step replaces it.
 ///
-/// Message `m` on a ring is piece `m % pieces` of the part sent at step `steps.start + m / pieces`.
-/// Before sending message `m` a member receives message `m - pieces`: the piece that message forwards,
-/// so it goes on the moment it is ready while `pieces - 1` others are still in flight. The rings take
-/// turns message by message, so each keeps its own pipeline full.
+/// Before sending piece `j` of a step a member receives piece `j` of the step before: the piece that
+/// message forwards, so it goes on the moment it is ready while `pieces - 1` others are still in flight.
+/// The rings take turns message by message, so each keeps its own pipeline full.
 #[ccl_kernel(helper, crate = "kernbench_core")]
 pub(crate) fn ring_steps(
     tl: &Tl,
@@ -114,36 +113,43 @@ pub(crate) fn ring_steps(
     // More pieces ahead than a queue holds would wait, all the way round the ring, for credits that
     // come back only after those very sends.
     let pieces = pieces.clamp(1, tl.queue_depth());
+    // Each ring's parts cut into pieces, in one list: piece `j` of part `i` is `cut[i * pieces + j]`.
     let mut cut = Vec::with_capacity(parts.len());
     for ring_parts in &parts {
-        let mut ring_cut = Vec::with_capacity(ring_parts.len());
+        let mut ring_cut = Vec::with_capacity(ring_parts.len() * pieces);
         for part in ring_parts {
-            ring_cut.push(split(tl, part, pieces));
+            for j in 0..pieces {
+                ring_cut.push(tl.chunk(part, j, pieces));
+            }
         }
         cut.push(ring_cut);
     }
-    let messages = steps.len() * pieces;
-    for m in 0..messages + pieces {
-        for (ring, cut) in rings.iter().zip(&mut cut) {
-            if let Some(r) = m.checked_sub(pieces) {
-                let step = steps.start + r / pieces;
-                let piece = &mut cut[ring.recv_part(step)][r % pieces];
-                let got = tl.recv(ring.back, piece.len(), piece.dtype());
-                if step + 1 < ring.count {
-                    tl.reduce(piece, &got, op);
-                } else {
-                    *piece = got;
+    // Message `(step, j)` is piece `j` of the part sent at `step`; the receive of `(step - 1, j)`, the
+    // piece it forwards, comes just before it. One pass more than there are steps takes the last
+    // receives.
+    for step in steps.start..=steps.end {
+        for j in 0..pieces {
+            for (ring, cut) in rings.iter().zip(&mut cut) {
+                if step > steps.start {
+                    let received = step - 1;
+                    let piece = &mut cut[ring.recv_part(received) * pieces + j];
+                    let got = tl.recv(ring.back, piece.len(), piece.dtype());
+                    if received + 1 < ring.count {
+                        tl.reduce(piece, &got, op);
+                    } else {
+                        *piece = got;
+                    }
                 }
-            }
-            if m < messages {
-                tl.send(ring.forward, &cut[ring.send_part(steps.start + m / pieces)][m % pieces]);
+                if step < steps.end {
+                    tl.send(ring.forward, &cut[ring.send_part(step) * pieces + j]);
+                }
             }
         }
     }
     let mut joined = Vec::with_capacity(cut.len());
     for ring_cut in &cut {
-        let mut ring_parts = Vec::with_capacity(ring_cut.len());
-        for part in ring_cut {
+        let mut ring_parts = Vec::with_capacity(ring_cut.len() / pieces);
+        for part in ring_cut.chunks(pieces) {
             ring_parts.push(tl.concat(part));
         }
         joined.push(ring_parts);
