@@ -478,7 +478,9 @@ fn tune(args: &TuneArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> 
     let check = |path: &Option<PathBuf>| path.as_deref().map(OutputFile::check).transpose();
     let (registry_file, rules_file, nccl_file) = (check(&args.out)?, check(&args.rules_csv)?, check(&args.nccl_tuner)?);
     let collectives = collectives(&args.collective)?;
-    let mut comm = match (&args.algos, collectives.as_slice()) {
+    // `all` is every candidate, as without the flag.
+    let algos = args.algos.as_deref().filter(|algos| algos.trim() != "all");
+    let mut comm = match (algos, collectives.as_slice()) {
         (None, _) => args.sim.communicator()?,
         (Some(algos), [collective]) => args.sim.communicator_for(algos, *collective)?,
         (Some(_), _) => {
@@ -493,7 +495,7 @@ fn tune(args: &TuneArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> 
     for collective in collectives {
         writeln!(out, "# kernbench tune {collective}: {}", system.describe())?;
         let mut tuner = Tuner::new(&mut comm, collective)?.max_memory(args.sim.memory.bytes()?);
-        if let Some(algos) = &args.algos {
+        if let Some(algos) = algos {
             tuner = tuner.only(algos)?;
         }
         writeln!(out, "# candidates (one-PE layout): {}", tuner.candidates().join(", "))?;

@@ -105,6 +105,17 @@ pub enum SweepError {
         /// The limit, in bytes.
         limit: u64,
     },
+    /// A tuner asked to keep an algorithm that is not one of its candidates (the collective's
+    /// algorithms that run on the one-PE layout of the system).
+    #[error("`{}` is not a candidate for tuning {collective} here: expected a comma-separated list of [{}]", Quoted(name), candidates.join(", "))]
+    NotACandidate {
+        /// The name given.
+        name: String,
+        /// The collective tuned.
+        collective: Collective,
+        /// The tuner's candidates.
+        candidates: Vec<String>,
+    },
     /// An `--algos` variant (`ring:lanes=8`) whose parameters are not `key=value` pairs.
     #[error("bad algorithm variant `{}`: {expected}", Quoted(text))]
     BadVariant {

@@ -116,14 +116,14 @@ impl Tuner {
     /// find where one algorithm overtakes another, such as the ring's low-latency and streaming modes.
     ///
     /// # Errors
-    /// [`SweepError::UnknownAlgorithm`] for a name that is not a candidate, listing the candidates.
+    /// [`SweepError::NotACandidate`] for a name that is not a candidate, listing the candidates.
     pub fn only(mut self, algos: &str) -> Result<Tuner, SweepError> {
         let names: Vec<&str> = algos.split(',').map(str::trim).collect();
         if let Some(unknown) = names.iter().find(|name| !self.candidates.iter().any(|c| c == *name)) {
-            return Err(SweepError::UnknownAlgorithm {
+            return Err(SweepError::NotACandidate {
                 name: (*unknown).to_owned(),
                 collective: self.collective,
-                known: self.candidates.clone(),
+                candidates: self.candidates.clone(),
             });
         }
         self.candidates.retain(|c| names.contains(&c.as_str()));

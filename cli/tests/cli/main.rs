@@ -72,6 +72,11 @@ fn every_bad_invocation_gives_one_line_and_exit_code_2() {
             "kernel `ring_allreduce` parameters: unknown field `chunkz`",
         ),
         (&["plot", "all_reduce", "--algos", "ring:chunks=-1"], "kernel `ring_allreduce` parameters: invalid value"),
+        (
+            &["tune", "all_reduce", "--algos", "ring,hierarchical_allreduce"],
+            "`hierarchical_allreduce` is not a candidate for tuning all_reduce here: expected a comma-separated list of [",
+        ),
+        (&["tune", "all", "--algos", "ring"], "--algos chooses among one collective's algorithms"),
         (&["trace", "all_reduce", "--algo", "nope"], "unknown algorithm `nope` for all_reduce"),
         (&["trace", "all_reduce", "--algo", "ring,tree"], "expected one algorithm of all_reduce, or auto"),
         (&["run", "all_reduce", "--algo", "nope"], "unknown algorithm `nope`"),
