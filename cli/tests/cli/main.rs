@@ -628,9 +628,10 @@ fn run_and_bench_take_an_all_gathers_size_as_its_gathered_output() {
 
 #[test]
 fn a_run_that_does_not_fit_in_the_available_memory_is_refused_at_once() {
-    use kernbench_cli::memory::{available, estimate_peak};
+    use kernbench::estimate::peak_memory;
+    use kernbench_cli::memory::available;
     // 8 GiB on each of the built-in system's 4 SIPs.
-    let estimate = estimate_peak(kernbench::Collective::AllReduce, 4, 8 << 30);
+    let estimate = peak_memory(kernbench::Collective::AllReduce, 4, 8 << 30);
     let limit = available().expect("/proc/meminfo says how much memory is available");
     assert!(estimate > limit, "this machine has room for the run ({limit} bytes available): the test needs less");
     let started = std::time::Instant::now();
@@ -640,8 +641,30 @@ fn a_run_that_does_not_fit_in_the_available_memory_is_refused_at_once() {
     assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
     assert_eq!(stderr.lines().count(), 1, "not one line:\n{stderr}");
     let both =
-        format!("needs an estimated {} of memory, more than the limit of ", kernbench_cli::memory::human(estimate));
+        format!("needs an estimated {} of memory, more than the limit of ", kernbench::estimate::human(estimate));
     assert!(stderr.contains(&both), "expected `{both}` in\n{stderr}");
+}
+
+#[test]
+fn a_ring_on_4096_sips_is_refused_for_its_messages_at_once_unless_allowed() {
+    let dir = scratch("messages");
+    let system = write(&dir, "ring4096.json", r#"{"sips": 4096, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1}"#);
+    let started = std::time::Instant::now();
+    let out = kernbench(&["run", "all_reduce", "--algo", "ring", "--bytes", "1K", "--system", &system]);
+    let stderr = text(&out.stderr);
+    assert!(started.elapsed() < std::time::Duration::from_secs(1), "took {:?}", started.elapsed());
+    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "not one line:\n{stderr}");
+    let bound = "ring on 4096 participants would send an estimated 268369920 messages, more than the limit of \
+                 67108864: use fewer SIPs, another algorithm, or raise the limit";
+    assert!(stderr.contains(bound), "expected `{bound}` in\n{stderr}");
+    // The same limit, lowered, refuses a small ring too; raised, lets it run.
+    let small = ["run", "all_reduce", "--algo", "ring", "--bytes", "1K", "--system", SMALL];
+    let out = kernbench(&[&small[..], &["--max-messages", "31"]].concat());
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("an estimated 32 messages, more than the limit of 31"), "{}", text(&out.stderr));
+    let out = kernbench(&[&small[..], &["--max-messages", "32"]].concat());
+    assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
 #[test]
