@@ -4,6 +4,7 @@
 //! Communicator::all_reduce(&mut tensor, Sum)
 //!    │ registry.select(all_reduce, bytes per SIP, layout)  -> algorithm, and the rule that chose it
 //!    │ algorithm.plan (once per algorithm) + its validator  -> who runs it, with which neighbours
+//!    │ timing's stragglers checked against the spec's ranges
 //!    │ estimate::{peak_memory, messages} against limits     -> refused before anything is allocated
 //!    │ Runtime::run, one coroutine per participating PE     -> outputs and per-PE figures
 //!    ▼ postcondition::check against a reference             -> right or wrong, and where
@@ -448,7 +449,7 @@ impl Communicator {
         Ok((out, report))
     }
 
-    /// Refuses a call of `algorithm` on `plan` whose memory or messages this communicator does
+    /// Refuses a call of `algorithm` on `plan` whose timing, memory or messages this communicator does
     /// not allow, before the call allocates anything.
     fn check_limits(
         &self,
@@ -457,6 +458,9 @@ impl Communicator {
         plan: &InstallPlan,
         tensor: &DistTensor,
     ) -> Result<(), CommError> {
+        if let Some(timing) = &self.timing {
+            timing.check(&self.system)?;
+        }
         let ranks = plan.len();
         if let Some(limit) = self.max_messages {
             let estimate = estimate::messages(algorithm, plan);

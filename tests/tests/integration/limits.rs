@@ -1,10 +1,12 @@
 //! The Communicator's limits: calls whose estimated memory or messages pass them are refused at once,
-//! with the estimate and the limit, before anything is allocated; the estimates bound what runs.
+//! with the estimate and the limit, before anything is allocated; the estimates bound what runs; a
+//! timing's stragglers out of the system spec's ranges are refused before any PE runs.
 
 use std::time::{Duration, Instant};
 
 use kernbench::estimate::{self, DEFAULT_MAX_MESSAGES};
 use kernbench::prelude::*;
+use kernbench::sim::{RunError, Straggler, Timing};
 use kernbench::workload::{policy_for_mapper, sample_tensor};
 use kernbench::{CallOptions, Collective, CommError, Communicator, DpPolicy, System};
 
@@ -112,4 +114,52 @@ fn the_message_estimate_bounds_every_shipped_algorithm() {
     // Every algorithm ran on some of the shapes, at both sizes.
     assert_eq!(checked.len(), registry.algorithms().count(), "{checked:?}");
     assert!(checked.values().all(|&n| n >= 2), "{checked:?}");
+}
+
+fn straggling(pe: PeId, straggler: Straggler) -> Timing {
+    Timing { stragglers: [(pe, straggler)].into(), ..Timing::default() }
+}
+
+/// A straggler's rate or delay out of the spec's ranges is refused before any PE runs, naming the PE
+/// and the field.
+#[test]
+fn stragglers_out_of_range_are_refused_naming_pe_and_field() {
+    let system = System::shape(2, 1, 1, 1).unwrap();
+    let pe = PeId::new(1, 0, 0);
+    let cases = [
+        (Straggler { compute_gflops: Some(0.0), ..Straggler::default() }, "compute_gflops", "0.0"),
+        (Straggler { compute_gflops: Some(1e-300), ..Straggler::default() }, "compute_gflops", "1e-300"),
+        (Straggler { memory_gbps: Some(f64::INFINITY), ..Straggler::default() }, "memory_gbps", "inf"),
+        (Straggler { start_delay_ns: f64::NAN, ..Straggler::default() }, "start_delay_ns", "NaN"),
+        (Straggler { start_delay_ns: -1.0, ..Straggler::default() }, "start_delay_ns", "-1.0"),
+        (Straggler { start_delay_ns: 1e20, ..Straggler::default() }, "start_delay_ns", "1e20"),
+    ];
+    for (straggler, field, value) in cases {
+        let mut tensor = sample_tensor(&system, 64, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
+        let mut comm = Communicator::new(system.clone()).timing(Some(straggling(pe, straggler)));
+        let err = comm.all_reduce(&mut tensor, ReduceOp::Sum).unwrap_err();
+        assert!(
+            matches!(&err, CommError::Run(RunError::BadStraggler { pe: p, field: f, value: v, .. })
+                if *p == pe && *f == field && v == value),
+            "{field} = {value}: {err}"
+        );
+        let text = err.to_string();
+        assert!(text.starts_with(&format!("timing straggler {pe}: {field} is {value}: expected ")), "{text}");
+        assert_eq!(text.lines().count(), 1, "{text}");
+    }
+    let elsewhere = straggling(PeId::new(2, 0, 0), Straggler::default());
+    let err = elsewhere.check(&system).unwrap_err();
+    assert!(matches!(err, RunError::BadStraggler { field: "pe", .. }), "{err}");
+}
+
+#[test]
+fn stragglers_in_range_run_slower() {
+    let system = System::shape(2, 1, 1, 1).unwrap();
+    let time = |timing: Timing| {
+        let mut tensor = sample_tensor(&system, 1 << 12, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
+        let mut comm = Communicator::new(system.clone()).timing(Some(timing));
+        comm.all_reduce(&mut tensor, ReduceOp::Sum).unwrap().run.completion_ns().unwrap()
+    };
+    let slow = Straggler { compute_gflops: Some(System::MIN_RATE), start_delay_ns: 1e3, ..Straggler::default() };
+    assert!(time(straggling(PeId::new(1, 0, 0), slow)) > time(Timing::default()));
 }
