@@ -175,8 +175,12 @@ pub struct CallReport {
     pub reason: String,
     /// The call's generation on its communicator.
     pub generation: u64,
-    /// Bytes of each SIP's tensor.
+    /// Bytes of each SIP's tensor: what the selection rules compare.
     pub bytes_per_sip: u64,
+    /// nccl-tests' size, as `kernbench bench` reports it: the bytes of a rank's larger buffer, its
+    /// input except for all-gather, whose output is `n` times the input (a rank is a participant that
+    /// holds data: a SIP for one-PE layouts, a PE for multi-PE ones).
+    pub size: u64,
     /// The reduction operator.
     pub op: ReduceOp,
     /// Whether every output matched the reference.
@@ -193,12 +197,12 @@ impl fmt::Display for CallReport {
         let time = self.run.completion_ns().map_or(String::new(), |ns| format!(", {ns:.0} ns simulated"));
         write!(
             f,
-            "{} #{}: {} on {} PEs, {} bytes per SIP, op {}: {}{} [{}]",
+            "{} #{}: {} on {} PEs, {} bytes per rank, op {}: {}{} [{}]",
             self.collective,
             self.generation,
             self.algorithm,
             self.run.pes().len(),
-            self.bytes_per_sip,
+            self.size,
             self.op,
             verdict,
             time,
@@ -432,6 +436,8 @@ impl Communicator {
             Call { op, root, generation },
         )?;
         let outputs: Vec<Tile> = run.pes().iter().map(|p| p.output.clone()).collect();
+        let element = tensor.dtype().size() as u64;
+        let size = inputs.iter().chain(&outputs).map(|t| t.len() as u64 * element).max().unwrap_or(0);
         let postcondition = postcondition::check(CallFacts { collective, op, root }, &inputs, &before, &outputs)
             .map_err(|source| CommError::Reference { collective, source })?;
         let out = output_tensor(collective, tensor, run.pes().iter().map(|p| (p.pe, p.output.clone())))?;
@@ -441,6 +447,7 @@ impl Communicator {
             reason,
             generation,
             bytes_per_sip,
+            size,
             op,
             postcondition,
             plan,

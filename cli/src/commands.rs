@@ -430,7 +430,7 @@ fn run_collectives(args: &RunArgs, out: &mut impl Write, stop: &AtomicBool) -> R
         for &bytes in &sizes {
             check_stop(stop, done, points)?;
             done += 1;
-            let context = || format!("{collective} of {bytes} bytes per SIP");
+            let context = || format!("{collective} of {bytes} bytes");
             check_memory(&system, collective, bytes, (layout, ranks), limit)?;
             let (tensor, rounded) =
                 point_tensor(&system, collective, bytes, (dtype, op), layout, ranks).with_context(context)?;

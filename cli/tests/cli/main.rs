@@ -511,7 +511,7 @@ fn every_rounded_size_is_announced_on_one_line() {
         (
             &["run", "all_reduce", "--system", SMALL, "--bytes", "3"],
             "size 3 runs as 4 bytes: whole f32 elements",
-            "4 bytes per SIP",
+            "4 bytes per rank",
         ),
         (
             &["bench", "all_reduce", "--system", SMALL, "--sizes", "1026"],
@@ -521,12 +521,13 @@ fn every_rounded_size_is_announced_on_one_line() {
         (
             &["run", "all_to_all", "--layout", "multi_pe", "--bytes", "1"],
             "size 1 runs as 262144 bytes: whole f32 elements; whole elements on each of a SIP's 128 PEs holding data; whole blocks for each of the 512 ranks",
-            "262144 bytes per SIP",
+            // 262144 bytes on each SIP, over its 128 PEs: the ranks.
+            "2048 bytes per rank",
         ),
         (
             &["trace", "broadcast", "--system", SMALL, "--bytes", "6", "--dtype", "i64", "--out", trace],
             "size 6 runs as 8 bytes: whole i64 elements",
-            "8 bytes per SIP",
+            "8 bytes per rank",
         ),
     ];
     for (args, note, ran) in cases {
@@ -613,11 +614,14 @@ fn an_output_through_a_symbolic_link_or_into_a_pipe_keeps_the_link_and_the_pipe(
 }
 
 #[test]
-fn run_and_bench_take_an_all_gathers_size_as_its_gathered_output() {
+fn run_and_bench_take_and_say_an_all_gathers_size_as_its_gathered_output() {
     let out = kernbench(&["run", "all_gather", "--system", SMALL, "--bytes", "1K"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    // 2 SIPs: each puts in half of the 1K gathered output.
-    assert!(text(&out.stdout).contains(" on 2 PEs, 512 bytes per SIP,"), "{}", text(&out.stdout));
+    // 2 SIPs: each puts in half of the 1K gathered output (the rule compares that half), and the
+    // report says the size as bench does.
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains(" on 2 PEs, 1024 bytes per rank,"), "{stdout}");
+    assert!(stdout.contains("bytes 512 <= max_bytes 1024"), "{stdout}");
     let out = kernbench(&["bench", "all_gather", "--system", SMALL, "--sizes", "1K", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
