@@ -672,6 +672,19 @@ fn a_ring_on_4096_sips_is_refused_for_its_messages_at_once_unless_allowed() {
 }
 
 #[test]
+fn a_decoding_error_is_one_line_though_the_decoder_is_its_source() {
+    // The decoder's own message quotes the name whole, across two lines; the error's, escaped.
+    let dir = scratch("decoder");
+    let registry = write(&dir, "registry.json", "{\"algorithms\": {}, \"selection\": {}, \"x\\ny\": 1}");
+    let out = kernbench(&["run", "all_reduce", "--registry", &registry]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "not one line:\n{stderr}");
+    assert!(stderr.contains("unknown field `x\\ny`, expected `algorithms` or `selection`"), "{stderr}");
+    assert_eq!(stderr.matches("unknown field").count(), 1, "the decoder's message is said once: {stderr}");
+}
+
+#[test]
 fn run_says_the_peak_memory_after_each_call_on_stderr() {
     let out = kernbench(&["run", "all", "--bytes", "1K"]);
     let stderr = text(&out.stderr);
