@@ -78,6 +78,25 @@ fn raising_the_message_limit_lets_a_call_run() {
     assert!(report.postcondition.held);
 }
 
+/// Every shipped algorithm runs on every shipped system, well under the default limit: the README's
+/// commands and `bench --algos all` are never refused for their messages.
+#[test]
+fn every_shipped_algorithm_on_every_shipped_system_is_under_the_message_limit() {
+    let registry = kernbench::algorithms::default_registry();
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/systems");
+    let mut systems = 0;
+    for file in std::fs::read_dir(dir).unwrap() {
+        let system = System::from_file(&file.unwrap().path()).unwrap();
+        systems += 1;
+        for algorithm in registry.algorithms() {
+            let Ok(plan) = algorithm.plan(&system) else { continue };
+            let estimate = estimate::messages(algorithm, &plan);
+            assert!(estimate < DEFAULT_MAX_MESSAGES / 100, "{} on {}: {estimate}", algorithm.name, system.describe());
+        }
+    }
+    assert!(systems >= 7, "{systems} systems in {dir}");
+}
+
 /// Every shipped algorithm on systems of its mapper, at a size below and above its pieces: the
 /// messages it sent are at most the estimate.
 #[test]
