@@ -4,6 +4,8 @@
 //! Communicator::all_reduce(&mut tensor, Sum)
 //!    │ registry.select(all_reduce, bytes per SIP, layout)  -> algorithm, and the rule that chose it
 //!    │ algorithm.plan (once per algorithm) + its validator  -> who runs it, with which neighbours
+//!    │ timing's stragglers checked against the spec's ranges
+//!    │ estimate::{peak_memory, messages} against limits     -> refused before anything is allocated
 //!    │ Runtime::run, one coroutine per participating PE     -> outputs and per-PE figures
 //!    ▼ postcondition::check against a reference             -> right or wrong, and where
 //! ```
@@ -19,6 +21,8 @@ use kernbench_core::{
     RegistryError, System, Tile, ValidationError,
 };
 use kernbench_sim::{Call, PeBuffers, RunError, RunReport, Runtime, Timing};
+
+use crate::estimate;
 
 /// Why a collective call did not run. The postcondition failing is not an error: it is in the
 /// [`CallReport`], with where it failed.
@@ -91,6 +95,45 @@ pub enum CommError {
         /// What is wrong, naming the PEs.
         reason: String,
     },
+    /// The call would need more memory than the communicator allows ([`Communicator::max_memory`]):
+    /// refused before anything is allocated (the caller's choice of size or limit).
+    #[error(
+        "{collective} over {ranks} ranks of {} each needs an estimated {} of memory, more than the limit of {}: \
+         use fewer or smaller ranks, or raise the limit (Communicator::max_memory)",
+        estimate::human(*input_bytes),
+        estimate::human(*estimate),
+        estimate::human(*limit)
+    )]
+    TooMuchMemory {
+        /// The collective.
+        collective: Collective,
+        /// The participants that hold data.
+        ranks: usize,
+        /// The largest participant's input, in bytes.
+        input_bytes: u64,
+        /// The estimated peak ([`estimate::peak_memory`]), in bytes.
+        estimate: u64,
+        /// The limit, in bytes.
+        limit: u64,
+    },
+    /// The call would send more messages than the communicator allows ([`Communicator::max_messages`]):
+    /// refused before anything is allocated, rather than run for minutes or hours (the caller's choice
+    /// of system, algorithm or limit).
+    #[error(
+        "{algorithm} on {participants} participants would send an estimated {estimate} messages, more than the \
+         limit of {limit}: use fewer SIPs, another algorithm, or raise the limit (Communicator::max_messages, \
+         --max-messages)"
+    )]
+    TooManyMessages {
+        /// The algorithm chosen.
+        algorithm: String,
+        /// Its participants.
+        participants: usize,
+        /// The estimated messages ([`estimate::messages`]).
+        estimate: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// The reference the outputs are checked against cannot be computed from the inputs.
     #[error("the inputs do not fit {collective}: {source}")]
     Reference {
@@ -132,8 +175,12 @@ pub struct CallReport {
     pub reason: String,
     /// The call's generation on its communicator.
     pub generation: u64,
-    /// Bytes of each SIP's tensor.
+    /// Bytes of each SIP's tensor: what the selection rules compare.
     pub bytes_per_sip: u64,
+    /// nccl-tests' size, as `kernbench bench` reports it: the bytes of a rank's larger buffer, its
+    /// input except for all-gather, whose output is `n` times the input (a rank is a participant that
+    /// holds data: a SIP for one-PE layouts, a PE for multi-PE ones).
+    pub size: u64,
     /// The reduction operator.
     pub op: ReduceOp,
     /// Whether every output matched the reference.
@@ -150,12 +197,12 @@ impl fmt::Display for CallReport {
         let time = self.run.completion_ns().map_or(String::new(), |ns| format!(", {ns:.0} ns simulated"));
         write!(
             f,
-            "{} #{}: {} on {} PEs, {} bytes per SIP, op {}: {}{} [{}]",
+            "{} #{}: {} on {} PEs, {} bytes per rank, op {}: {}{} [{}]",
             self.collective,
             self.generation,
             self.algorithm,
             self.run.pes().len(),
-            self.bytes_per_sip,
+            self.size,
             self.op,
             verdict,
             time,
@@ -195,6 +242,8 @@ pub struct Communicator {
     last_generation: u64,
     threads: usize,
     timing: Option<Timing>,
+    max_memory: Option<u64>,
+    max_messages: Option<u64>,
 }
 
 impl Communicator {
@@ -213,6 +262,8 @@ impl Communicator {
             last_generation: 0,
             threads: 1,
             timing: Some(Timing::default()),
+            max_memory: None,
+            max_messages: Some(estimate::DEFAULT_MAX_MESSAGES),
         }
     }
 
@@ -226,6 +277,31 @@ impl Communicator {
     /// all with `None`.
     pub fn timing(mut self, timing: Option<Timing>) -> Communicator {
         self.timing = timing;
+        self
+    }
+
+    /// Refuses a call whose [estimated peak memory](estimate::peak_memory) passes `limit` bytes, with
+    /// [`CommError::TooMuchMemory`] before it allocates anything; `None`, the default, is no limit.
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench::{CommError, Communicator, DpPolicy, ReduceOp, System, workload::sample_tensor};
+    /// let system = System::shape(4, 1, 1, 1).unwrap();
+    /// let mut tensor = sample_tensor(&system, 1 << 20, kernbench::Dtype::F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
+    /// let mut comm = Communicator::new(system).max_memory(Some(16 << 20));
+    /// let refused = comm.all_reduce(&mut tensor, ReduceOp::Sum).unwrap_err();
+    /// assert!(matches!(refused, CommError::TooMuchMemory { limit, .. } if limit == 16 << 20), "{refused}");
+    /// ```
+    pub fn max_memory(mut self, limit: Option<u64>) -> Communicator {
+        self.max_memory = limit;
+        self
+    }
+
+    /// Refuses a call whose [estimated messages](estimate::messages) pass `limit`, with
+    /// [`CommError::TooManyMessages`] before it allocates anything; the default is
+    /// [`estimate::DEFAULT_MAX_MESSAGES`], and `None` is no limit.
+    pub fn max_messages(mut self, limit: Option<u64>) -> Communicator {
+        self.max_messages = limit;
         self
     }
 
@@ -335,6 +411,7 @@ impl Communicator {
             }
             None => self.choose(collective, bytes_per_sip, &layout)?,
         };
+        self.check_limits(collective, &algorithm, &plan, tensor)?;
         let inputs: Vec<Tile> = plan
             .participants()
             .map(|p| tensor.shard(p.pe).cloned().unwrap_or_else(|| Tile::zeros(tensor.dtype(), 0)))
@@ -359,6 +436,8 @@ impl Communicator {
             Call { op, root, generation },
         )?;
         let outputs: Vec<Tile> = run.pes().iter().map(|p| p.output.clone()).collect();
+        let element = tensor.dtype().size() as u64;
+        let size = inputs.iter().chain(&outputs).map(|t| t.len() as u64 * element).max().unwrap_or(0);
         let postcondition = postcondition::check(CallFacts { collective, op, root }, &inputs, &before, &outputs)
             .map_err(|source| CommError::Reference { collective, source })?;
         let out = output_tensor(collective, tensor, run.pes().iter().map(|p| (p.pe, p.output.clone())))?;
@@ -368,12 +447,46 @@ impl Communicator {
             reason,
             generation,
             bytes_per_sip,
+            size,
             op,
             postcondition,
             plan,
             run,
         };
         Ok((out, report))
+    }
+
+    /// Refuses a call of `algorithm` on `plan` whose timing, memory or messages this communicator does
+    /// not allow, before the call allocates anything.
+    fn check_limits(
+        &self,
+        collective: Collective,
+        algorithm: &Algorithm,
+        plan: &InstallPlan,
+        tensor: &DistTensor,
+    ) -> Result<(), CommError> {
+        if let Some(timing) = &self.timing {
+            timing.check(&self.system)?;
+        }
+        let ranks = plan.len();
+        if let Some(limit) = self.max_messages {
+            let estimate = estimate::messages(algorithm, plan);
+            if estimate > limit {
+                let algorithm = algorithm.name.clone();
+                return Err(CommError::TooManyMessages { algorithm, participants: ranks, estimate, limit });
+            }
+        }
+        if let Some(limit) = self.max_memory {
+            let element = tensor.dtype().size() as u64;
+            let input_bytes =
+                plan.participants().filter_map(|p| tensor.shard(p.pe)).map(|t| t.len() as u64 * element).max();
+            let input_bytes = input_bytes.unwrap_or(0);
+            let estimate = estimate::peak_memory(collective, ranks, input_bytes);
+            if estimate > limit {
+                return Err(CommError::TooMuchMemory { collective, ranks, input_bytes, estimate, limit });
+            }
+        }
+        Ok(())
     }
 
     /// The install plan of `algorithm` on this communicator's system, built on first use and shared

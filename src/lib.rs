@@ -8,7 +8,8 @@
 //! - `#[ccl_kernel]` (in [`prelude`]);
 //! - the mock runtime ([`sim`]);
 //! - the shipped kernels and the default `ccl.json` ([`algorithms`]);
-//! - the [`Communicator`]: collectives on a system, each choosing its algorithm from the registry.
+//! - the [`Communicator`]: collectives on a system, each choosing its algorithm from the registry;
+//! - [`estimate`]: a call's peak memory and messages, estimated before it runs.
 //!
 //! The `kernbench` command line, with its sweeps, tables, tuner and plots, is the `kernbench-cli`
 //! crate, so depending on this one brings no argument parser, progress bar or plotting library.
@@ -26,5 +27,6 @@ pub mod algorithms {
 }
 
 mod communicator;
+pub mod estimate;
 
 pub use communicator::{CallOptions, CallReport, CommError, Communicator};

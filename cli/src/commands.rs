@@ -71,22 +71,31 @@ struct Setup {
     registry: Option<PathBuf>,
 }
 
-/// How much memory a call may need.
+/// How much memory a call may need and how many messages it may send.
 #[derive(Debug, clap::Args)]
-struct MemoryLimit {
+struct Limits {
     /// Refuse a call whose estimated peak memory passes SIZE bytes (K/M/G suffixes); default: the
     /// memory available (MemAvailable of /proc/meminfo; no limit where that is unknown).
     #[arg(long, value_name = "SIZE")]
     max_memory: Option<String>,
+    /// Refuse a call whose estimated message count passes COUNT (see kernbench::estimate); default:
+    /// 67108864 (2^26).
+    #[arg(long, value_name = "COUNT", default_value_t = kernbench::estimate::DEFAULT_MAX_MESSAGES)]
+    max_messages: u64,
 }
 
-impl MemoryLimit {
-    /// The limit in bytes, or `None` for none.
-    fn bytes(&self) -> Result<Option<u64>> {
+impl Limits {
+    /// The memory limit in bytes, or `None` for none.
+    fn memory(&self) -> Result<Option<u64>> {
         match &self.max_memory {
             Some(text) => Ok(Some(parse_size(text).context("bad --max-memory")?)),
             None => Ok(memory::available()),
         }
+    }
+
+    /// `comm` refusing calls past these limits.
+    fn apply(&self, comm: Communicator) -> Result<Communicator> {
+        Ok(comm.max_memory(self.memory()?).max_messages(Some(self.max_messages)))
     }
 }
 
@@ -96,7 +105,7 @@ struct Simulator {
     #[command(flatten)]
     setup: Setup,
     #[command(flatten)]
-    memory: MemoryLimit,
+    limits: Limits,
     /// Threads to poll PEs on.
     #[arg(long, default_value_t = 1)]
     threads: usize,
@@ -208,7 +217,7 @@ struct TraceArgs {
     #[command(flatten)]
     setup: Setup,
     #[command(flatten)]
-    memory: MemoryLimit,
+    limits: Limits,
     #[command(flatten)]
     data: Data,
     /// Root rank of broadcast and reduce.
@@ -276,14 +285,14 @@ fn load_system(path: Option<&Path>) -> Result<System> {
 
 impl Simulator {
     fn communicator(&self) -> Result<Communicator> {
-        self.setup.communicator(self.threads)
+        self.limits.apply(self.setup.communicator(self.threads)?)
     }
 
     /// A communicator whose registry also holds the variants (`ring:lanes=8`) that `algos` names.
     fn communicator_for(&self, algos: &str, collective: Collective) -> Result<Communicator> {
         let comm = self.communicator()?;
         let registry = crate::sweep::with_variants(algos, comm.registry(), collective)?;
-        Ok(Communicator::with_registry(comm.system().clone(), registry).threads(self.threads))
+        self.limits.apply(Communicator::with_registry(comm.system().clone(), registry).threads(self.threads))
     }
 }
 
@@ -413,7 +422,7 @@ fn run_collectives(args: &RunArgs, out: &mut impl Write, stop: &AtomicBool) -> R
     let sizes = args.bytes.split(',').map(parse_size).collect::<Result<Vec<_>, _>>()?;
     // The collective's ranks are the PEs that hold data.
     let ranks = system.sips() * shards_per_sip(&system, layout);
-    let limit = args.sim.memory.bytes()?;
+    let limit = args.sim.limits.memory()?;
     writeln!(out, "{}", system.describe())?;
     let (mut wrong, mut done, mut notes) = (0, 0, Notes::default());
     let points = collectives.len() * sizes.len();
@@ -421,7 +430,7 @@ fn run_collectives(args: &RunArgs, out: &mut impl Write, stop: &AtomicBool) -> R
         for &bytes in &sizes {
             check_stop(stop, done, points)?;
             done += 1;
-            let context = || format!("{collective} of {bytes} bytes per SIP");
+            let context = || format!("{collective} of {bytes} bytes");
             check_memory(&system, collective, bytes, (layout, ranks), limit)?;
             let (tensor, rounded) =
                 point_tensor(&system, collective, bytes, (dtype, op), layout, ranks).with_context(context)?;
@@ -432,7 +441,7 @@ fn run_collectives(args: &RunArgs, out: &mut impl Write, stop: &AtomicBool) -> R
             // On stderr, as the rounding notes: it depends on the machine and the allocator, so it is no
             // part of the output a test or a README can compare; nothing is lost if it cannot be written.
             if let Some(peak) = memory::peak_resident() {
-                let peak = memory::human(peak);
+                let peak = kernbench::estimate::human(peak);
                 drop(writeln!(
                     std::io::stderr(),
                     "kernbench: {collective} #{}: peak memory so far {peak}",
@@ -455,7 +464,7 @@ fn bench(args: &BenchArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()
     let sizes = parse_sizes(&args.sizes)?;
     let (dtype, op) = args.data.parse()?;
     let sweep =
-        Sweep::new(collective, series, sizes).dtype(dtype).op(op).root(args.root).max_memory(args.sim.memory.bytes()?);
+        Sweep::new(collective, series, sizes).dtype(dtype).op(op).root(args.root).max_memory(args.sim.limits.memory()?);
     let system = comm.system().clone();
     if args.json {
         let (rows, interrupted) = run_sweep(&sweep, &mut comm, true, stop, out)?;
@@ -494,7 +503,7 @@ fn tune(args: &TuneArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> 
     let mut tunings = Vec::new();
     for collective in collectives {
         writeln!(out, "# kernbench tune {collective}: {}", system.describe())?;
-        let mut tuner = Tuner::new(&mut comm, collective)?.max_memory(args.sim.memory.bytes()?);
+        let mut tuner = Tuner::new(&mut comm, collective)?.max_memory(args.sim.limits.memory()?);
         if let Some(algos) = algos {
             tuner = tuner.only(algos)?;
         }
@@ -529,7 +538,7 @@ fn tune(args: &TuneArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> 
 fn trace(args: &TraceArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> {
     let file = OutputFile::check(&args.out)?;
     let collective = collective(&args.collective)?;
-    let comm = args.setup.communicator(1)?;
+    let comm = args.limits.apply(args.setup.communicator(1)?)?;
     let mut comm = comm.timing(Some(Timing { trace: true, ..Timing::default() }));
     let series = match Series::parse_list(&args.algo, comm.registry(), collective)?.as_slice() {
         [one] => one.clone(),
@@ -541,7 +550,7 @@ fn trace(args: &TraceArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()
         .dtype(dtype)
         .op(op)
         .root(args.root)
-        .max_memory(args.memory.bytes()?);
+        .max_memory(args.limits.memory()?);
     let (row, report) = sweep.call(&mut comm, &series, size)?;
     Notes::default().note(row.rounded.as_ref(), None);
     // Ctrl-C during the call means the trace is not wanted.
@@ -574,7 +583,7 @@ fn plot(args: &PlotArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> 
     let sizes = parse_sizes(&args.sizes)?;
     let (dtype, op) = args.data.parse()?;
     let sweep =
-        Sweep::new(collective, series.clone(), sizes.clone()).dtype(dtype).op(op).max_memory(args.sim.memory.bytes()?);
+        Sweep::new(collective, series.clone(), sizes.clone()).dtype(dtype).op(op).max_memory(args.sim.limits.memory()?);
     let (rows, interrupted) = run_sweep(&sweep, &mut comm, true, stop, out)?;
     interrupted?;
     let title = format!("{collective} busbw on {}", comm.system().describe());

@@ -131,10 +131,13 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 /// The error and its causes on one line, skipping a cause its parent's message already quotes, with
-/// long lists of names (every algorithm, every rule) cut short.
+/// long lists of names (every algorithm, every rule) cut short. A JSON decoder's error is always
+/// quoted by its parent, shortened and escaped, so its own message (a user's name whole, on several
+/// lines) is never added.
 fn one_line(e: &anyhow::Error) -> String {
     let mut line = String::new();
-    for cause in e.chain().map(ToString::to_string) {
+    let causes = e.chain().filter(|cause| !cause.is::<serde_json::Error>()).map(ToString::to_string);
+    for cause in causes {
         if !line.contains(&cause) {
             if !line.is_empty() {
                 line.push_str(": ");

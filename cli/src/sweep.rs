@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use kernbench::bound::{self, CallShape, Limit, TimeBound};
+use kernbench::estimate;
 use kernbench::{
     Collective, DistTensor, DpPolicy, Dtype, InstallPlan, LayoutError, PeId, Quoted, ReduceOp, Registry, RegistryError,
     System,
@@ -92,15 +93,15 @@ pub enum SweepError {
     #[error(
         "{collective} of {size} bytes needs an estimated {} of memory, more than the limit of {}: \
          pass a smaller size, or --max-memory SIZE to allow more",
-        memory::human(*estimate),
-        memory::human(*limit)
+        estimate::human(*estimate),
+        estimate::human(*limit)
     )]
     TooMuchMemory {
         /// The collective.
         collective: Collective,
         /// The size of the point.
         size: u64,
-        /// The estimated peak ([`memory::estimate_peak`]), in bytes.
+        /// The estimated peak ([`estimate::peak_memory`]), in bytes.
         estimate: u64,
         /// The limit, in bytes.
         limit: u64,
@@ -511,7 +512,7 @@ impl Sweep {
         Sweep { collective, series, sizes, dtype: Dtype::F32, op: ReduceOp::Sum, root: 0, max_memory }
     }
 
-    /// The most memory a point may need, in bytes ([`memory::estimate_peak`]); `None` for no limit.
+    /// The most memory a point may need, in bytes ([`estimate::peak_memory`]); `None` for no limit.
     pub fn max_memory(mut self, limit: Option<u64>) -> Sweep {
         self.max_memory = limit;
         self
@@ -637,7 +638,7 @@ impl Sweep {
 }
 
 /// Refuses a point of `size` bytes per rank (as [`point_tensor`] reads it) over `ranks` ranks laid
-/// out by `policy` when its [estimated peak](memory::estimate_peak) passes `limit`; `None` is no limit.
+/// out by `policy` when its [estimated peak](estimate::peak_memory) passes `limit`; `None` is no limit.
 ///
 /// # Errors
 /// [`SweepError::TooMuchMemory`], with the estimate and the limit.
@@ -665,7 +666,7 @@ pub fn check_memory(
         // nccl-tests' size of an all-gather is its output: each rank contributes one part of it.
         input_bytes /= ranks.max(1) as u64;
     }
-    let estimate = memory::estimate_peak(collective, ranks, input_bytes);
+    let estimate = estimate::peak_memory(collective, ranks, input_bytes);
     if estimate > limit {
         return Err(SweepError::TooMuchMemory { collective, size, estimate, limit });
     }

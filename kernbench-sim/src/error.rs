@@ -114,6 +114,21 @@ pub enum RunError {
         /// The value as Rust prints it (`inf`, `-inf` or `NaN`): text, so that the error stays `Eq`.
         value: String,
     },
+    /// A straggler of the timing ([`Timing::stragglers`](crate::Timing::stragglers)) with a rate or delay
+    /// outside the ranges a system spec allows ([`System::MIN_RATE`](kernbench_core::System::MIN_RATE),
+    /// [`System::MAX_TIME_NS`](kernbench_core::System::MAX_TIME_NS)), or on a PE the system does not have
+    /// (the configuration's fault); refused before any PE runs.
+    #[error("timing straggler {pe}: {field} is {value}: expected {expected}")]
+    BadStraggler {
+        /// The straggler's PE.
+        pe: PeId,
+        /// `compute_gflops`, `memory_gbps`, `start_delay_ns`, or `pe` when the system has no such PE.
+        field: &'static str,
+        /// The value as Rust prints it: text, so that the error stays `Eq`.
+        value: String,
+        /// What would be valid.
+        expected: String,
+    },
     /// The plan does not pass [`kernbench_core::check_plan`] on the system (the configuration's fault).
     #[error("the install plan cannot be installed: {0}")]
     Plan(#[from] PlanError),

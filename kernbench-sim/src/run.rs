@@ -219,7 +219,7 @@ impl<'s> Runtime<'s> {
     ///
     /// # Errors
     /// [`RunError`]: a kernel's error, a panic, a deadlock, messages left in queues, buffers and a plan
-    /// that do not fit, or threads that cannot be started.
+    /// that do not fit, a straggler out of range ([`Timing::check`]), or threads that cannot be started.
     pub fn run(
         &self,
         plan: &InstallPlan,
@@ -244,6 +244,9 @@ impl<'s> Runtime<'s> {
             return Err(RunError::BufferCount { participants: pes.len(), buffers: buffers.len() });
         }
         check_plan(plan, self.system)?;
+        if let Some(timing) = &self.timing {
+            timing.check(self.system)?;
+        }
         let lanes: Vec<usize> = (0..pes.len()).map(|rank| kernel.lanes(rank)).collect();
         if let Some((rank, &bad)) = lanes.iter().enumerate().find(|(_, n)| !(1..=Runtime::MAX_LANES).contains(*n)) {
             return Err(RunError::BadLanes { pe: pes[rank], lanes: bad, max: Runtime::MAX_LANES });

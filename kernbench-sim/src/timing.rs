@@ -42,6 +42,8 @@ use kernbench_core::{PeId, System};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
+use crate::error::RunError;
+
 /// How a message crosses a multi-hop route.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -73,6 +75,54 @@ pub struct Timing {
     pub stragglers: BTreeMap<PeId, Straggler>,
     /// Whether to record every operation and transfer as a span, for [`Trace`].
     pub trace: bool,
+}
+
+impl Timing {
+    /// Checks every straggler against the ranges a system spec allows its rates and times: rates
+    /// finite and at least [`System::MIN_RATE`], start delays from 0 to [`System::MAX_TIME_NS`], on a
+    /// PE `system` has. A run given a timing that fails this would end with
+    /// [`RunError::NonFiniteTime`], or silently slow no PE.
+    ///
+    /// # Errors
+    /// [`RunError::BadStraggler`] naming the first bad straggler's PE and field.
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench_sim::{Straggler, Timing};
+    /// use kernbench_core::{PeId, System};
+    /// let system = System::shape(2, 1, 1, 1).unwrap();
+    /// let slow = Straggler { compute_gflops: Some(0.0), ..Straggler::default() };
+    /// let timing = Timing { stragglers: [(PeId::new(1, 0, 0), slow)].into(), ..Timing::default() };
+    /// let error = timing.check(&system).unwrap_err();
+    /// assert!(error.to_string().contains("(sip 1, cube 0, pe 0): compute_gflops is 0"), "{error}");
+    /// ```
+    pub fn check(&self, system: &System) -> Result<(), RunError> {
+        for (&pe, straggler) in &self.stragglers {
+            let bad = |field, value: f64, expected: String| {
+                Err(RunError::BadStraggler { pe, field, value: format!("{value:?}"), expected })
+            };
+            if !system.contains(pe) {
+                return Err(RunError::BadStraggler {
+                    pe,
+                    field: "pe",
+                    value: "not in the system".to_owned(),
+                    expected: format!("a PE of {}", system.describe()),
+                });
+            }
+            let rates = [("compute_gflops", straggler.compute_gflops), ("memory_gbps", straggler.memory_gbps)];
+            for (field, rate) in rates {
+                if let Some(rate) = rate.filter(|&r| !(r.is_finite() && r >= System::MIN_RATE)) {
+                    let expected = format!("a finite number of at least {} (1e9 units per second)", System::MIN_RATE);
+                    return bad(field, rate, expected);
+                }
+            }
+            let delay = straggler.start_delay_ns;
+            if !(0.0..=System::MAX_TIME_NS).contains(&delay) {
+                return bad("start_delay_ns", delay, format!("a number of ns from 0 to {:e}", System::MAX_TIME_NS));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What a span of a PE's or a channel's time was spent on.

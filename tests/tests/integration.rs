@@ -17,6 +17,8 @@ mod golden;
 mod kernels;
 #[path = "integration/lanes.rs"]
 mod lanes;
+#[path = "integration/limits.rs"]
+mod limits;
 #[path = "../../kernbench-core/tests/core/mutate.rs"]
 mod mutate;
 #[path = "integration/registry_props.rs"]

@@ -516,7 +516,7 @@ fn every_rounded_size_is_announced_on_one_line() {
         (
             &["run", "all_reduce", "--system", SMALL, "--bytes", "3"],
             "size 3 runs as 4 bytes: whole f32 elements",
-            "4 bytes per SIP",
+            "4 bytes per rank",
         ),
         (
             &["bench", "all_reduce", "--system", SMALL, "--sizes", "1026"],
@@ -526,12 +526,13 @@ fn every_rounded_size_is_announced_on_one_line() {
         (
             &["run", "all_to_all", "--layout", "multi_pe", "--bytes", "1"],
             "size 1 runs as 262144 bytes: whole f32 elements; whole elements on each of a SIP's 128 PEs holding data; whole blocks for each of the 512 ranks",
-            "262144 bytes per SIP",
+            // 262144 bytes on each SIP, over its 128 PEs: the ranks.
+            "2048 bytes per rank",
         ),
         (
             &["trace", "broadcast", "--system", SMALL, "--bytes", "6", "--dtype", "i64", "--out", trace],
             "size 6 runs as 8 bytes: whole i64 elements",
-            "8 bytes per SIP",
+            "8 bytes per rank",
         ),
     ];
     for (args, note, ran) in cases {
@@ -618,11 +619,14 @@ fn an_output_through_a_symbolic_link_or_into_a_pipe_keeps_the_link_and_the_pipe(
 }
 
 #[test]
-fn run_and_bench_take_an_all_gathers_size_as_its_gathered_output() {
+fn run_and_bench_take_and_say_an_all_gathers_size_as_its_gathered_output() {
     let out = kernbench(&["run", "all_gather", "--system", SMALL, "--bytes", "1K"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    // 2 SIPs: each puts in half of the 1K gathered output.
-    assert!(text(&out.stdout).contains(" on 2 PEs, 512 bytes per SIP,"), "{}", text(&out.stdout));
+    // 2 SIPs: each puts in half of the 1K gathered output (the rule compares that half), and the
+    // report says the size as bench does.
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains(" on 2 PEs, 1024 bytes per rank,"), "{stdout}");
+    assert!(stdout.contains("bytes 512 <= max_bytes 1024"), "{stdout}");
     let out = kernbench(&["bench", "all_gather", "--system", SMALL, "--sizes", "1K", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -633,9 +637,10 @@ fn run_and_bench_take_an_all_gathers_size_as_its_gathered_output() {
 
 #[test]
 fn a_run_that_does_not_fit_in_the_available_memory_is_refused_at_once() {
-    use kernbench_cli::memory::{available, estimate_peak};
+    use kernbench::estimate::peak_memory;
+    use kernbench_cli::memory::available;
     // 8 GiB on each of the built-in system's 4 SIPs.
-    let estimate = estimate_peak(kernbench::Collective::AllReduce, 4, 8 << 30);
+    let estimate = peak_memory(kernbench::Collective::AllReduce, 4, 8 << 30);
     let limit = available().expect("/proc/meminfo says how much memory is available");
     assert!(estimate > limit, "this machine has room for the run ({limit} bytes available): the test needs less");
     let started = std::time::Instant::now();
@@ -645,8 +650,43 @@ fn a_run_that_does_not_fit_in_the_available_memory_is_refused_at_once() {
     assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
     assert_eq!(stderr.lines().count(), 1, "not one line:\n{stderr}");
     let both =
-        format!("needs an estimated {} of memory, more than the limit of ", kernbench_cli::memory::human(estimate));
+        format!("needs an estimated {} of memory, more than the limit of ", kernbench::estimate::human(estimate));
     assert!(stderr.contains(&both), "expected `{both}` in\n{stderr}");
+}
+
+#[test]
+fn a_ring_on_4096_sips_is_refused_for_its_messages_at_once_unless_allowed() {
+    let dir = scratch("messages");
+    let system = write(&dir, "ring4096.json", r#"{"sips": 4096, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1}"#);
+    let started = std::time::Instant::now();
+    let out = kernbench(&["run", "all_reduce", "--algo", "ring", "--bytes", "1K", "--system", &system]);
+    let stderr = text(&out.stderr);
+    assert!(started.elapsed() < std::time::Duration::from_secs(1), "took {:?}", started.elapsed());
+    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "not one line:\n{stderr}");
+    let bound = "ring on 4096 participants would send an estimated 268369920 messages, more than the limit of \
+                 67108864: use fewer SIPs, another algorithm, or raise the limit";
+    assert!(stderr.contains(bound), "expected `{bound}` in\n{stderr}");
+    // The same limit, lowered, refuses a small ring too; raised, lets it run.
+    let small = ["run", "all_reduce", "--algo", "ring", "--bytes", "1K", "--system", SMALL];
+    let out = kernbench(&[&small[..], &["--max-messages", "31"]].concat());
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("an estimated 32 messages, more than the limit of 31"), "{}", text(&out.stderr));
+    let out = kernbench(&[&small[..], &["--max-messages", "32"]].concat());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+#[test]
+fn a_decoding_error_is_one_line_though_the_decoder_is_its_source() {
+    // The decoder's own message quotes the name whole, across two lines; the error's, escaped.
+    let dir = scratch("decoder");
+    let registry = write(&dir, "registry.json", "{\"algorithms\": {}, \"selection\": {}, \"x\\ny\": 1}");
+    let out = kernbench(&["run", "all_reduce", "--registry", &registry]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "not one line:\n{stderr}");
+    assert!(stderr.contains("unknown field `x\\ny`, expected `algorithms` or `selection`"), "{stderr}");
+    assert_eq!(stderr.matches("unknown field").count(), 1, "the decoder's message is said once: {stderr}");
 }
 
 #[test]

@@ -188,8 +188,10 @@ pub enum SpecError {
     /// line and column.
     #[error("invalid system spec: {}", crate::quote::decoder_message(&error.to_string()))]
     Json {
-        /// The decoder's error. Not the error's source: its message may quote a user's name whole
-        /// and on several lines, where this one shortens and escapes it.
+        /// The decoder's error, also the error's [`source`](std::error::Error::source) (its line and
+        /// column, its category). Its own message may quote a user's name whole and on several lines,
+        /// where this one shortens and escapes it: print this one, not both.
+        #[source]
         error: serde_json::Error,
     },
     /// A size that must be at least 1 is 0.

@@ -8,6 +8,15 @@
 //!
 //! Rings of one member have no links, and rings of two link both directions to the other member:
 //! each direction has its own queue, so a kernel that sends E and receives W works unchanged.
+//!
+//! The links of a topology grow linearly in its `N` ranks but for `full` (`N (N - 1)` directed links,
+//! at most 1024 ranks); the messages its kernels send may grow faster. The shipped kernels on
+//! `ring_1d` send `(N - 1)` or `2 (N - 1)` steps per rank, each in `chunks x lanes` pieces, on
+//! `full` up to `N + 1` messages per rank, and on `mesh_2d` `2 (rows + cols - 2)`: `N^2`, `N^2` and
+//! `N^1.5` in all; on `hypercube` they send `N log N`, on `tree`, `double_binary_tree` and
+//! `hierarchical_3level` `N`, and on `intercube` `N` times the SIPs. `kernbench::estimate` has each
+//! kernel's formula, and the `Communicator` refuses a call estimated past its limit of messages (2^26
+//! unless raised), such as a ring all-reduce on 4,096 SIPs (about 2^28).
 
 use std::collections::{BTreeMap, VecDeque};
 

@@ -48,8 +48,10 @@ pub enum RegistryError {
     /// The decoder's message names the field, what was expected, and the line and column.
     #[error("invalid registry: {}", crate::quote::decoder_message(&error.to_string()))]
     Json {
-        /// The decoder's error. Not the error's source: its message may quote a user's name whole
-        /// and on several lines, where this one shortens and escapes it.
+        /// The decoder's error, also the error's [`source`](std::error::Error::source) (its line and
+        /// column, its category). Its own message may quote a user's name whole and on several lines,
+        /// where this one shortens and escapes it: print this one, not both.
+        #[source]
         error: serde_json::Error,
     },
     /// An algorithm names a topology, mapper or validator that does not exist.

@@ -305,3 +305,16 @@ fn a_registry_file_that_is_not_text_is_refused_naming_the_first_bad_byte() {
     assert!(matches!(err, RegistryError::Io { .. }), "{err:?}");
     assert_mentions(&err.to_string(), &["byte 15 is not UTF-8"]);
 }
+
+#[test]
+fn a_decoding_error_keeps_the_decoders_error_as_its_source() {
+    let kernels = KernelSet::new();
+    let err =
+        Registry::from_json_str("{\"algorithms\": {},\n \"selection\": {\"all\\nreduce\": []}}", &kernels).unwrap_err();
+    let source = std::error::Error::source(&err).expect("the decoder's error is the source");
+    let decoder = source.downcast_ref::<serde_json::Error>().expect("a serde_json::Error");
+    assert_eq!(decoder.line(), 2, "{decoder}");
+    // The decoder quotes the name whole, on two lines; the error escapes it, on one.
+    assert_eq!(decoder.to_string().lines().count(), 2, "{decoder}");
+    assert_eq!(err.to_string().lines().count(), 1, "{err}");
+}

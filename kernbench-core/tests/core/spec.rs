@@ -261,3 +261,14 @@ fn an_endless_spec_file_is_refused_at_the_size_bound() {
     assert!(matches!(err, SpecError::Io { .. }), "{err:?}");
     assert_mentions(&err.to_string(), &["/dev/zero", "larger than 16 MiB"]);
 }
+
+#[test]
+fn a_decoding_error_keeps_the_decoders_error_as_its_source() {
+    let err =
+        System::from_json_str("{\n  \"sips\": 4,\n  \"mesh\": {\"w\": 1, \"h\": 1},\n  \"pes_per_cube\": \"one\"\n}")
+            .unwrap_err();
+    let source = std::error::Error::source(&err).expect("the decoder's error is the source");
+    let decoder = source.downcast_ref::<serde_json::Error>().expect("a serde_json::Error");
+    assert_eq!((decoder.line(), decoder.classify()), (4, serde_json::error::Category::Data), "{decoder}");
+    assert_eq!(err.to_string().lines().count(), 1, "{err}");
+}

@@ -277,3 +277,17 @@ fn a_rule_whose_algorithm_does_not_fit_the_layout_is_skipped_for_the_next() {
     assert!(report.reason.contains("skipped hierarchical_allreduce"), "{}", report.reason);
     assert!(report.postcondition.held, "{report}");
 }
+
+#[test]
+fn a_report_says_its_size_as_nccl_tests_does() {
+    let system = System::shape(4, 1, 1, 1).unwrap();
+    let tensor = sample_tensor(&system, 256, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
+    let mut comm = comm(&system);
+    // Each rank puts in 256 bytes: the gathered output of 1024 is an all-gather's size, and a
+    // reduce-scatter's is its input.
+    let (_, gathered) = comm.all_gather(&tensor).unwrap();
+    assert_eq!((gathered.bytes_per_sip, gathered.size), (256, 1024));
+    assert!(gathered.to_string().contains(" on 4 PEs, 1024 bytes per rank, "), "{gathered}");
+    let (_, scattered) = comm.reduce_scatter(&tensor, ReduceOp::Sum).unwrap();
+    assert_eq!((scattered.bytes_per_sip, scattered.size), (256, 256));
+}

@@ -1,0 +1,202 @@
+//! The Communicator's limits: calls whose estimated memory or messages pass them are refused at once,
+//! with the estimate and the limit, before anything is allocated; the estimates bound what runs; a
+//! timing's stragglers out of the system spec's ranges are refused before any PE runs.
+
+use std::time::{Duration, Instant};
+
+use kernbench::estimate::{self, DEFAULT_MAX_MESSAGES};
+use kernbench::prelude::*;
+use kernbench::sim::{RunError, Straggler, Timing};
+use kernbench::workload::{policy_for_mapper, sample_tensor};
+use kernbench::{CallOptions, Collective, CommError, Communicator, DpPolicy, System};
+
+fn named(algorithm: &str) -> CallOptions {
+    CallOptions { algorithm: Some(algorithm.to_owned()), generation: None }
+}
+
+#[test]
+fn a_call_over_the_memory_limit_is_refused_before_it_allocates() {
+    // An all-gather of 64 KiB from each of 1,024 SIPs gathers 64 MiB on every SIP: 64 GiB of outputs,
+    // which the call would take many seconds (or all the machine's memory) to allocate.
+    let system = System::shape(1024, 1, 1, 1).unwrap();
+    let tensor = sample_tensor(&system, 64 << 10, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
+    let mut comm = Communicator::new(system).max_memory(Some(16 << 30));
+    let started = Instant::now();
+    let err = comm.call(Collective::AllGather, &tensor, ReduceOp::Sum, 0, &named("ring_allgather")).unwrap_err();
+    assert!(started.elapsed() < Duration::from_millis(500), "took {:?}", started.elapsed());
+    let expected = estimate::peak_memory(Collective::AllGather, 1024, 64 << 10);
+    assert!(
+        matches!(err, CommError::TooMuchMemory { estimate, limit, ranks: 1024, .. } if estimate == expected && limit == 16 << 30),
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(text.contains("all_gather over 1024 ranks of 64.00 KiB each needs an estimated "), "{text}");
+    assert!(text.contains("more than the limit of 16.00 GiB"), "{text}");
+    assert_eq!(comm.generation(), 0, "a refused call takes no generation");
+}
+
+#[test]
+fn a_call_under_the_memory_limit_runs() {
+    let system = System::shape(4, 1, 1, 1).unwrap();
+    let mut tensor = sample_tensor(&system, 1 << 10, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
+    let mut comm = Communicator::new(system).max_memory(Some(1 << 30));
+    assert!(comm.all_reduce(&mut tensor, ReduceOp::Sum).unwrap().postcondition.held);
+}
+
+#[test]
+fn a_ring_all_reduce_on_4096_sips_is_refused_for_its_messages_at_once() {
+    let system = System::from_json_str(r#"{"sips": 4096, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1}"#).unwrap();
+    let started = Instant::now();
+    let tensor = sample_tensor(&system, 1 << 10, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
+    let mut comm = Communicator::new(system);
+    let err = comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &named("ring")).unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(1), "took {:?}", started.elapsed());
+    // 4,096 ranks, each 2 x 4,095 steps of 2 pieces on 4 lanes.
+    let expected = 4096 * 2 * 4095 * 2 * 4;
+    assert!(
+        matches!(&err, CommError::TooManyMessages { algorithm, participants: 4096, estimate, limit }
+            if algorithm == "ring" && *estimate == expected && *limit == DEFAULT_MAX_MESSAGES),
+        "{err}"
+    );
+    let text = err.to_string();
+    let bound = format!(
+        "ring on 4096 participants would send an estimated {expected} messages, more than the limit of {DEFAULT_MAX_MESSAGES}: use fewer SIPs, another algorithm, or raise the limit"
+    );
+    assert!(text.starts_with(&bound), "{text}");
+}
+
+#[test]
+fn raising_the_message_limit_lets_a_call_run() {
+    let system = System::shape(16, 1, 1, 1).unwrap();
+    let tensor = sample_tensor(&system, 1 << 10, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
+    // 16 x 2 x 15 x 2 x 4 = 3,840 messages.
+    let mut comm = Communicator::new(system.clone()).max_messages(Some(3839));
+    let err = comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &named("ring")).unwrap_err();
+    assert!(matches!(err, CommError::TooManyMessages { estimate: 3840, limit: 3839, .. }), "{err}");
+    let mut comm = Communicator::new(system).max_messages(Some(3840));
+    let (_, report) = comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &named("ring")).unwrap();
+    assert!(report.postcondition.held);
+}
+
+/// Every shipped algorithm runs on every shipped system, well under the default limit: the README's
+/// commands and `bench --algos all` are never refused for their messages.
+#[test]
+fn every_shipped_algorithm_on_every_shipped_system_is_under_the_message_limit() {
+    let registry = kernbench::algorithms::default_registry();
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/systems");
+    let mut systems = 0;
+    for file in std::fs::read_dir(dir).unwrap() {
+        let system = System::from_file(&file.unwrap().path()).unwrap();
+        systems += 1;
+        for algorithm in registry.algorithms() {
+            let Ok(plan) = algorithm.plan(&system) else { continue };
+            let estimate = estimate::messages(algorithm, &plan);
+            assert!(estimate < DEFAULT_MAX_MESSAGES / 100, "{} on {}: {estimate}", algorithm.name, system.describe());
+        }
+    }
+    assert!(systems >= 7, "{systems} systems in {dir}");
+}
+
+/// Every shipped algorithm on systems of its mapper, at a size below and above its pieces: the
+/// messages it sent are at most the estimate.
+#[test]
+fn the_message_estimate_bounds_every_shipped_algorithm() {
+    let registry = kernbench::algorithms::default_registry();
+    let shapes = [(1, 1, 1, 1), (2, 1, 1, 1), (5, 1, 1, 1), (8, 1, 1, 1), (3, 2, 2, 2), (4, 2, 2, 4), (6, 1, 1, 1)];
+    let mut checked = std::collections::BTreeMap::<&str, usize>::new();
+    for algorithm in registry.algorithms() {
+        for &(sips, w, h, pes) in &shapes {
+            let system = System::shape(sips, w, h, pes).unwrap();
+            let Ok(plan) = algorithm.plan(&system) else { continue };
+            let estimate = estimate::messages(algorithm, &plan);
+            let policy = policy_for_mapper(algorithm.mapper.name());
+            let blocks = (plan.len() * plan.len()) as u64;
+            for bytes in [4 * blocks, 4096 * blocks] {
+                let tensor = sample_tensor(&system, bytes, F32, ReduceOp::Sum, policy).unwrap();
+                let mut comm = Communicator::new(system.clone());
+                let Ok((_, report)) =
+                    comm.call(algorithm.collective, &tensor, ReduceOp::Sum, 0, &named(&algorithm.name))
+                else {
+                    continue;
+                };
+                let sent = report.run.totals().messages_sent;
+                assert!(
+                    sent <= estimate,
+                    "{} on {}, {bytes} bytes: sent {sent} messages, estimated {estimate}",
+                    algorithm.name,
+                    system.describe()
+                );
+                *checked.entry(&algorithm.name).or_default() += 1;
+            }
+        }
+    }
+    // Every algorithm ran on some of the shapes, at both sizes.
+    assert_eq!(checked.len(), registry.algorithms().count(), "{checked:?}");
+    assert!(checked.values().all(|&n| n >= 2), "{checked:?}");
+}
+
+fn straggling(pe: PeId, straggler: Straggler) -> Timing {
+    Timing { stragglers: [(pe, straggler)].into(), ..Timing::default() }
+}
+
+/// A straggler's rate or delay out of the spec's ranges is refused before any PE runs, naming the PE
+/// and the field.
+#[test]
+fn stragglers_out_of_range_are_refused_naming_pe_and_field() {
+    let system = System::shape(2, 1, 1, 1).unwrap();
+    let pe = PeId::new(1, 0, 0);
+    let cases = [
+        (Straggler { compute_gflops: Some(0.0), ..Straggler::default() }, "compute_gflops", "0.0"),
+        (Straggler { compute_gflops: Some(1e-300), ..Straggler::default() }, "compute_gflops", "1e-300"),
+        (Straggler { memory_gbps: Some(f64::INFINITY), ..Straggler::default() }, "memory_gbps", "inf"),
+        (Straggler { start_delay_ns: f64::NAN, ..Straggler::default() }, "start_delay_ns", "NaN"),
+        (Straggler { start_delay_ns: -1.0, ..Straggler::default() }, "start_delay_ns", "-1.0"),
+        (Straggler { start_delay_ns: 1e20, ..Straggler::default() }, "start_delay_ns", "1e20"),
+    ];
+    for (straggler, field, value) in cases {
+        let mut tensor = sample_tensor(&system, 64, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
+        let mut comm = Communicator::new(system.clone()).timing(Some(straggling(pe, straggler)));
+        let err = comm.all_reduce(&mut tensor, ReduceOp::Sum).unwrap_err();
+        assert!(
+            matches!(&err, CommError::Run(RunError::BadStraggler { pe: p, field: f, value: v, .. })
+                if *p == pe && *f == field && v == value),
+            "{field} = {value}: {err}"
+        );
+        let text = err.to_string();
+        assert!(text.starts_with(&format!("timing straggler {pe}: {field} is {value}: expected ")), "{text}");
+        assert_eq!(text.lines().count(), 1, "{text}");
+    }
+    let elsewhere = straggling(PeId::new(2, 0, 0), Straggler::default());
+    let err = elsewhere.check(&system).unwrap_err();
+    assert!(matches!(err, RunError::BadStraggler { field: "pe", .. }), "{err}");
+    // A runtime used directly checks too, before any PE runs.
+    let slow = straggling(pe, Straggler { compute_gflops: Some(0.0), ..Straggler::default() });
+    let run = kernbench::sim::testing::MockRun::new(
+        &system,
+        "ring_1d",
+        "leader_only",
+        &kernbench::algorithms::ring_allreduce::KERNEL,
+    )
+    .params(serde_json::json!({"chunks": 1}))
+    .timing(Some(slow))
+    .run();
+    assert!(
+        matches!(
+            run,
+            Err(kernbench::sim::testing::MockError::Run(RunError::BadStraggler { field: "compute_gflops", .. }))
+        ),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn stragglers_in_range_run_slower() {
+    let system = System::shape(2, 1, 1, 1).unwrap();
+    let time = |timing: Timing| {
+        let mut tensor = sample_tensor(&system, 1 << 12, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
+        let mut comm = Communicator::new(system.clone()).timing(Some(timing));
+        comm.all_reduce(&mut tensor, ReduceOp::Sum).unwrap().run.completion_ns().unwrap()
+    };
+    let slow = Straggler { compute_gflops: Some(System::MIN_RATE), start_delay_ns: 1e3, ..Straggler::default() };
+    assert!(time(straggling(PeId::new(1, 0, 0), slow)) > time(Timing::default()));
+}
