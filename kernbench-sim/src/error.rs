@@ -101,7 +101,8 @@ pub enum RunError {
     /// A PE's simulated time is not a finite number (the configuration's fault): a rate of 0 makes
     /// every step infinitely long, and a time that is infinite or NaN must never be printed or
     /// written as a result. System specs keep link rates at 1e-3 GB/s or more and latencies within
-    /// 0..1e12 ns, so it comes from the timing's stragglers, or a system built around those checks.
+    /// 0..1e12 ns, and [`RunError::BadStraggler`] refuses stragglers outside those ranges before a run,
+    /// so this is the last guard: no input that passes those checks is known to reach it.
     #[error(
         "{pe}: its simulated {what} time is {value} ns, not a finite number: check the link rates and latencies of the system, and the timing's stragglers (compute_gflops and memory_gbps must be above 0, start_delay_ns finite)"
     )]
