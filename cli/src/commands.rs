@@ -157,7 +157,8 @@ struct BenchArgs {
     /// The collective: all_reduce, all_gather, reduce_scatter, broadcast, reduce or all_to_all.
     collective: String,
     /// `auto` (the registry's choice per size), `all` (every algorithm of the collective), or a
-    /// comma-separated list of algorithms and `auto`.
+    /// comma-separated list of algorithms, variants of their parameters (`ring:lanes=8:chunks=1`) and
+    /// `auto`.
     #[arg(long, default_value = "auto")]
     algos: String,
     /// nccl-tests sizes in bytes per rank: FROM..TO doubles from FROM to TO; or a comma-separated list.
