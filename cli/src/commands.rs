@@ -292,6 +292,9 @@ impl Simulator {
     /// A communicator whose registry also holds the variants (`ring:lanes=8`) that `algos` names.
     fn communicator_for(&self, algos: &str, collective: Collective) -> Result<Communicator> {
         let comm = self.communicator()?;
+        if !algos.contains(':') {
+            return Ok(comm);
+        }
         let registry = crate::sweep::with_variants(algos, comm.registry(), collective)?;
         self.limits.apply(Communicator::with_registry(comm.system().clone(), registry).threads(self.threads))
     }

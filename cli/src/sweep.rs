@@ -234,7 +234,8 @@ impl Series {
 /// ```
 pub fn with_variants(algos: &str, registry: &Registry, collective: Collective) -> Result<Registry, SweepError> {
     let mut spec = kernbench::RegistrySpec::default();
-    for item in algos.split(',').map(str::trim).filter(|item| item.contains(':')) {
+    // A variant the registry already holds (a communicator made for these `algos`) is not made again.
+    for item in algos.split(',').map(str::trim).filter(|item| item.contains(':') && registry.get(item).is_err()) {
         let mut fields = item.split(':');
         let base = fields.next().unwrap_or_default();
         let algorithm = registry.get(base).ok().filter(|a| a.collective == collective).ok_or_else(|| {

@@ -87,6 +87,27 @@ fn element_dtype<T: Element>(_: &[T]) -> Dtype {
     T::DTYPE
 }
 
+/// The storage methods of an [`Element`] kept in `Storage::$variant`: the same for every element type.
+macro_rules! storage_access {
+    ($variant:ident) => {
+        fn wrap(v: Vec<Self>) -> Storage_ {
+            Storage_(Storage::$variant(v))
+        }
+        fn view(s: &Storage_) -> Option<&[Self]> {
+            match &s.0 {
+                Storage::$variant(v) => Some(v),
+                _ => None,
+            }
+        }
+        fn view_mut(s: &mut Storage_) -> Option<&mut Vec<Self>> {
+            match &mut s.0 {
+                Storage::$variant(v) => Some(v),
+                _ => None,
+            }
+        }
+    };
+}
+
 macro_rules! float_element {
     ($t:ty, $variant:ident, $to32:expr, $from32:expr, $from64:expr) => {
         impl Element for $t {
@@ -112,21 +133,7 @@ macro_rules! float_element {
             fn bits(self) -> u64 {
                 u64::from(self.to_bits())
             }
-            fn wrap(v: Vec<Self>) -> Storage_ {
-                Storage_(Storage::$variant(v))
-            }
-            fn view(s: &Storage_) -> Option<&[Self]> {
-                match &s.0 {
-                    Storage::$variant(v) => Some(v),
-                    _ => None,
-                }
-            }
-            fn view_mut(s: &mut Storage_) -> Option<&mut Vec<Self>> {
-                match &mut s.0 {
-                    Storage::$variant(v) => Some(v),
-                    _ => None,
-                }
-            }
+            storage_access!($variant);
         }
     };
 }
@@ -159,21 +166,7 @@ macro_rules! int_element {
             fn bits(self) -> u64 {
                 self as u64
             }
-            fn wrap(v: Vec<Self>) -> Storage_ {
-                Storage_(Storage::$variant(v))
-            }
-            fn view(s: &Storage_) -> Option<&[Self]> {
-                match &s.0 {
-                    Storage::$variant(v) => Some(v),
-                    _ => None,
-                }
-            }
-            fn view_mut(s: &mut Storage_) -> Option<&mut Vec<Self>> {
-                match &mut s.0 {
-                    Storage::$variant(v) => Some(v),
-                    _ => None,
-                }
-            }
+            storage_access!($variant);
         }
     };
 }
