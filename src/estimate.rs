@@ -41,6 +41,9 @@
 //! bidirectional_ring_allreduce              4 (N - 1) c l            N^2
 //! ring_allgather, ring_reduce_scatter       (N - 1) c l              N^2
 //! one_shot_allreduce, pairwise_alltoall     N - 1                    N^2
+//! symmetric_one_shot_allreduce, symmetric_allgather, symmetric_alltoall
+//!                                           N - 1 puts               N^2
+//! symmetric_two_shot_allreduce              2 (N - 1) puts           N^2
 //! hierarchical_all_to_all                   N + 1                    N^2
 //! mesh_2d_allreduce                         2 (cols - 1) + 2 (rows - 1)  N^1.5 (mesh_2d_grid(N))
 //! intercube_allreduce                       2 (S - 1) + 4, S SIPs    N S
@@ -125,6 +128,8 @@ pub fn messages(algorithm: &Algorithm, plan: &InstallPlan) -> u64 {
         "bidirectional_ring_allreduce" => 4 * steps,
         "ring_allgather" | "ring_reduce_scatter" => steps,
         "one_shot_allreduce" | "pairwise_alltoall" => steps,
+        "symmetric_one_shot_allreduce" | "symmetric_allgather" | "symmetric_alltoall" => steps,
+        "symmetric_two_shot_allreduce" => 2 * steps,
         "hierarchical_all_to_all" => n + 1,
         "mesh_2d_allreduce" => {
             let (rows, cols) = mesh_2d_grid(plan.len().max(1));

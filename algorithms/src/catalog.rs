@@ -25,6 +25,10 @@ pub const KERNELS: &[&KernelDef] = &[
     &crate::ring_broadcast::KERNEL,
     &crate::ring_reduce::KERNEL,
     &crate::ring_reduce_scatter::KERNEL,
+    &crate::symmetric_allgather::KERNEL,
+    &crate::symmetric_alltoall::KERNEL,
+    &crate::symmetric_one_shot_allreduce::KERNEL,
+    &crate::symmetric_two_shot_allreduce::KERNEL,
     &crate::tree_allreduce::KERNEL,
     &crate::tree_broadcast::KERNEL,
 ];

@@ -6,6 +6,7 @@ mod hierarchical;
 mod hierarchical_a2a;
 mod mesh;
 mod ring;
+mod symmetric;
 mod tree;
 
 pub use butterfly::{
@@ -18,6 +19,9 @@ pub use hierarchical_a2a::hierarchical_all_to_all;
 pub use mesh::{intercube_allreduce, mesh_2d_allreduce};
 pub use ring::{
     bidirectional_ring_allreduce, ring_allgather, ring_allreduce, ring_broadcast, ring_reduce, ring_reduce_scatter,
+};
+pub use symmetric::{
+    symmetric_allgather, symmetric_alltoall, symmetric_one_shot_allreduce, symmetric_two_shot_allreduce,
 };
 pub use tree::{double_binary_tree_allreduce, tree_allreduce, tree_broadcast};
 

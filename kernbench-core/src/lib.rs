@@ -37,11 +37,11 @@ pub use machine::{
 
 pub use kernbench_macros::ccl_kernel;
 pub use kernel::{
-    ArgsError, Buffer, Collective, Dtype, Element, Instantiate, KernelDef, KernelError, KernelFuture, KernelSet,
-    Launch, Op, ParamDef, Params, ParseCollectiveError, ParseDtypeError, ParseReduceOpError, ReduceOp, Tile, TileError,
-    Tl, TlContext, UnknownKernel, WatchdogBudget, bf16, chunk_range, chunk_start, f16,
+    ArgsError, Buffer, Collective, Dtype, Element, Group, Instantiate, KernelDef, KernelError, KernelFuture, KernelSet,
+    Launch, Op, ParamDef, Params, ParseCollectiveError, ParseDtypeError, ParseReduceOpError, ReduceOp, Symmetric, Tile,
+    TileError, Tl, TlContext, UnknownKernel, WatchdogBudget, bf16, chunk_range, chunk_start, f16,
 };
-pub use kernel::{bound, postcondition, tl};
+pub use kernel::{bound, postcondition, symmetric, tl};
 
 pub use files::MAX_FILE_BYTES;
 pub use names::{Builtin, NamedItem, UnknownName};
@@ -63,7 +63,7 @@ pub use registry::{
 pub mod prelude {
     pub use crate::kernel::Buffer::{self, Input, Output, Scratch};
     pub use crate::kernel::Dtype::{self, BF16, F16, F32, I32, I64};
-    pub use crate::kernel::{KernelError, ReduceOp, Tile, Tl, bf16, f16};
+    pub use crate::kernel::{Group, KernelError, ReduceOp, Symmetric, Tile, Tl, bf16, f16};
     pub use crate::machine::Direction::{self, E, N, S, W};
     pub use crate::machine::PeId;
     pub use kernbench_macros::ccl_kernel;

@@ -6,11 +6,12 @@
 //! against `Tl`'s source, so the two cannot drift apart.
 
 /// The `async` methods of `Tl`: the steps that can wait for another PE.
-pub(crate) const WAITING: &[&str] = &["send", "send_on", "recv", "recv_on", "recv_like", "barrier"];
+pub(crate) const WAITING: &[&str] =
+    &["send", "send_on", "recv", "recv_on", "recv_like", "barrier", "barrier_in", "get", "wait_until", "quiet"];
 
 /// The methods of `Tl` that return a plain value, not a `Result`.
 pub(crate) const INFALLIBLE: &[&str] =
-    &["context", "pe", "rank", "size", "op", "root", "lane", "lanes", "queue_depth", "note", "has"];
+    &["context", "pe", "rank", "size", "op", "root", "lane", "lanes", "queue_depth", "note", "has", "fence"];
 
 /// A list as an array expression of string literals: `["send", "recv"]`.
 pub(crate) fn array(names: &[&str]) -> proc_macro2::TokenStream {

@@ -2,6 +2,9 @@
 
 use std::fmt;
 
+use std::ops::Range;
+
+use kernbench_core::symmetric::Access;
 use kernbench_core::{Direction, Dtype, KernelError, Op, PeId, PlanError};
 
 /// Why a run did not complete.
@@ -48,6 +51,28 @@ pub enum RunError {
     /// received).
     #[error("every kernel finished but {} queue(s) still hold messages: {}", .0.len(), leftovers(.0))]
     LeftoverMessages(Vec<Leftover>),
+    /// Every kernel finished but signals were left raised beyond what any wait took (the kernel raised
+    /// more than its peers waited for, or forgot a wait or a reset).
+    #[error("every kernel finished but {} signal(s) were left raised: {}", .0.len(), left_raised(.0))]
+    SignalsLeftRaised(Vec<LeftRaised>),
+    /// Under the race detector: every kernel finished, but a put was neither completed by a quiet or
+    /// barrier of its lane nor seen by its target through a signal, message or barrier, so nothing says
+    /// it landed before the kernels ended (the kernel's fault: end with `tl.quiet()`, or signal it).
+    #[error(
+        "every kernel finished but the put by {put} into {to}'s `{buffer}` bytes {}..{} may not have landed: no tl.quiet or barrier of its lane came after it, and no lane of {to} waited on a signal or message ordered after it",
+        bytes.start,
+        bytes.end
+    )]
+    PutNotLanded {
+        /// The put.
+        put: Access,
+        /// Its target.
+        to: PeId,
+        /// The buffer.
+        buffer: &'static str,
+        /// The bytes it wrote.
+        bytes: Range<u64>,
+    },
     /// The buffers given do not match the plan (the caller's fault).
     #[error(
         "the plan has {participants} participating PEs but {buffers} buffers were given (one per PE, in rank order)"
@@ -165,6 +190,37 @@ fn leftovers(list: &[Leftover]) -> String {
         .join("; ")
 }
 
+/// A signal left raised beyond what any wait took when every kernel had finished.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeftRaised {
+    /// The PE whose signal it is.
+    pub pe: PeId,
+    /// The signal.
+    pub signal: usize,
+    /// What it held.
+    pub value: u64,
+    /// The highest value a wait took since its last reset.
+    pub waited: u64,
+}
+
+fn left_raised(list: &[LeftRaised]) -> String {
+    list.iter()
+        .map(|l| format!("{}'s signal {} holds {} but waits took it only to {}", l.pe, l.signal, l.value, l.waited))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// What a lane blocked in `tl.wait_until` waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SignalWait {
+    /// The signal.
+    pub signal: usize,
+    /// The value it waits for (at least).
+    pub until: u64,
+    /// What the signal holds.
+    pub holds: u64,
+}
+
 /// Everything needed to read a deadlock's cycle off: every blocked PE, what it waits in, and the state of
 /// the queue it waits on.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -228,6 +284,8 @@ pub struct BlockedPe {
     pub credits: u64,
     /// The queue's depth.
     pub depth: u64,
+    /// For a lane in `tl.wait_until`: the signal, the value it waits for and what it holds.
+    pub signal: Option<SignalWait>,
 }
 
 impl fmt::Display for DeadlockReport {
@@ -255,7 +313,14 @@ impl fmt::Display for DeadlockReport {
                     b.credits,
                     b.depth
                 )?,
-                _ => writeln!(f, "  {who} waits in {}", b.op)?,
+                _ => match b.signal {
+                    Some(s) => writeln!(
+                        f,
+                        "  {who} waits in {} on signal {} for >= {}; it holds {}",
+                        b.op, s.signal, s.until, s.holds
+                    )?,
+                    None => writeln!(f, "  {who} waits in {}", b.op)?,
+                },
             }
         }
         if self.unreceived.is_empty() {

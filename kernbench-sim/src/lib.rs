@@ -54,13 +54,15 @@
 mod error;
 mod pe;
 mod queue;
+mod race;
 mod report;
 pub mod run;
 mod slots;
+mod symmetric;
 pub mod testing;
 mod timing;
 
-pub use error::{BlockedPe, DeadlockReport, Leftover, RunError, Unreceived};
+pub use error::{BlockedPe, DeadlockReport, LeftRaised, Leftover, RunError, SignalWait, Unreceived};
 pub use pe::{PeBuffers, PeFigures};
 pub use report::{PeReport, RunReport};
 pub use run::{Call, DEFAULT_LOOP_BUDGET, DEFAULT_STEP_BUDGET, Runtime};

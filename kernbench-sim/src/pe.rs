@@ -2,15 +2,18 @@
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Waker};
 
+use kernbench_core::symmetric::{OneSided, Put, Site, Symmetric};
 use kernbench_core::tl::{Backend, Work, message_generation};
-use kernbench_core::{Buffer, Direction, Dtype, KernelError, Op, PeId, Tile, WatchdogBudget};
+use kernbench_core::{Buffer, Direction, Dtype, Group, KernelError, Op, PeId, Tile, WatchdogBudget};
 use serde::{Deserialize, Serialize};
 
 use crate::RunError;
 use crate::queue::{Message, Queue, Side};
+use crate::race::{LaneSync, Stamp, VClock};
+use crate::symmetric::{Heap, LaneOneSided, OneSidedOp, Outgoing, Signals, access, check_signal, conflict_error};
 use crate::timing::{Bookings, Clock, SpanKind};
 
 /// A PE's buffers at the start of a run.
@@ -87,6 +90,14 @@ pub(crate) struct PeState {
     /// When the PE runs several lanes under the timing model: its compute's bookings, so that their
     /// injections, reductions, loads and stores run one at a time.
     pub(crate) compute: Option<Bookings>,
+    /// The ranks its one-sided operations may address, sorted: `(rank, the queue of channel 0 to it,
+    /// the queue of channel 0 from it)`, whose routes they take.
+    pub(crate) peers: Vec<(u32, u32, u32)>,
+    /// Its copy of the symmetric heap.
+    pub(crate) heap: Heap,
+    pub(crate) signals: Signals,
+    /// One-sided operations its lanes started this round.
+    pub(crate) outbox: Vec<Outgoing>,
 }
 
 /// One lane of a PE: a coroutine with its own clock, phase, figures and watchdog count.
@@ -102,6 +113,25 @@ pub(crate) struct LaneState {
     pub(crate) failure: Option<RunError>,
     /// What the watchdog counts.
     pub(crate) watch: Watch,
+    /// Its one-sided state, once it has any.
+    pub(crate) one_sided: Option<Box<LaneOneSided>>,
+}
+
+impl LaneState {
+    /// Its one-sided state, made on first use.
+    pub(crate) fn one_sided(&mut self) -> &mut LaneOneSided {
+        self.one_sided.get_or_insert_default()
+    }
+
+    /// Its place in the happens-before order, made on first use (its task is `task`).
+    pub(crate) fn sync(&mut self, task: u32) -> &mut LaneSync {
+        self.one_sided().sync.get_or_insert_with(|| LaneSync::new(task))
+    }
+
+    /// Its place in the happens-before order, if it has taken one.
+    pub(crate) fn sync_ref(&self) -> Option<&LaneSync> {
+        self.one_sided.as_ref().and_then(|o| o.sync.as_ref())
+    }
 }
 
 /// Spends `ns` of a lane's time on work of its PE: lanes of one PE share its compute (`Some` when it
@@ -140,8 +170,19 @@ pub(crate) enum Wait {
     None,
     Send(u32),
     Recv(u32),
-    /// The barrier epoch that releases it.
-    Barrier(u64),
+    /// A barrier that has not released it yet.
+    Barrier,
+    /// A barrier that has released it.
+    Released,
+    /// Its own signal to reach a value.
+    Signal {
+        signal: u32,
+        until: u64,
+    },
+    /// A get's reply.
+    Get,
+    /// Its puts of this round to be placed.
+    Quiet,
 }
 
 /// The wait of a lane and the waker that resumes it. In the merge phase only the unique counterpart of
@@ -165,12 +206,30 @@ impl WaitSlot {
     }
 }
 
-/// The run-wide barrier: PEs arrive in the poll phase; the merge phase releases them all at once.
+/// A lane at a barrier: its task, the group's key, when it arrived and what it released.
+#[derive(Clone)]
+pub(crate) struct Arrival {
+    pub(crate) group: u64,
+    pub(crate) task: u32,
+    pub(crate) at_ns: f64,
+    pub(crate) clock: Option<VClock>,
+}
+
+/// The barriers: lanes arrive in the poll phase; between rounds each group whose lanes have all
+/// arrived is released at once.
 pub(crate) struct Barrier {
-    pub(crate) arrived: AtomicUsize,
-    pub(crate) epoch: AtomicU64,
-    /// Which lanes (tasks) arrived, and at what simulated time.
-    pub(crate) waiters: Mutex<Vec<(u32, f64)>>,
+    /// Whether any lane arrived this round (the check between rounds is then one load).
+    pub(crate) arrived: AtomicBool,
+    pub(crate) waiters: Mutex<Vec<Arrival>>,
+}
+
+/// The key of `pe`'s `group`: lanes with the same key wait for each other.
+pub(crate) fn group_key(group: Group, pe: PeId) -> u64 {
+    match group {
+        Group::All => 0,
+        Group::Sip => 1 << 62 | u64::from(pe.sip),
+        Group::Cube => 2 << 62 | u64::from(pe.sip) << 32 | u64::from(pe.cube),
+    }
 }
 
 /// The [`Backend`] of one lane of one PE for one poll.
@@ -191,6 +250,13 @@ pub(crate) struct PeView<'a> {
     pub(crate) call_generation: u64,
     pub(crate) barrier: &'a Barrier,
     pub(crate) budget: Budget,
+    /// Whether the race detector is on.
+    pub(crate) detector: bool,
+    /// Set when a lane starts a one-sided operation, so rounds without any skip their delivery.
+    pub(crate) one_sided_used: &'a AtomicBool,
+    /// Every lane's first task and every task's rank: to name the lanes of a race.
+    pub(crate) first_task: &'a [u32],
+    pub(crate) task_rank: &'a [u32],
 }
 
 impl PeView<'_> {
@@ -331,13 +397,16 @@ impl Backend for PeView<'_> {
             Err(e) => return Poll::Ready(Err(e)),
         };
         let queue = &self.queues[q as usize];
+        // Under the race detector a message from a lane that has a place in the order carries it.
+        let released = if self.detector { self.lane.one_sided.as_mut().and_then(|o| o.sync.as_mut()) } else { None };
         let (clock, generation, compute) = (&mut self.lane.clock, self.lane.generation, &mut self.state.compute);
         let bytes = tile.bytes() as u64;
         let make = |credit_at: f64| {
             clock.advance_to(SpanKind::CreditWait, credit_at, 0, false);
             let injection = clock.injection_ns;
             spend(compute, clock, SpanKind::Send, injection, bytes);
-            Message { tile: tile.clone(), generation, depart_ns: clock.now, arrive_ns: clock.now }
+            let order = released.map(|sync| Box::new(sync.release()));
+            Message { tile: tile.clone(), generation, depart_ns: clock.now, arrive_ns: clock.now, order }
         };
         // SAFETY: this PE is the queue's sender and we are in the poll phase.
         if unsafe { queue.try_push(make) } {
@@ -407,6 +476,9 @@ impl Backend for PeView<'_> {
         let credit_at = clock.now + self.credit_latency.get(q as usize).copied().unwrap_or(0.0);
         // SAFETY: as for `peek`.
         let message = unsafe { queue.pop(credit_at) }.expect("peeked a message this poll");
+        if let Some(order) = &message.order {
+            self.lane.sync(self.task).acquire(order);
+        }
         let f = &mut self.lane.figures;
         f.messages_received += 1;
         f.bytes_received += message.tile.bytes() as u64;
@@ -416,29 +488,46 @@ impl Backend for PeView<'_> {
         Poll::Ready(Ok(message.tile))
     }
 
-    fn poll_barrier(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
+    fn poll_barrier(&mut self, group: Group, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
         if let Err(e) = self.check_steps() {
             return Poll::Ready(Err(e));
         }
-        let epoch = self.barrier.epoch.load(Ordering::Relaxed);
         match self.wait.wait {
-            Wait::Barrier(release) if epoch >= release => {
+            Wait::Released => {
                 self.wait.wait = Wait::None;
                 self.step_done(Op::Barrier, None);
                 Poll::Ready(Ok(()))
             }
-            Wait::Barrier(_) => {
-                self.wait.park(self.wait.wait, cx);
+            Wait::Barrier => {
+                self.wait.park(Wait::Barrier, cx);
                 Poll::Pending
             }
             _ => {
-                self.barrier.arrived.fetch_add(1, Ordering::Relaxed);
-                let arrived = (self.task, self.lane.clock.now);
-                self.barrier.waiters.lock().unwrap_or_else(|e| e.into_inner()).push(arrived);
-                self.wait.park(Wait::Barrier(epoch + 1), cx);
+                // A barrier completes the lane's puts (its release is taken when the barrier opens,
+                // after they land) and releases everything the lane did.
+                let clock = match self.lane.one_sided.as_mut().and_then(|o| o.sync.as_mut()) {
+                    Some(sync) if self.detector => {
+                        sync.quiet();
+                        Some(sync.release())
+                    }
+                    _ => None,
+                };
+                let arrival = Arrival {
+                    group: group_key(group, self.state.pe),
+                    task: self.task,
+                    at_ns: self.lane.clock.now,
+                    clock,
+                };
+                self.barrier.arrived.store(true, Ordering::Relaxed);
+                self.barrier.waiters.lock().unwrap_or_else(|e| e.into_inner()).push(arrival);
+                self.wait.park(Wait::Barrier, cx);
                 Poll::Pending
             }
         }
+    }
+
+    fn one_sided(&mut self) -> Option<&mut dyn OneSided> {
+        Some(self)
     }
 
     fn has(&self, direction: Direction) -> bool {
@@ -510,5 +599,237 @@ impl Backend for PeView<'_> {
             }
         };
         spend(&mut self.state.compute, clock, kind, ns, bytes);
+    }
+}
+
+impl PeView<'_> {
+    /// The route to rank `peer` for a one-sided `op`: the queues of channel 0 to and from it.
+    fn peer(&self, peer: usize, op: Op) -> Result<(u32, u32), KernelError> {
+        let peers = &self.state.peers;
+        match peers.binary_search_by_key(&peer, |&(rank, ..)| rank as usize) {
+            Ok(i) => Ok((peers[i].1, peers[i].2)),
+            Err(_) => Err(KernelError::NotAPeer {
+                pe: self.state.pe,
+                rank: self.pes.iter().position(|&p| p == self.state.pe).unwrap_or(usize::MAX),
+                op,
+                peer,
+                reachable: peers.iter().map(|&(rank, ..)| rank as usize).collect(),
+            }),
+        }
+    }
+
+    /// The bytes of `len` elements of `dtype` at `offset` of `buffer`, or the error of `op`.
+    fn range(
+        &self,
+        op: Op,
+        buffer: &Symmetric,
+        offset: usize,
+        len: usize,
+        dtype: Dtype,
+    ) -> Result<std::ops::Range<u64>, KernelError> {
+        buffer.byte_range(offset, len).filter(|_| dtype == buffer.dtype).ok_or(KernelError::BadSymmetricAccess {
+            pe: self.state.pe,
+            op,
+            buffer: *buffer,
+            offset,
+            len,
+            dtype,
+        })
+    }
+
+    /// Injects `bytes` of a one-sided operation and queues it for the end of the round.
+    fn start(&mut self, to: u32, route: u32, clock: Option<VClock>, op: OneSidedOp) {
+        let bytes = match &op {
+            OneSidedOp::Put { tile, .. } => tile.bytes() as u64,
+            _ => crate::symmetric::CONTROL_BYTES,
+        };
+        let lane_clock = &mut self.lane.clock;
+        let injection = lane_clock.injection_ns;
+        spend(&mut self.state.compute, lane_clock, SpanKind::Send, injection, bytes);
+        let f = &mut self.lane.figures;
+        f.messages_sent += 1;
+        f.bytes_sent += bytes;
+        let now = self.lane.clock.now;
+        self.state.outbox.push(Outgoing { task: self.task, to, route, depart_ns: now, arrive_ns: now, clock, op });
+        self.one_sided_used.store(true, Ordering::Relaxed);
+    }
+
+    /// The error for what the race detector found on this PE's copy of `buffer`.
+    fn conflict(&self, conflict: crate::race::Conflict, buffer: &'static str, stamp: &Stamp) -> KernelError {
+        let who = |s: &Stamp| access(self.pes, self.first_task, self.task_rank, s);
+        conflict_error(who, conflict, self.state.pe, buffer, stamp)
+    }
+}
+
+impl OneSided for PeView<'_> {
+    fn declare(&mut self, buffer: &Symmetric) -> Result<(), KernelError> {
+        self.state.heap.buffer(self.state.pe, buffer, self.detector).map(|_| ())
+    }
+
+    fn read(&mut self, buffer: &Symmetric, offset: usize, len: usize, site: Site) -> Result<Tile, KernelError> {
+        let bytes = self.range(Op::Read, buffer, offset, len, buffer.dtype)?;
+        let (pe, detector, task) = (self.state.pe, self.detector, self.task);
+        let copy = self.state.heap.buffer(pe, buffer, detector)?;
+        if let (Some(shadow), false) = (&mut copy.shadow, bytes.is_empty()) {
+            let sync = self.lane.sync(task);
+            let stamp = sync.local_access(Op::Read, site);
+            if let Err(conflict) = shadow.read(bytes, stamp, sync.clock()) {
+                return Err(self.conflict(conflict, buffer.name, &stamp));
+            }
+        }
+        let copy = self.state.heap.buffer(pe, buffer, detector)?;
+        copy.data.slice(offset..offset + len).map_err(|source| KernelError::Tile { pe, op: Op::Read, source })
+    }
+
+    fn write(&mut self, buffer: &Symmetric, offset: usize, tile: &Tile, site: Site) -> Result<(), KernelError> {
+        let bytes = self.range(Op::Write, buffer, offset, tile.len(), tile.dtype())?;
+        let (pe, detector, task) = (self.state.pe, self.detector, self.task);
+        let copy = self.state.heap.buffer(pe, buffer, detector)?;
+        if let (Some(shadow), false) = (&mut copy.shadow, bytes.is_empty()) {
+            let sync = self.lane.sync(task);
+            let stamp = sync.local_access(Op::Write, site);
+            if let Err(conflict) = shadow.write(bytes, stamp, sync.clock()) {
+                return Err(self.conflict(conflict, buffer.name, &stamp));
+            }
+        }
+        let copy = self.state.heap.buffer(pe, buffer, detector)?;
+        copy.data.write_at(offset, tile).map_err(|source| KernelError::Tile { pe, op: Op::Write, source })
+    }
+
+    fn put(&mut self, put: Put<'_>) -> Result<(), KernelError> {
+        let op = if put.signal.is_some() { Op::PutSignal } else { Op::Put };
+        let (route, _) = self.peer(put.peer, op)?;
+        self.range(op, put.buffer, put.offset, put.tile.len(), put.tile.dtype())?;
+        let signal = match put.signal {
+            Some((signal, add)) => Some((check_signal(self.state.pe, op, signal)?, add)),
+            None => None,
+        };
+        let (stamp, clock, seq) = if self.detector {
+            let sync = self.lane.sync(self.task);
+            match signal {
+                // Its own signal releases the write: the write is ordered with the lane's accesses.
+                Some(_) => {
+                    let stamp = sync.put_signal(put.site);
+                    (Some(stamp), Some(sync.release()), sync.all_puts)
+                }
+                None => {
+                    let stamp = sync.put(put.site);
+                    (Some(stamp), Some(sync.knowledge()), sync.all_puts)
+                }
+            }
+        } else {
+            (None, None, 0)
+        };
+        let tile = put.tile.clone();
+        let op = OneSidedOp::Put { buffer: *put.buffer, offset: put.offset, tile, signal, seq, stamp };
+        self.start(put.peer as u32, route, clock, op);
+        Ok(())
+    }
+
+    fn poll_get(
+        &mut self,
+        peer: usize,
+        buffer: &Symmetric,
+        offset: usize,
+        len: usize,
+        site: Site,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Tile, KernelError>> {
+        if self.wait.wait == Wait::Get {
+            let Some((reply, at_ns)) = self.lane.one_sided().reply.take() else {
+                self.wait.park(Wait::Get, cx);
+                return Poll::Pending;
+            };
+            self.wait.wait = Wait::None;
+            let bytes = reply.as_ref().map_or(0, |t| t.bytes() as u64);
+            self.lane.clock.advance_to(SpanKind::Recv, at_ns, bytes, false);
+            self.step_done(Op::Get, None);
+            return Poll::Ready(reply);
+        }
+        if let Err(e) = self.check_steps() {
+            return Poll::Ready(Err(e));
+        }
+        let (route, back) = match self.peer(peer, Op::Get) {
+            Ok(routes) => routes,
+            Err(e) => return Poll::Ready(Err(e)),
+        };
+        if let Err(e) = self.range(Op::Get, buffer, offset, len, buffer.dtype) {
+            return Poll::Ready(Err(e));
+        }
+        let (stamp, clock) = if self.detector {
+            let sync = self.lane.sync(self.task);
+            (Some(sync.local_access(Op::Get, site)), Some(sync.knowledge()))
+        } else {
+            (None, None)
+        };
+        let op = OneSidedOp::Get { buffer: *buffer, offset, len, stamp, back, back_ns: 0.0 };
+        self.start(peer as u32, route, clock, op);
+        self.wait.park(Wait::Get, cx);
+        Poll::Pending
+    }
+
+    fn signal(&mut self, peer: usize, signal: usize, add: u64) -> Result<(), KernelError> {
+        let (route, _) = self.peer(peer, Op::Signal)?;
+        let signal = check_signal(self.state.pe, Op::Signal, signal)?;
+        let clock = if self.detector { Some(self.lane.sync(self.task).release()) } else { None };
+        self.start(peer as u32, route, clock, OneSidedOp::Signal { signal, add });
+        Ok(())
+    }
+
+    fn poll_wait(&mut self, signal: usize, until: u64, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
+        let signal = match self.check_steps().and_then(|()| check_signal(self.state.pe, Op::WaitSignal, signal)) {
+            Ok(signal) => signal,
+            Err(e) => return Poll::Ready(Err(e)),
+        };
+        let state = self.state.signals.get(signal);
+        if state.value < until {
+            self.wait.park(Wait::Signal { signal: signal as u32, until }, cx);
+            return Poll::Pending;
+        }
+        state.waited = state.waited.max(until);
+        let raises = state.reaching(until);
+        if let Some(last) = raises.last() {
+            self.lane.clock.advance_to(SpanKind::SignalWait, last.at_ns, 0, false);
+        }
+        if self.detector && raises.iter().any(|r| r.clock.is_some()) {
+            let lane = &mut *self.lane;
+            let sync = lane.one_sided.get_or_insert_default().sync.get_or_insert_with(|| LaneSync::new(self.task));
+            for raise in &raises {
+                if let Some(clock) = &raise.clock {
+                    sync.acquire(clock);
+                }
+            }
+        }
+        self.wait.wait = Wait::None;
+        self.step_done(Op::WaitSignal, None);
+        Poll::Ready(Ok(()))
+    }
+
+    fn reset(&mut self, signal: usize) -> Result<(), KernelError> {
+        let signal = check_signal(self.state.pe, Op::ResetSignal, signal)?;
+        *self.state.signals.get(signal) = Default::default();
+        Ok(())
+    }
+
+    fn fence(&mut self) {
+        if let Some(sync) = self.lane.one_sided.as_mut().and_then(|o| o.sync.as_mut()) {
+            sync.fence();
+        }
+    }
+
+    fn poll_quiet(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
+        // Puts of this round land when the round is merged.
+        if self.state.outbox.iter().any(|o| o.task == self.task) {
+            self.wait.park(Wait::Quiet, cx);
+            return Poll::Pending;
+        }
+        self.wait.wait = Wait::None;
+        if let Some(one_sided) = self.lane.one_sided.as_mut() {
+            self.lane.clock.advance_to(SpanKind::SignalWait, one_sided.landed_ns, 0, false);
+            if let Some(sync) = &mut one_sided.sync {
+                sync.quiet();
+            }
+        }
+        Poll::Ready(Ok(()))
     }
 }

@@ -15,6 +15,8 @@ use std::cell::UnsafeCell;
 
 use kernbench_core::{Direction, Dtype, Tile};
 
+use crate::race::VClock;
+
 /// A side of a queue: what a PE touched in a round, and what a lane owns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Side {
@@ -30,6 +32,8 @@ pub(crate) struct Message {
     pub(crate) depart_ns: f64,
     /// Simulated time its last byte reaches the receiver, in ns (set when the round is merged).
     pub(crate) arrive_ns: f64,
+    /// What its sender released with it, under the race detector.
+    pub(crate) order: Option<Box<VClock>>,
 }
 
 /// One slot of a queue: a message, and when its credit is back with the sender.

@@ -16,19 +16,23 @@
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Once, OnceLock};
 
 use async_task::Runnable;
 use kernbench_core::tl::{self, MAX_GENERATION, TlContext, message_generation};
-use kernbench_core::{InstallPlan, KernelError, Launch, Op, PeId, ReduceOp, System, Tile, Tl, check_plan};
+use kernbench_core::{Group, InstallPlan, KernelError, Launch, Op, PeId, ReduceOp, System, Tile, Tl, check_plan};
 use rayon::prelude::*;
 
-use crate::error::{BlockedPe, DeadlockReport, Leftover, RunError, Unreceived};
-use crate::pe::{Barrier, Budget, LaneState, PeBuffers, PeFigures, PeState, PeView, Port, Wait, WaitSlot, Watch};
+use crate::error::{BlockedPe, DeadlockReport, LeftRaised, Leftover, RunError, SignalWait, Unreceived};
+use crate::pe::{
+    Barrier, Budget, LaneState, PeBuffers, PeFigures, PeState, PeView, Port, Wait, WaitSlot, Watch, group_key,
+};
 use crate::queue::{Queue, Side};
+use crate::race::{Stamp, VClock};
 use crate::report::{PeReport, RunReport};
 use crate::slots::Slots;
+use crate::symmetric::{Heap, OneSidedOp, Outgoing, PutRecord, Signals, access, conflict_error};
 use crate::timing::{Bookings, Clock, Network, PeTime, SpanKind, TimeReport, Timing, Transfer};
 
 /// Below this many PEs woken in a round, the round runs on one thread by default: handing work to
@@ -85,6 +89,7 @@ pub struct Runtime<'s> {
     parallel_min_ready: usize,
     timing: Option<Timing>,
     budget: Budget,
+    race_detector: bool,
 }
 
 /// Woken runnables, one list per thread so that wakes from parallel merges rarely meet on a lock.
@@ -171,7 +176,18 @@ impl<'s> Runtime<'s> {
             parallel_min_ready: PARALLEL_MIN_READY,
             timing: Some(Timing::default()),
             budget: Budget { loops: DEFAULT_LOOP_BUDGET, steps: DEFAULT_STEP_BUDGET },
+            race_detector: true,
         }
+    }
+
+    /// Checks every access to symmetric memory against the happens-before order of the run (the
+    /// default), or not (`false`): see [`kernbench_core::symmetric`]. On, two unordered accesses to the
+    /// same bytes (one a write) end the run in [`KernelError::Race`], a read of bytes nobody wrote in
+    /// [`KernelError::Uninitialised`], and a put that neither a quiet nor its target's waits completed
+    /// in [`RunError::PutNotLanded`]. Kernels that use no symmetric memory cost the same either way.
+    pub fn race_detector(mut self, on: bool) -> Self {
+        self.race_detector = on;
+        self
     }
 
     /// Lets each PE's kernel (each of its lanes) make at most `iterations` loop iterations (default
@@ -271,16 +287,19 @@ impl<'s> Runtime<'s> {
         };
         quiet_kernel_panics();
         let (queues, ports) = install_queues(plan, self.system.ipcq_depth(), channels);
+        let peers = ports.iter().enumerate().map(|(rank, ports)| one_sided_peers(rank as u32, ports, &queues));
         let network = self
             .timing
             .as_ref()
             .map(|timing| Network::new(self.system, timing, &pes, queues.iter().map(|q| (q.sender, q.receiver))));
+        let peers: Vec<_> = peers.collect();
         let states = pes
             .iter()
             .zip(ports)
+            .zip(peers)
             .zip(buffers)
             .zip(&lanes)
-            .map(|(((&pe, ports), b), &n)| PeState {
+            .map(|((((&pe, ports), peers), b), &n)| PeState {
                 pe,
                 ports,
                 input: b.input,
@@ -289,6 +308,10 @@ impl<'s> Runtime<'s> {
                 touched: Vec::new(),
                 notes: BTreeMap::new(),
                 compute: (n > 1 && self.timing.is_some()).then(Bookings::default),
+                peers,
+                heap: Heap::default(),
+                signals: Signals::default(),
+                outbox: Vec::new(),
             })
             .collect();
         let lane_states = pes
@@ -302,6 +325,7 @@ impl<'s> Runtime<'s> {
                 clock: Clock::new(self.system, self.timing.as_ref(), pe),
                 failure: None,
                 watch: Watch { loops_left: self.budget.loops, steps: 0, last: None },
+                one_sided: None,
             })
             .collect::<Vec<_>>();
         let tasks = lane_states.len();
@@ -316,14 +340,14 @@ impl<'s> Runtime<'s> {
             queues,
             channels: channels as u32,
             results: (0..tasks).map(|_| OnceLock::new()).collect(),
-            barrier: Barrier {
-                arrived: AtomicUsize::new(0),
-                epoch: AtomicU64::new(0),
-                waiters: Mutex::new(Vec::new()),
-            },
+            barrier: Barrier { arrived: AtomicBool::new(false), waiters: Mutex::new(Vec::new()) },
+            group_lanes: BTreeMap::new(),
             generation: call.generation,
             network,
             budget: self.budget,
+            detector: self.race_detector,
+            one_sided_used: AtomicBool::new(false),
+            puts: Vec::new(),
         };
         let ready = Arc::new(ReadyLists { lists: (0..self.threads).map(|_| Mutex::new(Vec::new())).collect() });
         let results = Arc::clone(&exec.results);
@@ -383,10 +407,16 @@ struct Execution<'p> {
     channels: u32,
     results: Arc<[OnceLock<Result<(), KernelError>>]>,
     barrier: Barrier,
+    /// Lanes per barrier group, counted when a group first meets.
+    group_lanes: BTreeMap<u64, usize>,
     generation: u64,
     /// The channels and routes, when time is simulated.
     network: Option<Network>,
     budget: Budget,
+    detector: bool,
+    one_sided_used: AtomicBool,
+    /// Every put applied, under the race detector, for the check at the end of the run.
+    puts: Vec<PutRecord>,
 }
 
 impl Execution<'_> {
@@ -472,12 +502,19 @@ impl Execution<'_> {
                 _ => polled.iter().for_each(|&rank| this.merge(rank, &mut sent)),
             }
             self.place_transfers(&mut sent);
-            self.release_barrier();
+            if self.one_sided_used.swap(false, Ordering::Relaxed) {
+                self.deliver_one_sided(&polled)?;
+            }
+            if self.barrier.arrived.swap(false, Ordering::Relaxed) {
+                self.release_barriers();
+            }
         }
         if finished < self.lanes_total() {
             return Err(RunError::Deadlock(self.deadlock_report(finished)));
         }
         self.check_queues_empty()?;
+        self.check_signals()?;
+        self.check_puts_landed()?;
         self.report(rounds)
     }
 
@@ -545,6 +582,10 @@ impl Execution<'_> {
             call_generation: self.generation,
             barrier: &self.barrier,
             budget: self.budget,
+            detector: self.detector,
+            one_sided_used: &self.one_sided_used,
+            first_task: &self.first_task,
+            task_rank: &self.task_rank,
         };
         let run = catch_unwind(AssertUnwindSafe(|| tl::enter(&mut view, || runnable.run())));
         let failure = match run {
@@ -606,6 +647,12 @@ impl Execution<'_> {
                 }
             }
         }
+        if self.network.is_some() {
+            for (i, out) in state.outbox.iter().enumerate() {
+                let position = ONE_SIDED | i as u64;
+                sent.push(Transfer { depart_ns: out.depart_ns, sender: rank, queue: out.route, position });
+            }
+        }
         if state.compute.as_ref().is_some_and(|c| c.len() > FORGET_COMPUTE_ABOVE) {
             // No lane of the PE can start work before the earliest clock of those still running.
             let floor = self
@@ -630,6 +677,16 @@ impl Execution<'_> {
                 .then((a.sender, a.queue, a.position).cmp(&(b.sender, b.queue, b.position)))
         });
         for t in transfers.iter() {
+            if t.position & ONE_SIDED != 0 {
+                let state = self.states.get(t.sender as usize);
+                let out = &mut state.outbox[(t.position & !ONE_SIDED) as usize];
+                out.arrive_ns = network.deliver(t.queue, t.depart_ns, out.bytes());
+                if let OneSidedOp::Get { back, back_ns, len, buffer, .. } = &mut out.op {
+                    // The reply leaves the target when the request has reached it.
+                    *back_ns = network.deliver(*back, out.arrive_ns, (*len * buffer.dtype.size()) as u64);
+                }
+                continue;
+            }
             // SAFETY: between rounds, with `&mut self`: nothing else touches the queue.
             if let Some(message) = unsafe { self.queues[t.queue as usize].message_mut(t.position) } {
                 message.arrive_ns = network.deliver(t.queue, t.depart_ns, message.tile.bytes() as u64);
@@ -649,22 +706,200 @@ impl Execution<'_> {
         }
     }
 
-    /// Releases the barrier once every lane of every participant has arrived, at the latest arrival's
-    /// time.
-    fn release_barrier(&mut self) {
-        if self.barrier.arrived.load(Ordering::Relaxed) < self.lanes_total() {
-            return;
+    /// Releases each barrier group whose lanes have all arrived, at the latest arrival's time (a lane's
+    /// arrival waits for its puts to land); under the race detector each of its lanes acquires what
+    /// all of them released.
+    fn release_barriers(&mut self) {
+        let mut waiters = std::mem::take(&mut *lock(&self.barrier.waiters));
+        waiters.sort_unstable_by_key(|a| (a.group, a.task));
+        let mut waiting = Vec::new();
+        for group in waiters.chunk_by(|a, b| a.group == b.group) {
+            if group.len() < self.group_lanes(group[0].group) {
+                waiting.extend_from_slice(group);
+                continue;
+            }
+            let mut release = 0.0f64;
+            for arrival in group {
+                let landed = self.lanes_ref(arrival.task).one_sided.as_ref().map_or(0.0, |o| o.landed_ns);
+                release = release.max(arrival.at_ns.max(landed));
+            }
+            let mut joined: Option<VClock> = None;
+            for clock in group.iter().filter_map(|a| a.clock.as_ref()) {
+                joined.get_or_insert_with(VClock::default).join(clock);
+            }
+            for arrival in group {
+                let task = arrival.task;
+                let lane = self.lanes.get(task as usize);
+                lane.clock.advance_to(SpanKind::Barrier, release, 0, false);
+                if let Some(joined) = &joined {
+                    lane.sync(task).acquire(joined);
+                }
+                let slot = self.waits.get(task as usize);
+                slot.wait = Wait::Released;
+                if let Some(waker) = &slot.waker {
+                    waker.wake_by_ref();
+                }
+            }
         }
-        self.barrier.arrived.store(0, Ordering::Relaxed);
-        self.barrier.epoch.fetch_add(1, Ordering::Relaxed);
-        let waiters = std::mem::take(&mut *lock(&self.barrier.waiters));
-        let release = waiters.iter().map(|&(_, at)| at).fold(0.0, f64::max);
-        for (task, _) in waiters {
-            self.lanes.get(task as usize).clock.advance_to(SpanKind::Barrier, release, 0, false);
-            if let Some(waker) = &self.waits.get(task as usize).waker {
+        if !waiting.is_empty() {
+            self.barrier.arrived.store(true, Ordering::Relaxed);
+            lock(&self.barrier.waiters).extend(waiting);
+        }
+    }
+
+    /// How many lanes a barrier `group` waits for.
+    fn group_lanes(&mut self, group: u64) -> usize {
+        if let Some(&n) = self.group_lanes.get(&group) {
+            return n;
+        }
+        let n = (0..self.pes.len())
+            .filter(|&rank| {
+                [Group::All, Group::Sip, Group::Cube].iter().any(|&g| group_key(g, self.pes[rank]) == group)
+            })
+            .map(|rank| self.lanes_of(rank).len())
+            .sum();
+        self.group_lanes.insert(group, n);
+        n
+    }
+
+    fn lanes_ref(&mut self, task: u32) -> &LaneState {
+        self.lanes.get(task as usize)
+    }
+
+    /// Applies the round's one-sided operations to their targets: rank by rank, each PE's in the order
+    /// its lanes made them. Wakes the lanes waiting on what they change.
+    ///
+    /// # Errors
+    /// A race (a put's write unordered with an access already made), or a put into a buffer declared
+    /// with another shape on its target.
+    fn deliver_one_sided(&mut self, polled: &[u32]) -> Result<(), RunError> {
+        for &rank in polled {
+            let outbox = std::mem::take(&mut self.states.get(rank as usize).outbox);
+            for out in outbox {
+                self.apply(out)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, out: Outgoing) -> Result<(), RunError> {
+        let (pes, first_task, task_rank, detector) = (self.pes, &self.first_task, &self.task_rank, self.detector);
+        let who = |s: &Stamp| access(pes, first_task, task_rank, s);
+        let to = out.to as usize;
+        let target = self.states.get(to);
+        let owner = target.pe;
+        match out.op {
+            OneSidedOp::Put { buffer, offset, tile, signal, seq, stamp } => {
+                let copy = target.heap.buffer(owner, &buffer, detector)?;
+                let bytes = buffer.byte_range(offset, tile.len()).unwrap_or(0..0);
+                if let (Some(shadow), Some(stamp), Some(clock), false) =
+                    (&mut copy.shadow, stamp, &out.clock, bytes.is_empty())
+                {
+                    if let Err(conflict) = shadow.write(bytes.clone(), stamp, clock) {
+                        return Err(conflict_error(who, conflict, owner, buffer.name, &stamp).into());
+                    }
+                    self.puts.push(PutRecord { task: out.task, to: out.to, seq, stamp, buffer: buffer.name, bytes });
+                }
+                copy.data.write_at(offset, &tile).map_err(|source| KernelError::Tile {
+                    pe: owner,
+                    op: Op::Put,
+                    source,
+                })?;
+                if let Some((signal, add)) = signal {
+                    target.signals.raise(signal, add, out.arrive_ns, out.clock);
+                    self.wake_signal(to, signal);
+                }
+                let putter = self.lanes.get(out.task as usize).one_sided();
+                putter.landed_ns = putter.landed_ns.max(out.arrive_ns);
+                self.wake(out.task, Wait::Quiet);
+            }
+            OneSidedOp::Signal { signal, add } => {
+                target.signals.raise(signal, add, out.arrive_ns, out.clock);
+                self.wake_signal(to, signal);
+            }
+            OneSidedOp::Get { buffer, offset, len, stamp, back_ns, .. } => {
+                let reply = (|| {
+                    let copy = target.heap.buffer(owner, &buffer, detector)?;
+                    let bytes = buffer.byte_range(offset, len).unwrap_or(0..0);
+                    if let (Some(shadow), Some(stamp), Some(clock), false) =
+                        (&mut copy.shadow, stamp, &out.clock, bytes.is_empty())
+                    {
+                        if let Err(conflict) = shadow.read(bytes, stamp, clock) {
+                            return Err(conflict_error(who, conflict, owner, buffer.name, &stamp));
+                        }
+                    }
+                    // A view: tiles copy on write, so later writes to the target's buffer leave it be.
+                    copy.data.slice(offset..offset + len).map_err(|source| KernelError::Tile {
+                        pe: owner,
+                        op: Op::Get,
+                        source,
+                    })
+                })();
+                self.lanes.get(out.task as usize).one_sided().reply = Some((reply, back_ns));
+                self.wake(out.task, Wait::Get);
+            }
+        }
+        Ok(())
+    }
+
+    /// Wakes `task` if it waits in `wait`.
+    fn wake(&mut self, task: u32, wait: Wait) {
+        let slot = self.waits.get(task as usize);
+        if slot.wait == wait {
+            if let Some(waker) = &slot.waker {
                 waker.wake_by_ref();
             }
         }
+    }
+
+    /// Wakes the lanes of `rank` that wait on `signal`.
+    fn wake_signal(&mut self, rank: usize, signal: usize) {
+        for task in self.lanes_of(rank) {
+            let slot = self.waits.get(task);
+            if matches!(slot.wait, Wait::Signal { signal: s, .. } if s as usize == signal) {
+                if let Some(waker) = &slot.waker {
+                    waker.wake_by_ref();
+                }
+            }
+        }
+    }
+
+    /// Every signal must end where a wait (or a reset) left it: a raise nobody waited for is a message
+    /// nobody received.
+    fn check_signals(&mut self) -> Result<(), RunError> {
+        let mut left = Vec::new();
+        for state in self.states.iter_mut() {
+            for (signal, s) in state.signals.slots.iter().enumerate() {
+                if s.value > s.waited {
+                    left.push(LeftRaised { pe: state.pe, signal, value: s.value, waited: s.waited });
+                }
+            }
+        }
+        if left.is_empty() { Ok(()) } else { Err(RunError::SignalsLeftRaised(left)) }
+    }
+
+    /// Under the race detector, every put must have been completed by a quiet or barrier of its lane,
+    /// or seen (through a signal, message or barrier) by a lane of its target: otherwise nothing says
+    /// it landed before the kernels ended.
+    fn check_puts_landed(&mut self) -> Result<(), RunError> {
+        let puts = std::mem::take(&mut self.puts);
+        for put in &puts {
+            let quieted = self.lanes_ref(put.task).sync_ref().is_some_and(|s| s.quieted >= put.seq);
+            let seen = self.lanes_of(put.to as usize).any(|task| {
+                // SAFETY: between rounds: nothing writes lane states.
+                unsafe { self.lanes.get_ref(task) }.sync_ref().is_some_and(|s| s.saw(&put.stamp))
+            });
+            if !(quieted || seen) {
+                let access = access(self.pes, &self.first_task, &self.task_rank, &put.stamp);
+                return Err(RunError::PutNotLanded {
+                    put: access,
+                    to: self.pes[put.to as usize],
+                    buffer: put.buffer,
+                    bytes: put.bytes.clone(),
+                });
+            }
+        }
+        Ok(())
     }
 
     fn deadlock_report(&mut self, finished: usize) -> DeadlockReport {
@@ -687,6 +922,7 @@ impl Execution<'_> {
                 queued,
                 credits,
                 depth,
+                signal: None,
             };
             let entry = match self.waits.get(task).wait {
                 Wait::Send(q) => {
@@ -701,7 +937,15 @@ impl Execution<'_> {
                     let state = (queue.visible(), queue.credits(), queue.depth());
                     waiting(Op::Recv, Some(queue.recv_dir), Some(peer), queue.channel as usize, state)
                 }
-                Wait::Barrier(_) => waiting(Op::Barrier, None, None, 0, (0, 0, 0)),
+                Wait::Barrier | Wait::Released => waiting(Op::Barrier, None, None, 0, (0, 0, 0)),
+                Wait::Signal { signal, until } => {
+                    let holds = self.states.get(rank).signals.get(signal as usize).value;
+                    let mut entry = waiting(Op::WaitSignal, None, None, 0, (0, 0, 0));
+                    entry.signal = Some(SignalWait { signal: signal as usize, until, holds });
+                    entry
+                }
+                Wait::Get => waiting(Op::Get, None, None, 0, (0, 0, 0)),
+                Wait::Quiet => waiting(Op::Quiet, None, None, 0, (0, 0, 0)),
                 Wait::None => waiting(Op::External, None, None, 0, (0, 0, 0)),
             };
             blocked.push(entry);
@@ -797,6 +1041,23 @@ impl Execution<'_> {
             .collect();
         Ok(RunReport::new(per_pe, rounds, time))
     }
+}
+
+/// The flag that marks a transfer's position as an index into its sender's outbox.
+const ONE_SIDED: u64 = 1 << 63;
+
+/// The ranks rank `rank`'s one-sided operations may address: the peers of its ports, with the queues of
+/// channel 0 to and from each (their routes), sorted by rank.
+fn one_sided_peers(rank: u32, ports: &[Port], queues: &[Queue]) -> Vec<(u32, u32, u32)> {
+    let mut peers: Vec<(u32, u32, u32)> = ports
+        .iter()
+        .filter_map(|p| queues.get(p.out_queue as usize).map(|q| (q, p)))
+        .filter(|(q, _)| q.sender == rank)
+        .map(|(q, p)| (q.receiver, p.out_queue, p.in_queue))
+        .collect();
+    peers.sort_unstable();
+    peers.dedup_by_key(|p| p.0);
+    peers
 }
 
 /// A PE's compute with more bookings than this forgets the ones its lanes are past.

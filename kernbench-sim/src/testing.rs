@@ -51,6 +51,7 @@ pub struct MockRun<'a> {
     timing: Option<Timing>,
     loop_budget: u64,
     step_budget: u64,
+    race_detector: bool,
 }
 
 impl std::fmt::Debug for MockRun<'_> {
@@ -83,6 +84,7 @@ impl<'a> MockRun<'a> {
             timing: Some(Timing::default()),
             loop_budget: crate::run::DEFAULT_LOOP_BUDGET,
             step_budget: crate::run::DEFAULT_STEP_BUDGET,
+            race_detector: true,
         }
     }
 
@@ -148,6 +150,12 @@ impl<'a> MockRun<'a> {
         self
     }
 
+    /// Whether the race detector checks symmetric memory (on by default); see [`Runtime::race_detector`].
+    pub fn race_detector(mut self, on: bool) -> Self {
+        self.race_detector = on;
+        self
+    }
+
     /// Builds the plan and runs the kernel.
     ///
     /// # Errors
@@ -176,6 +184,7 @@ impl<'a> MockRun<'a> {
             .timing(self.timing.clone())
             .loop_budget(self.loop_budget)
             .step_budget(self.step_budget)
+            .race_detector(self.race_detector)
             .run(&plan, &*kernel, buffers, self.call)?)
     }
 }

@@ -143,6 +143,8 @@ pub enum SpanKind {
     Memory,
     /// Waiting at a barrier.
     Barrier,
+    /// Waiting for a signal to be raised, or for the lane's puts to land.
+    SignalWait,
     /// Late start of a straggler.
     Delay,
     /// A channel carrying a message.
@@ -582,6 +584,7 @@ fn span_name(kind: SpanKind) -> &'static str {
         SpanKind::Reduce => "reduce",
         SpanKind::Memory => "load/store",
         SpanKind::Barrier => "barrier",
+        SpanKind::SignalWait => "signal wait",
         SpanKind::Delay => "late start",
         SpanKind::Transfer => "transfer",
     }

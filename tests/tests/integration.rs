@@ -25,5 +25,7 @@ mod mutate;
 mod registry_props;
 #[path = "integration/runtime.rs"]
 mod runtime;
+#[path = "integration/symmetric.rs"]
+mod symmetric;
 #[path = "integration/timing.rs"]
 mod timing;

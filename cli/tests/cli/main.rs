@@ -626,7 +626,7 @@ fn run_and_bench_take_and_say_an_all_gathers_size_as_its_gathered_output() {
     // report says the size as bench does.
     let stdout = text(&out.stdout);
     assert!(stdout.contains(" on 2 PEs, 1024 bytes per rank,"), "{stdout}");
-    assert!(stdout.contains("bytes 512 <= max_bytes 1024"), "{stdout}");
+    assert!(stdout.contains("bytes 512 <= max_bytes 16384"), "{stdout}");
     let out = kernbench(&["bench", "all_gather", "--system", SMALL, "--sizes", "1K", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -72,6 +72,12 @@ fn the_bench_sample_is_what_bench_prints() {
 }
 
 #[test]
+fn the_one_sided_all_to_all_sample_is_what_bench_prints() {
+    let args = ["bench", "all_to_all", "--algos", "pairwise_alltoall,symmetric_alltoall", "--sizes", "1K,1M"];
+    check(&format!("cargo run --release -- {}", args.join(" ")), &args, Path::new(REPO));
+}
+
+#[test]
 fn the_run_sample_is_what_run_prints() {
     check("A sample of `run all`", &["run", "all"], Path::new(REPO));
 }

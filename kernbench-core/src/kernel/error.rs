@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use crate::kernel::symmetric::{Race, Symmetric, Uninitialised};
 use crate::kernel::{Buffer, Dtype, TileError};
 use crate::machine::{Direction, PeId};
 use crate::names::comma_list;
@@ -30,6 +31,26 @@ pub enum Op {
     Zeros,
     /// `tl.finish`.
     Finish,
+    /// `tl.symmetric`.
+    Declare,
+    /// `tl.read` of a symmetric buffer.
+    Read,
+    /// `tl.write` of a symmetric buffer.
+    Write,
+    /// `tl.put`.
+    Put,
+    /// `tl.put_signal`.
+    PutSignal,
+    /// `tl.get`.
+    Get,
+    /// `tl.signal`.
+    Signal,
+    /// `tl.wait_until`.
+    WaitSignal,
+    /// `tl.reset_signal`.
+    ResetSignal,
+    /// `tl.quiet`.
+    Quiet,
     /// A future that is not a `tl` operation (a hand-written `Launch` awaiting something else).
     External,
 }
@@ -47,6 +68,16 @@ impl fmt::Display for Op {
             Op::Concat => "concat",
             Op::Zeros => "zeros",
             Op::Finish => "finish",
+            Op::Declare => "symmetric",
+            Op::Read => "read",
+            Op::Write => "write",
+            Op::Put => "put",
+            Op::PutSignal => "put_signal",
+            Op::Get => "get",
+            Op::Signal => "signal",
+            Op::WaitSignal => "wait_until",
+            Op::ResetSignal => "reset_signal",
+            Op::Quiet => "quiet",
             Op::External => "a non-tl future",
         })
     }
@@ -220,6 +251,79 @@ pub enum KernelError {
         /// That step's direction (none for a barrier).
         last_direction: Option<Direction>,
     },
+    /// A one-sided operation addressed a rank that the PE's install plan does not reach (as a send on a
+    /// direction it does not have): peers are the ranks at the other end of the PE's neighbour table.
+    #[error("{pe}: {op} to rank {peer}, which this PE's install plan does not reach: it reaches ranks [{}]{hint}", comma_list(reachable), hint = if *peer == *rank { " (its own copy is read and written with tl.read and tl.write)" } else { "" })]
+    NotAPeer {
+        /// The PE.
+        pe: PeId,
+        /// Its rank.
+        rank: usize,
+        /// The operation.
+        op: Op,
+        /// The rank addressed.
+        peer: usize,
+        /// The ranks it reaches.
+        reachable: Vec<usize>,
+    },
+    /// Two declarations of a symmetric buffer of one name disagree on its dtype or length (on this PE,
+    /// or between it and a peer that put into it first).
+    #[error(
+        "{pe}: symmetric buffer `{name}` is declared as {got} here but exists as {existing}: every PE must declare it with the same dtype and length"
+    )]
+    SymmetricMismatch {
+        /// The PE.
+        pe: PeId,
+        /// The buffer's name.
+        name: &'static str,
+        /// The shape it exists with, `dtype[len]`.
+        existing: String,
+        /// The shape asked for.
+        got: String,
+    },
+    /// A one-sided access that does not fit its symmetric buffer: past its end, or of another dtype.
+    #[error("{pe}: {op} of {dtype}[{len}] at element {offset} of {buffer}: expected {}[n] with offset + n <= {}", buffer.dtype, buffer.len)]
+    BadSymmetricAccess {
+        /// The PE.
+        pe: PeId,
+        /// The operation.
+        op: Op,
+        /// The buffer.
+        buffer: Symmetric,
+        /// The first element accessed.
+        offset: usize,
+        /// The elements accessed.
+        len: usize,
+        /// Their dtype.
+        dtype: Dtype,
+    },
+    /// A signal number out of range.
+    #[error("{pe}: {op} on signal {signal}, which does not exist: expected 0..{max}")]
+    NoSuchSignal {
+        /// The PE.
+        pe: PeId,
+        /// The operation.
+        op: Op,
+        /// The signal asked for.
+        signal: usize,
+        /// [`MAX_SIGNALS`](crate::kernel::symmetric::MAX_SIGNALS).
+        max: usize,
+    },
+    /// Two unordered accesses to the same bytes of symmetric memory, at least one a write: see
+    /// [`Race`].
+    #[error("{0}")]
+    Race(Box<Race>),
+    /// A read of symmetric memory nobody wrote: see [`Uninitialised`].
+    #[error("{0}")]
+    Uninitialised(Box<Uninitialised>),
+    /// A one-sided operation on a backend that has no symmetric memory.
+    #[error("{pe}: {op}: this runtime has no symmetric memory")]
+    Unsupported {
+        /// The PE.
+        pe: PeId,
+        /// The operation.
+        op: Op,
+    },
     /// The kernel failed on its own terms: in a `#[ccl_kernel]`, `?` on a `Result` of the kernel's own
     /// (any error that implements `Display`, such as a parse error or [`PeerIndexError`](crate::machine::PeerIndexError))
     /// becomes this, with the error's message; a hand-written `Launch` returns it with
@@ -287,7 +391,14 @@ impl KernelError {
             | KernelError::Tile { pe, .. }
             | KernelError::StoreMismatch { pe, .. }
             | KernelError::Watchdog { pe, .. }
+            | KernelError::NotAPeer { pe, .. }
+            | KernelError::SymmetricMismatch { pe, .. }
+            | KernelError::BadSymmetricAccess { pe, .. }
+            | KernelError::NoSuchSignal { pe, .. }
+            | KernelError::Unsupported { pe, .. }
             | KernelError::Kernel { pe, .. } => *pe,
+            KernelError::Race(race) => race.second.pe,
+            KernelError::Uninitialised(read) => read.reader.pe,
         }
     }
 }

@@ -12,6 +12,7 @@ mod def;
 mod dtype;
 mod error;
 pub mod postcondition;
+pub mod symmetric;
 mod tile;
 pub mod tl;
 
@@ -21,5 +22,6 @@ pub use dtype::{Dtype, ParseDtypeError, ParseReduceOpError, ReduceOp};
 pub use error::{KernelError, Op, WatchdogBudget};
 /// Half-precision element types (from the `half` crate), for `F16` and `BF16` tiles.
 pub use half::{bf16, f16};
+pub use symmetric::{Group, Symmetric};
 pub use tile::{Element, Tile, TileError, chunk_range, chunk_start};
 pub use tl::{Buffer, Tl, TlContext};

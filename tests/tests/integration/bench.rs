@@ -63,7 +63,7 @@ fn tuned_auto_is_never_slower_than_the_best_candidate_at_the_tuned_sizes() {
 fn the_default_registry_is_not_always_the_fastest_so_tuning_has_something_to_do() {
     // A regression guard for the test above: were the default rules already optimal everywhere, it
     // could not tell a working tuner from one that copies the defaults.
-    let sizes = vec![1 << 10, 1 << 13, 1 << 15, 1 << 16, 1 << 18, 1 << 20];
+    let sizes = vec![1 << 10, 1 << 13, 1 << 14, 1 << 15, 1 << 16, 1 << 18, 1 << 20];
     let mut comm = Communicator::new(mistuned_system());
     let data = (Dtype::F32, ReduceOp::Sum);
     let tuning = Tuner::new(&mut comm, Collective::AllReduce).unwrap().run(&mut comm, &sizes, data, |_| {}).unwrap();

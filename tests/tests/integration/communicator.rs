@@ -106,18 +106,22 @@ mod matrix {
         tree,
         double_binary_tree,
         one_shot,
+        symmetric_one_shot,
+        symmetric_two_shot,
         mesh_2d,
         hierarchical_allreduce,
         intercube_allreduce,
         ring_allgather,
         recursive_doubling_allgather,
         bruck_allgather,
+        symmetric_allgather,
         ring_reduce_scatter,
         recursive_halving_reduce_scatter,
         tree_broadcast,
         ring_broadcast,
         ring_reduce,
         pairwise_alltoall,
+        symmetric_alltoall,
         hierarchical_all_to_all,
         hierarchical_all_to_all_pes,
     );
@@ -157,10 +161,13 @@ fn t4_hierarchical_allreduce_runs_end_to_end_through_the_communicator_on_the_def
 fn selection_follows_the_size_rules_and_says_which_rule_chose() {
     let system = System::shape(4, 1, 1, 1).unwrap();
     let mut comm = comm(&system);
-    // The shipped rules: one_shot up to 32768 bytes per SIP, bidirectional_ring above.
+    // The shipped rules: one_shot up to 16384 bytes per SIP, symmetric_two_shot to 32768,
+    // bidirectional_ring above.
     let cases = [
         (1024, "one_shot"),
-        (32 << 10, "one_shot"),
+        (16 << 10, "one_shot"),
+        ((16 << 10) + 4, "symmetric_two_shot"),
+        (32 << 10, "symmetric_two_shot"),
         ((32 << 10) + 4, "bidirectional_ring"),
         (1 << 20, "bidirectional_ring"),
     ];

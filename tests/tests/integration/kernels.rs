@@ -111,6 +111,22 @@ fn one_shot_allreduce() -> Algo {
     Algo::new(&alg::one_shot_allreduce::KERNEL, "full", Collective::AllReduce)
 }
 
+fn symmetric_one_shot_allreduce() -> Algo {
+    Algo::new(&alg::symmetric_one_shot_allreduce::KERNEL, "full", Collective::AllReduce)
+}
+
+fn symmetric_two_shot_allreduce() -> Algo {
+    Algo::new(&alg::symmetric_two_shot_allreduce::KERNEL, "full", Collective::AllReduce)
+}
+
+fn symmetric_allgather() -> Algo {
+    Algo::new(&alg::symmetric_allgather::KERNEL, "full", Collective::AllGather)
+}
+
+fn symmetric_alltoall() -> Algo {
+    Algo::new(&alg::symmetric_alltoall::KERNEL, "full", Collective::AllToAll)
+}
+
 fn mesh_2d_allreduce() -> Algo {
     Algo::new(&alg::mesh_2d_allreduce::KERNEL, "mesh_2d", Collective::AllReduce)
 }
@@ -347,6 +363,8 @@ reducing_kernel_tests!(double_binary_tree_allreduce, flat_machines(), Machine::f
 reducing_kernel_tests!(recursive_doubling_allreduce, flat_machines(), Machine::flat(7));
 reducing_kernel_tests!(rabenseifner_allreduce, flat_machines(), Machine::flat(7));
 reducing_kernel_tests!(one_shot_allreduce, flat_machines(), Machine::flat(7));
+reducing_kernel_tests!(symmetric_one_shot_allreduce, flat_machines(), Machine::flat(7));
+reducing_kernel_tests!(symmetric_two_shot_allreduce, flat_machines(), Machine::flat(7));
 reducing_kernel_tests!(mesh_2d_allreduce, mesh_machines(), Machine::flat(12));
 reducing_kernel_tests!(intercube_allreduce, cube_machines(), Machine::cubes(3, 4, 2));
 reducing_kernel_tests!(recursive_halving_reduce_scatter, flat_machines(), Machine::flat(7));
@@ -499,6 +517,8 @@ moving_kernel_tests!(ring_allgather);
 moving_kernel_tests!(recursive_doubling_allgather);
 moving_kernel_tests!(bruck_allgather);
 moving_kernel_tests!(pairwise_alltoall);
+moving_kernel_tests!(symmetric_allgather);
+moving_kernel_tests!(symmetric_alltoall);
 moving_kernel_tests!(tree_broadcast);
 
 #[test]
@@ -513,16 +533,12 @@ fn tree_broadcast_holds_from_every_root() {
 }
 
 #[test]
-fn pairwise_alltoall_holds_when_blocks_differ_in_length() {
+fn the_all_to_alls_hold_when_blocks_differ_in_length() {
     // 2n + 3 elements: the first three blocks of every input are one element longer.
-    for n in COUNTS {
-        check_call(
-            &pairwise_alltoall(),
-            &Machine::flat(n),
-            ReduceOp::Sum,
-            0,
-            &small_input(I64, ReduceOp::Sum, 2 * n + 3),
-        );
+    for algo in [pairwise_alltoall(), symmetric_alltoall()] {
+        for n in COUNTS {
+            check_call(&algo, &Machine::flat(n), ReduceOp::Sum, 0, &small_input(I64, ReduceOp::Sum, 2 * n + 3));
+        }
     }
 }
 

@@ -187,6 +187,7 @@ fn a_receive_cycle_is_a_deadlock_listing_every_blocked_pe() {
             queued: 0,
             credits: 4,
             depth: 4,
+            signal: None,
         })
         .collect();
     assert_eq!(report.blocked, expected);
@@ -219,6 +220,7 @@ fn senders_out_of_credits_are_a_deadlock_showing_full_queues() {
             queued: 4,
             credits: 0,
             depth: 4,
+            signal: None,
         })
         .collect();
     assert_eq!(report.blocked, expected);

@@ -67,7 +67,7 @@ impl Backend for Loopback {
             .pop_front()
             .map_or(Poll::Pending, |tile| Poll::Ready(Ok(tile)))
     }
-    fn poll_barrier(&mut self, _: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
+    fn poll_barrier(&mut self, _: Group, _: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
         Poll::Ready(Ok(()))
     }
     fn has(&self, direction: Direction) -> bool {

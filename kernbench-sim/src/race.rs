@@ -1,0 +1,335 @@
+//! The race detector: vector clocks over lanes, and a shadow of every symmetric buffer that remembers
+//! who last wrote and read each byte range.
+//!
+//! Each lane counts two kinds of events, each its own entry of a clock (a *slot*):
+//!
+//! - `local`: everything the lane does in order; an access made at `local = e` is covered by a
+//!   release that carries `e` or more;
+//! - `puts`: its plain puts, numbered 1, 2, ... A plain put may land after anything the lane does
+//!   later, so a later signal or send releases its puts only up to the last `fence` or `quiet`
+//!   (`fenced`); a barrier releases all of them.
+//!
+//! A put-with-signal's write is recorded on the `local` slot: its own signal releases it.
+//!
+//! Access `a` happens before lane `L`'s access when `a` is `L`'s own (program order) or `L`'s clock
+//! holds `a`'s slot at `a`'s epoch or later. Clocks are sparse (sorted `(slot, epoch)` pairs): a lane
+//! only carries entries for the lanes it has heard of, so a run of a million PEs that uses no symmetric
+//! memory pays nothing, and one that does pays for the edges it has.
+
+use std::ops::Range;
+
+use kernbench_core::Op;
+use kernbench_core::symmetric::Site;
+
+/// What a lane knows of other lanes: for each slot it has heard of, the latest epoch.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct VClock(Vec<(u32, u32)>);
+
+impl VClock {
+    pub(crate) fn get(&self, slot: u32) -> u32 {
+        self.0.binary_search_by_key(&slot, |&(s, _)| s).map_or(0, |i| self.0[i].1)
+    }
+
+    fn raise(&mut self, slot: u32, epoch: u32) {
+        match self.0.binary_search_by_key(&slot, |&(s, _)| s) {
+            Ok(i) => self.0[i].1 = self.0[i].1.max(epoch),
+            Err(i) => self.0.insert(i, (slot, epoch)),
+        }
+    }
+
+    /// Takes in everything `other` knows.
+    pub(crate) fn join(&mut self, other: &VClock) {
+        if other.0.is_empty() {
+            return;
+        }
+        let mut merged = Vec::with_capacity(self.0.len().max(other.0.len()));
+        let (mut a, mut b) = (self.0.iter().peekable(), other.0.iter().peekable());
+        loop {
+            let next = match (a.peek(), b.peek()) {
+                (Some(&&(sa, ea)), Some(&&(sb, eb))) if sa == sb => {
+                    a.next();
+                    b.next();
+                    (sa, ea.max(eb))
+                }
+                (Some(&&x), Some(&&y)) if x.0 < y.0 => {
+                    a.next();
+                    x
+                }
+                (_, Some(&&y)) => {
+                    b.next();
+                    y
+                }
+                (Some(&&x), None) => {
+                    a.next();
+                    x
+                }
+                (None, None) => break,
+            };
+            merged.push(next);
+        }
+        self.0 = merged;
+    }
+}
+
+/// The two slots of task `task`.
+fn local_slot(task: u32) -> u32 {
+    2 * task
+}
+
+fn put_slot(task: u32) -> u32 {
+    2 * task + 1
+}
+
+/// One access to symmetric memory: which lane (task), when by its clock, what and where.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    pub(crate) task: u32,
+    pub(crate) slot: u32,
+    pub(crate) epoch: u32,
+    pub(crate) op: Op,
+    pub(crate) site: Site,
+}
+
+impl Stamp {
+    /// Whether this access happens before one made by `task` knowing `clock`.
+    fn before(&self, task: u32, clock: &VClock) -> bool {
+        self.task == task || clock.get(self.slot) >= self.epoch
+    }
+}
+
+/// A lane's place in the happens-before order.
+#[derive(Clone, Debug)]
+pub(crate) struct LaneSync {
+    task: u32,
+    /// What it has acquired of other lanes.
+    clock: VClock,
+    local: u32,
+    /// Plain puts made.
+    pub(crate) puts: u32,
+    /// Plain puts a later release covers (a fence or quiet came after them).
+    fenced: u32,
+    /// Puts of any kind made, and how many of them a quiet or barrier has completed.
+    pub(crate) all_puts: u32,
+    pub(crate) quieted: u32,
+}
+
+impl LaneSync {
+    pub(crate) fn new(task: u32) -> LaneSync {
+        LaneSync { task, clock: VClock::default(), local: 1, puts: 0, fenced: 0, all_puts: 0, quieted: 0 }
+    }
+
+    /// The stamp of a local access (a read, a write, a get, a put-with-signal's write) made now.
+    pub(crate) fn local_access(&self, op: Op, site: Site) -> Stamp {
+        Stamp { task: self.task, slot: local_slot(self.task), epoch: self.local, op, site }
+    }
+
+    /// The stamp of a plain put made now.
+    pub(crate) fn put(&mut self, site: Site) -> Stamp {
+        self.puts += 1;
+        self.all_puts += 1;
+        Stamp { task: self.task, slot: put_slot(self.task), epoch: self.puts, op: Op::Put, site }
+    }
+
+    /// The stamp of a put-with-signal made now: its own signal releases it.
+    pub(crate) fn put_signal(&mut self, site: Site) -> Stamp {
+        self.all_puts += 1;
+        self.local_access(Op::PutSignal, site)
+    }
+
+    /// What the lane knows now, with its own slots as a release covers them: for a write's check.
+    pub(crate) fn knowledge(&self) -> VClock {
+        let mut clock = self.clock.clone();
+        clock.raise(local_slot(self.task), self.local);
+        clock.raise(put_slot(self.task), self.fenced);
+        clock
+    }
+
+    /// A release (a signal, a send, a barrier's arrival): what it carries; later accesses are not
+    /// covered by it.
+    pub(crate) fn release(&mut self) -> VClock {
+        let clock = self.knowledge();
+        self.local += 1;
+        clock
+    }
+
+    /// `tl.fence()`: later releases cover every put so far.
+    pub(crate) fn fence(&mut self) {
+        self.fenced = self.puts;
+    }
+
+    /// `tl.quiet()` (or a barrier): every put so far has landed.
+    pub(crate) fn quiet(&mut self) {
+        self.fence();
+        self.quieted = self.all_puts;
+    }
+
+    /// What it has acquired: enough to check its own accesses (its own are ordered by task).
+    pub(crate) fn clock(&self) -> &VClock {
+        &self.clock
+    }
+
+    /// An acquire (a wait, a receive, a barrier's release).
+    pub(crate) fn acquire(&mut self, clock: &VClock) {
+        self.clock.join(clock);
+    }
+
+    /// Whether the lane, as it ended, had acquired `stamp`.
+    pub(crate) fn saw(&self, stamp: &Stamp) -> bool {
+        stamp.before(self.task, &self.clock)
+    }
+}
+
+/// What an access found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Conflict {
+    /// An earlier access that neither happens before it, one of the two a write.
+    Race { earlier: Stamp, bytes: Range<u64> },
+    /// A read of bytes nobody wrote.
+    Uninitialised { bytes: Range<u64> },
+}
+
+/// A byte range of a buffer with the last write to it and the reads since.
+#[derive(Clone, Debug)]
+struct Segment {
+    bytes: Range<u64>,
+    write: Option<Stamp>,
+    /// At most one per task: a later read of a task replaces its earlier one.
+    reads: Vec<Stamp>,
+}
+
+/// Who touched which bytes of one PE's copy of a symmetric buffer: disjoint segments sorted by start;
+/// bytes in no segment were never touched.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Shadow {
+    segments: Vec<Segment>,
+}
+
+impl Shadow {
+    /// Records a write of `bytes` by `stamp`, whose lane knows `clock`.
+    pub(crate) fn write(&mut self, bytes: Range<u64>, stamp: Stamp, clock: &VClock) -> Result<(), Conflict> {
+        let range = self.split(bytes.clone());
+        for segment in &self.segments[range.clone()] {
+            let unordered = |s: &&Stamp| !s.before(stamp.task, clock);
+            if let Some(earlier) =
+                segment.write.as_ref().filter(unordered).or_else(|| segment.reads.iter().find(unordered))
+            {
+                return Err(Conflict::Race { earlier: *earlier, bytes: segment.bytes.clone() });
+            }
+        }
+        // The write replaces everything in the range: one segment, with the gaps filled.
+        let written = Segment { bytes, write: Some(stamp), reads: Vec::new() };
+        self.segments.splice(range, [written]);
+        Ok(())
+    }
+
+    /// Records a read of `bytes` by `stamp`, whose lane knows `clock`.
+    pub(crate) fn read(&mut self, bytes: Range<u64>, stamp: Stamp, clock: &VClock) -> Result<(), Conflict> {
+        let range = self.split(bytes.clone());
+        let mut at = bytes.start;
+        for segment in &self.segments[range.clone()] {
+            if segment.bytes.start > at {
+                return Err(Conflict::Uninitialised { bytes: at..segment.bytes.start });
+            }
+            match &segment.write {
+                None => return Err(Conflict::Uninitialised { bytes: segment.bytes.clone() }),
+                Some(write) if !write.before(stamp.task, clock) => {
+                    return Err(Conflict::Race { earlier: *write, bytes: segment.bytes.clone() });
+                }
+                Some(_) => {}
+            }
+            at = segment.bytes.end;
+        }
+        if at < bytes.end {
+            return Err(Conflict::Uninitialised { bytes: at..bytes.end });
+        }
+        for segment in &mut self.segments[range] {
+            match segment.reads.iter_mut().find(|r| r.task == stamp.task) {
+                Some(read) => *read = stamp,
+                None => segment.reads.push(stamp),
+            }
+        }
+        Ok(())
+    }
+
+    /// Splits segments at `bytes`' ends; returns the indices of the segments inside `bytes`.
+    fn split(&mut self, bytes: Range<u64>) -> Range<usize> {
+        for cut in [bytes.start, bytes.end] {
+            let i = self.segments.partition_point(|s| s.bytes.end <= cut);
+            if let Some(segment) = self.segments.get(i).filter(|s| s.bytes.start < cut) {
+                let mut right = segment.clone();
+                right.bytes.start = cut;
+                self.segments[i].bytes.end = cut;
+                self.segments.insert(i + 1, right);
+            }
+        }
+        let first = self.segments.partition_point(|s| s.bytes.end <= bytes.start);
+        let last = self.segments.partition_point(|s| s.bytes.start < bytes.end);
+        first..last.max(first)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::panic::Location;
+
+    use super::*;
+
+    fn site() -> Site {
+        Site(Location::caller())
+    }
+
+    #[test]
+    fn clocks_join_entry_by_entry() {
+        let mut a = VClock::default();
+        a.raise(1, 3);
+        a.raise(5, 1);
+        let mut b = VClock::default();
+        b.raise(1, 2);
+        b.raise(4, 7);
+        a.join(&b);
+        assert_eq!(a.0, vec![(1, 3), (4, 7), (5, 1)]);
+    }
+
+    #[test]
+    fn an_unordered_write_after_a_write_is_a_race_and_an_ordered_one_is_not() {
+        let mut writer = LaneSync::new(0);
+        let mut reader = LaneSync::new(1);
+        let mut shadow = Shadow::default();
+        let first = writer.local_access(Op::Write, site());
+        shadow.write(0..16, first, &writer.knowledge()).unwrap();
+        // Lane 1 writes bytes 8..24 knowing nothing of lane 0.
+        let second = reader.local_access(Op::Write, site());
+        let conflict = shadow.write(8..24, second, &reader.knowledge()).unwrap_err();
+        assert_eq!(conflict, Conflict::Race { earlier: first, bytes: 8..16 });
+        // After lane 0 releases and lane 1 acquires, it is ordered.
+        reader.acquire(&writer.release());
+        shadow.write(8..24, second, &reader.knowledge()).unwrap();
+    }
+
+    #[test]
+    fn a_plain_put_is_released_only_after_a_fence() {
+        let mut putter = LaneSync::new(0);
+        let mut waiter = LaneSync::new(1);
+        let mut shadow = Shadow::default();
+        let put = putter.put(site());
+        shadow.write(0..8, put, &putter.knowledge()).unwrap();
+        waiter.acquire(&putter.release());
+        let read = waiter.local_access(Op::Read, site());
+        assert!(matches!(shadow.read(0..8, read, &waiter.knowledge()), Err(Conflict::Race { .. })));
+        putter.fence();
+        waiter.acquire(&putter.release());
+        shadow.read(0..8, read, &waiter.knowledge()).unwrap();
+    }
+
+    #[test]
+    fn reads_of_gaps_are_uninitialised() {
+        let lane = LaneSync::new(0);
+        let mut shadow = Shadow::default();
+        let write = lane.local_access(Op::Write, site());
+        shadow.write(8..16, write, &lane.knowledge()).unwrap();
+        let read = lane.local_access(Op::Read, site());
+        assert_eq!(shadow.read(0..16, read, &lane.knowledge()), Err(Conflict::Uninitialised { bytes: 0..8 }));
+        assert_eq!(shadow.read(8..20, read, &lane.knowledge()), Err(Conflict::Uninitialised { bytes: 16..20 }));
+        shadow.read(8..16, read, &lane.knowledge()).unwrap();
+    }
+}
