@@ -1,5 +1,5 @@
 //! The mock runtime's speed: per-message overhead, the timing model's cost per message, reduction
-//! bandwidth, and a million-PE run.
+//! bandwidth, the race detector's cost, and a million-PE run.
 //!
 //! `cargo bench --bench runtime` prints each figure next to its target. Set `KERNBENCH_BENCH_QUICK=1`
 //! for a smaller, faster pass. Timed figures are the best of a few runs: the machine may be shared.
@@ -171,8 +171,24 @@ fn million_pes() {
     println!("{}", lines::thread_speedup(secs_by_threads[0] / secs_by_threads[1]));
 }
 
+/// The race detector's cost on the one-sided one-shot all-reduce at 1 MiB per rank on the built-in
+/// system (4 SIPs, a PE each), timed: with it on against off, best of a few runs each.
+fn race_detector() {
+    let system = System::builtin();
+    let kernel = &kernbench::algorithms::symmetric_one_shot_allreduce::KERNEL;
+    let elements = if quick() { 1 << 16 } else { 1 << 18 };
+    let run = |on: bool| {
+        let run = MockRun::new(&system, "full", "leader_only", kernel)
+            .inputs(|_, rank| Tile::filled(F32, elements, rank as f64))
+            .race_detector(on);
+        best_of(|| time(|| run.run().unwrap()).1)
+    };
+    let (on, off) = (run(true), run(false));
+    println!("{}", lines::race_detector(on / off, on * 1e3, off * 1e3));
+}
+
 /// Whether section `name` runs: all of them, or those named in `KERNBENCH_BENCH_ONLY` (comma-separated:
-/// messages, timing, reduce, million).
+/// messages, timing, reduce, race, million).
 fn section(name: &str) -> bool {
     std::env::var("KERNBENCH_BENCH_ONLY").map_or(true, |only| only.split(',').any(|s| s == name))
 }
@@ -193,6 +209,9 @@ fn main() {
     }
     if section("reduce") {
         reduce_bandwidth();
+    }
+    if section("race") {
+        race_detector();
     }
     if section("million") {
         million_pes();

@@ -111,7 +111,8 @@ pub enum CommError {
         ranks: usize,
         /// The largest participant's input, in bytes.
         input_bytes: u64,
-        /// The estimated peak ([`estimate::peak_memory`]), in bytes.
+        /// The estimated peak ([`estimate::peak_memory`] and the algorithm's
+        /// [`estimate::symmetric_heap`]), in bytes.
         estimate: u64,
         /// The limit, in bytes.
         limit: u64,
@@ -481,7 +482,8 @@ impl Communicator {
             let input_bytes =
                 plan.participants().filter_map(|p| tensor.shard(p.pe)).map(|t| t.len() as u64 * element).max();
             let input_bytes = input_bytes.unwrap_or(0);
-            let estimate = estimate::peak_memory(collective, ranks, input_bytes);
+            let estimate = estimate::peak_memory(collective, ranks, input_bytes)
+                .saturating_add(estimate::symmetric_heap(algorithm, ranks, input_bytes));
             if estimate > limit {
                 return Err(CommError::TooMuchMemory { collective, ranks, input_bytes, estimate, limit });
             }

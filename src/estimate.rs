@@ -103,6 +103,32 @@ pub fn peak_memory(collective: Collective, ranks: usize, input_bytes: u64) -> u6
     [inputs, outputs, reference, in_flight, FIXED_BYTES].into_iter().fold(0, u64::saturating_add)
 }
 
+/// The symmetric heap, in bytes, that one call of `algorithm` on `ranks` ranks of `input_bytes` each
+/// allocates in all, beside [`peak_memory`]: every rank's copy of the buffers the one-sided kernels
+/// declare (an inbox of every rank's input for the one-shot all-reduce and the all-gather, one part
+/// per rank and the gathered result for the two-shot, a block per rank for the all-to-all); 0 for
+/// kernels that declare none. Saturates at `u64::MAX` rather than overflow.
+///
+/// # Examples
+/// ```
+/// use kernbench::estimate::symmetric_heap;
+/// let registry = kernbench::algorithms::default_registry();
+/// // 4 ranks, each an inbox of 4 inputs of 1 MiB.
+/// assert_eq!(symmetric_heap(registry.get("symmetric_one_shot").unwrap(), 4, 1 << 20), 16 << 20);
+/// assert_eq!(symmetric_heap(registry.get("ring").unwrap(), 4, 1 << 20), 0);
+/// ```
+pub fn symmetric_heap(algorithm: &Algorithm, ranks: usize, input_bytes: u64) -> u64 {
+    let n = ranks.max(1) as u64;
+    let part = input_bytes.div_ceil(n);
+    let per_rank = match algorithm.kernel.name {
+        "symmetric_one_shot_allreduce" | "symmetric_allgather" => n.saturating_mul(input_bytes),
+        "symmetric_two_shot_allreduce" => n.saturating_mul(part).saturating_add(input_bytes),
+        "symmetric_alltoall" => n.saturating_mul(part),
+        _ => 0,
+    };
+    per_rank.saturating_mul(n)
+}
+
 /// The estimated number of messages one call of `algorithm` sends on `plan` (its plan on the
 /// system), whatever the size: the formula of its kernel in the [module docs](self). Saturates at
 /// `u64::MAX` rather than overflow.

@@ -37,6 +37,22 @@
 //! Each lane has its own clock, phase, watchdog budget and figures; a PE's time is its last lane's,
 //! its figures the sum of its lanes'. A barrier waits for every lane of every participant.
 //!
+//! # Symmetric memory
+//!
+//! A kernel's one-sided operations ([`kernbench_core::symmetric`]: `tl.put`, `tl.get`, signals,
+//! fences, group barriers) follow the round protocol too: what a lane starts in a round waits in its
+//! PE's outbox; when the round is merged it is placed on the channels with the round's messages, in the
+//! same order (so a put shares its links as a send of its bytes would, a signal is an 8-byte message,
+//! a get a request and a response), then applied to its target rank by rank, in the order each lane
+//! made it. A wait on a signal completes when the raises that brought it to its value have landed.
+//!
+//! The race detector (on by default, [`Runtime::race_detector`]) keeps a vector clock per lane, made
+//! when the lane first touches symmetric memory or hears of a lane that did, and a shadow of each
+//! symmetric buffer: who last wrote each byte range and who read it since. Signals, waits, messages
+//! and barriers carry clocks; a plain put is released only by a later fence or quiet. Every access is
+//! checked when it is made (a put's when it lands), so an unordered pair is reported whichever came
+//! first, the same on any thread count. Kernels that use no symmetric memory carry no clocks.
+//!
 //! A broken kernel ends in an error, never a hang. A deadlock reads like this:
 //!
 //! ```text
@@ -47,7 +63,9 @@
 //! ```
 //!
 //! and lists, when there are some, the messages sent that nobody received (sender, dtype, length,
-//! generation). A kernel that panics ends the run with its PE and message, without printing a panic
+//! generation); a lane in `tl.wait_until` shows the signal, the value it waits for and what it holds.
+//! Every kernel ending is not enough either: messages left in queues, signals raised beyond every wait
+//! and (under the race detector) puts that nothing completed are errors too. A kernel that panics ends the run with its PE and message, without printing a panic
 //! message or backtrace; a kernel that never ends is stopped by the runtime's watchdog
 //! ([`Runtime::loop_budget`], [`Runtime::step_budget`]).
 

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::RunError;
 use crate::queue::{Message, Queue, Side};
 use crate::race::{LaneSync, Stamp, VClock};
-use crate::symmetric::{Heap, LaneOneSided, OneSidedOp, Outgoing, Signals, access, check_signal, conflict_error};
+use crate::symmetric::{LaneOneSided, OneSidedOp, Outgoing, PeOneSided, access, check_signal, conflict_error};
 use crate::timing::{Bookings, Clock, SpanKind};
 
 /// A PE's buffers at the start of a run.
@@ -90,14 +90,16 @@ pub(crate) struct PeState {
     /// When the PE runs several lanes under the timing model: its compute's bookings, so that their
     /// injections, reductions, loads and stores run one at a time.
     pub(crate) compute: Option<Bookings>,
-    /// The ranks its one-sided operations may address, sorted: `(rank, the queue of channel 0 to it,
-    /// the queue of channel 0 from it)`, whose routes they take.
-    pub(crate) peers: Vec<(u32, u32, u32)>,
-    /// Its copy of the symmetric heap.
-    pub(crate) heap: Heap,
-    pub(crate) signals: Signals,
-    /// One-sided operations its lanes started this round.
-    pub(crate) outbox: Vec<Outgoing>,
+    /// Its symmetric memory, once a lane uses it or a peer puts into it: most PEs of most runs never
+    /// do, and a million of them should not pay for it.
+    pub(crate) one_sided: Option<Box<PeOneSided>>,
+}
+
+impl PeState {
+    /// Its symmetric memory, made on first use.
+    pub(crate) fn one_sided(&mut self) -> &mut PeOneSided {
+        self.one_sided.get_or_insert_default()
+    }
 }
 
 /// One lane of a PE: a coroutine with its own clock, phase, figures and watchdog count.
@@ -604,13 +606,16 @@ impl Backend for PeView<'_> {
 
 impl PeView<'_> {
     /// The route to rank `peer` for a one-sided `op`: the queues of channel 0 to and from it.
-    fn peer(&self, peer: usize, op: Op) -> Result<(u32, u32), KernelError> {
-        let peers = &self.state.peers;
+    fn peer(&mut self, peer: usize, op: Op) -> Result<(u32, u32), KernelError> {
+        let rank = self.task_rank[self.task as usize];
+        let (ports, queues) = (&self.state.ports, self.queues);
+        let one_sided = self.state.one_sided.get_or_insert_default();
+        let peers = one_sided.peers.get_or_insert_with(|| one_sided_peers(rank, ports, queues));
         match peers.binary_search_by_key(&peer, |&(rank, ..)| rank as usize) {
             Ok(i) => Ok((peers[i].1, peers[i].2)),
             Err(_) => Err(KernelError::NotAPeer {
                 pe: self.state.pe,
-                rank: self.pes.iter().position(|&p| p == self.state.pe).unwrap_or(usize::MAX),
+                rank: rank as usize,
                 op,
                 peer,
                 reachable: peers.iter().map(|&(rank, ..)| rank as usize).collect(),
@@ -650,7 +655,15 @@ impl PeView<'_> {
         f.messages_sent += 1;
         f.bytes_sent += bytes;
         let now = self.lane.clock.now;
-        self.state.outbox.push(Outgoing { task: self.task, to, route, depart_ns: now, arrive_ns: now, clock, op });
+        self.state.one_sided().outbox.push(Outgoing {
+            task: self.task,
+            to,
+            route,
+            depart_ns: now,
+            arrive_ns: now,
+            clock,
+            op,
+        });
         self.one_sided_used.store(true, Ordering::Relaxed);
     }
 
@@ -663,13 +676,14 @@ impl PeView<'_> {
 
 impl OneSided for PeView<'_> {
     fn declare(&mut self, buffer: &Symmetric) -> Result<(), KernelError> {
-        self.state.heap.buffer(self.state.pe, buffer, self.detector).map(|_| ())
+        let (pe, detector) = (self.state.pe, self.detector);
+        self.state.one_sided().heap.buffer(pe, buffer, detector).map(|_| ())
     }
 
     fn read(&mut self, buffer: &Symmetric, offset: usize, len: usize, site: Site) -> Result<Tile, KernelError> {
         let bytes = self.range(Op::Read, buffer, offset, len, buffer.dtype)?;
         let (pe, detector, task) = (self.state.pe, self.detector, self.task);
-        let copy = self.state.heap.buffer(pe, buffer, detector)?;
+        let copy = self.state.one_sided().heap.buffer(pe, buffer, detector)?;
         if let (Some(shadow), false) = (&mut copy.shadow, bytes.is_empty()) {
             let sync = self.lane.sync(task);
             let stamp = sync.local_access(Op::Read, site);
@@ -677,14 +691,14 @@ impl OneSided for PeView<'_> {
                 return Err(self.conflict(conflict, buffer.name, &stamp));
             }
         }
-        let copy = self.state.heap.buffer(pe, buffer, detector)?;
+        let copy = self.state.one_sided().heap.buffer(pe, buffer, detector)?;
         copy.data.slice(offset..offset + len).map_err(|source| KernelError::Tile { pe, op: Op::Read, source })
     }
 
     fn write(&mut self, buffer: &Symmetric, offset: usize, tile: &Tile, site: Site) -> Result<(), KernelError> {
         let bytes = self.range(Op::Write, buffer, offset, tile.len(), tile.dtype())?;
         let (pe, detector, task) = (self.state.pe, self.detector, self.task);
-        let copy = self.state.heap.buffer(pe, buffer, detector)?;
+        let copy = self.state.one_sided().heap.buffer(pe, buffer, detector)?;
         if let (Some(shadow), false) = (&mut copy.shadow, bytes.is_empty()) {
             let sync = self.lane.sync(task);
             let stamp = sync.local_access(Op::Write, site);
@@ -692,7 +706,7 @@ impl OneSided for PeView<'_> {
                 return Err(self.conflict(conflict, buffer.name, &stamp));
             }
         }
-        let copy = self.state.heap.buffer(pe, buffer, detector)?;
+        let copy = self.state.one_sided().heap.buffer(pe, buffer, detector)?;
         copy.data.write_at(offset, tile).map_err(|source| KernelError::Tile { pe, op: Op::Write, source })
     }
 
@@ -781,7 +795,7 @@ impl OneSided for PeView<'_> {
             Ok(signal) => signal,
             Err(e) => return Poll::Ready(Err(e)),
         };
-        let state = self.state.signals.get(signal);
+        let state = self.state.one_sided().signals.get(signal);
         if state.value < until {
             self.wait.park(Wait::Signal { signal: signal as u32, until }, cx);
             return Poll::Pending;
@@ -807,7 +821,7 @@ impl OneSided for PeView<'_> {
 
     fn reset(&mut self, signal: usize) -> Result<(), KernelError> {
         let signal = check_signal(self.state.pe, Op::ResetSignal, signal)?;
-        *self.state.signals.get(signal) = Default::default();
+        *self.state.one_sided().signals.get(signal) = Default::default();
         Ok(())
     }
 
@@ -819,7 +833,7 @@ impl OneSided for PeView<'_> {
 
     fn poll_quiet(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
         // Puts of this round land when the round is merged.
-        if self.state.outbox.iter().any(|o| o.task == self.task) {
+        if self.state.one_sided.as_ref().is_some_and(|o| o.outbox.iter().any(|o| o.task == self.task)) {
             self.wait.park(Wait::Quiet, cx);
             return Poll::Pending;
         }
@@ -832,4 +846,18 @@ impl OneSided for PeView<'_> {
         }
         Poll::Ready(Ok(()))
     }
+}
+
+/// The ranks rank `rank`'s one-sided operations may address: the peers of its ports, with the queues of
+/// channel 0 to and from each (their routes), sorted by rank.
+fn one_sided_peers(rank: u32, ports: &[Port], queues: &[Queue]) -> Vec<(u32, u32, u32)> {
+    let mut peers: Vec<(u32, u32, u32)> = ports
+        .iter()
+        .filter_map(|p| queues.get(p.out_queue as usize).map(|q| (q, p)))
+        .filter(|(q, _)| q.sender == rank)
+        .map(|(q, p)| (q.receiver, p.out_queue, p.in_queue))
+        .collect();
+    peers.sort_unstable();
+    peers.dedup_by_key(|p| p.0);
+    peers
 }

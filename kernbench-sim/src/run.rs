@@ -32,7 +32,7 @@ use crate::queue::{Queue, Side};
 use crate::race::{Stamp, VClock};
 use crate::report::{PeReport, RunReport};
 use crate::slots::Slots;
-use crate::symmetric::{Heap, OneSidedOp, Outgoing, PutRecord, Signals, access, conflict_error};
+use crate::symmetric::{OneSidedOp, Outgoing, PutRecord, access, conflict_error};
 use crate::timing::{Bookings, Clock, Network, PeTime, SpanKind, TimeReport, Timing, Transfer};
 
 /// Below this many PEs woken in a round, the round runs on one thread by default: handing work to
@@ -287,19 +287,16 @@ impl<'s> Runtime<'s> {
         };
         quiet_kernel_panics();
         let (queues, ports) = install_queues(plan, self.system.ipcq_depth(), channels);
-        let peers = ports.iter().enumerate().map(|(rank, ports)| one_sided_peers(rank as u32, ports, &queues));
         let network = self
             .timing
             .as_ref()
             .map(|timing| Network::new(self.system, timing, &pes, queues.iter().map(|q| (q.sender, q.receiver))));
-        let peers: Vec<_> = peers.collect();
         let states = pes
             .iter()
             .zip(ports)
-            .zip(peers)
             .zip(buffers)
             .zip(&lanes)
-            .map(|((((&pe, ports), peers), b), &n)| PeState {
+            .map(|(((&pe, ports), b), &n)| PeState {
                 pe,
                 ports,
                 input: b.input,
@@ -308,10 +305,7 @@ impl<'s> Runtime<'s> {
                 touched: Vec::new(),
                 notes: BTreeMap::new(),
                 compute: (n > 1 && self.timing.is_some()).then(Bookings::default),
-                peers,
-                heap: Heap::default(),
-                signals: Signals::default(),
-                outbox: Vec::new(),
+                one_sided: None,
             })
             .collect();
         let lane_states = pes
@@ -647,8 +641,8 @@ impl Execution<'_> {
                 }
             }
         }
-        if self.network.is_some() {
-            for (i, out) in state.outbox.iter().enumerate() {
+        if let (Some(one_sided), true) = (&state.one_sided, self.network.is_some()) {
+            for (i, out) in one_sided.outbox.iter().enumerate() {
                 let position = ONE_SIDED | i as u64;
                 sent.push(Transfer { depart_ns: out.depart_ns, sender: rank, queue: out.route, position });
             }
@@ -679,7 +673,8 @@ impl Execution<'_> {
         for t in transfers.iter() {
             if t.position & ONE_SIDED != 0 {
                 let state = self.states.get(t.sender as usize);
-                let out = &mut state.outbox[(t.position & !ONE_SIDED) as usize];
+                let outbox = &mut state.one_sided().outbox;
+                let out = &mut outbox[(t.position & !ONE_SIDED) as usize];
                 out.arrive_ns = network.deliver(t.queue, t.depart_ns, out.bytes());
                 if let OneSidedOp::Get { back, back_ns, len, buffer, .. } = &mut out.op {
                     // The reply leaves the target when the request has reached it.
@@ -774,7 +769,8 @@ impl Execution<'_> {
     /// with another shape on its target.
     fn deliver_one_sided(&mut self, polled: &[u32]) -> Result<(), RunError> {
         for &rank in polled {
-            let outbox = std::mem::take(&mut self.states.get(rank as usize).outbox);
+            let Some(one_sided) = &mut self.states.get(rank as usize).one_sided else { continue };
+            let outbox = std::mem::take(&mut one_sided.outbox);
             for out in outbox {
                 self.apply(out)?;
             }
@@ -786,8 +782,9 @@ impl Execution<'_> {
         let (pes, first_task, task_rank, detector) = (self.pes, &self.first_task, &self.task_rank, self.detector);
         let who = |s: &Stamp| access(pes, first_task, task_rank, s);
         let to = out.to as usize;
-        let target = self.states.get(to);
-        let owner = target.pe;
+        let state = self.states.get(to);
+        let owner = state.pe;
+        let target = state.one_sided();
         match out.op {
             OneSidedOp::Put { buffer, offset, tile, signal, seq, stamp } => {
                 let copy = target.heap.buffer(owner, &buffer, detector)?;
@@ -869,7 +866,8 @@ impl Execution<'_> {
     fn check_signals(&mut self) -> Result<(), RunError> {
         let mut left = Vec::new();
         for state in self.states.iter_mut() {
-            for (signal, s) in state.signals.slots.iter().enumerate() {
+            let Some(one_sided) = &state.one_sided else { continue };
+            for (signal, s) in one_sided.signals.slots.iter().enumerate() {
                 if s.value > s.waited {
                     left.push(LeftRaised { pe: state.pe, signal, value: s.value, waited: s.waited });
                 }
@@ -939,7 +937,7 @@ impl Execution<'_> {
                 }
                 Wait::Barrier | Wait::Released => waiting(Op::Barrier, None, None, 0, (0, 0, 0)),
                 Wait::Signal { signal, until } => {
-                    let holds = self.states.get(rank).signals.get(signal as usize).value;
+                    let holds = self.states.get(rank).one_sided().signals.get(signal as usize).value;
                     let mut entry = waiting(Op::WaitSignal, None, None, 0, (0, 0, 0));
                     entry.signal = Some(SignalWait { signal: signal as usize, until, holds });
                     entry
@@ -1045,20 +1043,6 @@ impl Execution<'_> {
 
 /// The flag that marks a transfer's position as an index into its sender's outbox.
 const ONE_SIDED: u64 = 1 << 63;
-
-/// The ranks rank `rank`'s one-sided operations may address: the peers of its ports, with the queues of
-/// channel 0 to and from each (their routes), sorted by rank.
-fn one_sided_peers(rank: u32, ports: &[Port], queues: &[Queue]) -> Vec<(u32, u32, u32)> {
-    let mut peers: Vec<(u32, u32, u32)> = ports
-        .iter()
-        .filter_map(|p| queues.get(p.out_queue as usize).map(|q| (q, p)))
-        .filter(|(q, _)| q.sender == rank)
-        .map(|(q, p)| (q.receiver, p.out_queue, p.in_queue))
-        .collect();
-    peers.sort_unstable();
-    peers.dedup_by_key(|p| p.0);
-    peers
-}
 
 /// A PE's compute with more bookings than this forgets the ones its lanes are past.
 const FORGET_COMPUTE_ABOVE: usize = 64;

@@ -202,6 +202,19 @@ pub(crate) fn conflict_error(
     }
 }
 
+/// A PE's symmetric memory.
+#[derive(Default)]
+pub(crate) struct PeOneSided {
+    /// The ranks its one-sided operations may address, sorted: `(rank, the queue of channel 0 to it,
+    /// the queue of channel 0 from it)`, whose routes they take; listed on first use.
+    pub(crate) peers: Option<Vec<(u32, u32, u32)>>,
+    /// Its copy of the heap.
+    pub(crate) heap: Heap,
+    pub(crate) signals: Signals,
+    /// One-sided operations its lanes started this round.
+    pub(crate) outbox: Vec<Outgoing>,
+}
+
 /// What a lane keeps for its one-sided operations, made when it first uses one (or first hears of
 /// one, under the race detector): most lanes of most runs never do.
 #[derive(Default)]

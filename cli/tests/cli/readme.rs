@@ -151,6 +151,14 @@ fn the_speed_sample_is_in_the_format_the_benchmark_prints() {
                 let secs = after[0].parse().unwrap();
                 bench_lines::ring_all_reduce(number(0), number(3) as usize, run, secs, after[5].parse().unwrap())
             }
+            "race detector" => {
+                let ms: Vec<f64> = rest
+                    .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+                    .filter(|t| t.contains('.'))
+                    .map(|t| t.parse().unwrap())
+                    .collect();
+                bench_lines::race_detector(number(0), ms[1], ms[2])
+            }
             "hierarchical all-reduce" => {
                 bench_lines::many_pes(number(0) as usize, number(2) as usize, number(4), number(6) as u64, number(10))
             }

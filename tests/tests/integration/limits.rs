@@ -36,6 +36,21 @@ fn a_call_over_the_memory_limit_is_refused_before_it_allocates() {
 }
 
 #[test]
+fn the_symmetric_heap_of_a_one_sided_algorithm_counts_against_the_memory_limit() {
+    // 256 SIPs of 1 MiB: the one-shot's inboxes hold 256 inputs on every SIP, 64 GiB in all, where
+    // the ring all-reduce needs a few GiB at most.
+    let system = System::shape(256, 1, 1, 1).unwrap();
+    let tensor = sample_tensor(&system, 1 << 20, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
+    let limit = 8 << 30;
+    let ring = estimate::peak_memory(Collective::AllReduce, 256, 1 << 20);
+    assert!(ring < limit, "{ring}");
+    let mut comm = Communicator::new(system).max_memory(Some(limit)).max_messages(None);
+    let err = comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &named("symmetric_one_shot")).unwrap_err();
+    let heap = 256 * 256 << 20;
+    assert!(matches!(err, CommError::TooMuchMemory { estimate, .. } if estimate == ring + heap), "{err}");
+}
+
+#[test]
 fn a_call_under_the_memory_limit_runs() {
     let system = System::shape(4, 1, 1, 1).unwrap();
     let mut tensor = sample_tensor(&system, 1 << 10, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
