@@ -197,15 +197,22 @@ pub struct LeftRaised {
     pub pe: PeId,
     /// The signal.
     pub signal: usize,
-    /// What it held.
+    /// The generation (call and phase) of the raises.
+    pub generation: u64,
+    /// What the raises of that generation add up to.
     pub value: u64,
-    /// The highest value a wait took since its last reset.
+    /// The highest value a wait of that generation took since its last reset.
     pub waited: u64,
 }
 
 fn left_raised(list: &[LeftRaised]) -> String {
     list.iter()
-        .map(|l| format!("{}'s signal {} holds {} but waits took it only to {}", l.pe, l.signal, l.value, l.waited))
+        .map(|l| {
+            format!(
+                "{}'s signal {} holds {} of generation {} but waits took it only to {}",
+                l.pe, l.signal, l.value, l.generation, l.waited
+            )
+        })
         .collect::<Vec<_>>()
         .join("; ")
 }
@@ -217,8 +224,10 @@ pub struct SignalWait {
     pub signal: usize,
     /// The value it waits for (at least).
     pub until: u64,
-    /// What the signal holds.
+    /// What the signal holds for the lane's generation (call and phase).
     pub holds: u64,
+    /// What raises of other generations add up to: they cannot satisfy the wait.
+    pub other_generations: u64,
 }
 
 /// Everything needed to read a deadlock's cycle off: every blocked PE, what it waits in, and the state of
@@ -314,11 +323,14 @@ impl fmt::Display for DeadlockReport {
                     b.depth
                 )?,
                 _ => match b.signal {
-                    Some(s) => writeln!(
-                        f,
-                        "  {who} waits in {} on signal {} for >= {}; it holds {}",
-                        b.op, s.signal, s.until, s.holds
-                    )?,
+                    Some(s) => {
+                        let (op, signal, until, holds) = (b.op, s.signal, s.until, s.holds);
+                        write!(f, "  {who} waits in {op} on signal {signal} for >= {until}; it holds {holds}")?;
+                        match s.other_generations {
+                            0 => writeln!(f)?,
+                            other => writeln!(f, " (and {other} raised in another call or phase, which do not count)")?,
+                        }
+                    }
                     None => writeln!(f, "  {who} waits in {}", b.op)?,
                 },
             }

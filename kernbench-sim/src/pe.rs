@@ -12,8 +12,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::RunError;
 use crate::queue::{Message, Queue, Side};
-use crate::race::{LaneSync, Stamp, VClock};
-use crate::symmetric::{LaneOneSided, OneSidedOp, Outgoing, PeOneSided, access, check_signal, conflict_error};
+use crate::race::{LaneSync, MessageOrders, Stamp, VClock};
+use crate::symmetric::{
+    HeapBuffer, LaneOneSided, OneSidedOp, Outgoing, PeOneSided, access, check_signal, conflict_error,
+};
 use crate::timing::{Bookings, Clock, SpanKind};
 
 /// A PE's buffers at the start of a run.
@@ -28,9 +30,9 @@ pub struct PeBuffers {
 /// What one PE (or one of its lanes) did in a run. Every count is the same on one thread or many.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeFigures {
-    /// Messages sent.
+    /// Messages sent; a put, a signal and a get's request count as one each.
     pub messages_sent: u64,
-    /// Payload bytes sent.
+    /// Payload bytes sent (a put's data; a signal and a get's request count 8).
     pub bytes_sent: u64,
     /// Messages received.
     pub messages_received: u64,
@@ -209,7 +211,6 @@ impl WaitSlot {
 }
 
 /// A lane at a barrier: its task, the group's key, when it arrived and what it released.
-#[derive(Clone)]
 pub(crate) struct Arrival {
     pub(crate) group: u64,
     pub(crate) task: u32,
@@ -222,6 +223,7 @@ pub(crate) struct Arrival {
 pub(crate) struct Barrier {
     /// Whether any lane arrived this round (the check between rounds is then one load).
     pub(crate) arrived: AtomicBool,
+    /// The round's arrivals.
     pub(crate) waiters: Mutex<Vec<Arrival>>,
 }
 
@@ -254,6 +256,8 @@ pub(crate) struct PeView<'a> {
     pub(crate) budget: Budget,
     /// Whether the race detector is on.
     pub(crate) detector: bool,
+    /// What messages in flight carry of their senders' order, under the race detector.
+    pub(crate) orders: &'a MessageOrders,
     /// Set when a lane starts a one-sided operation, so rounds without any skip their delivery.
     pub(crate) one_sided_used: &'a AtomicBool,
     /// Every lane's first task and every task's rank: to name the lanes of a race.
@@ -399,19 +403,22 @@ impl Backend for PeView<'_> {
             Err(e) => return Poll::Ready(Err(e)),
         };
         let queue = &self.queues[q as usize];
-        // Under the race detector a message from a lane that has a place in the order carries it.
-        let released = if self.detector { self.lane.one_sided.as_mut().and_then(|o| o.sync.as_mut()) } else { None };
         let (clock, generation, compute) = (&mut self.lane.clock, self.lane.generation, &mut self.state.compute);
         let bytes = tile.bytes() as u64;
         let make = |credit_at: f64| {
             clock.advance_to(SpanKind::CreditWait, credit_at, 0, false);
             let injection = clock.injection_ns;
             spend(compute, clock, SpanKind::Send, injection, bytes);
-            let order = released.map(|sync| Box::new(sync.release()));
-            Message { tile: tile.clone(), generation, depart_ns: clock.now, arrive_ns: clock.now, order }
+            Message { tile: tile.clone(), generation, depart_ns: clock.now, arrive_ns: clock.now }
         };
         // SAFETY: this PE is the queue's sender and we are in the poll phase.
         if unsafe { queue.try_push(make) } {
+            // Under the race detector a message from a lane that has a place in the order carries it.
+            if let (true, Some(sync)) = (self.detector, self.lane.one_sided.as_mut().and_then(|o| o.sync.as_mut())) {
+                // SAFETY: as for `try_push`.
+                let position = unsafe { queue.pushed() } - 1;
+                self.orders.carry(q, position, sync.release());
+            }
             let f = &mut self.lane.figures;
             f.messages_sent += 1;
             f.bytes_sent += bytes;
@@ -476,11 +483,14 @@ impl Backend for PeView<'_> {
         let clock = &mut self.lane.clock;
         clock.advance_to(SpanKind::Recv, head.arrive_ns, head.tile.bytes() as u64, false);
         let credit_at = clock.now + self.credit_latency.get(q as usize).copied().unwrap_or(0.0);
+        if self.orders.any() {
+            // SAFETY: this PE is the queue's receiver and we are in the poll phase.
+            if let Some(order) = self.orders.take(q, unsafe { queue.taken() }) {
+                self.lane.sync(self.task).acquire(&order);
+            }
+        }
         // SAFETY: as for `peek`.
         let message = unsafe { queue.pop(credit_at) }.expect("peeked a message this poll");
-        if let Some(order) = &message.order {
-            self.lane.sync(self.task).acquire(order);
-        }
         let f = &mut self.lane.figures;
         f.messages_received += 1;
         f.bytes_received += message.tile.bytes() as u64;
@@ -654,9 +664,10 @@ impl PeView<'_> {
         let f = &mut self.lane.figures;
         f.messages_sent += 1;
         f.bytes_sent += bytes;
-        let now = self.lane.clock.now;
+        let (now, generation) = (self.lane.clock.now, self.lane.generation);
         self.state.one_sided().outbox.push(Outgoing {
             task: self.task,
+            generation,
             to,
             route,
             depart_ns: now,
@@ -665,6 +676,31 @@ impl PeView<'_> {
             op,
         });
         self.one_sided_used.store(true, Ordering::Relaxed);
+    }
+
+    /// This PE's copy of `buffer`, once the race detector (when on) has checked and recorded this
+    /// lane's `op` (`Read` or `Write`) of `bytes` of it.
+    fn local_access(
+        &mut self,
+        op: Op,
+        buffer: &Symmetric,
+        bytes: std::ops::Range<u64>,
+        site: Site,
+    ) -> Result<&mut HeapBuffer, KernelError> {
+        let (pe, detector, task) = (self.state.pe, self.detector, self.task);
+        let copy = self.state.one_sided().heap.buffer(pe, buffer, detector)?;
+        if let (Some(shadow), false) = (&mut copy.shadow, bytes.is_empty()) {
+            let sync = self.lane.sync(task);
+            let stamp = sync.local_access(op, site);
+            let checked = match op {
+                Op::Write => shadow.write(bytes, stamp, sync.clock()),
+                _ => shadow.read(bytes, stamp, sync.clock()),
+            };
+            if let Err(conflict) = checked {
+                return Err(self.conflict(conflict, buffer.name, &stamp));
+            }
+        }
+        self.state.one_sided().heap.buffer(pe, buffer, detector)
     }
 
     /// The error for what the race detector found on this PE's copy of `buffer`.
@@ -682,31 +718,15 @@ impl OneSided for PeView<'_> {
 
     fn read(&mut self, buffer: &Symmetric, offset: usize, len: usize, site: Site) -> Result<Tile, KernelError> {
         let bytes = self.range(Op::Read, buffer, offset, len, buffer.dtype)?;
-        let (pe, detector, task) = (self.state.pe, self.detector, self.task);
-        let copy = self.state.one_sided().heap.buffer(pe, buffer, detector)?;
-        if let (Some(shadow), false) = (&mut copy.shadow, bytes.is_empty()) {
-            let sync = self.lane.sync(task);
-            let stamp = sync.local_access(Op::Read, site);
-            if let Err(conflict) = shadow.read(bytes, stamp, sync.clock()) {
-                return Err(self.conflict(conflict, buffer.name, &stamp));
-            }
-        }
-        let copy = self.state.one_sided().heap.buffer(pe, buffer, detector)?;
+        let pe = self.state.pe;
+        let copy = self.local_access(Op::Read, buffer, bytes, site)?;
         copy.data.slice(offset..offset + len).map_err(|source| KernelError::Tile { pe, op: Op::Read, source })
     }
 
     fn write(&mut self, buffer: &Symmetric, offset: usize, tile: &Tile, site: Site) -> Result<(), KernelError> {
         let bytes = self.range(Op::Write, buffer, offset, tile.len(), tile.dtype())?;
-        let (pe, detector, task) = (self.state.pe, self.detector, self.task);
-        let copy = self.state.one_sided().heap.buffer(pe, buffer, detector)?;
-        if let (Some(shadow), false) = (&mut copy.shadow, bytes.is_empty()) {
-            let sync = self.lane.sync(task);
-            let stamp = sync.local_access(Op::Write, site);
-            if let Err(conflict) = shadow.write(bytes, stamp, sync.clock()) {
-                return Err(self.conflict(conflict, buffer.name, &stamp));
-            }
-        }
-        let copy = self.state.one_sided().heap.buffer(pe, buffer, detector)?;
+        let pe = self.state.pe;
+        let copy = self.local_access(Op::Write, buffer, bytes, site)?;
         copy.data.write_at(offset, tile).map_err(|source| KernelError::Tile { pe, op: Op::Write, source })
     }
 
@@ -795,13 +815,14 @@ impl OneSided for PeView<'_> {
             Ok(signal) => signal,
             Err(e) => return Poll::Ready(Err(e)),
         };
+        let generation = self.lane.generation;
         let state = self.state.one_sided().signals.get(signal);
-        if state.value < until {
+        if state.value(generation) < until {
             self.wait.park(Wait::Signal { signal: signal as u32, until }, cx);
             return Poll::Pending;
         }
-        state.waited = state.waited.max(until);
-        let raises = state.reaching(until);
+        state.wait_done(generation, until);
+        let raises = state.reaching(generation, until);
         if let Some(last) = raises.last() {
             self.lane.clock.advance_to(SpanKind::SignalWait, last.at_ns, 0, false);
         }

@@ -15,8 +15,6 @@ use std::cell::UnsafeCell;
 
 use kernbench_core::{Direction, Dtype, Tile};
 
-use crate::race::VClock;
-
 /// A side of a queue: what a PE touched in a round, and what a lane owns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Side {
@@ -32,8 +30,6 @@ pub(crate) struct Message {
     pub(crate) depart_ns: f64,
     /// Simulated time its last byte reaches the receiver, in ns (set when the round is merged).
     pub(crate) arrive_ns: f64,
-    /// What its sender released with it, under the race detector.
-    pub(crate) order: Option<Box<VClock>>,
 }
 
 /// One slot of a queue: a message, and when its credit is back with the sender.
@@ -124,6 +120,7 @@ impl Queue {
     ///
     /// # Safety
     /// Only the sender's thread, in the poll phase.
+    #[inline]
     pub(crate) unsafe fn try_push(&self, make: impl FnOnce(f64) -> Message) -> bool {
         // SAFETY: `tail` is the sender's; `published_head` is read-only during the round.
         let (tail, head) = unsafe { (&mut *self.tail.get(), *self.published_head.get()) };
@@ -163,6 +160,24 @@ impl Queue {
     ///
     /// # Safety
     /// As for [`Queue::peek`].
+    /// Sender side: how many messages the sender has pushed (the position of the next).
+    ///
+    /// # Safety
+    /// Only the sender's thread, in the poll phase.
+    pub(crate) unsafe fn pushed(&self) -> u64 {
+        // SAFETY: `tail` is the sender's.
+        unsafe { *self.tail.get() }
+    }
+
+    /// Receiver side: how many messages the receiver has taken (the position of the next).
+    ///
+    /// # Safety
+    /// Only the receiver's thread, in the poll phase.
+    pub(crate) unsafe fn taken(&self) -> u64 {
+        // SAFETY: `head` is the receiver's.
+        unsafe { *self.head.get() }
+    }
+
     pub(crate) unsafe fn pop(&self, credit_at_ns: f64) -> Option<Message> {
         // SAFETY: as in `peek`.
         unsafe {

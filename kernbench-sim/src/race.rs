@@ -17,9 +17,12 @@
 //! memory pays nothing, and one that does pays for the edges it has.
 
 use std::ops::Range;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use kernbench_core::Op;
 use kernbench_core::symmetric::Site;
+use rustc_hash::FxHashMap;
 
 /// What a lane knows of other lanes: for each slot it has heard of, the latest epoch.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -68,6 +71,37 @@ impl VClock {
             merged.push(next);
         }
         self.0 = merged;
+    }
+}
+
+/// What messages in flight carry of their senders' place in the order, by (queue, position): beside
+/// the queues rather than in every message, so that runs without symmetric memory, whose lanes have no
+/// place in the order, pay one load per receive and no memory.
+#[derive(Default)]
+pub(crate) struct MessageOrders {
+    /// Whether any message carries one.
+    any: AtomicBool,
+    by_message: Mutex<FxHashMap<(u32, u64), VClock>>,
+}
+
+impl MessageOrders {
+    /// Message `position` of queue `queue` carries `clock`.
+    pub(crate) fn carry(&self, queue: u32, position: u64, clock: VClock) {
+        self.any.store(true, Ordering::Relaxed);
+        self.by_message.lock().unwrap_or_else(|e| e.into_inner()).insert((queue, position), clock);
+    }
+
+    /// Whether any message has carried one: until then a receive need not look.
+    #[inline]
+    pub(crate) fn any(&self) -> bool {
+        self.any.load(Ordering::Relaxed)
+    }
+
+    /// What message `position` of queue `queue` carries, taken as it is received. Its sender put it
+    /// there in an earlier round than the receive, so the answer does not depend on threads.
+    #[cold]
+    pub(crate) fn take(&self, queue: u32, position: u64) -> Option<VClock> {
+        self.by_message.lock().unwrap_or_else(|e| e.into_inner()).remove(&(queue, position))
     }
 }
 

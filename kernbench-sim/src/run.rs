@@ -26,13 +26,13 @@ use rayon::prelude::*;
 
 use crate::error::{BlockedPe, DeadlockReport, LeftRaised, Leftover, RunError, SignalWait, Unreceived};
 use crate::pe::{
-    Barrier, Budget, LaneState, PeBuffers, PeFigures, PeState, PeView, Port, Wait, WaitSlot, Watch, group_key,
+    Arrival, Barrier, Budget, LaneState, PeBuffers, PeFigures, PeState, PeView, Port, Wait, WaitSlot, Watch, group_key,
 };
 use crate::queue::{Queue, Side};
-use crate::race::{Stamp, VClock};
+use crate::race::{MessageOrders, Stamp, VClock};
 use crate::report::{PeReport, RunReport};
 use crate::slots::Slots;
-use crate::symmetric::{OneSidedOp, Outgoing, PutRecord, access, conflict_error};
+use crate::symmetric::{OneSidedOp, Outgoing, PutRecord, Raise, access, conflict_error};
 use crate::timing::{Bookings, Clock, Network, PeTime, SpanKind, TimeReport, Timing, Transfer};
 
 /// Below this many PEs woken in a round, the round runs on one thread by default: handing work to
@@ -105,6 +105,7 @@ impl ReadyLists {
     }
 
     /// Moves every woken runnable into `out`, each in a slot its poll takes it out of.
+    #[inline]
     fn drain_into(&self, out: &mut Vec<Option<Runnable<u32>>>) {
         for list in &self.lists {
             out.extend(lock(list).drain(..).map(Some));
@@ -336,10 +337,12 @@ impl<'s> Runtime<'s> {
             results: (0..tasks).map(|_| OnceLock::new()).collect(),
             barrier: Barrier { arrived: AtomicBool::new(false), waiters: Mutex::new(Vec::new()) },
             group_lanes: BTreeMap::new(),
+            at_barrier: BTreeMap::new(),
             generation: call.generation,
             network,
             budget: self.budget,
             detector: self.race_detector,
+            orders: MessageOrders::default(),
             one_sided_used: AtomicBool::new(false),
             puts: Vec::new(),
         };
@@ -403,11 +406,14 @@ struct Execution<'p> {
     barrier: Barrier,
     /// Lanes per barrier group, counted when a group first meets.
     group_lanes: BTreeMap<u64, usize>,
+    /// The lanes at each barrier group that has not opened yet.
+    at_barrier: BTreeMap<u64, Vec<Arrival>>,
     generation: u64,
     /// The channels and routes, when time is simulated.
     network: Option<Network>,
     budget: Budget,
     detector: bool,
+    orders: MessageOrders,
     one_sided_used: AtomicBool,
     /// Every put applied, under the race detector, for the check at the end of the run.
     puts: Vec<PutRecord>,
@@ -577,6 +583,7 @@ impl Execution<'_> {
             barrier: &self.barrier,
             budget: self.budget,
             detector: self.detector,
+            orders: &self.orders,
             one_sided_used: &self.one_sided_used,
             first_task: &self.first_task,
             task_rank: &self.task_rank,
@@ -705,24 +712,31 @@ impl Execution<'_> {
     /// arrival waits for its puts to land); under the race detector each of its lanes acquires what
     /// all of them released.
     fn release_barriers(&mut self) {
-        let mut waiters = std::mem::take(&mut *lock(&self.barrier.waiters));
-        waiters.sort_unstable_by_key(|a| (a.group, a.task));
-        let mut waiting = Vec::new();
-        for group in waiters.chunk_by(|a, b| a.group == b.group) {
-            if group.len() < self.group_lanes(group[0].group) {
-                waiting.extend_from_slice(group);
+        // The round's arrivals join their groups; only a group someone joined can be complete now.
+        let mut joined_groups = Vec::new();
+        for arrival in std::mem::take(&mut *lock(&self.barrier.waiters)) {
+            joined_groups.push(arrival.group);
+            self.at_barrier.entry(arrival.group).or_default().push(arrival);
+        }
+        joined_groups.sort_unstable();
+        joined_groups.dedup();
+        for group in joined_groups {
+            let complete = self.at_barrier.get(&group).map_or(0, Vec::len) >= self.group_lanes(group);
+            if !complete {
                 continue;
             }
+            let mut arrivals = self.at_barrier.remove(&group).unwrap_or_default();
+            arrivals.sort_unstable_by_key(|a| a.task);
             let mut release = 0.0f64;
-            for arrival in group {
+            for arrival in &arrivals {
                 let landed = self.lanes_ref(arrival.task).one_sided.as_ref().map_or(0.0, |o| o.landed_ns);
                 release = release.max(arrival.at_ns.max(landed));
             }
             let mut joined: Option<VClock> = None;
-            for clock in group.iter().filter_map(|a| a.clock.as_ref()) {
+            for clock in arrivals.iter().filter_map(|a| a.clock.as_ref()) {
                 joined.get_or_insert_with(VClock::default).join(clock);
             }
-            for arrival in group {
+            for arrival in &arrivals {
                 let task = arrival.task;
                 let lane = self.lanes.get(task as usize);
                 lane.clock.advance_to(SpanKind::Barrier, release, 0, false);
@@ -735,10 +749,6 @@ impl Execution<'_> {
                     waker.wake_by_ref();
                 }
             }
-        }
-        if !waiting.is_empty() {
-            self.barrier.arrived.store(true, Ordering::Relaxed);
-            lock(&self.barrier.waiters).extend(waiting);
         }
     }
 
@@ -803,7 +813,8 @@ impl Execution<'_> {
                     source,
                 })?;
                 if let Some((signal, add)) = signal {
-                    target.signals.raise(signal, add, out.arrive_ns, out.clock);
+                    let raise = Raise { add, at_ns: out.arrive_ns, generation: out.generation, clock: out.clock };
+                    target.signals.raise(signal, raise);
                     self.wake_signal(to, signal);
                 }
                 let putter = self.lanes.get(out.task as usize).one_sided();
@@ -811,7 +822,8 @@ impl Execution<'_> {
                 self.wake(out.task, Wait::Quiet);
             }
             OneSidedOp::Signal { signal, add } => {
-                target.signals.raise(signal, add, out.arrive_ns, out.clock);
+                let raise = Raise { add, at_ns: out.arrive_ns, generation: out.generation, clock: out.clock };
+                target.signals.raise(signal, raise);
                 self.wake_signal(to, signal);
             }
             OneSidedOp::Get { buffer, offset, len, stamp, back_ns, .. } => {
@@ -868,8 +880,10 @@ impl Execution<'_> {
         for state in self.states.iter_mut() {
             let Some(one_sided) = &state.one_sided else { continue };
             for (signal, s) in one_sided.signals.slots.iter().enumerate() {
-                if s.value > s.waited {
-                    left.push(LeftRaised { pe: state.pe, signal, value: s.value, waited: s.waited });
+                for (generation, value, waited) in s.generations() {
+                    if value > waited {
+                        left.push(LeftRaised { pe: state.pe, signal, generation, value, waited });
+                    }
                 }
             }
         }
@@ -937,9 +951,11 @@ impl Execution<'_> {
                 }
                 Wait::Barrier | Wait::Released => waiting(Op::Barrier, None, None, 0, (0, 0, 0)),
                 Wait::Signal { signal, until } => {
-                    let holds = self.states.get(rank).one_sided().signals.get(signal as usize).value;
+                    let generation = self.lanes.get(task).generation;
+                    let state = self.states.get(rank).one_sided().signals.get(signal as usize);
+                    let (holds, other_generations) = (state.value(generation), state.other_generations(generation));
                     let mut entry = waiting(Op::WaitSignal, None, None, 0, (0, 0, 0));
-                    entry.signal = Some(SignalWait { signal: signal as usize, until, holds });
+                    entry.signal = Some(SignalWait { signal: signal as usize, until, holds, other_generations });
                     entry
                 }
                 Wait::Get => waiting(Op::Get, None, None, 0, (0, 0, 0)),

@@ -69,28 +69,61 @@ fn shape(dtype: Dtype, len: usize) -> String {
     format!("{dtype}[{len}]")
 }
 
-/// A raise that reached a signal: by how much, when it landed, and what its raiser had released.
+/// A raise that reached a signal: by how much, when it landed, in which generation (call and phase)
+/// of its raiser, and what its raiser had released.
 pub(crate) struct Raise {
     pub(crate) add: u64,
     pub(crate) at_ns: f64,
+    pub(crate) generation: u64,
     pub(crate) clock: Option<VClock>,
 }
 
-/// One signal of a PE.
+/// One signal of a PE. A raise counts only for waits of its own generation, as a message is received
+/// only in its own: a raise of another call or phase cannot satisfy a wait.
 #[derive(Default)]
 pub(crate) struct Signal {
-    pub(crate) value: u64,
-    /// The highest value a wait was satisfied at since the last reset.
-    pub(crate) waited: u64,
     /// Since the last reset, in the order they were delivered.
     pub(crate) raises: Vec<Raise>,
+    /// Per generation, the highest value a wait was satisfied at since the last reset.
+    pub(crate) waited: Vec<(u64, u64)>,
 }
 
 impl Signal {
-    /// The raises that brought the signal to `until` (at most `value`): those that landed first in
+    /// What the signal holds for waits of `generation`.
+    pub(crate) fn value(&self, generation: u64) -> u64 {
+        self.raises.iter().filter(|r| r.generation == generation).fold(0, |sum, r| sum.saturating_add(r.add))
+    }
+
+    /// What raises of generations other than `generation` add up to.
+    pub(crate) fn other_generations(&self, generation: u64) -> u64 {
+        self.raises.iter().filter(|r| r.generation != generation).fold(0, |sum, r| sum.saturating_add(r.add))
+    }
+
+    /// The highest value a wait of `generation` was satisfied at.
+    pub(crate) fn waited(&self, generation: u64) -> u64 {
+        self.waited.iter().find(|&&(g, _)| g == generation).map_or(0, |&(_, v)| v)
+    }
+
+    /// Records a wait of `generation` satisfied at `until`.
+    pub(crate) fn wait_done(&mut self, generation: u64, until: u64) {
+        match self.waited.iter_mut().find(|(g, _)| *g == generation) {
+            Some((_, v)) => *v = (*v).max(until),
+            None => self.waited.push((generation, until)),
+        }
+    }
+
+    /// Every generation it was raised in, with what it holds and what waits took of it.
+    pub(crate) fn generations(&self) -> Vec<(u64, u64, u64)> {
+        let mut generations: Vec<u64> = self.raises.iter().map(|r| r.generation).collect();
+        generations.sort_unstable();
+        generations.dedup();
+        generations.into_iter().map(|g| (g, self.value(g), self.waited(g))).collect()
+    }
+
+    /// The raises of `generation` that brought the signal to `until`: those that landed first in
     /// simulated time, ties in the order they were delivered.
-    pub(crate) fn reaching(&self, until: u64) -> Vec<&Raise> {
-        let mut by_time: Vec<&Raise> = self.raises.iter().collect();
+    pub(crate) fn reaching(&self, generation: u64, until: u64) -> Vec<&Raise> {
+        let mut by_time: Vec<&Raise> = self.raises.iter().filter(|r| r.generation == generation).collect();
         by_time.sort_by(|a, b| a.at_ns.total_cmp(&b.at_ns));
         let mut sum = 0u64;
         let reached = by_time.iter().position(|r| {
@@ -118,10 +151,8 @@ impl Signals {
     }
 
     /// Raises `signal` by `add`, landing at `at_ns`.
-    pub(crate) fn raise(&mut self, signal: usize, add: u64, at_ns: f64, clock: Option<VClock>) {
-        let s = self.get(signal);
-        s.value = s.value.saturating_add(add);
-        s.raises.push(Raise { add, at_ns, clock });
+    pub(crate) fn raise(&mut self, signal: usize, raise: Raise) {
+        self.get(signal).raises.push(raise);
     }
 }
 
@@ -145,6 +176,8 @@ pub(crate) enum OneSidedOp {
 pub(crate) struct Outgoing {
     /// The lane.
     pub(crate) task: u32,
+    /// The lane's generation (call and phase) when it started it.
+    pub(crate) generation: u64,
     /// The target's rank.
     pub(crate) to: u32,
     /// The queue whose route it takes (the PE's first channel to the target).

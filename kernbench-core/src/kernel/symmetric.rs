@@ -10,6 +10,11 @@
 //! - sends and receives, barriers (which also complete the lane's puts, as `quiet` does) order as
 //!   messages do.
 //!
+//! Signals are counters per PE (`0..MAX_SIGNALS`). A raise carries its raiser's message generation
+//! (call and phase, [`crate::tl::message_generation`]) and counts only for waits of the same, so a
+//! flag of another phase or call never satisfies a wait. A runtime makes the heap at the start of a
+//! call and drops it at the end.
+//!
 //! A runtime that checks these rules (the mock runtime's race detector) reports two accesses to
 //! overlapping bytes that they leave unordered, at least one a write, as a [`Race`], and a read of
 //! bytes nobody wrote as [`Uninitialised`], naming both sides and the kernel's source lines.

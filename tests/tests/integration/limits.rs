@@ -46,7 +46,7 @@ fn the_symmetric_heap_of_a_one_sided_algorithm_counts_against_the_memory_limit()
     assert!(ring < limit, "{ring}");
     let mut comm = Communicator::new(system).max_memory(Some(limit)).max_messages(None);
     let err = comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &named("symmetric_one_shot")).unwrap_err();
-    let heap = 256 * 256 << 20;
+    let heap = (256 * 256) << 20;
     assert!(matches!(err, CommError::TooMuchMemory { estimate, .. } if estimate == ring + heap), "{err}");
 }
 

@@ -128,11 +128,10 @@ fn raises_and_leaves(tl: &Tl) {
 #[test]
 fn a_signal_left_raised_at_exit_is_an_error_naming_it() {
     let error = same_error_on_any_thread_count(|| run_full(2, &raises_and_leaves::KERNEL));
-    assert_eq!(error, RunError::SignalsLeftRaised(vec![LeftRaised { pe: pe(1), signal: DONE, value: 3, waited: 0 }]));
-    assert!(
-        error.to_string().contains("(sip 0, cube 0, pe 1)'s signal 1 holds 3 but waits took it only to 0"),
-        "{error}"
-    );
+    let left = LeftRaised { pe: pe(1), signal: DONE, generation: 1, value: 3, waited: 0 };
+    assert_eq!(error, RunError::SignalsLeftRaised(vec![left]));
+    let expected = "(sip 0, cube 0, pe 1)'s signal 1 holds 3 of generation 1 but waits took it only to 0";
+    assert!(error.to_string().contains(expected), "{error}");
 }
 
 /// Ranks 1 and 2 both put into bytes 16..32 of rank 0's buffer.
@@ -191,9 +190,30 @@ fn a_two_shot_with_one_signal_missing_is_a_deadlock_naming_the_waiter_and_its_si
     assert_eq!((report.finished, report.total, report.blocked.len()), (3, 4, 1));
     let waiter = &report.blocked[0];
     assert_eq!((waiter.pe, waiter.op), (pe(1), Op::WaitSignal));
-    assert_eq!(waiter.signal, Some(SignalWait { signal: DONE, until: 3, holds: 2 }));
+    assert_eq!(waiter.signal, Some(SignalWait { signal: DONE, until: 3, holds: 2, other_generations: 0 }));
     let text = error.to_string();
     assert!(text.contains("(sip 0, cube 0, pe 1) waits in wait_until on signal 1 for >= 3; it holds 2"), "{text}");
+}
+
+/// Rank 0 raises rank 1's signal in phase 2 of the call; rank 1 waits in phase 1.
+#[ccl_kernel]
+fn raises_in_another_phase(tl: &Tl) {
+    if tl.rank() == 0 {
+        tl.phase(2);
+        tl.signal(1, DATA, 1);
+    } else {
+        tl.wait_until(DATA, 1);
+    }
+}
+
+#[test]
+fn a_raise_of_another_phase_or_call_cannot_satisfy_a_wait() {
+    let error = same_error_on_any_thread_count(|| run_full(2, &raises_in_another_phase::KERNEL));
+    let RunError::Deadlock(report) = &error else { panic!("expected a deadlock, got {error}") };
+    let waiter = &report.blocked[0];
+    assert_eq!(waiter.signal, Some(SignalWait { signal: DATA, until: 1, holds: 0, other_generations: 1 }));
+    let expected = "waits in wait_until on signal 0 for >= 1; it holds 0 (and 1 raised in another call or phase";
+    assert!(error.to_string().contains(expected), "{error}");
 }
 
 /// Rank 0 gets a range of rank 1's buffer that nobody wrote.
