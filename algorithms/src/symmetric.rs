@@ -1,7 +1,7 @@
-//! One-sided algorithms on the symmetric heap: the seed's P2P all-reduce designs, written as
-//! NVSHMEM and NCCL's symmetric kernels are. A rank puts straight into its peers' buffers with
-//! `tl.put_signal`, which raises a peer's signal once the data has landed, and waits on its own
-//! signal before it reads what the peers put.
+//! One-sided algorithms on the symmetric heap: the P2P all-reduce designs of symmetric-memory
+//! libraries, written as NVSHMEM and NCCL's symmetric kernels are. A rank puts straight into its
+//! peers' buffers with `tl.put_signal`, which raises a peer's signal once the data has landed, and
+//! waits on its own signal before it reads what the peers put.
 //!
 //! Every kernel here runs on `full` (each rank reaches every other directly), up to 1024 ranks, and
 //! puts to its peers starting with the next rank, so the first puts do not all head for one rank.

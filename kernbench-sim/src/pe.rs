@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::RunError;
 use crate::queue::{Message, Queue, Side};
-use crate::race::{LaneSync, MessageOrders, Stamp, VClock};
+use crate::race::{LaneSync, MessageOrders, Released, Stamp};
 use crate::symmetric::{
     HeapBuffer, LaneOneSided, OneSidedOp, Outgoing, PeOneSided, access, check_signal, conflict_error,
 };
@@ -215,7 +215,7 @@ pub(crate) struct Arrival {
     pub(crate) group: u64,
     pub(crate) task: u32,
     pub(crate) at_ns: f64,
-    pub(crate) clock: Option<VClock>,
+    pub(crate) clock: Option<Released>,
 }
 
 /// The barriers: lanes arrive in the poll phase; between rounds each group whose lanes have all
@@ -652,29 +652,19 @@ impl PeView<'_> {
         })
     }
 
-    /// Injects `bytes` of a one-sided operation and queues it for the end of the round.
-    fn start(&mut self, to: u32, route: u32, clock: Option<VClock>, op: OneSidedOp) {
-        let bytes = match &op {
-            OneSidedOp::Put { tile, .. } => tile.bytes() as u64,
-            _ => crate::symmetric::CONTROL_BYTES,
-        };
+    /// Injects a one-sided operation and queues it for the end of the round.
+    fn start(&mut self, to: u32, route: u32, clock: Option<Released>, op: OneSidedOp) {
+        let generation = self.lane.generation;
+        let mut out = Outgoing { task: self.task, generation, to, route, depart_ns: 0.0, arrive_ns: 0.0, clock, op };
+        let bytes = out.bytes();
         let lane_clock = &mut self.lane.clock;
         let injection = lane_clock.injection_ns;
         spend(&mut self.state.compute, lane_clock, SpanKind::Send, injection, bytes);
+        (out.depart_ns, out.arrive_ns) = (lane_clock.now, lane_clock.now);
         let f = &mut self.lane.figures;
         f.messages_sent += 1;
         f.bytes_sent += bytes;
-        let (now, generation) = (self.lane.clock.now, self.lane.generation);
-        self.state.one_sided().outbox.push(Outgoing {
-            task: self.task,
-            generation,
-            to,
-            route,
-            depart_ns: now,
-            arrive_ns: now,
-            clock,
-            op,
-        });
+        self.state.one_sided().outbox.push(out);
         self.one_sided_used.store(true, Ordering::Relaxed);
     }
 

@@ -17,8 +17,8 @@
 //! memory pays nothing, and one that does pays for the edges it has.
 
 use std::ops::Range;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use kernbench_core::Op;
 use kernbench_core::symmetric::Site;
@@ -81,12 +81,12 @@ impl VClock {
 pub(crate) struct MessageOrders {
     /// Whether any message carries one.
     any: AtomicBool,
-    by_message: Mutex<FxHashMap<(u32, u64), VClock>>,
+    by_message: Mutex<FxHashMap<(u32, u64), Released>>,
 }
 
 impl MessageOrders {
     /// Message `position` of queue `queue` carries `clock`.
-    pub(crate) fn carry(&self, queue: u32, position: u64, clock: VClock) {
+    pub(crate) fn carry(&self, queue: u32, position: u64, clock: Released) {
         self.any.store(true, Ordering::Relaxed);
         self.by_message.lock().unwrap_or_else(|e| e.into_inner()).insert((queue, position), clock);
     }
@@ -100,7 +100,7 @@ impl MessageOrders {
     /// What message `position` of queue `queue` carries, taken as it is received. Its sender put it
     /// there in an earlier round than the receive, so the answer does not depend on threads.
     #[cold]
-    pub(crate) fn take(&self, queue: u32, position: u64) -> Option<VClock> {
+    pub(crate) fn take(&self, queue: u32, position: u64) -> Option<Released> {
         self.by_message.lock().unwrap_or_else(|e| e.into_inner()).remove(&(queue, position))
     }
 }
@@ -126,8 +126,58 @@ pub(crate) struct Stamp {
 
 impl Stamp {
     /// Whether this access happens before one made by `task` knowing `clock`.
-    fn before(&self, task: u32, clock: &VClock) -> bool {
-        self.task == task || clock.get(self.slot) >= self.epoch
+    fn before(&self, task: u32, clock: &impl Knows) -> bool {
+        self.task == task || clock.epoch(self.slot) >= self.epoch
+    }
+}
+
+/// What a clock says of a slot: the latest epoch of it that happens before.
+pub(crate) trait Knows {
+    fn epoch(&self, slot: u32) -> u32;
+}
+
+impl Knows for VClock {
+    fn epoch(&self, slot: u32) -> u32 {
+        self.get(slot)
+    }
+}
+
+/// What a lane released (with a signal, a message, a barrier's arrival, a put for its write's check):
+/// what it had acquired of others, shared, and its own two slots. Shared so that a lane making many
+/// puts after one acquire copies nothing per put.
+#[derive(Clone, Debug)]
+pub(crate) struct Released {
+    others: Arc<VClock>,
+    /// `(task, local, fenced)` of the lane that released it; none for a barrier's join.
+    own: Option<(u32, u32, u32)>,
+}
+
+impl Released {
+    /// Everything each of `released` covers: what a barrier hands every lane it releases.
+    pub(crate) fn join_all<'a>(released: impl Iterator<Item = &'a Released>) -> Released {
+        let mut clock = VClock::default();
+        for r in released {
+            r.join_into(&mut clock);
+        }
+        Released { others: Arc::new(clock), own: None }
+    }
+
+    fn join_into(&self, clock: &mut VClock) {
+        clock.join(&self.others);
+        if let Some((task, local, fenced)) = self.own {
+            clock.raise(local_slot(task), local);
+            clock.raise(put_slot(task), fenced);
+        }
+    }
+}
+
+impl Knows for Released {
+    fn epoch(&self, slot: u32) -> u32 {
+        match self.own {
+            Some((task, local, _)) if slot == local_slot(task) => local,
+            Some((task, _, fenced)) if slot == put_slot(task) => fenced,
+            _ => self.others.get(slot),
+        }
     }
 }
 
@@ -135,8 +185,8 @@ impl Stamp {
 #[derive(Clone, Debug)]
 pub(crate) struct LaneSync {
     task: u32,
-    /// What it has acquired of other lanes.
-    clock: VClock,
+    /// What it has acquired of other lanes (shared with what it released since).
+    clock: Arc<VClock>,
     local: u32,
     /// Plain puts made.
     pub(crate) puts: u32,
@@ -149,7 +199,7 @@ pub(crate) struct LaneSync {
 
 impl LaneSync {
     pub(crate) fn new(task: u32) -> LaneSync {
-        LaneSync { task, clock: VClock::default(), local: 1, puts: 0, fenced: 0, all_puts: 0, quieted: 0 }
+        LaneSync { task, clock: Arc::default(), local: 1, puts: 0, fenced: 0, all_puts: 0, quieted: 0 }
     }
 
     /// The stamp of a local access (a read, a write, a get, a put-with-signal's write) made now.
@@ -171,19 +221,16 @@ impl LaneSync {
     }
 
     /// What the lane knows now, with its own slots as a release covers them: for a write's check.
-    pub(crate) fn knowledge(&self) -> VClock {
-        let mut clock = self.clock.clone();
-        clock.raise(local_slot(self.task), self.local);
-        clock.raise(put_slot(self.task), self.fenced);
-        clock
+    pub(crate) fn knowledge(&self) -> Released {
+        Released { others: Arc::clone(&self.clock), own: Some((self.task, self.local, self.fenced)) }
     }
 
     /// A release (a signal, a send, a barrier's arrival): what it carries; later accesses are not
     /// covered by it.
-    pub(crate) fn release(&mut self) -> VClock {
-        let clock = self.knowledge();
+    pub(crate) fn release(&mut self) -> Released {
+        let released = self.knowledge();
         self.local += 1;
-        clock
+        released
     }
 
     /// `tl.fence()`: later releases cover every put so far.
@@ -203,13 +250,17 @@ impl LaneSync {
     }
 
     /// An acquire (a wait, a receive, a barrier's release).
-    pub(crate) fn acquire(&mut self, clock: &VClock) {
-        self.clock.join(clock);
+    pub(crate) fn acquire(&mut self, released: &Released) {
+        if released.own.is_some_and(|(task, ..)| task == self.task) {
+            // Its own release (a barrier of one lane): it knew all of it already.
+            return;
+        }
+        released.join_into(Arc::make_mut(&mut self.clock));
     }
 
     /// Whether the lane, as it ended, had acquired `stamp`.
     pub(crate) fn saw(&self, stamp: &Stamp) -> bool {
-        stamp.before(self.task, &self.clock)
+        stamp.before(self.task, &*self.clock)
     }
 }
 
@@ -240,7 +291,7 @@ pub(crate) struct Shadow {
 
 impl Shadow {
     /// Records a write of `bytes` by `stamp`, whose lane knows `clock`.
-    pub(crate) fn write(&mut self, bytes: Range<u64>, stamp: Stamp, clock: &VClock) -> Result<(), Conflict> {
+    pub(crate) fn write(&mut self, bytes: Range<u64>, stamp: Stamp, clock: &impl Knows) -> Result<(), Conflict> {
         let range = self.split(bytes.clone());
         for segment in &self.segments[range.clone()] {
             let unordered = |s: &&Stamp| !s.before(stamp.task, clock);
@@ -257,7 +308,7 @@ impl Shadow {
     }
 
     /// Records a read of `bytes` by `stamp`, whose lane knows `clock`.
-    pub(crate) fn read(&mut self, bytes: Range<u64>, stamp: Stamp, clock: &VClock) -> Result<(), Conflict> {
+    pub(crate) fn read(&mut self, bytes: Range<u64>, stamp: Stamp, clock: &impl Knows) -> Result<(), Conflict> {
         let range = self.split(bytes.clone());
         let mut at = bytes.start;
         for segment in &self.segments[range.clone()] {

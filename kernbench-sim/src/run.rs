@@ -29,7 +29,7 @@ use crate::pe::{
     Arrival, Barrier, Budget, LaneState, PeBuffers, PeFigures, PeState, PeView, Port, Wait, WaitSlot, Watch, group_key,
 };
 use crate::queue::{Queue, Side};
-use crate::race::{MessageOrders, Stamp, VClock};
+use crate::race::{MessageOrders, Released, Stamp};
 use crate::report::{PeReport, RunReport};
 use crate::slots::Slots;
 use crate::symmetric::{OneSidedOp, Outgoing, PutRecord, Raise, access, conflict_error};
@@ -732,10 +732,8 @@ impl Execution<'_> {
                 let landed = self.lanes_ref(arrival.task).one_sided.as_ref().map_or(0.0, |o| o.landed_ns);
                 release = release.max(arrival.at_ns.max(landed));
             }
-            let mut joined: Option<VClock> = None;
-            for clock in arrivals.iter().filter_map(|a| a.clock.as_ref()) {
-                joined.get_or_insert_with(VClock::default).join(clock);
-            }
+            let clocks = arrivals.iter().filter_map(|a| a.clock.as_ref());
+            let joined = arrivals.iter().any(|a| a.clock.is_some()).then(|| Released::join_all(clocks));
             for arrival in &arrivals {
                 let task = arrival.task;
                 let lane = self.lanes.get(task as usize);

@@ -10,7 +10,7 @@
 use kernbench_core::symmetric::{Access, MAX_SIGNALS, Race, Symmetric, Uninitialised};
 use kernbench_core::{Dtype, KernelError, Op, PeId, Tile};
 
-use crate::race::{Conflict, LaneSync, Shadow, Stamp, VClock};
+use crate::race::{Conflict, LaneSync, Released, Shadow, Stamp};
 
 /// Bytes of a signal, or of a get's request, on the wire.
 pub(crate) const CONTROL_BYTES: u64 = 8;
@@ -75,7 +75,7 @@ pub(crate) struct Raise {
     pub(crate) add: u64,
     pub(crate) at_ns: f64,
     pub(crate) generation: u64,
-    pub(crate) clock: Option<VClock>,
+    pub(crate) clock: Option<Released>,
 }
 
 /// One signal of a PE. A raise counts only for waits of its own generation, as a message is received
@@ -186,7 +186,7 @@ pub(crate) struct Outgoing {
     /// When it reaches the target (set when the round's transfers are placed).
     pub(crate) arrive_ns: f64,
     /// What the lane had released with it (a write's check, a signal's acquire), under the detector.
-    pub(crate) clock: Option<VClock>,
+    pub(crate) clock: Option<Released>,
     pub(crate) op: OneSidedOp,
 }
 

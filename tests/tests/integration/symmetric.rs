@@ -257,6 +257,35 @@ fn a_put_to_a_pe_outside_the_plan_names_the_ranks_it_reaches() {
     );
 }
 
+/// Two lanes of each PE: lane 0 writes the PE's own buffer, before the barrier (`late: false`) or
+/// after it; lane 1 reads it after the barrier.
+#[ccl_kernel(lanes = 2)]
+fn lanes_share_a_buffer(tl: &Tl, late: bool) {
+    let scratch = tl.symmetric("scratch", F32, 8);
+    if tl.lane() == 0 && !late {
+        tl.write(&scratch, 0, &tl.load(Input));
+    }
+    tl.barrier_in(Group::Cube);
+    if tl.lane() == 0 && late {
+        tl.write(&scratch, 0, &tl.load(Input)); // lane 0 writes late
+    }
+    if tl.lane() == 1 {
+        let _ = tl.read(&scratch, 0, 8); // lane 1 reads
+    }
+}
+
+#[test]
+fn lanes_of_one_pe_race_like_pes_naming_both_lanes_and_a_barrier_orders_them() {
+    run_full(2, &lanes_share_a_buffer::KERNEL).params(json!({"late": false})).run().unwrap();
+    let error =
+        same_error_on_any_thread_count(|| run_full(2, &lanes_share_a_buffer::KERNEL).params(json!({"late": true})));
+    let RunError::InLane { lane: 1, error, .. } = &error else { panic!("expected lane 1's error, got {error}") };
+    let race = race(error);
+    assert_side(&race.first, pe(0), Op::Write, "lane 0 writes late");
+    assert_eq!((race.second.pe, race.second.lane, race.second.op), (pe(0), 1, Op::Read));
+    assert!(race.to_string().contains("(sip 0, cube 0, pe 0) lane 1 (read at "), "{race}");
+}
+
 // --- clean exits and ordering that holds ---
 
 /// Rank 0 puts without a signal; rank 1 never looks.
