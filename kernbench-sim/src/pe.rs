@@ -515,8 +515,8 @@ impl Backend for PeView<'_> {
                 Poll::Pending
             }
             _ => {
-                // A barrier completes the lane's puts (its release is taken when the barrier opens,
-                // after they land) and releases everything the lane did.
+                // A barrier completes the lane's puts: it releases them with everything else the lane
+                // did, and opens only once they have landed.
                 let clock = match self.lane.one_sided.as_mut().and_then(|o| o.sync.as_mut()) {
                     Some(sync) if self.detector => {
                         sync.quiet();
