@@ -8,6 +8,7 @@
 //! | [`machine`] | system specs, PE ids, directions, routes | nothing of ours |
 //! | [`kernel`] | `tl`, tiles, dtypes, kernel definitions, collectives, postconditions, time bounds | `machine` |
 //! | [`plan`] | mappers, topologies, install plans, validators, layouts, partitions | `machine`, `kernel` |
+//! | [`program`] | chunk programs (MSCCL's model), MSCCL-IR XML in and out | `machine`, `kernel` |
 //! | [`registry`] | typed algorithms, selection rules, the JSON format | all three |
 //!
 //! ```text
@@ -26,6 +27,7 @@ pub mod kernel;
 pub mod machine;
 mod names;
 pub mod plan;
+pub mod program;
 mod quote;
 pub mod registry;
 

@@ -1,0 +1,1 @@
+//! MSCCL-IR XML in and out.
