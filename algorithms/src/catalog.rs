@@ -40,10 +40,12 @@ pub fn register_all(set: &mut KernelSet) {
     }
 }
 
-/// A set holding every shipped kernel.
+/// A set holding every shipped kernel, and `msccl_program`, which runs an MSCCL-IR XML file
+/// ([`kernbench_core::program::MSCCL_PROGRAM`]).
 pub fn kernels() -> KernelSet {
     let mut set = KernelSet::new();
     register_all(&mut set);
+    set.register(&kernbench_core::program::MSCCL_PROGRAM);
     set
 }
 

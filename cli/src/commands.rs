@@ -45,6 +45,9 @@ enum Command {
     /// Say which rule picks which algorithm for a collective and a size, and what every algorithm
     /// of the collective would take there.
     Explain(ExplainArgs),
+    /// Run an MSCCL-IR XML algorithm: check it against its collective's postcondition at every size
+    /// and print an nccl-tests table of its simulated times.
+    Msccl(MscclArgs),
     /// List the algorithms, kernels, topologies, mappers and validators.
     List,
     /// Print a system and an algorithm's install plan on it.
@@ -178,6 +181,29 @@ struct BenchArgs {
 }
 
 #[derive(Debug, clap::Args)]
+struct MscclArgs {
+    /// The MSCCL-IR XML file (as msccl-tools writes it, or any dialect NCCL's or RCCL's MSCCL reader
+    /// takes).
+    file: PathBuf,
+    /// A system JSON file (default: a fully-connected system of one SIP per GPU of the file).
+    #[arg(long)]
+    system: Option<PathBuf>,
+    /// nccl-tests sizes in bytes per rank, as for `bench`.
+    #[arg(long, default_value = "1K..16M")]
+    sizes: String,
+    #[command(flatten)]
+    limits: Limits,
+    /// Threads to poll PEs on.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    #[command(flatten)]
+    data: Data,
+    /// Print the rows as JSON instead of a table (the fields of `bench --json`).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
 struct TuneArgs {
     /// The collective to tune, or `all`.
     collective: String,
@@ -272,6 +298,7 @@ pub fn run(cli: Cli, out: &mut impl Write, stop: &AtomicBool) -> Result<()> {
         Command::Trace(args) => trace(&args, out, stop),
         Command::Plot(args) => plot(&args, out, stop),
         Command::Explain(args) => explain(&args, out, stop),
+        Command::Msccl(args) => msccl(&args, out, stop),
         Command::List => list(out),
         Command::Plan { algorithm, system, all } => plan(&algorithm, system.as_deref(), all, out),
     }
@@ -487,6 +514,74 @@ fn bench(args: &BenchArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()
     Ok(interrupted?)
 }
 
+/// Runs an MSCCL-IR file as the registry algorithm `msccl_program` binds it to, on `full`, over the
+/// sizes of a `bench`, and says whether every point held its postcondition.
+fn msccl(args: &MscclArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> {
+    let program = kernbench::program::msccl::from_file(&args.file)?;
+    let system = match &args.system {
+        Some(path) => System::from_file(path)?,
+        None => System::from_json_str(
+            &serde_json::json!({
+                "sips": program.ranks.len(), "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1,
+                "sip_interconnect": "fully_connected"
+            })
+            .to_string(),
+        )?,
+    };
+    let collective = program.collective;
+    let name = if program.name.is_empty() { "msccl".to_owned() } else { program.name.clone() };
+    let registry = serde_json::json!({
+        "algorithms": {&name: {
+            "collective": collective, "kernel": kernbench::program::MSCCL_PROGRAM.name, "topology": "full",
+            "mapper": "leader_only", "validator": "single_shard", "buffer_kind": "hbm",
+            "params": {"file": args.file}, "summary": format!("MSCCL-IR file {}", args.file.display())
+        }},
+        "selection": {}
+    });
+    let registry = Registry::from_json_str(&registry.to_string(), &kernbench::algorithms::kernels())?;
+    let mut comm = args.limits.apply(Communicator::with_registry(system, registry).threads(args.threads))?;
+    let series = Series::parse_list(&name, comm.registry(), collective)?;
+    let (dtype, op) = args.data.parse()?;
+    let sweep = Sweep::new(collective, series, parse_sizes(&args.sizes)?)
+        .dtype(dtype)
+        .op(op)
+        .max_memory(args.limits.memory()?);
+    let system = comm.system().clone();
+    let (rows, interrupted) = if args.json {
+        let (rows, interrupted) = run_sweep(&sweep, &mut comm, true, stop, out)?;
+        let doc = serde_json::json!({"collective": collective, "system": system.spec(), "rows": rows});
+        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+        (rows, interrupted)
+    } else {
+        let thread_blocks: usize = program.ranks.iter().map(|r| r.thread_blocks.len()).sum();
+        writeln!(
+            out,
+            "# kernbench msccl {}: `{name}`, {collective} over {} ranks, {} chunks, {thread_blocks} thread blocks, protocol {}, on {}",
+            args.file.display(),
+            program.ranks.len(),
+            program.chunks,
+            program.protocol.name(),
+            system.describe()
+        )?;
+        for refusal in kernbench::program::msccl::refusals(&program) {
+            writeln!(out, "# {} would refuse it: {}", refusal.executor, refusal.reason)?;
+        }
+        writeln!(out, "{}", table_header())?;
+        let (rows, interrupted) = run_sweep(&sweep, &mut comm, false, stop, out)?;
+        write!(out, "{}", table_footer(&rows))?;
+        (rows, interrupted)
+    };
+    interrupted?;
+    let wrong = rows.iter().filter(|r| r.wrong > 0).count();
+    if wrong > 0 {
+        bail!("`{name}` broke the {collective} postcondition at {wrong} of {} sizes", rows.len());
+    }
+    if !args.json {
+        writeln!(out, "# correct at every size")?;
+    }
+    Ok(())
+}
+
 fn tune(args: &TuneArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> {
     let check = |path: &Option<PathBuf>| path.as_deref().map(OutputFile::check).transpose();
     let (registry_file, rules_file, nccl_file) = (check(&args.out)?, check(&args.rules_csv)?, check(&args.nccl_tuner)?);
@@ -681,7 +776,7 @@ fn list(out: &mut impl Write) -> Result<()> {
         )?;
     }
     writeln!(out, "kernels:")?;
-    for k in kernbench::algorithms::KERNELS {
+    for k in kernbench::algorithms::kernels().iter() {
         let params: Vec<String> = k.params.iter().map(|p| format!("{}: {}", p.name, p.ty)).collect();
         writeln!(out, "  {:<34} ({}) {}", k.name, params.join(", "), k.summary)?;
     }

@@ -13,8 +13,9 @@ use serde::{Deserialize, Serialize};
 use crate::RunError;
 use crate::queue::{Message, Queue, Side};
 use crate::race::{LaneSync, MessageOrders, Released, Stamp};
+use crate::slots::Slots;
 use crate::symmetric::{
-    HeapBuffer, LaneOneSided, OneSidedOp, Outgoing, PeOneSided, access, check_signal, conflict_error,
+    HeapBuffer, Raise, LaneOneSided, OneSidedOp, Outgoing, PeOneSided, access, check_signal, conflict_error,
 };
 use crate::timing::{Bookings, Clock, SpanKind};
 
@@ -260,6 +261,8 @@ pub(crate) struct PeView<'a> {
     pub(crate) orders: &'a MessageOrders,
     /// Set when a lane starts a one-sided operation, so rounds without any skip their delivery.
     pub(crate) one_sided_used: &'a AtomicBool,
+    /// Every lane's wait slot: a raise of the PE's own signal wakes its other lanes.
+    pub(crate) waits: &'a Slots<WaitSlot>,
     /// Every lane's first task and every task's rank: to name the lanes of a race.
     pub(crate) first_task: &'a [u32],
     pub(crate) task_rank: &'a [u32],
@@ -693,6 +696,25 @@ impl PeView<'_> {
         self.state.one_sided().heap.buffer(pe, buffer, detector)
     }
 
+    /// Wakes the other lanes of this PE that wait on `signal`: they are polled by this thread, in a
+    /// later round.
+    fn wake_own_waiters(&self, signal: usize) {
+        let rank = self.task_rank[self.task as usize] as usize;
+        for task in self.first_task[rank]..self.first_task[rank + 1] {
+            if task == self.task {
+                continue;
+            }
+            // SAFETY: poll phase; the PE's lanes and their wait slots belong to this thread, and a
+            // lane other than the one being polled is not borrowed now.
+            let slot = unsafe { self.waits.get_ref(task as usize) };
+            if matches!(slot.wait, Wait::Signal { signal: s, .. } if s as usize == signal) {
+                if let Some(waker) = &slot.waker {
+                    waker.wake_by_ref();
+                }
+            }
+        }
+    }
+
     /// The error for what the race detector found on this PE's copy of `buffer`.
     fn conflict(&self, conflict: crate::race::Conflict, buffer: &'static str, stamp: &Stamp) -> KernelError {
         let who = |s: &Stamp| access(self.pes, self.first_task, self.task_rank, s);
@@ -793,9 +815,17 @@ impl OneSided for PeView<'_> {
     }
 
     fn signal(&mut self, peer: usize, signal: usize, add: u64) -> Result<(), KernelError> {
-        let (route, _) = self.peer(peer, Op::Signal)?;
         let signal = check_signal(self.state.pe, Op::Signal, signal)?;
+        let own = peer == self.task_rank[self.task as usize] as usize;
+        let route = if own { None } else { Some(self.peer(peer, Op::Signal)?.0) };
         let clock = if self.detector { Some(self.lane.sync(self.task).release()) } else { None };
+        let Some(route) = route else {
+            // A raise of one's own signal (between the lanes of a PE) lands at once.
+            let raise = Raise { add, at_ns: self.lane.clock.now, generation: self.lane.generation, clock };
+            self.state.one_sided().signals.raise(signal, raise);
+            self.wake_own_waiters(signal);
+            return Ok(());
+        };
         self.start(peer as u32, route, clock, OneSidedOp::Signal { signal, add });
         Ok(())
     }

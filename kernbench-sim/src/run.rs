@@ -585,6 +585,7 @@ impl Execution<'_> {
             detector: self.detector,
             orders: &self.orders,
             one_sided_used: &self.one_sided_used,
+            waits: &self.waits,
             first_task: &self.first_task,
             task_rank: &self.task_rank,
         };

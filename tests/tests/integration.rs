@@ -21,6 +21,8 @@ mod lanes;
 mod limits;
 #[path = "../../kernbench-core/tests/core/mutate.rs"]
 mod mutate;
+#[path = "integration/programs.rs"]
+mod programs;
 #[path = "integration/registry_props.rs"]
 mod registry_props;
 #[path = "integration/runtime.rs"]

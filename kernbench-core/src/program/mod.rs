@@ -12,10 +12,14 @@
 //!   thread blocks of its rank) to have completed; across ranks only messages order steps;
 //! - message k that a thread block sends to rank `r` on channel `c` is message k that the thread block
 //!   of `r` receiving from it on channel `c` receives (FIFO per connection);
-//! - each thread block runs its whole list once per *slice* of its chunks, so a thread block that
-//!   receives, reduces and forwards (`rrs`, `rcs`, `rrcs`) passes each slice on as it arrives.
+//! - each thread block runs its whole list once per *pass* over its chunks ([`Protocol::pass_bytes`]
+//!   of each), and a step moves its part of a pass in *slices* ([`Protocol::slice_bytes`]): a step
+//!   that receives, reduces and forwards (`rrs`, `rcs`, `rrcs`) passes each slice on as it arrives.
 
+mod kernel;
 pub mod msccl;
+
+pub use kernel::{MSCCL_PROGRAM, ProgramKernel};
 
 use std::fmt;
 
@@ -194,6 +198,28 @@ pub enum Protocol {
 }
 
 impl Protocol {
+    /// The bytes of each chunk a thread block moves per pass of its step list (the executor's
+    /// `chunkSize`, NCCL's defaults): a connection step (`Simple`: a 4 MiB buffer in 8 steps, 512 KiB;
+    /// `LL`: the 8-byte data halves of 16-byte lines, 32 KiB of a 64 KiB step; `LL128`: 120 of each
+    /// 128 bytes, 576,000 of a 614,400-byte step) times the steps per chunk (4 for `Simple`, 1
+    /// otherwise).
+    pub fn pass_bytes(self) -> usize {
+        match self {
+            Protocol::Simple => 2 << 20,
+            Protocol::Ll => 32 << 10,
+            Protocol::Ll128 => 576_000,
+        }
+    }
+
+    /// The bytes a step moves per message within a pass: a slice (`Simple`: 2 steps, 1 MiB; the others
+    /// a whole pass). A fused step forwards each slice as it arrives, so a ring of them streams.
+    pub fn slice_bytes(self) -> usize {
+        match self {
+            Protocol::Simple => 1 << 20,
+            Protocol::Ll | Protocol::Ll128 => self.pass_bytes(),
+        }
+    }
+
     /// Its name in MSCCL-IR.
     pub fn name(self) -> &'static str {
         match self {
