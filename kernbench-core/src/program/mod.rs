@@ -15,7 +15,11 @@
 //! - each thread block runs its whole list once per *slice* of its chunks, so a thread block that
 //!   receives, reduces and forwards (`rrs`, `rcs`, `rrcs`) passes each slice on as it arrives.
 
+pub mod check;
 pub mod msccl;
+
+pub use check::{ProgramError, check};
+pub use msccl::MscclError;
 
 use std::fmt;
 
