@@ -16,10 +16,11 @@
 //!   of each), and a step moves its part of a pass in *slices* ([`Protocol::slice_bytes`]): a step
 //!   that receives, reduces and forwards (`rrs`, `rcs`, `rrcs`) passes each slice on as it arrives.
 
-mod kernel;
+pub mod check;
 pub mod msccl;
 
-pub use kernel::{MSCCL_PROGRAM, ProgramKernel};
+pub use check::{ProgramError, check};
+pub use msccl::MscclError;
 
 use std::fmt;
 
