@@ -542,10 +542,8 @@ fn msccl(args: &MscclArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()
     let mut comm = args.limits.apply(Communicator::with_registry(system, registry).threads(args.threads))?;
     let series = Series::parse_list(&name, comm.registry(), collective)?;
     let (dtype, op) = args.data.parse()?;
-    let sweep = Sweep::new(collective, series, parse_sizes(&args.sizes)?)
-        .dtype(dtype)
-        .op(op)
-        .max_memory(args.limits.memory()?);
+    let sweep =
+        Sweep::new(collective, series, parse_sizes(&args.sizes)?).dtype(dtype).op(op).max_memory(args.limits.memory()?);
     let system = comm.system().clone();
     let (rows, interrupted) = if args.json {
         let (rows, interrupted) = run_sweep(&sweep, &mut comm, true, stop, out)?;

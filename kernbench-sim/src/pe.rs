@@ -15,7 +15,7 @@ use crate::queue::{Message, Queue, Side};
 use crate::race::{LaneSync, MessageOrders, Released, Stamp};
 use crate::slots::Slots;
 use crate::symmetric::{
-    HeapBuffer, Raise, LaneOneSided, OneSidedOp, Outgoing, PeOneSided, access, check_signal, conflict_error,
+    HeapBuffer, LaneOneSided, OneSidedOp, Outgoing, PeOneSided, Raise, access, check_signal, conflict_error,
 };
 use crate::timing::{Bookings, Clock, SpanKind};
 

@@ -699,3 +699,60 @@ fn run_says_the_peak_memory_after_each_call_on_stderr() {
     assert!(peaks[0].starts_with("kernbench: all_reduce #1: peak memory so far "), "{stderr}");
     assert!(peaks.iter().all(|l| l.ends_with("MiB") || l.ends_with("KiB")), "a size: {stderr}");
 }
+
+const MSCCL_FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/msccl");
+
+#[test]
+fn msccl_runs_an_xml_file_and_says_it_is_correct() {
+    let ring = format!("{MSCCL_FIXTURES}/ring_allreduce.xml");
+    let out = kernbench(&["msccl", &ring, "--sizes", "1K,64K"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("`ring_allreduce`, all_reduce over 4 ranks, 4 chunks, 4 thread blocks, protocol Simple"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("on 4 SIPs x 1x1 cubes x 1 PEs"), "the default system is one SIP per GPU: {stdout}");
+    let rows = stdout.lines().filter(|l| !l.starts_with('#') && l.contains(" ring_allreduce "));
+    assert_eq!(rows.count(), 2, "{stdout}");
+    assert!(stdout.ends_with("# correct at every size\n"), "{stdout}");
+    // The JSON rows are bench's, `wrong` included.
+    let out = kernbench(&["msccl", &ring, "--sizes", "1K", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["rows"][0]["wrong"], 0);
+    assert_eq!(json["rows"][0]["algorithm"], "ring_allreduce");
+}
+
+#[test]
+fn msccl_says_which_executors_would_refuse_a_file() {
+    // The ring fuses receive-reduce-send steps, which RCCL's MSCCL kernels are built without.
+    let out = kernbench(&["msccl", &format!("{MSCCL_FIXTURES}/ring_allreduce.xml"), "--sizes", "1K"]);
+    assert!(text(&out.stdout).contains("# RCCL would refuse it: "), "{}", text(&out.stdout));
+}
+
+#[test]
+fn msccl_fails_on_a_wrong_algorithm_and_on_a_bad_file() {
+    let dir = scratch("msccl-wrong");
+    // A ring whose rank 0 stores its last chunk in the wrong place.
+    let ring = std::fs::read_to_string(format!("{MSCCL_FIXTURES}/ring_allreduce.xml")).unwrap();
+    let last_recv = ring.find("type=\"r\" ").expect("the ring ends with a receive");
+    let at = last_recv + ring[last_recv..].find("dstoff=\"").unwrap() + "dstoff=\"".len();
+    let digit = &ring[at..at + 1];
+    let other = if digit == "0" { "1" } else { "0" };
+    let wrong = format!("{}{other}{}", &ring[..at], &ring[at + 1..]);
+    let file = dir.join("wrong.xml");
+    std::fs::write(&file, wrong).unwrap();
+    let out = kernbench(&["msccl", file.to_str().unwrap(), "--sizes", "1K"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("broke the all_reduce postcondition at 1 of 1 sizes"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+
+    let bad = dir.join("bad.xml");
+    std::fs::write(&bad, ring.replacen("type=\"s\"", "type=\"send\"", 1)).unwrap();
+    let out = kernbench(&["msccl", bad.to_str().unwrap(), "--sizes", "1K"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("send"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}

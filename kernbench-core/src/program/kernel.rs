@@ -102,7 +102,8 @@ impl Layout {
         let (rank, n) = (tl.rank(), tl.size());
         let pe = tl.pe();
         if program.ranks.len() != n {
-            let message = format!("the program `{}` is for {} ranks, the run has {n}", program.name, program.ranks.len());
+            let message =
+                format!("the program `{}` is for {} ranks, the run has {n}", program.name, program.ranks.len());
             return Err(KernelError::kernel(pe, message));
         }
         let input = tl.buffer_len(Buffer::Input)?;
@@ -164,7 +165,13 @@ impl Layout {
 }
 
 /// The chunks `r` names, read within the slice.
-fn read(tl: &Tl, layout: &Layout, r: ChunkRef, count: usize, window: &std::ops::Range<usize>) -> Result<Tile, KernelError> {
+fn read(
+    tl: &Tl,
+    layout: &Layout,
+    r: ChunkRef,
+    count: usize,
+    window: &std::ops::Range<usize>,
+) -> Result<Tile, KernelError> {
     let (buffer, pieces) = layout.pieces(r, count, window);
     let tiles = pieces.iter().map(|&(start, len)| tl.load_slice(buffer, start, len)).collect::<Result<Vec<_>, _>>()?;
     match tiles.len() {
@@ -175,7 +182,14 @@ fn read(tl: &Tl, layout: &Layout, r: ChunkRef, count: usize, window: &std::ops::
 }
 
 /// Writes `tile` into the chunks `r` names, within the slice.
-fn write(tl: &Tl, layout: &Layout, r: ChunkRef, count: usize, window: &std::ops::Range<usize>, tile: &Tile) -> Result<(), KernelError> {
+fn write(
+    tl: &Tl,
+    layout: &Layout,
+    r: ChunkRef,
+    count: usize,
+    window: &std::ops::Range<usize>,
+    tile: &Tile,
+) -> Result<(), KernelError> {
     let (buffer, pieces) = layout.pieces(r, count, window);
     let mut at = 0;
     for (start, len) in pieces {
@@ -200,8 +214,12 @@ async fn run_lane(program: &Program, tl: &Tl) -> Result<(), KernelError> {
         if program.in_place {
             let input = tl.load(Buffer::Input)?;
             match program.collective {
-                Collective::AllGather => tl.store_at(Buffer::Output, layout.rank * layout.block_chunks * layout.chunk, &input)?,
-                Collective::ReduceScatter => tl.store_at(Buffer::Scratch, layout.scratch_chunks * layout.chunk, &input)?,
+                Collective::AllGather => {
+                    tl.store_at(Buffer::Output, layout.rank * layout.block_chunks * layout.chunk, &input)?
+                }
+                Collective::ReduceScatter => {
+                    tl.store_at(Buffer::Scratch, layout.scratch_chunks * layout.chunk, &input)?
+                }
                 _ => tl.store(Buffer::Output, &input)?,
             }
         }
@@ -236,7 +254,9 @@ async fn run_lane(program: &Program, tl: &Tl) -> Result<(), KernelError> {
         let len = tl.buffer_len(Buffer::Output)?;
         tl.store(Buffer::Output, &tl.load_slice(Buffer::Scratch, start, len)?)?;
     }
-    if op == ReduceOp::Avg && matches!(program.collective, Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce) {
+    if op == ReduceOp::Avg
+        && matches!(program.collective, Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce)
+    {
         let mut output = tl.load(Buffer::Output)?;
         tl.finish(&mut output, op, tl.size())?;
         tl.store(Buffer::Output, &output)?;

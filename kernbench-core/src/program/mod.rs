@@ -17,9 +17,11 @@
 //!   that receives, reduces and forwards (`rrs`, `rcs`, `rrcs`) passes each slice on as it arrives.
 
 pub mod check;
+mod kernel;
 pub mod msccl;
 
 pub use check::{ProgramError, check};
+pub use kernel::{MSCCL_PROGRAM, ProgramKernel};
 pub use msccl::MscclError;
 
 use std::fmt;

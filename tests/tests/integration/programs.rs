@@ -93,9 +93,11 @@ fn ring_program_of(n: usize, protocol: Protocol, steps: impl Fn(usize) -> Vec<St
 fn run(system: &System, program: &Program, dtype: Dtype, elements: usize, op: ReduceOp) -> (RunReport, bool) {
     let plan = InstallPlan::build(system, "full", "leader_only").unwrap();
     let n = plan.len();
-    let inputs: Vec<Tile> =
-        (0..n).map(|r| Tile::from_f64s(dtype, &(0..elements).map(|e| ((r * 7 + e) % 11) as f64).collect::<Vec<_>>())).collect();
-    let before: Vec<Tile> = inputs.iter().enumerate().map(|(r, t)| starting_output(program.collective, t, r, n)).collect();
+    let inputs: Vec<Tile> = (0..n)
+        .map(|r| Tile::from_f64s(dtype, &(0..elements).map(|e| ((r * 7 + e) % 11) as f64).collect::<Vec<_>>()))
+        .collect();
+    let before: Vec<Tile> =
+        inputs.iter().enumerate().map(|(r, t)| starting_output(program.collective, t, r, n)).collect();
     let buffers = inputs.iter().zip(&before).map(|(i, o)| PeBuffers { input: i.clone(), output: o.clone() }).collect();
     let kernel = ProgramKernel::new(Arc::new(program.clone()));
     let report = Runtime::new(system)
@@ -146,7 +148,6 @@ fn fused_steps_forward_each_slice_as_it_arrives() {
     assert!(time(&fused) < 0.9 * time(&unfused), "fused {} ns, unfused {} ns", time(&fused), time(&unfused));
 }
 
-
 #[test]
 fn an_in_place_ring_program_all_reduces_in_its_input_buffer() {
     let n = 4;
@@ -176,7 +177,12 @@ fn three_thread_blocks() -> Program {
         output_chunks: 1,
         scratch_chunks: 1,
         thread_blocks: vec![
-            ThreadBlock { send: Some(1 - r), recv: None, channel: 0, steps: vec![step(StepKind::Send, chunk(i, 0), None)] },
+            ThreadBlock {
+                send: Some(1 - r),
+                recv: None,
+                channel: 0,
+                steps: vec![step(StepKind::Send, chunk(i, 0), None)],
+            },
             ThreadBlock {
                 send: None,
                 recv: Some(1 - r),
@@ -188,7 +194,12 @@ fn three_thread_blocks() -> Program {
                 recv: None,
                 channel: 0,
                 steps: vec![
-                    Step { kind: StepKind::Nop, count: 0, depends_on: Some(received), ..step(StepKind::Nop, None, None) },
+                    Step {
+                        kind: StepKind::Nop,
+                        count: 0,
+                        depends_on: Some(received),
+                        ..step(StepKind::Nop, None, None)
+                    },
                     Step { depends_on: Some(received), ..step(StepKind::Copy, chunk(s, 0), chunk(o, 0)) },
                     step(StepKind::Reduce, chunk(i, 0), chunk(o, 0)),
                 ],
@@ -215,5 +226,28 @@ fn thread_blocks_wait_for_the_steps_they_depend_on() {
         // The copy waited for the receive: the third lane finishes after the second.
         let pe = &report.time().unwrap().pes[0];
         assert!(pe.lanes[2].finish_ns >= pe.lanes[1].finish_ns, "{:?}", pe.lanes);
+    }
+}
+
+#[test]
+fn imported_programs_hold_their_postconditions_and_take_time() {
+    let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/msccl"));
+    let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    assert!(files.len() >= 4, "{files:?}");
+    for file in files {
+        let program = kernbench::program::msccl::from_file(&file).unwrap();
+        let n = program.ranks.len();
+        let system = System::shape(n, 1, 1, 1).unwrap();
+        // Whole chunks: an all-gather contributes its part of them.
+        let elements = match program.collective {
+            Collective::AllGather => program.chunks / n * 5,
+            _ => program.chunks * 5,
+        };
+        for op in [ReduceOp::Sum, ReduceOp::Max] {
+            let (report, held) = run(&system, &program, F32, elements, op);
+            assert!(held, "{}: {op}", file.display());
+            assert!(report.time().unwrap().completion_ns > 0.0, "{}", file.display());
+        }
     }
 }
