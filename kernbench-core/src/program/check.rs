@@ -130,6 +130,22 @@ pub enum ProgramError {
         /// The program's ranks.
         ranks: usize,
     },
+    /// A rank's input or output buffer has more chunks than the program cuts the larger of the two into
+    /// ([`Program::chunks`]), so its last chunks would lie past the end of the user's buffer.
+    #[error(
+        "rank {rank}'s {} has {buffer_chunks} chunks, more than the program's {chunks} (nchunksperloop): expected at most {chunks}",
+        buffer_text(*buffer)
+    )]
+    BufferTooLarge {
+        /// The rank.
+        rank: usize,
+        /// [`Buffer::Input`] or [`Buffer::Output`].
+        buffer: Buffer,
+        /// Its chunks.
+        buffer_chunks: usize,
+        /// [`Program::chunks`].
+        chunks: usize,
+    },
     /// A thread block's channel is not below the program's channel count.
     #[error(
         "rank {rank} tb {tb}: channel {channel} is out of range: the program has {channels} channels, 0..{channels}"
@@ -321,16 +337,24 @@ fn cycle_text(cycle: &[WaitingStep]) -> String {
 /// # Errors
 /// The first [`ProgramError`] found.
 pub fn check(program: &Program) -> Result<(), ProgramError> {
-    check_thread_blocks(program)?;
+    check_ranks(program)?;
     check_steps(program)?;
     let steps = Steps::new(program);
     let sent_by = pair_messages(program, &steps)?;
     find_cycle(program, &steps, &sent_by)
 }
 
-fn check_thread_blocks(program: &Program) -> Result<(), ProgramError> {
+/// Each rank's buffers, and each of its thread blocks' peers and channel.
+fn check_ranks(program: &Program) -> Result<(), ProgramError> {
     let ranks = program.ranks.len();
     for (rank, rank_program) in program.ranks.iter().enumerate() {
+        for (buffer, buffer_chunks) in
+            [(Buffer::Input, rank_program.input_chunks), (Buffer::Output, rank_program.output_chunks)]
+        {
+            if buffer_chunks > program.chunks {
+                return Err(ProgramError::BufferTooLarge { rank, buffer, buffer_chunks, chunks: program.chunks });
+            }
+        }
         let mut connections = BTreeMap::new();
         for (tb, block) in rank_program.thread_blocks.iter().enumerate() {
             if block.channel >= program.channels {
@@ -469,7 +493,7 @@ impl Steps {
 /// Pairs the k-th send of each connection (sender, receiver, channel) with its k-th receive and
 /// returns, per step number, the number of the send a receiving step takes its message from.
 fn pair_messages(program: &Program, steps: &Steps) -> Result<Vec<Option<usize>>, ProgramError> {
-    // Keyed by (sender, receiver, channel); check_thread_blocks made each side at most one tb.
+    // Keyed by (sender, receiver, channel); check_ranks made each side at most one tb.
     let mut sends: BTreeMap<(usize, usize, usize), Vec<usize>> = BTreeMap::new();
     let mut receives: BTreeMap<(usize, usize, usize), Vec<usize>> = BTreeMap::new();
     for (rank, rank_program) in program.ranks.iter().enumerate() {
@@ -645,6 +669,22 @@ mod tests {
             channels: 1,
             ranks: vec![rank(1, rank_0), rank(0, rank_1)],
         }
+    }
+
+    #[test]
+    fn buffer_larger_than_the_program_cuts() {
+        let error = error_after(
+            fixture(RING_ALLREDUCE),
+            |p| p.ranks[3].output_chunks = 5,
+            &["rank 3's output buffer (o_chunks) has 5 chunks, more than the program's 4 (nchunksperloop)"],
+        );
+        assert_eq!(
+            error,
+            ProgramError::BufferTooLarge { rank: 3, buffer: Buffer::Output, buffer_chunks: 5, chunks: 4 }
+        );
+        let mut program = fixture(ALLTOALL_SCRATCH);
+        program.ranks[0].scratch_chunks = 10;
+        assert_eq!(check(&program), Ok(()), "scratch is the program's own, of any size");
     }
 
     #[test]

@@ -313,7 +313,7 @@ pub fn from_file(path: &Path) -> Result<Program, MscclError> {
 /// # Examples
 /// ```
 /// use kernbench_core::program::msccl;
-/// let xml = r#"<algo name="pair" proto="Simple" nchannels="1" nchunksperloop="1" ngpus="2" coll="allgather" inplace="1">
+/// let xml = r#"<algo name="pair" proto="Simple" nchannels="1" nchunksperloop="2" ngpus="2" coll="allgather" inplace="1">
 ///   <gpu id="0" i_chunks="0" o_chunks="2" s_chunks="0">
 ///     <tb id="0" send="1" recv="1" chan="0">
 ///       <step s="0" type="s" srcbuf="o" srcoff="0" dstbuf="o" dstoff="-1" cnt="1" depid="-1" deps="-1" hasdep="0"/>
@@ -560,7 +560,8 @@ impl<'d, 'input> Reader<'d, 'input> {
             kind,
             src: chunks(kind.reads_src(), src_buffer, src_index),
             dst: chunks(kind.writes_dst(), dst_buffer, dst_index),
-            count,
+            // A nop moves nothing, whatever its `cnt` says.
+            count: if kind == StepKind::Nop { 0 } else { count },
             depends_on,
             has_dependents,
         })
@@ -659,7 +660,7 @@ fn step_xml(position: usize, step: &Step) -> String {
     format!(
         "      <step s=\"{position}\" type=\"{}\" srcbuf=\"{src_buffer}\" srcoff=\"{src_index}\" dstbuf=\"{dst_buffer}\" dstoff=\"{dst_index}\" cnt=\"{}\" depid=\"{depid}\" deps=\"{deps}\" hasdep=\"{}\"/>\n",
         step.kind,
-        step.count,
+        if step.kind == StepKind::Nop { 0 } else { step.count },
         u8::from(step.has_dependents)
     )
 }
@@ -747,7 +748,7 @@ const EXECUTORS: [Limits; 3] = [
 /// # Examples
 /// ```
 /// use kernbench_core::program::msccl::{self, Executor};
-/// let xml = r#"<algo name="pair" proto="Simple" nchannels="1" nchunksperloop="1" ngpus="2" coll="allgather" inplace="1">
+/// let xml = r#"<algo name="pair" proto="Simple" nchannels="1" nchunksperloop="2" ngpus="2" coll="allgather" inplace="1">
 ///   <gpu id="0" i_chunks="0" o_chunks="2" s_chunks="0">
 ///     <tb id="0" send="1" recv="1" chan="0">
 ///       <step s="0" type="s" srcbuf="o" srcoff="0" dstbuf="o" dstoff="-1" cnt="1" depid="-1" deps="-1" hasdep="0"/>
