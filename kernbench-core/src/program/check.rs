@@ -1,5 +1,6 @@
 //! Whether a [`Program`] can run as the MSCCL executor runs it: the rules the executor relies on but
-//! mostly does not check, for programs read from XML and built in Rust alike. Uses only [`program`](super).
+//! mostly does not check, for programs read from XML and built in Rust alike. Uses the rest of
+//! [`program`](super) and, from `kernel`, [`Buffer`].
 //!
 //! [`check`] looks at, in this order: each thread block's peers and channel, each step's chunks and
 //! dependency, the pairing of sends with receives per connection, and last whether the steps wait on

@@ -1,6 +1,6 @@
 //! MSCCL-IR XML in and out: [`from_xml_str`] / [`from_file`] read a file into a [`Program`],
 //! [`to_xml`] writes one as msccl-tools does, and [`refusals`] says which real executors would refuse
-//! it. Uses only [`program`](super).
+//! it. Uses the rest of [`program`](super) and, from `kernel`, [`Buffer`] and [`Collective`].
 //!
 //! The format, as msccl-tools writes it (what each step type does is in the [`program`](super) docs):
 //!
@@ -25,6 +25,10 @@
 //! `reduce_scatter`, integers as C's `strtol(s, NULL, 0)` reads them (`0x1f` hex, `017` octal). It is
 //! stricter in one way: an integer must be the whole value, where `strtol` would silently read `"12abc"`
 //! as 12. Every program read is [`check`](super::check)ed.
+//!
+//! One thing does not survive a round trip: msccl-tools writes the peer's chunk as the unused side of
+//! a send (`dst`) or receive (`src`); [`Program`] keeps only the chunks a step uses, so [`to_xml`]
+//! writes the unused side as `i`/`o` with offset -1, as msccl-tools does for a nop.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
