@@ -769,64 +769,66 @@ const EXECUTORS: [Limits; 3] = [
 /// assert!(msccl::refusals(&msccl::from_xml_str(xml).unwrap()).is_empty());
 /// ```
 pub fn refusals(program: &Program) -> Vec<Refusal> {
-    let mut refusals = Vec::new();
-    for limits in &EXECUTORS {
-        let mut refuse = |reason: String| refusals.push(Refusal { executor: limits.executor, reason });
-        let blocks = program
-            .ranks
-            .iter()
-            .enumerate()
-            .flat_map(|(rank, r)| r.thread_blocks.iter().enumerate().map(move |(tb, block)| (rank, tb, block)));
-        if let Some((rank, tb, block)) = blocks.clone().find(|(_, _, block)| block.steps.len() > limits.max_steps) {
-            refuse(format!(
-                "rank {rank} tb {tb} has {} steps: at most {} per thread block (MSCCL_MAX_NUM_STEPS)",
-                block.steps.len(),
-                limits.max_steps
-            ));
-        }
-        let max_thread_blocks = limits.max_thread_blocks.unwrap_or(usize::MAX);
-        if let Some((rank, r)) =
-            program.ranks.iter().enumerate().find(|(_, r)| r.thread_blocks.len() > max_thread_blocks)
-        {
-            refuse(format!("rank {rank} has {} thread blocks: at most {max_thread_blocks}", r.thread_blocks.len()));
-        }
-        if !limits.full_ops {
-            let mut full_op = blocks.flat_map(|(rank, tb, block)| {
-                block.steps.iter().enumerate().map(move |(step, s)| (rank, tb, step, s.kind))
-            });
-            if let Some((rank, tb, step, kind)) = full_op.find(|(.., kind)| {
-                matches!(
-                    kind,
-                    StepKind::RecvCopySend
-                        | StepKind::RecvReduceSend
-                        | StepKind::RecvReduceCopy
-                        | StepKind::RecvReduceCopySend
-                )
-            }) {
-                refuse(format!(
-                    "rank {rank} tb {tb} step {step} is `{kind}`: its kernels are built without rcs, rrs, rrc and rrcs (fullOps=false); only s, r, re, cpy and nop run"
-                ));
-            }
-        }
-        // Each rank's part of an all-gather's input or a reduce-scatter's output is N / ngpus chunks.
-        let part = |r: &RankProgram| match program.collective {
-            Collective::AllGather => Some(("i_chunks", r.input_chunks)),
-            Collective::ReduceScatter => Some(("o_chunks", r.output_chunks)),
-            _ => None,
-        };
-        let ngpus = program.ranks.len();
-        let wrong_part = program.ranks.iter().enumerate().find_map(|(rank, r)| {
-            let (attribute, chunks) = part(r)?;
-            (chunks > 0 && chunks * ngpus != program.chunks).then_some((rank, attribute, chunks))
-        });
-        if let (true, Some((rank, attribute, chunks))) = (limits.checks_part_chunks, wrong_part) {
-            refuse(format!(
-                "rank {rank} has {attribute}={chunks}: for {} it must be 0 or nchunksperloop / ngpus = {} / {ngpus}",
-                program.collective, program.chunks
-            ));
-        }
-    }
-    refusals
+    EXECUTORS
+        .iter()
+        .flat_map(|limits| {
+            let reasons = [
+                too_many_steps(program, limits.max_steps),
+                limits.max_thread_blocks.and_then(|max| too_many_thread_blocks(program, max)),
+                (!limits.full_ops).then(|| full_op(program)).flatten(),
+                limits.checks_part_chunks.then(|| wrong_part_chunks(program)).flatten(),
+            ];
+            reasons.into_iter().flatten().map(|reason| Refusal { executor: limits.executor, reason })
+        })
+        .collect()
+}
+
+/// Every thread block of the program with its rank and id.
+fn thread_blocks(program: &Program) -> impl Iterator<Item = (usize, usize, &ThreadBlock)> {
+    let ranks = program.ranks.iter().enumerate();
+    ranks.flat_map(|(rank, r)| r.thread_blocks.iter().enumerate().map(move |(tb, block)| (rank, tb, block)))
+}
+
+fn too_many_steps(program: &Program, max: usize) -> Option<String> {
+    let (rank, tb, block) = thread_blocks(program).find(|(.., block)| block.steps.len() > max)?;
+    Some(format!(
+        "rank {rank} tb {tb} has {} steps: at most {max} per thread block (MSCCL_MAX_NUM_STEPS)",
+        block.steps.len()
+    ))
+}
+
+fn too_many_thread_blocks(program: &Program, max: usize) -> Option<String> {
+    let (rank, r) = program.ranks.iter().enumerate().find(|(_, r)| r.thread_blocks.len() > max)?;
+    Some(format!("rank {rank} has {} thread blocks: at most {max}", r.thread_blocks.len()))
+}
+
+/// The first step that receives and does more than store (`rcs`, `rrs`, `rrc`, `rrcs`).
+fn full_op(program: &Program) -> Option<String> {
+    let (rank, tb, step, kind) = thread_blocks(program)
+        .flat_map(|(rank, tb, block)| block.steps.iter().enumerate().map(move |(step, s)| (rank, tb, step, s.kind)))
+        .find(|&(.., kind)| kind.receives() && kind != StepKind::Recv)?;
+    Some(format!(
+        "rank {rank} tb {tb} step {step} is `{kind}`: its kernels are built without rcs, rrs, rrc and rrcs (fullOps=false); only s, r, re, cpy and nop run"
+    ))
+}
+
+/// Each rank's part of an all-gather's input or a reduce-scatter's output must be N / ngpus chunks
+/// when given.
+fn wrong_part_chunks(program: &Program) -> Option<String> {
+    let part = |r: &RankProgram| match program.collective {
+        Collective::AllGather => Some(("i_chunks", r.input_chunks)),
+        Collective::ReduceScatter => Some(("o_chunks", r.output_chunks)),
+        _ => None,
+    };
+    let ngpus = program.ranks.len();
+    let (rank, attribute, chunks) = program.ranks.iter().enumerate().find_map(|(rank, r)| {
+        let (attribute, chunks) = part(r)?;
+        (chunks > 0 && chunks * ngpus != program.chunks).then_some((rank, attribute, chunks))
+    })?;
+    Some(format!(
+        "rank {rank} has {attribute}={chunks}: for {} it must be 0 or nchunksperloop / ngpus = {} / {ngpus}",
+        program.collective, program.chunks
+    ))
 }
 
 #[cfg(test)]
