@@ -715,6 +715,8 @@ struct Limits {
     max_steps: usize,
     /// Thread blocks per rank, if limited below anything realistic.
     max_thread_blocks: Option<usize>,
+    /// The largest `cnt` its reader takes (`MSCCL_MAX_COUNT` - 1), if it checks.
+    max_count: Option<usize>,
     /// Whether `rcs`, `rrs`, `rrc` and `rrcs` run (RCCL builds its kernels with `fullOps=false`).
     full_ops: bool,
     /// Whether it checks `i_chunks` (all-gather) and `o_chunks` (reduce-scatter) against N.
@@ -726,6 +728,7 @@ const EXECUTORS: [Limits; 3] = [
         executor: Executor::Rccl,
         max_steps: 64,
         max_thread_blocks: Some(64),
+        max_count: Some(71),
         full_ops: false,
         checks_part_chunks: false,
     },
@@ -733,6 +736,7 @@ const EXECUTORS: [Limits; 3] = [
         executor: Executor::MscclExecutorNccl,
         max_steps: 64,
         max_thread_blocks: None,
+        max_count: Some(71),
         full_ops: true,
         checks_part_chunks: false,
     },
@@ -740,6 +744,7 @@ const EXECUTORS: [Limits; 3] = [
         executor: Executor::OldMsccl,
         max_steps: 256,
         max_thread_blocks: Some(216),
+        max_count: None,
         full_ops: true,
         checks_part_chunks: true,
     },
@@ -775,6 +780,7 @@ pub fn refusals(program: &Program) -> Vec<Refusal> {
             let reasons = [
                 too_many_steps(program, limits.max_steps),
                 limits.max_thread_blocks.and_then(|max| too_many_thread_blocks(program, max)),
+                limits.max_count.and_then(|max| count_too_large(program, max)),
                 (!limits.full_ops).then(|| full_op(program)).flatten(),
                 limits.checks_part_chunks.then(|| wrong_part_chunks(program)).flatten(),
             ];
@@ -800,6 +806,13 @@ fn too_many_steps(program: &Program, max: usize) -> Option<String> {
 fn too_many_thread_blocks(program: &Program, max: usize) -> Option<String> {
     let (rank, r) = program.ranks.iter().enumerate().find(|(_, r)| r.thread_blocks.len() > max)?;
     Some(format!("rank {rank} has {} thread blocks: at most {max}", r.thread_blocks.len()))
+}
+
+fn count_too_large(program: &Program, max: usize) -> Option<String> {
+    let (rank, tb, step, count) = thread_blocks(program)
+        .flat_map(|(rank, tb, block)| block.steps.iter().enumerate().map(move |(step, s)| (rank, tb, step, s.count)))
+        .find(|&(.., count)| count > max)?;
+    Some(format!("rank {rank} tb {tb} step {step} has cnt={count}: at most {max} (MSCCL_MAX_COUNT is {})", max + 1))
 }
 
 /// The first step that receives and does more than store (`rcs`, `rrs`, `rrc`, `rrcs`).
@@ -1127,6 +1140,21 @@ mod tests {
         let executors: Vec<_> = refused.iter().map(|refusal| refusal.executor).collect();
         assert_eq!(executors, [Executor::Rccl, Executor::OldMsccl]);
         assert_mentions(&refused[1].reason, &["rank 0 has 217 thread blocks", "at most 216"]);
+    }
+
+    #[test]
+    fn counts_of_72_and_more_are_refused_by_the_new_readers() {
+        let mut program = parse(ALLTOALL_SCRATCH);
+        for rank in &mut program.ranks {
+            rank.input_chunks = 72;
+            rank.output_chunks = 72;
+            rank.thread_blocks[2].steps[0].count = 72;
+        }
+        program.chunks = 72;
+        let refused = refusals(&program);
+        let executors: Vec<_> = refused.iter().map(|refusal| refusal.executor).collect();
+        assert_eq!(executors, [Executor::Rccl, Executor::MscclExecutorNccl]);
+        assert_mentions(&refused[0].reason, &["rank 0 tb 2 step 0 has cnt=72", "at most 71"]);
     }
 
     #[test]
