@@ -345,15 +345,17 @@ pub fn from_xml_str(text: &str) -> Result<Program, MscclError> {
         line: error.pos().row,
         column: error.pos().col,
     })?;
-    let reader = Reader { document: &document };
+    let reader = Reader::new(text);
     let program = reader.algo(document.root_element())?;
     check(&program)?;
     Ok(program)
 }
 
-/// The parsed document, for the line numbers of its elements.
-struct Reader<'d, 'input> {
-    document: &'d roxmltree::Document<'input>,
+/// Reads the elements of a parsed document, knowing where its lines start so that each element's
+/// line costs a binary search (roxmltree's own `text_pos_at` scans the text from its start).
+struct Reader {
+    /// The byte offset of each line's first character after the first line.
+    line_starts: Vec<usize>,
 }
 
 /// An element with its location, whose attributes are read with the error naming both.
@@ -414,17 +416,22 @@ impl<'d, 'input> Attributes<'d, 'input> {
     }
 }
 
-impl<'d, 'input> Reader<'d, 'input> {
-    fn attributes(&self, node: roxmltree::Node<'d, 'input>, element: Element) -> Attributes<'d, 'input> {
-        let line = self.document.text_pos_at(node.range().start).row;
+impl Reader {
+    fn new(text: &str) -> Reader {
+        Reader { line_starts: text.match_indices('\n').map(|(newline, _)| newline + 1).collect() }
+    }
+
+    fn attributes<'d, 'input>(&self, node: roxmltree::Node<'d, 'input>, element: Element) -> Attributes<'d, 'input> {
+        let lines_before = self.line_starts.partition_point(|&start| start <= node.range().start);
+        let line = u32::try_from(lines_before + 1).unwrap_or(u32::MAX);
         Attributes { node, at: Location { line, element } }
     }
 
-    fn children(node: roxmltree::Node<'d, 'input>, name: &'static str) -> Vec<roxmltree::Node<'d, 'input>> {
+    fn children<'d, 'input>(node: roxmltree::Node<'d, 'input>, name: &'static str) -> Vec<roxmltree::Node<'d, 'input>> {
         node.children().filter(|child| child.is_element() && child.tag_name().name() == name).collect()
     }
 
-    fn algo(&self, node: roxmltree::Node<'d, 'input>) -> Result<Program, MscclError> {
+    fn algo(&self, node: roxmltree::Node<'_, '_>) -> Result<Program, MscclError> {
         let algo = self.attributes(node, Element::Algo);
         if node.tag_name().name() != "algo" {
             return Err(MscclError::RootNotAlgo { line: algo.at.line, found: node.tag_name().name().into() });
@@ -474,7 +481,7 @@ impl<'d, 'input> Reader<'d, 'input> {
         Ok(Program { name, collective, in_place, protocol, chunks, channels, ranks })
     }
 
-    fn gpu(&self, node: roxmltree::Node<'d, 'input>, id: usize) -> Result<RankProgram, MscclError> {
+    fn gpu(&self, node: roxmltree::Node<'_, '_>, id: usize) -> Result<RankProgram, MscclError> {
         let gpu = self.attributes(node, Element::Gpu { id: Some(id) });
         let input_chunks = gpu.at_least("i_chunks", 0, "0 or more")?;
         let output_chunks = gpu.at_least("o_chunks", 0, "0 or more")?;
@@ -500,12 +507,7 @@ impl<'d, 'input> Reader<'d, 'input> {
         Ok(RankProgram { input_chunks, output_chunks, scratch_chunks, thread_blocks })
     }
 
-    fn thread_block(
-        &self,
-        node: roxmltree::Node<'d, 'input>,
-        gpu: usize,
-        id: usize,
-    ) -> Result<ThreadBlock, MscclError> {
+    fn thread_block(&self, node: roxmltree::Node<'_, '_>, gpu: usize, id: usize) -> Result<ThreadBlock, MscclError> {
         let tb = self.attributes(node, Element::Tb { gpu, id: Some(id) });
         let send = tb.optional("send")?;
         let recv = tb.optional("recv")?;
@@ -520,13 +522,7 @@ impl<'d, 'input> Reader<'d, 'input> {
         Ok(ThreadBlock { send, recv, channel, steps })
     }
 
-    fn step(
-        &self,
-        node: roxmltree::Node<'d, 'input>,
-        gpu: usize,
-        tb: usize,
-        position: usize,
-    ) -> Result<Step, MscclError> {
+    fn step(&self, node: roxmltree::Node<'_, '_>, gpu: usize, tb: usize, position: usize) -> Result<Step, MscclError> {
         let step = self.attributes(node, Element::Step { gpu, tb, step: position });
         let s = step.integer("s")?;
         if usize::try_from(s).ok() != Some(position) {
@@ -951,6 +947,36 @@ mod tests {
         );
         assert!(shuffled.find(r#"<gpu id="3""#) < Some(gpu_1_start));
         assert_eq!(parse(&shuffled), reference);
+    }
+
+    #[test]
+    fn long_thread_blocks_parse_and_check_without_recursion() {
+        // Two ranks passing one chunk back and forth 10 000 times: the deadlock search walks a path
+        // of 40 000 steps, and every element's line is looked up.
+        let rank = |first: &str, second: &str| {
+            let steps: String = (0..20_000)
+                .map(|s| {
+                    let kind = if s % 2 == 0 { first } else { second };
+                    format!("<step s=\"{s}\" type=\"{kind}\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>\n")
+                })
+                .collect();
+            steps
+        };
+        let xml = format!(
+            "<algo name=\"pingpong\" proto=\"Simple\" nchannels=\"1\" nchunksperloop=\"1\" ngpus=\"2\" coll=\"allreduce\" inplace=\"1\">\n\
+             <gpu id=\"0\" i_chunks=\"1\" o_chunks=\"0\" s_chunks=\"0\"><tb id=\"0\" send=\"1\" recv=\"1\" chan=\"0\">\n{}</tb></gpu>\n\
+             <gpu id=\"1\" i_chunks=\"1\" o_chunks=\"0\" s_chunks=\"0\"><tb id=\"0\" send=\"0\" recv=\"0\" chan=\"0\">\n{}</tb></gpu>\n</algo>\n",
+            rank("s", "r"),
+            rank("r", "s")
+        );
+        let program = parse(&xml);
+        assert_eq!(program.ranks[1].thread_blocks[0].steps.len(), 20_000);
+        let last_line = u32::try_from(xml.lines().count()).expect("few lines");
+        let error =
+            from_xml_str(&xml.replace(r#"<step s="19999" type="s""#, r#"<step s="19999" type="x""#)).unwrap_err();
+        assert!(
+            matches!(error, MscclError::UnknownStepType { at: Location { line, .. }, .. } if line == last_line - 2)
+        );
     }
 
     #[test]
