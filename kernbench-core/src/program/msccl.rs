@@ -488,18 +488,27 @@ impl Reader {
         let scratch_chunks = gpu.at_least("s_chunks", 0, "0 or more")?;
         let tbs = Self::children(node, "tb");
         let count = tbs.len();
-        let mut thread_blocks: Vec<Option<ThreadBlock>> = vec![None; count];
-        for tb in tbs {
+        // All ids first, so that a gap names the id really missing, wherever its element would be.
+        let mut ids = Vec::with_capacity(count);
+        let mut present = vec![false; count];
+        for &tb in &tbs {
             let attributes = self.attributes(tb, Element::Tb { gpu: id, id: None });
             let tb_id = attributes.at_least("id", 0, "a thread block id of 0 or more")?;
             let at = Location { element: Element::Tb { gpu: id, id: Some(tb_id) }, ..attributes.at };
-            if tb_id >= count {
-                let missing = (0..count).find(|&i| thread_blocks[i].is_none()).unwrap_or(count);
-                return Err(MscclError::ThreadBlockGap { at, id: tb_id, count, missing });
+            if let Some(seen) = present.get_mut(tb_id) {
+                if *seen {
+                    return Err(MscclError::DuplicateThreadBlock { at, id: tb_id, count });
+                }
+                *seen = true;
             }
-            if thread_blocks[tb_id].is_some() {
-                return Err(MscclError::DuplicateThreadBlock { at, id: tb_id, count });
-            }
+            ids.push((tb_id, at));
+        }
+        if let Some(&(tb_id, at)) = ids.iter().find(|(tb_id, _)| *tb_id >= count) {
+            let missing = present.iter().position(|seen| !seen).expect("an id out of 0..count leaves one of them out");
+            return Err(MscclError::ThreadBlockGap { at, id: tb_id, count, missing });
+        }
+        let mut thread_blocks: Vec<Option<ThreadBlock>> = vec![None; count];
+        for (tb, (tb_id, _)) in tbs.into_iter().zip(ids) {
             thread_blocks[tb_id] = Some(self.thread_block(tb, id, tb_id)?);
         }
         let thread_blocks =
@@ -1091,6 +1100,15 @@ mod tests {
         assert_mentions(&error, &["gpu 0 tb 3", "0..3", "thread block 2 is missing"]);
         let error = error_after(ALLTOALL_SCRATCH, r#"<tb id="2""#, r#"<tb id="0""#);
         assert!(matches!(error, MscclError::DuplicateThreadBlock { id: 0, .. }), "{error:?}");
+        assert_mentions(&error, &["gpu 0 tb 0", "tb id 0 appears twice", "0..3 once"]);
+        // The gap is found wherever the id out of range stands.
+        let shuffled = ALLTOALL_SCRATCH.replacen(r#"<tb id="0""#, r#"<tb id="5""#, 1).replacen(
+            r#"<tb id="2""#,
+            r#"<tb id="0""#,
+            1,
+        );
+        let error = from_xml_str(&shuffled).unwrap_err();
+        assert!(matches!(error, MscclError::ThreadBlockGap { id: 5, missing: 2, .. }), "{error:?}");
     }
 
     #[test]
