@@ -939,9 +939,14 @@ mod tests {
             )
             .replace(r#"<gpu id="2" i_chunks="0" o_chunks="4" s_chunks="0">"#, r#"<gpu s_chunks="0" o_chunks="0X4" i_chunks="0" id="2">"#);
         assert_eq!(parse(&reordered), reference);
-        // The old name of reduce-scatter.
-        let old_name = RING_ALLGATHER_INPLACE.replace(r#"coll="allgather""#, r#"coll="reduce_scatter""#);
-        assert_eq!(parse(&old_name).collective, Collective::ReduceScatter);
+        // Every collective name, reduce-scatter's old one (`reduce_scatter`) too; the writer uses the new.
+        for (name, collective) in COLLECTIVES {
+            let renamed = RING_ALLGATHER_INPLACE.replace(r#"coll="allgather""#, &format!("coll=\"{name}\""));
+            let program = parse(&renamed);
+            assert_eq!(program.collective, collective);
+            assert!(to_xml(&program).contains(&format!("coll=\"{}\"", collective_name(collective))));
+        }
+        assert_eq!(collective_name(Collective::ReduceScatter), "reducescatter");
         // Gpus and thread blocks in any order: they are placed by id.
         let gpu_3_start = RING_ALLGATHER_INPLACE.find(r#"  <gpu id="3""#).expect("gpu 3");
         let gpu_0_start = RING_ALLGATHER_INPLACE.find(r#"  <gpu id="0""#).expect("gpu 0");
