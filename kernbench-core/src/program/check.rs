@@ -1,5 +1,6 @@
 //! Whether a [`Program`] can run as the MSCCL executor runs it: the rules the executor relies on but
-//! mostly does not check, for programs read from XML and built in Rust alike. Uses only [`program`](super).
+//! mostly does not check, for programs read from XML and built in Rust alike. Uses the rest of
+//! [`program`](super) and, from `kernel`, [`Buffer`].
 //!
 //! [`check`] looks at, in this order: each thread block's peers and channel, each step's chunks and
 //! dependency, the pairing of sends with receives per connection, and last whether the steps wait on
@@ -30,12 +31,59 @@ impl fmt::Display for StepAt {
 }
 
 /// Which of a thread block's two connections an error is about.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ConnectionKind {
     /// The `send` connection.
     Send,
     /// The `recv` connection.
     Recv,
+}
+
+impl ConnectionKind {
+    /// What a step does on it: `sends` or `receives`.
+    fn verb(self) -> &'static str {
+        match self {
+            ConnectionKind::Send => "sends",
+            ConnectionKind::Recv => "receives",
+        }
+    }
+}
+
+/// Which chunks of a step an error is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Side {
+    /// The source chunks, which the step reads.
+    Src,
+    /// The destination chunks, which the step writes.
+    Dst,
+}
+
+impl Side {
+    /// What a step does with them: `reads` or `writes`.
+    fn verb(self) -> &'static str {
+        match self {
+            Side::Src => "reads",
+            Side::Dst => "writes",
+        }
+    }
+}
+
+impl fmt::Display for Side {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Side::Src => "src",
+            Side::Dst => "dst",
+        })
+    }
+}
+
+/// A buffer as errors name it, with the `<gpu>` attribute that sizes it.
+fn buffer_text(buffer: Buffer) -> &'static str {
+    match buffer {
+        Buffer::Input => "input buffer (i_chunks)",
+        Buffer::Output => "output buffer (o_chunks)",
+        Buffer::Scratch => "scratch buffer (s_chunks)",
+    }
 }
 
 impl fmt::Display for ConnectionKind {
@@ -69,7 +117,7 @@ impl fmt::Display for WaitingStep {
 pub enum ProgramError {
     /// A thread block's `send` or `recv` peer is its own rank or not a rank of the program.
     #[error(
-        "rank {rank} tb {tb}: {direction} peer {peer} is not another rank: expected a rank in 0..{ranks} other than {rank}"
+        "rank {rank} tb {tb}: {connection} peer {peer} is not another rank: expected a rank in 0..{ranks} other than {rank}"
     )]
     BadPeer {
         /// The rank.
@@ -77,11 +125,27 @@ pub enum ProgramError {
         /// The thread block.
         tb: usize,
         /// Which connection.
-        direction: ConnectionKind,
+        connection: ConnectionKind,
         /// The peer given.
         peer: usize,
         /// The program's ranks.
         ranks: usize,
+    },
+    /// A rank's input or output buffer has more chunks than the program cuts the larger of the two into
+    /// ([`Program::chunks`]), so its last chunks would lie past the end of the user's buffer.
+    #[error(
+        "rank {rank}'s {} has {buffer_chunks} chunks, more than the program's {chunks} (nchunksperloop): expected at most {chunks}",
+        buffer_text(*buffer)
+    )]
+    BufferTooLarge {
+        /// The rank.
+        rank: usize,
+        /// [`Buffer::Input`] or [`Buffer::Output`].
+        buffer: Buffer,
+        /// Its chunks.
+        buffer_chunks: usize,
+        /// [`Program::chunks`].
+        chunks: usize,
     },
     /// A thread block's channel is not below the program's channel count.
     #[error(
@@ -100,7 +164,7 @@ pub enum ProgramError {
     /// Two thread blocks of one rank use the same connection (peer and channel in one direction), so
     /// their messages would interleave unpredictably.
     #[error(
-        "rank {rank}: tb {first} and tb {second} both {direction} with peer {peer} on channel {channel}: each (peer, channel) may have one {direction} thread block per rank"
+        "rank {rank}: tb {first} and tb {second} both {connection} with peer {peer} on channel {channel}: each (peer, channel) may have one {connection} thread block per rank"
     )]
     SharedConnection {
         /// The rank.
@@ -110,48 +174,45 @@ pub enum ProgramError {
         /// The other thread block.
         second: usize,
         /// Which connection.
-        direction: ConnectionKind,
+        connection: ConnectionKind,
         /// The peer.
         peer: usize,
         /// The channel.
         channel: usize,
     },
     /// A step that sends or receives on a thread block without that connection.
-    #[error("{at}: step type `{kind}` {verb} but its thread block has no {direction} peer")]
+    #[error("{at}: step type `{kind}` {} but its thread block has no {connection} peer", connection.verb())]
     NoPeer {
         /// The step.
         at: StepAt,
         /// Its kind.
         kind: StepKind,
         /// The connection it needs.
-        direction: ConnectionKind,
-        /// `sends` or `receives`, for the message.
-        verb: &'static str,
+        connection: ConnectionKind,
     },
     /// A step of a kind that reads its source (or writes its destination) is given none.
-    #[error("{at}: step type `{kind}` {verb} its {side} chunks, but the step has no {side}")]
+    #[error("{at}: step type `{kind}` {} its {side} chunks, but the step has no {side}", side.verb())]
     MissingChunks {
         /// The step.
         at: StepAt,
         /// Its kind.
         kind: StepKind,
-        /// `src` or `dst`.
-        side: &'static str,
-        /// `reads` or `writes`, for the message.
-        verb: &'static str,
+        /// Which chunks.
+        side: Side,
     },
     /// A step's chunks run past the end of the rank's buffer (`index + count > chunks`), a check the
     /// real readers leave out.
     #[error(
-        "{at}: {side} {buffer:?} chunks {index}..{end} are out of range: rank {rank}'s {buffer:?} buffer has {chunks} chunks",
+        "{at}: {side} chunks {index}..{end} are out of range: rank {rank}'s {} has {chunks} chunks, 0..{chunks}",
+        buffer_text(*buffer),
         end = *index as u128 + *count as u128,
         rank = at.rank
     )]
     ChunksOutOfRange {
         /// The step.
         at: StepAt,
-        /// `src` or `dst`.
-        side: &'static str,
+        /// Which chunks.
+        side: Side,
         /// The buffer.
         buffer: Buffer,
         /// The first chunk.
@@ -277,16 +338,24 @@ fn cycle_text(cycle: &[WaitingStep]) -> String {
 /// # Errors
 /// The first [`ProgramError`] found.
 pub fn check(program: &Program) -> Result<(), ProgramError> {
-    check_thread_blocks(program)?;
+    check_ranks(program)?;
     check_steps(program)?;
     let steps = Steps::new(program);
     let sent_by = pair_messages(program, &steps)?;
     find_cycle(program, &steps, &sent_by)
 }
 
-fn check_thread_blocks(program: &Program) -> Result<(), ProgramError> {
+/// Each rank's buffers, and each of its thread blocks' peers and channel.
+fn check_ranks(program: &Program) -> Result<(), ProgramError> {
     let ranks = program.ranks.len();
     for (rank, rank_program) in program.ranks.iter().enumerate() {
+        for (buffer, buffer_chunks) in
+            [(Buffer::Input, rank_program.input_chunks), (Buffer::Output, rank_program.output_chunks)]
+        {
+            if buffer_chunks > program.chunks {
+                return Err(ProgramError::BufferTooLarge { rank, buffer, buffer_chunks, chunks: program.chunks });
+            }
+        }
         let mut connections = BTreeMap::new();
         for (tb, block) in rank_program.thread_blocks.iter().enumerate() {
             if block.channel >= program.channels {
@@ -297,22 +366,21 @@ fn check_thread_blocks(program: &Program) -> Result<(), ProgramError> {
                     channels: program.channels,
                 });
             }
-            for (direction, peer) in [(ConnectionKind::Send, block.send), (ConnectionKind::Recv, block.recv)] {
+            for (connection, peer) in [(ConnectionKind::Send, block.send), (ConnectionKind::Recv, block.recv)] {
                 let Some(peer) = peer else { continue };
                 if peer == rank || peer >= ranks {
-                    return Err(ProgramError::BadPeer { rank, tb, direction, peer, ranks });
+                    return Err(ProgramError::BadPeer { rank, tb, connection, peer, ranks });
                 }
-                if let Some(&first) = connections.get(&(direction == ConnectionKind::Send, peer, block.channel)) {
+                if let Some(first) = connections.insert((connection, peer, block.channel), tb) {
                     return Err(ProgramError::SharedConnection {
                         rank,
                         first,
                         second: tb,
-                        direction,
+                        connection,
                         peer,
                         channel: block.channel,
                     });
                 }
-                connections.insert((direction == ConnectionKind::Send, peer, block.channel), tb);
             }
         }
     }
@@ -327,19 +395,18 @@ fn check_steps(program: &Program) -> Result<(), ProgramError> {
                 let at = StepAt { rank, tb, step: step_index };
                 let kind = step.kind;
                 if kind.sends() && block.send.is_none() {
-                    return Err(ProgramError::NoPeer { at, kind, direction: ConnectionKind::Send, verb: "sends" });
+                    return Err(ProgramError::NoPeer { at, kind, connection: ConnectionKind::Send });
                 }
                 if kind.receives() && block.recv.is_none() {
-                    return Err(ProgramError::NoPeer { at, kind, direction: ConnectionKind::Recv, verb: "receives" });
+                    return Err(ProgramError::NoPeer { at, kind, connection: ConnectionKind::Recv });
                 }
-                let sides =
-                    [("src", "reads", kind.reads_src(), step.src), ("dst", "writes", kind.writes_dst(), step.dst)];
-                for (side, verb, used, chunks) in sides {
+                let sides = [(Side::Src, kind.reads_src(), step.src), (Side::Dst, kind.writes_dst(), step.dst)];
+                for (side, used, chunks) in sides {
                     if !used {
                         continue;
                     }
                     let Some(chunks) = chunks else {
-                        return Err(ProgramError::MissingChunks { at, kind, side, verb });
+                        return Err(ProgramError::MissingChunks { at, kind, side });
                     };
                     let available = match chunks.buffer {
                         Buffer::Input => rank_program.input_chunks,
@@ -427,7 +494,7 @@ impl Steps {
 /// Pairs the k-th send of each connection (sender, receiver, channel) with its k-th receive and
 /// returns, per step number, the number of the send a receiving step takes its message from.
 fn pair_messages(program: &Program, steps: &Steps) -> Result<Vec<Option<usize>>, ProgramError> {
-    // Keyed by (sender, receiver, channel); check_thread_blocks made each side at most one tb.
+    // Keyed by (sender, receiver, channel); check_ranks made each side at most one tb.
     let mut sends: BTreeMap<(usize, usize, usize), Vec<usize>> = BTreeMap::new();
     let mut receives: BTreeMap<(usize, usize, usize), Vec<usize>> = BTreeMap::new();
     for (rank, rank_program) in program.ranks.iter().enumerate() {
@@ -606,6 +673,22 @@ mod tests {
     }
 
     #[test]
+    fn buffer_larger_than_the_program_cuts() {
+        let error = error_after(
+            fixture(RING_ALLREDUCE),
+            |p| p.ranks[3].output_chunks = 5,
+            &["rank 3's output buffer (o_chunks) has 5 chunks, more than the program's 4 (nchunksperloop)"],
+        );
+        assert_eq!(
+            error,
+            ProgramError::BufferTooLarge { rank: 3, buffer: Buffer::Output, buffer_chunks: 5, chunks: 4 }
+        );
+        let mut program = fixture(ALLTOALL_SCRATCH);
+        program.ranks[0].scratch_chunks = 10;
+        assert_eq!(check(&program), Ok(()), "scratch is the program's own, of any size");
+    }
+
+    #[test]
     fn channel_out_of_range() {
         let error = error_after(
             fixture(TWO_RING_ALLREDUCE),
@@ -632,7 +715,7 @@ mod tests {
                 rank: 0,
                 first: 0,
                 second: 1,
-                direction: ConnectionKind::Send,
+                connection: ConnectionKind::Send,
                 peer: 1,
                 channel: 0
             }
@@ -646,7 +729,7 @@ mod tests {
             |p| p.ranks[1].thread_blocks[0].steps[3].dst = None,
             &["rank 1 tb 0 step 3", "`rrcs` writes its dst chunks", "has no dst"],
         );
-        assert!(matches!(error, ProgramError::MissingChunks { side: "dst", .. }));
+        assert!(matches!(error, ProgramError::MissingChunks { side: Side::Dst, .. }));
         // In XML: a reading step with srcoff="-1".
         let xml = RING_ALLREDUCE.replacen(r#"type="s" srcbuf="i" srcoff="3""#, r#"type="s" srcbuf="i" srcoff="-1""#, 1);
         let error = msccl::from_xml_str(&xml).unwrap_err();
@@ -662,16 +745,16 @@ mod tests {
             error,
             msccl::MscclError::Program(ProgramError::ChunksOutOfRange {
                 at: at(0, 0, 6),
-                side: "dst",
+                side: Side::Dst,
                 buffer: Buffer::Output,
                 index: 3,
                 count: 2,
                 chunks: 4
             })
         );
-        assert!(
-            error.to_string().contains("dst Output chunks 3..5 are out of range: rank 0's Output buffer has 4 chunks")
-        );
+        assert!(error.to_string().contains(
+            "rank 0 tb 0 step 6: dst chunks 3..5 are out of range: rank 0's output buffer (o_chunks) has 4 chunks, 0..4"
+        ));
     }
 
     #[test]

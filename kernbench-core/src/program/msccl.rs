@@ -1,6 +1,6 @@
 //! MSCCL-IR XML in and out: [`from_xml_str`] / [`from_file`] read a file into a [`Program`],
 //! [`to_xml`] writes one as msccl-tools does, and [`refusals`] says which real executors would refuse
-//! it. Uses only [`program`](super).
+//! it. Uses the rest of [`program`](super) and, from `kernel`, [`Buffer`] and [`Collective`].
 //!
 //! The format, as msccl-tools writes it (what each step type does is in the [`program`](super) docs):
 //!
@@ -25,6 +25,10 @@
 //! `reduce_scatter`, integers as C's `strtol(s, NULL, 0)` reads them (`0x1f` hex, `017` octal). It is
 //! stricter in one way: an integer must be the whole value, where `strtol` would silently read `"12abc"`
 //! as 12. Every program read is [`check`](super::check)ed.
+//!
+//! One thing does not survive a round trip: msccl-tools writes the peer's chunk as the unused side of
+//! a send (`dst`) or receive (`src`); [`Program`] keeps only the chunks a step uses, so [`to_xml`]
+//! writes the unused side as `i`/`o` with offset -1, as msccl-tools does for a nop.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -313,7 +317,7 @@ pub fn from_file(path: &Path) -> Result<Program, MscclError> {
 /// # Examples
 /// ```
 /// use kernbench_core::program::msccl;
-/// let xml = r#"<algo name="pair" proto="Simple" nchannels="1" nchunksperloop="1" ngpus="2" coll="allgather" inplace="1">
+/// let xml = r#"<algo name="pair" proto="Simple" nchannels="1" nchunksperloop="2" ngpus="2" coll="allgather" inplace="1">
 ///   <gpu id="0" i_chunks="0" o_chunks="2" s_chunks="0">
 ///     <tb id="0" send="1" recv="1" chan="0">
 ///       <step s="0" type="s" srcbuf="o" srcoff="0" dstbuf="o" dstoff="-1" cnt="1" depid="-1" deps="-1" hasdep="0"/>
@@ -341,15 +345,17 @@ pub fn from_xml_str(text: &str) -> Result<Program, MscclError> {
         line: error.pos().row,
         column: error.pos().col,
     })?;
-    let reader = Reader { document: &document };
+    let reader = Reader::new(text);
     let program = reader.algo(document.root_element())?;
     check(&program)?;
     Ok(program)
 }
 
-/// The parsed document, for the line numbers of its elements.
-struct Reader<'d, 'input> {
-    document: &'d roxmltree::Document<'input>,
+/// Reads the elements of a parsed document, knowing where its lines start so that each element's
+/// line costs a binary search (roxmltree's own `text_pos_at` scans the text from its start).
+struct Reader {
+    /// The byte offset of each line's first character after the first line.
+    line_starts: Vec<usize>,
 }
 
 /// An element with its location, whose attributes are read with the error naming both.
@@ -410,17 +416,22 @@ impl<'d, 'input> Attributes<'d, 'input> {
     }
 }
 
-impl<'d, 'input> Reader<'d, 'input> {
-    fn attributes(&self, node: roxmltree::Node<'d, 'input>, element: Element) -> Attributes<'d, 'input> {
-        let line = self.document.text_pos_at(node.range().start).row;
+impl Reader {
+    fn new(text: &str) -> Reader {
+        Reader { line_starts: text.match_indices('\n').map(|(newline, _)| newline + 1).collect() }
+    }
+
+    fn attributes<'d, 'input>(&self, node: roxmltree::Node<'d, 'input>, element: Element) -> Attributes<'d, 'input> {
+        let lines_before = self.line_starts.partition_point(|&start| start <= node.range().start);
+        let line = u32::try_from(lines_before + 1).unwrap_or(u32::MAX);
         Attributes { node, at: Location { line, element } }
     }
 
-    fn children(node: roxmltree::Node<'d, 'input>, name: &'static str) -> Vec<roxmltree::Node<'d, 'input>> {
+    fn children<'d, 'input>(node: roxmltree::Node<'d, 'input>, name: &'static str) -> Vec<roxmltree::Node<'d, 'input>> {
         node.children().filter(|child| child.is_element() && child.tag_name().name() == name).collect()
     }
 
-    fn algo(&self, node: roxmltree::Node<'d, 'input>) -> Result<Program, MscclError> {
+    fn algo(&self, node: roxmltree::Node<'_, '_>) -> Result<Program, MscclError> {
         let algo = self.attributes(node, Element::Algo);
         if node.tag_name().name() != "algo" {
             return Err(MscclError::RootNotAlgo { line: algo.at.line, found: node.tag_name().name().into() });
@@ -470,25 +481,34 @@ impl<'d, 'input> Reader<'d, 'input> {
         Ok(Program { name, collective, in_place, protocol, chunks, channels, ranks })
     }
 
-    fn gpu(&self, node: roxmltree::Node<'d, 'input>, id: usize) -> Result<RankProgram, MscclError> {
+    fn gpu(&self, node: roxmltree::Node<'_, '_>, id: usize) -> Result<RankProgram, MscclError> {
         let gpu = self.attributes(node, Element::Gpu { id: Some(id) });
         let input_chunks = gpu.at_least("i_chunks", 0, "0 or more")?;
         let output_chunks = gpu.at_least("o_chunks", 0, "0 or more")?;
         let scratch_chunks = gpu.at_least("s_chunks", 0, "0 or more")?;
         let tbs = Self::children(node, "tb");
         let count = tbs.len();
-        let mut thread_blocks: Vec<Option<ThreadBlock>> = vec![None; count];
-        for tb in tbs {
+        // All ids first, so that a gap names the id really missing, wherever its element would be.
+        let mut ids = Vec::with_capacity(count);
+        let mut present = vec![false; count];
+        for &tb in &tbs {
             let attributes = self.attributes(tb, Element::Tb { gpu: id, id: None });
             let tb_id = attributes.at_least("id", 0, "a thread block id of 0 or more")?;
             let at = Location { element: Element::Tb { gpu: id, id: Some(tb_id) }, ..attributes.at };
-            if tb_id >= count {
-                let missing = (0..count).find(|&i| thread_blocks[i].is_none()).unwrap_or(count);
-                return Err(MscclError::ThreadBlockGap { at, id: tb_id, count, missing });
+            if let Some(seen) = present.get_mut(tb_id) {
+                if *seen {
+                    return Err(MscclError::DuplicateThreadBlock { at, id: tb_id, count });
+                }
+                *seen = true;
             }
-            if thread_blocks[tb_id].is_some() {
-                return Err(MscclError::DuplicateThreadBlock { at, id: tb_id, count });
-            }
+            ids.push((tb_id, at));
+        }
+        if let Some(&(tb_id, at)) = ids.iter().find(|(tb_id, _)| *tb_id >= count) {
+            let missing = present.iter().position(|seen| !seen).expect("an id out of 0..count leaves one of them out");
+            return Err(MscclError::ThreadBlockGap { at, id: tb_id, count, missing });
+        }
+        let mut thread_blocks: Vec<Option<ThreadBlock>> = vec![None; count];
+        for (tb, (tb_id, _)) in tbs.into_iter().zip(ids) {
             thread_blocks[tb_id] = Some(self.thread_block(tb, id, tb_id)?);
         }
         let thread_blocks =
@@ -496,12 +516,7 @@ impl<'d, 'input> Reader<'d, 'input> {
         Ok(RankProgram { input_chunks, output_chunks, scratch_chunks, thread_blocks })
     }
 
-    fn thread_block(
-        &self,
-        node: roxmltree::Node<'d, 'input>,
-        gpu: usize,
-        id: usize,
-    ) -> Result<ThreadBlock, MscclError> {
+    fn thread_block(&self, node: roxmltree::Node<'_, '_>, gpu: usize, id: usize) -> Result<ThreadBlock, MscclError> {
         let tb = self.attributes(node, Element::Tb { gpu, id: Some(id) });
         let send = tb.optional("send")?;
         let recv = tb.optional("recv")?;
@@ -516,13 +531,7 @@ impl<'d, 'input> Reader<'d, 'input> {
         Ok(ThreadBlock { send, recv, channel, steps })
     }
 
-    fn step(
-        &self,
-        node: roxmltree::Node<'d, 'input>,
-        gpu: usize,
-        tb: usize,
-        position: usize,
-    ) -> Result<Step, MscclError> {
+    fn step(&self, node: roxmltree::Node<'_, '_>, gpu: usize, tb: usize, position: usize) -> Result<Step, MscclError> {
         let step = self.attributes(node, Element::Step { gpu, tb, step: position });
         let s = step.integer("s")?;
         if usize::try_from(s).ok() != Some(position) {
@@ -560,7 +569,8 @@ impl<'d, 'input> Reader<'d, 'input> {
             kind,
             src: chunks(kind.reads_src(), src_buffer, src_index),
             dst: chunks(kind.writes_dst(), dst_buffer, dst_index),
-            count,
+            // A nop moves nothing, whatever its `cnt` says.
+            count: if kind == StepKind::Nop { 0 } else { count },
             depends_on,
             has_dependents,
         })
@@ -659,7 +669,7 @@ fn step_xml(position: usize, step: &Step) -> String {
     format!(
         "      <step s=\"{position}\" type=\"{}\" srcbuf=\"{src_buffer}\" srcoff=\"{src_index}\" dstbuf=\"{dst_buffer}\" dstoff=\"{dst_index}\" cnt=\"{}\" depid=\"{depid}\" deps=\"{deps}\" hasdep=\"{}\"/>\n",
         step.kind,
-        step.count,
+        if step.kind == StepKind::Nop { 0 } else { step.count },
         u8::from(step.has_dependents)
     )
 }
@@ -710,6 +720,8 @@ struct Limits {
     max_steps: usize,
     /// Thread blocks per rank, if limited below anything realistic.
     max_thread_blocks: Option<usize>,
+    /// The largest `cnt` its reader takes (`MSCCL_MAX_COUNT` - 1), if it checks.
+    max_count: Option<usize>,
     /// Whether `rcs`, `rrs`, `rrc` and `rrcs` run (RCCL builds its kernels with `fullOps=false`).
     full_ops: bool,
     /// Whether it checks `i_chunks` (all-gather) and `o_chunks` (reduce-scatter) against N.
@@ -721,6 +733,7 @@ const EXECUTORS: [Limits; 3] = [
         executor: Executor::Rccl,
         max_steps: 64,
         max_thread_blocks: Some(64),
+        max_count: Some(71),
         full_ops: false,
         checks_part_chunks: false,
     },
@@ -728,6 +741,7 @@ const EXECUTORS: [Limits; 3] = [
         executor: Executor::MscclExecutorNccl,
         max_steps: 64,
         max_thread_blocks: None,
+        max_count: Some(71),
         full_ops: true,
         checks_part_chunks: false,
     },
@@ -735,6 +749,7 @@ const EXECUTORS: [Limits; 3] = [
         executor: Executor::OldMsccl,
         max_steps: 256,
         max_thread_blocks: Some(216),
+        max_count: None,
         full_ops: true,
         checks_part_chunks: true,
     },
@@ -747,7 +762,7 @@ const EXECUTORS: [Limits; 3] = [
 /// # Examples
 /// ```
 /// use kernbench_core::program::msccl::{self, Executor};
-/// let xml = r#"<algo name="pair" proto="Simple" nchannels="1" nchunksperloop="1" ngpus="2" coll="allgather" inplace="1">
+/// let xml = r#"<algo name="pair" proto="Simple" nchannels="1" nchunksperloop="2" ngpus="2" coll="allgather" inplace="1">
 ///   <gpu id="0" i_chunks="0" o_chunks="2" s_chunks="0">
 ///     <tb id="0" send="1" recv="1" chan="0">
 ///       <step s="0" type="s" srcbuf="o" srcoff="0" dstbuf="o" dstoff="-1" cnt="1" depid="-1" deps="-1" hasdep="0"/>
@@ -764,64 +779,74 @@ const EXECUTORS: [Limits; 3] = [
 /// assert!(msccl::refusals(&msccl::from_xml_str(xml).unwrap()).is_empty());
 /// ```
 pub fn refusals(program: &Program) -> Vec<Refusal> {
-    let mut refusals = Vec::new();
-    for limits in &EXECUTORS {
-        let mut refuse = |reason: String| refusals.push(Refusal { executor: limits.executor, reason });
-        let blocks = program
-            .ranks
-            .iter()
-            .enumerate()
-            .flat_map(|(rank, r)| r.thread_blocks.iter().enumerate().map(move |(tb, block)| (rank, tb, block)));
-        if let Some((rank, tb, block)) = blocks.clone().find(|(_, _, block)| block.steps.len() > limits.max_steps) {
-            refuse(format!(
-                "rank {rank} tb {tb} has {} steps: at most {} per thread block (MSCCL_MAX_NUM_STEPS)",
-                block.steps.len(),
-                limits.max_steps
-            ));
-        }
-        let max_thread_blocks = limits.max_thread_blocks.unwrap_or(usize::MAX);
-        if let Some((rank, r)) =
-            program.ranks.iter().enumerate().find(|(_, r)| r.thread_blocks.len() > max_thread_blocks)
-        {
-            refuse(format!("rank {rank} has {} thread blocks: at most {max_thread_blocks}", r.thread_blocks.len()));
-        }
-        if !limits.full_ops {
-            let mut full_op = blocks.flat_map(|(rank, tb, block)| {
-                block.steps.iter().enumerate().map(move |(step, s)| (rank, tb, step, s.kind))
-            });
-            if let Some((rank, tb, step, kind)) = full_op.find(|(.., kind)| {
-                matches!(
-                    kind,
-                    StepKind::RecvCopySend
-                        | StepKind::RecvReduceSend
-                        | StepKind::RecvReduceCopy
-                        | StepKind::RecvReduceCopySend
-                )
-            }) {
-                refuse(format!(
-                    "rank {rank} tb {tb} step {step} is `{kind}`: its kernels are built without rcs, rrs, rrc and rrcs (fullOps=false); only s, r, re, cpy and nop run"
-                ));
-            }
-        }
-        // Each rank's part of an all-gather's input or a reduce-scatter's output is N / ngpus chunks.
-        let part = |r: &RankProgram| match program.collective {
-            Collective::AllGather => Some(("i_chunks", r.input_chunks)),
-            Collective::ReduceScatter => Some(("o_chunks", r.output_chunks)),
-            _ => None,
-        };
-        let ngpus = program.ranks.len();
-        let wrong_part = program.ranks.iter().enumerate().find_map(|(rank, r)| {
-            let (attribute, chunks) = part(r)?;
-            (chunks > 0 && chunks * ngpus != program.chunks).then_some((rank, attribute, chunks))
-        });
-        if let (true, Some((rank, attribute, chunks))) = (limits.checks_part_chunks, wrong_part) {
-            refuse(format!(
-                "rank {rank} has {attribute}={chunks}: for {} it must be 0 or nchunksperloop / ngpus = {} / {ngpus}",
-                program.collective, program.chunks
-            ));
-        }
-    }
-    refusals
+    EXECUTORS
+        .iter()
+        .flat_map(|limits| {
+            let reasons = [
+                too_many_steps(program, limits.max_steps),
+                limits.max_thread_blocks.and_then(|max| too_many_thread_blocks(program, max)),
+                limits.max_count.and_then(|max| count_too_large(program, max)),
+                (!limits.full_ops).then(|| full_op(program)).flatten(),
+                limits.checks_part_chunks.then(|| wrong_part_chunks(program)).flatten(),
+            ];
+            reasons.into_iter().flatten().map(|reason| Refusal { executor: limits.executor, reason })
+        })
+        .collect()
+}
+
+/// Every thread block of the program with its rank and id.
+fn thread_blocks(program: &Program) -> impl Iterator<Item = (usize, usize, &ThreadBlock)> {
+    let ranks = program.ranks.iter().enumerate();
+    ranks.flat_map(|(rank, r)| r.thread_blocks.iter().enumerate().map(move |(tb, block)| (rank, tb, block)))
+}
+
+fn too_many_steps(program: &Program, max: usize) -> Option<String> {
+    let (rank, tb, block) = thread_blocks(program).find(|(.., block)| block.steps.len() > max)?;
+    Some(format!(
+        "rank {rank} tb {tb} has {} steps: at most {max} per thread block (MSCCL_MAX_NUM_STEPS)",
+        block.steps.len()
+    ))
+}
+
+fn too_many_thread_blocks(program: &Program, max: usize) -> Option<String> {
+    let (rank, r) = program.ranks.iter().enumerate().find(|(_, r)| r.thread_blocks.len() > max)?;
+    Some(format!("rank {rank} has {} thread blocks: at most {max}", r.thread_blocks.len()))
+}
+
+fn count_too_large(program: &Program, max: usize) -> Option<String> {
+    let (rank, tb, step, count) = thread_blocks(program)
+        .flat_map(|(rank, tb, block)| block.steps.iter().enumerate().map(move |(step, s)| (rank, tb, step, s.count)))
+        .find(|&(.., count)| count > max)?;
+    Some(format!("rank {rank} tb {tb} step {step} has cnt={count}: at most {max} (MSCCL_MAX_COUNT is {})", max + 1))
+}
+
+/// The first step that receives and does more than store (`rcs`, `rrs`, `rrc`, `rrcs`).
+fn full_op(program: &Program) -> Option<String> {
+    let (rank, tb, step, kind) = thread_blocks(program)
+        .flat_map(|(rank, tb, block)| block.steps.iter().enumerate().map(move |(step, s)| (rank, tb, step, s.kind)))
+        .find(|&(.., kind)| kind.receives() && kind != StepKind::Recv)?;
+    Some(format!(
+        "rank {rank} tb {tb} step {step} is `{kind}`: its kernels are built without rcs, rrs, rrc and rrcs (fullOps=false); only s, r, re, cpy and nop run"
+    ))
+}
+
+/// Each rank's part of an all-gather's input or a reduce-scatter's output must be N / ngpus chunks
+/// when given.
+fn wrong_part_chunks(program: &Program) -> Option<String> {
+    let part = |r: &RankProgram| match program.collective {
+        Collective::AllGather => Some(("i_chunks", r.input_chunks)),
+        Collective::ReduceScatter => Some(("o_chunks", r.output_chunks)),
+        _ => None,
+    };
+    let ngpus = program.ranks.len();
+    let (rank, attribute, chunks) = program.ranks.iter().enumerate().find_map(|(rank, r)| {
+        let (attribute, chunks) = part(r)?;
+        (chunks > 0 && chunks * ngpus != program.chunks).then_some((rank, attribute, chunks))
+    })?;
+    Some(format!(
+        "rank {rank} has {attribute}={chunks}: for {} it must be 0 or nchunksperloop / ngpus = {} / {ngpus}",
+        program.collective, program.chunks
+    ))
 }
 
 #[cfg(test)]
@@ -914,9 +939,14 @@ mod tests {
             )
             .replace(r#"<gpu id="2" i_chunks="0" o_chunks="4" s_chunks="0">"#, r#"<gpu s_chunks="0" o_chunks="0X4" i_chunks="0" id="2">"#);
         assert_eq!(parse(&reordered), reference);
-        // The old name of reduce-scatter.
-        let old_name = RING_ALLGATHER_INPLACE.replace(r#"coll="allgather""#, r#"coll="reduce_scatter""#);
-        assert_eq!(parse(&old_name).collective, Collective::ReduceScatter);
+        // Every collective name, reduce-scatter's old one (`reduce_scatter`) too; the writer uses the new.
+        for (name, collective) in COLLECTIVES {
+            let renamed = RING_ALLGATHER_INPLACE.replace(r#"coll="allgather""#, &format!("coll=\"{name}\""));
+            let program = parse(&renamed);
+            assert_eq!(program.collective, collective);
+            assert!(to_xml(&program).contains(&format!("coll=\"{}\"", collective_name(collective))));
+        }
+        assert_eq!(collective_name(Collective::ReduceScatter), "reducescatter");
         // Gpus and thread blocks in any order: they are placed by id.
         let gpu_3_start = RING_ALLGATHER_INPLACE.find(r#"  <gpu id="3""#).expect("gpu 3");
         let gpu_0_start = RING_ALLGATHER_INPLACE.find(r#"  <gpu id="0""#).expect("gpu 0");
@@ -931,6 +961,36 @@ mod tests {
         );
         assert!(shuffled.find(r#"<gpu id="3""#) < Some(gpu_1_start));
         assert_eq!(parse(&shuffled), reference);
+    }
+
+    #[test]
+    fn long_thread_blocks_parse_and_check_without_recursion() {
+        // Two ranks passing one chunk back and forth 10 000 times: the deadlock search walks a path
+        // of 40 000 steps, and every element's line is looked up.
+        let rank = |first: &str, second: &str| {
+            let steps: String = (0..20_000)
+                .map(|s| {
+                    let kind = if s % 2 == 0 { first } else { second };
+                    format!("<step s=\"{s}\" type=\"{kind}\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>\n")
+                })
+                .collect();
+            steps
+        };
+        let xml = format!(
+            "<algo name=\"pingpong\" proto=\"Simple\" nchannels=\"1\" nchunksperloop=\"1\" ngpus=\"2\" coll=\"allreduce\" inplace=\"1\">\n\
+             <gpu id=\"0\" i_chunks=\"1\" o_chunks=\"0\" s_chunks=\"0\"><tb id=\"0\" send=\"1\" recv=\"1\" chan=\"0\">\n{}</tb></gpu>\n\
+             <gpu id=\"1\" i_chunks=\"1\" o_chunks=\"0\" s_chunks=\"0\"><tb id=\"0\" send=\"0\" recv=\"0\" chan=\"0\">\n{}</tb></gpu>\n</algo>\n",
+            rank("s", "r"),
+            rank("r", "s")
+        );
+        let program = parse(&xml);
+        assert_eq!(program.ranks[1].thread_blocks[0].steps.len(), 20_000);
+        let last_line = u32::try_from(xml.lines().count()).expect("few lines");
+        let error =
+            from_xml_str(&xml.replace(r#"<step s="19999" type="s""#, r#"<step s="19999" type="x""#)).unwrap_err();
+        assert!(
+            matches!(error, MscclError::UnknownStepType { at: Location { line, .. }, .. } if line == last_line - 2)
+        );
     }
 
     #[test]
@@ -1045,6 +1105,15 @@ mod tests {
         assert_mentions(&error, &["gpu 0 tb 3", "0..3", "thread block 2 is missing"]);
         let error = error_after(ALLTOALL_SCRATCH, r#"<tb id="2""#, r#"<tb id="0""#);
         assert!(matches!(error, MscclError::DuplicateThreadBlock { id: 0, .. }), "{error:?}");
+        assert_mentions(&error, &["gpu 0 tb 0", "tb id 0 appears twice", "0..3 once"]);
+        // The gap is found wherever the id out of range stands.
+        let shuffled = ALLTOALL_SCRATCH.replacen(r#"<tb id="0""#, r#"<tb id="5""#, 1).replacen(
+            r#"<tb id="2""#,
+            r#"<tb id="0""#,
+            1,
+        );
+        let error = from_xml_str(&shuffled).unwrap_err();
+        assert!(matches!(error, MscclError::ThreadBlockGap { id: 5, missing: 2, .. }), "{error:?}");
     }
 
     #[test]
@@ -1120,6 +1189,21 @@ mod tests {
         let executors: Vec<_> = refused.iter().map(|refusal| refusal.executor).collect();
         assert_eq!(executors, [Executor::Rccl, Executor::OldMsccl]);
         assert_mentions(&refused[1].reason, &["rank 0 has 217 thread blocks", "at most 216"]);
+    }
+
+    #[test]
+    fn counts_of_72_and_more_are_refused_by_the_new_readers() {
+        let mut program = parse(ALLTOALL_SCRATCH);
+        for rank in &mut program.ranks {
+            rank.input_chunks = 72;
+            rank.output_chunks = 72;
+            rank.thread_blocks[2].steps[0].count = 72;
+        }
+        program.chunks = 72;
+        let refused = refusals(&program);
+        let executors: Vec<_> = refused.iter().map(|refusal| refusal.executor).collect();
+        assert_eq!(executors, [Executor::Rccl, Executor::MscclExecutorNccl]);
+        assert_mentions(&refused[0].reason, &["rank 0 tb 2 step 0 has cnt=72", "at most 71"]);
     }
 
     #[test]
