@@ -6,10 +6,10 @@
 //! | module | what lives there | uses |
 //! |---|---|---|
 //! | [`machine`] | system specs, PE ids, directions, routes | nothing of ours |
-//! | [`kernel`] | `tl`, tiles, dtypes, kernel definitions, collectives, postconditions, time bounds | `machine` |
+//! | [`kernel`] | `tl`, symmetric memory, tiles, dtypes, kernel definitions, collectives, postconditions, time bounds | `machine` |
 //! | [`plan`] | mappers, topologies, install plans, validators, layouts, partitions | `machine`, `kernel` |
-//! | [`program`] | chunk programs (MSCCL's model), MSCCL-IR XML in and out | `machine`, `kernel` |
-//! | [`registry`] | typed algorithms, selection rules, the JSON format | all three |
+//! | [`program`] | chunk programs (MSCCL's model), MSCCL-IR XML in and out, the kernel that runs them | `machine`, `kernel` |
+//! | [`registry`] | typed algorithms, selection rules, the JSON format | `machine`, `kernel`, `plan` |
 //!
 //! ```text
 //! system

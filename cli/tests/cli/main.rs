@@ -114,7 +114,7 @@ fn every_bad_invocation_gives_one_line_and_exit_code_2() {
         (&["bench"], "required arguments were not provided: <COLLECTIVE>"),
         (&["bench", "all_reduce", "--json=yes"], "unexpected value"),
         (&["bnech"], "unrecognized subcommand 'bnech'"),
-        (&[], "missing subcommand: expected one of run, bench, tune, trace, plot, explain, list, plan"),
+        (&[], "missing subcommand: expected one of run, bench, tune, trace, plot, explain, msccl, list, plan"),
         (&["explain", "all_reduce"], "required arguments were not provided: <SIZE>"),
         (&["explain", "all_reduc", "1K"], "unknown collective `all_reduc`"),
         (&["explain", "all_reduce", "1Q"], "bad size `1Q`"),

@@ -29,7 +29,7 @@ const FINISHED: usize = 0;
 const DEPENDENCY: usize = 1;
 
 /// The kernel a registry names to run an MSCCL-IR XML file: `{"kernel": "msccl_program", "params":
-/// {"file": "ring.xml"}}` (a path relative to where the registry is loaded), on the `full` topology.
+/// {"file": "ring.xml"}}` (a path relative to the working directory), on the `full` topology.
 pub static MSCCL_PROGRAM: KernelDef = KernelDef {
     name: "msccl_program",
     params: &[ParamDef { name: "file", ty: "String", default: None }],

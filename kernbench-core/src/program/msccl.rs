@@ -24,7 +24,7 @@
 //! accept: any attribute order, unknown attributes and elements ignored, comments, `reducescatter` and
 //! `reduce_scatter`, integers as C's `strtol(s, NULL, 0)` reads them (`0x1f` hex, `017` octal). It is
 //! stricter in one way: an integer must be the whole value, where `strtol` would silently read `"12abc"`
-//! as 12. Every program read is [`check`](super::check)ed.
+//! as 12. Every program read is [`check`](super::check())ed.
 //!
 //! One thing does not survive a round trip: msccl-tools writes the peer's chunk as the unused side of
 //! a send (`dst`) or receive (`src`); [`Program`] keeps only the chunks a step uses, so [`to_xml`]
