@@ -7,6 +7,8 @@
 mod all_to_all;
 #[path = "integration/bench.rs"]
 mod bench;
+#[path = "integration/chunk_programs.rs"]
+mod chunk_programs;
 #[path = "integration/communicator.rs"]
 mod communicator;
 #[path = "integration/diagnostics.rs"]

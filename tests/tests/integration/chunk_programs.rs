@@ -1,0 +1,1 @@
+//! Chunk programs written in Rust with the MSCCLang-style builder.
