@@ -15,12 +15,13 @@ use std::fmt;
 use std::sync::Arc;
 
 use kernbench_core::postcondition::{self, CallFacts, Postcondition, PostconditionError, starting_output};
+use kernbench_core::provenance::Exactness;
 use kernbench_core::tl::MAX_GENERATION;
 use kernbench_core::{
     Algorithm, Collective, DistTensor, InstallPlan, Layout, LayoutError, PeId, PlanError, ReduceOp, Registry,
     RegistryError, System, Tile, ValidationError,
 };
-use kernbench_sim::{Call, PeBuffers, RunError, RunReport, Runtime, Timing};
+use kernbench_sim::{Call, ExactRunError, PeBuffers, RunError, RunReport, Runtime, Timing};
 
 use crate::estimate;
 
@@ -46,6 +47,10 @@ pub enum CommError {
     /// The run failed (a kernel error, a panic, a deadlock, ...).
     #[error(transparent)]
     Run(#[from] RunError),
+    /// The provenance run of an exact call ([`Communicator::exact`]) failed, or its reference could not
+    /// be made.
+    #[error("the exact (provenance) run: {0}")]
+    ExactRun(#[from] ExactRunError),
     /// The tensor cannot be read or rebuilt.
     #[error(transparent)]
     Layout(#[from] LayoutError),
@@ -186,6 +191,9 @@ pub struct CallReport {
     pub op: ReduceOp,
     /// Whether every output matched the reference.
     pub postcondition: Postcondition,
+    /// For a communicator that checks exactly ([`Communicator::exact`]): whether every output element
+    /// holds exactly the contributions the collective says.
+    pub exact: Option<Exactness>,
     /// The plan it ran on.
     pub plan: Arc<InstallPlan>,
     /// Per-PE outputs and figures.
@@ -194,7 +202,10 @@ pub struct CallReport {
 
 impl fmt::Display for CallReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let verdict = if self.postcondition.held { "correct".to_owned() } else { self.postcondition.to_string() };
+        let mut verdict = if self.postcondition.held { "correct".to_owned() } else { self.postcondition.to_string() };
+        if let Some(exact) = &self.exact {
+            verdict = format!("{verdict} ({exact})");
+        }
         let time = self.run.completion_ns().map_or(String::new(), |ns| format!(", {ns:.0} ns simulated"));
         write!(
             f,
@@ -245,6 +256,7 @@ pub struct Communicator {
     timing: Option<Timing>,
     max_memory: Option<u64>,
     max_messages: Option<u64>,
+    exact: bool,
 }
 
 impl Communicator {
@@ -265,6 +277,7 @@ impl Communicator {
             timing: Some(Timing::default()),
             max_memory: None,
             max_messages: Some(estimate::DEFAULT_MAX_MESSAGES),
+            exact: false,
         }
     }
 
@@ -295,6 +308,15 @@ impl Communicator {
     /// ```
     pub fn max_memory(mut self, limit: Option<u64>) -> Communicator {
         self.max_memory = limit;
+        self
+    }
+
+    /// Checks every call exactly too (`false` by default): after the call, its kernel runs again on
+    /// provenance inputs ([`kernbench_core::provenance`]), and [`CallReport::exact`] says whether every
+    /// output element holds exactly the contributions the collective says. It runs beside the numeric
+    /// check, never instead; the memory estimate counts its run.
+    pub fn exact(mut self, on: bool) -> Communicator {
+        self.exact = on;
         self
     }
 
@@ -441,6 +463,13 @@ impl Communicator {
         let size = inputs.iter().chain(&outputs).map(|t| t.len() as u64 * element).max().unwrap_or(0);
         let postcondition = postcondition::check(CallFacts { collective, op, root }, &inputs, &before, &outputs)
             .map_err(|source| CommError::Reference { collective, source })?;
+        let exact = if self.exact {
+            let runtime = Runtime::new(&self.system).threads(self.threads);
+            let facts = CallFacts { collective, op, root };
+            Some(runtime.run_exact(&plan, algorithm.launch(), (facts, generation), &inputs)?)
+        } else {
+            None
+        };
         let out = output_tensor(collective, tensor, run.pes().iter().map(|p| (p.pe, p.output.clone())))?;
         let report = CallReport {
             collective,
@@ -451,6 +480,7 @@ impl Communicator {
             size,
             op,
             postcondition,
+            exact,
             plan,
             run,
         };
@@ -482,8 +512,13 @@ impl Communicator {
             let input_bytes =
                 plan.participants().filter_map(|p| tensor.shard(p.pe)).map(|t| t.len() as u64 * element).max();
             let input_bytes = input_bytes.unwrap_or(0);
-            let estimate = estimate::peak_memory(collective, ranks, input_bytes)
+            let mut estimate = estimate::peak_memory(collective, ranks, input_bytes)
                 .saturating_add(estimate::symmetric_heap(algorithm, ranks, input_bytes));
+            if self.exact {
+                // The provenance run's own: 8-byte signatures in place of the elements.
+                let signatures = input_bytes / element.max(1) * 8;
+                estimate = estimate.saturating_add(estimate::peak_memory(collective, ranks, signatures));
+            }
             if estimate > limit {
                 return Err(CommError::TooMuchMemory { collective, ranks, input_bytes, estimate, limit });
             }

@@ -153,6 +153,10 @@ struct RunArgs {
     /// cube_leaders (every cube's PE 0 a block).
     #[arg(long, default_value = "one_pe")]
     layout: String,
+    /// Check exactly too: run each call again on provenance inputs and say whether every output
+    /// element holds each of its contributions exactly once (beside the numeric check).
+    #[arg(long)]
+    exact: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -440,7 +444,7 @@ fn run_sweep(
 }
 
 fn run_collectives(args: &RunArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> {
-    let mut comm = args.sim.communicator()?;
+    let mut comm = args.sim.communicator()?.exact(args.exact);
     let system = comm.system().clone();
     let collectives = collectives(&args.collective)?;
     let (dtype, op) = args.data.parse()?;
@@ -479,7 +483,7 @@ fn run_collectives(args: &RunArgs, out: &mut impl Write, stop: &AtomicBool) -> R
                     report.generation
                 ));
             }
-            wrong += usize::from(!report.postcondition.held);
+            wrong += usize::from(!report.postcondition.held || report.exact.as_ref().is_some_and(|e| !e.held));
         }
     }
     if wrong > 0 {

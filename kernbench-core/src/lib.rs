@@ -43,7 +43,7 @@ pub use kernel::{
     Launch, Op, ParamDef, Params, ParseCollectiveError, ParseDtypeError, ParseReduceOpError, ReduceOp, Symmetric, Tile,
     TileError, Tl, TlContext, UnknownKernel, WatchdogBudget, bf16, chunk_range, chunk_start, f16,
 };
-pub use kernel::{bound, postcondition, symmetric, tl};
+pub use kernel::{bound, postcondition, provenance, symmetric, tl};
 
 pub use files::MAX_FILE_BYTES;
 pub use names::{Builtin, NamedItem, UnknownName};

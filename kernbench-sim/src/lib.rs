@@ -83,7 +83,7 @@ mod timing;
 pub use error::{BlockedPe, DeadlockReport, LeftRaised, Leftover, RunError, SignalWait, Unreceived};
 pub use pe::{PeBuffers, PeFigures};
 pub use report::{PeReport, RunReport};
-pub use run::{Call, DEFAULT_LOOP_BUDGET, DEFAULT_STEP_BUDGET, Runtime};
+pub use run::{Call, DEFAULT_LOOP_BUDGET, DEFAULT_STEP_BUDGET, ExactRunError, Runtime};
 pub use timing::{ChannelTime, PeTime, Routing, Span, SpanKind, Straggler, TimeReport, Timing, Trace};
 
 /// Asks the C allocator to keep memory it has freed for later allocations instead of handing it back to

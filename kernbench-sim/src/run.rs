@@ -20,6 +20,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Once, OnceLock};
 
 use async_task::Runnable;
+use kernbench_core::postcondition::{CallFacts, PostconditionError, starting_output};
+use kernbench_core::provenance::{self, Exactness};
 use kernbench_core::tl::{self, MAX_GENERATION, TlContext, message_generation};
 use kernbench_core::{Group, InstallPlan, KernelError, Launch, Op, PeId, ReduceOp, System, Tile, Tl, check_plan};
 use rayon::prelude::*;
@@ -385,6 +387,44 @@ impl<'s> Runtime<'s> {
         }
         exec.drive(&ready, pool.as_ref(), self.parallel_min_ready)
     }
+}
+
+impl Runtime<'_> {
+    /// Runs `kernel` on provenance inputs shaped as `inputs` ([`kernbench_core::provenance`]), untimed,
+    /// and checks that every output element holds exactly the contributions `call`'s collective says,
+    /// the outputs starting as [`starting_output`] makes them.
+    ///
+    /// # Errors
+    /// [`ExactRunError`]: the run's error, or a reference that cannot be made (a root out of range).
+    pub fn run_exact(
+        &self,
+        plan: &InstallPlan,
+        kernel: &dyn Launch,
+        call: (CallFacts, u64),
+        inputs: &[Tile],
+    ) -> Result<Exactness, ExactRunError> {
+        let (facts, generation) = call;
+        let inputs = provenance::inputs(inputs);
+        let n = inputs.len();
+        let before: Vec<Tile> =
+            inputs.iter().enumerate().map(|(rank, input)| starting_output(facts.collective, input, rank, n)).collect();
+        let buffers = inputs.iter().zip(&before).map(|(i, o)| PeBuffers { input: i.clone(), output: o.clone() });
+        let call = Call { op: provenance::call(facts).op, root: facts.root, generation };
+        let run = self.clone().timing(None).run(plan, kernel, buffers.collect(), call)?;
+        let outputs: Vec<Tile> = run.pes().iter().map(|p| p.output.clone()).collect();
+        Ok(provenance::check(facts, &inputs, &before, &outputs)?)
+    }
+}
+
+/// Why a provenance run gave no verdict.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ExactRunError {
+    /// The run failed.
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// The collective's reference could not be made.
+    #[error(transparent)]
+    Reference(#[from] PostconditionError),
 }
 
 /// One run in progress. A PE's lanes are tasks `first_task[rank]..first_task[rank + 1]`, numbered in

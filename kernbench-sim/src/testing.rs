@@ -1,8 +1,10 @@
 //! Mock runs in one call, for tests: build the plan, bind the kernel's arguments, fill the inputs, run.
 
-use kernbench_core::{ArgsError, InstallPlan, KernelDef, PeId, PlanError, ReduceOp, System, Tile};
+use kernbench_core::postcondition::CallFacts;
+use kernbench_core::provenance::Exactness;
+use kernbench_core::{ArgsError, Collective, InstallPlan, KernelDef, PeId, PlanError, ReduceOp, System, Tile};
 
-use crate::{Call, PeBuffers, RunError, RunReport, Runtime, Timing};
+use crate::{Call, ExactRunError, PeBuffers, RunError, RunReport, Runtime, Timing};
 
 /// Why a mock run did not produce a report.
 #[derive(Debug, thiserror::Error)]
@@ -17,6 +19,13 @@ pub enum MockError {
     /// The run failed.
     #[error(transparent)]
     Run(#[from] RunError),
+    /// The provenance run of [`MockRun::exact`] found an output element that does not hold exactly
+    /// the contributions its collective says.
+    #[error("{0}")]
+    Exact(Exactness),
+    /// The provenance run of [`MockRun::exact`] failed, or its reference could not be made.
+    #[error(transparent)]
+    ExactRun(#[from] ExactRunError),
 }
 
 /// Makes a PE's input from its id and rank.
@@ -52,6 +61,7 @@ pub struct MockRun<'a> {
     loop_budget: u64,
     step_budget: u64,
     race_detector: bool,
+    exact: Option<Collective>,
 }
 
 impl std::fmt::Debug for MockRun<'_> {
@@ -85,6 +95,7 @@ impl<'a> MockRun<'a> {
             loop_budget: crate::run::DEFAULT_LOOP_BUDGET,
             step_budget: crate::run::DEFAULT_STEP_BUDGET,
             race_detector: true,
+            exact: None,
         }
     }
 
@@ -156,6 +167,16 @@ impl<'a> MockRun<'a> {
         self
     }
 
+    /// After the run, runs the kernel again on provenance inputs ([`kernbench_core::provenance`]) and
+    /// checks that every output element holds exactly the contributions `collective` says (the outputs
+    /// starting as [`kernbench_core::postcondition::starting_output`] makes them): an element that does
+    /// not ends the run in [`MockError::Exact`], naming the rank, the element and the contribution at
+    /// fault. The report is the first run's.
+    pub fn exact(mut self, collective: Collective) -> Self {
+        self.exact = Some(collective);
+        self
+    }
+
     /// Builds the plan and runs the kernel.
     ///
     /// # Errors
@@ -167,7 +188,7 @@ impl<'a> MockRun<'a> {
             return Err(ArgsError::new(self.kernel.name, self.kernel.params, message).into());
         };
         let kernel = self.kernel.instantiate(params)?;
-        let buffers = plan
+        let buffers: Vec<PeBuffers> = plan
             .participants()
             .map(|p| {
                 let input = (self.inputs)(p.pe, p.rank);
@@ -178,14 +199,23 @@ impl<'a> MockRun<'a> {
                 PeBuffers { input, output }
             })
             .collect();
-        Ok(Runtime::new(self.system)
+        let runtime = Runtime::new(self.system)
             .threads(self.threads)
             .parallel_min_ready(self.parallel_min_ready)
             .timing(self.timing.clone())
             .loop_budget(self.loop_budget)
             .step_budget(self.step_budget)
-            .race_detector(self.race_detector)
-            .run(&plan, &*kernel, buffers, self.call)?)
+            .race_detector(self.race_detector);
+        let inputs: Vec<Tile> = buffers.iter().map(|b| b.input.clone()).collect();
+        let report = runtime.run(&plan, &*kernel, buffers, self.call)?;
+        if let Some(collective) = self.exact {
+            let facts = CallFacts { collective, op: self.call.op, root: self.call.root };
+            let exactness = runtime.run_exact(&plan, &*kernel, (facts, self.call.generation), &inputs)?;
+            if !exactness.held {
+                return Err(MockError::Exact(exactness));
+            }
+        }
+        Ok(report)
     }
 }
 

@@ -25,6 +25,8 @@ mod limits;
 mod mutate;
 #[path = "integration/programs.rs"]
 mod programs;
+#[path = "integration/provenance.rs"]
+mod provenance;
 #[path = "integration/registry_props.rs"]
 mod registry_props;
 #[path = "integration/runtime.rs"]

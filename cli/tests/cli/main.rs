@@ -756,3 +756,13 @@ fn msccl_fails_on_a_wrong_algorithm_and_on_a_bad_file() {
     assert!(stderr.contains("send"), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
+
+#[test]
+fn run_exact_says_every_element_holds_each_contribution_once() {
+    let out = kernbench(&["run", "all_reduce", "--system", SMALL, "--bytes", "1K", "--exact"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains(": correct (exact: every element holds each of its contributions once), "), "{stdout}");
+    let out = kernbench(&["run", "all_reduce", "--system", SMALL, "--bytes", "1K"]);
+    assert!(!text(&out.stdout).contains("exact"), "without --exact nothing is said of it");
+}

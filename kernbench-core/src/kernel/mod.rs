@@ -12,6 +12,7 @@ mod def;
 mod dtype;
 mod error;
 pub mod postcondition;
+pub mod provenance;
 pub mod symmetric;
 mod tile;
 pub mod tl;
