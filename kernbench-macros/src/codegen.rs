@@ -172,7 +172,7 @@ fn module(kernel: &Kernel, name: &str, params: &[Param], lanes: Option<&syn::Exp
     let lanes = lanes.map(|lanes| {
         quote_spanned! {lanes.span()=>
             #[allow(unused_variables)]
-            fn lanes(&self, _rank: usize) -> usize {
+            fn lanes(&self, _rank: usize, _size: usize) -> usize {
                 let Args { #(#fields),* } = #private::Clone::clone(&self.0);
                 let lanes: usize = #lanes;
                 lanes

@@ -266,7 +266,7 @@ impl<'s> Runtime<'s> {
         if let Some(timing) = &self.timing {
             timing.check(self.system)?;
         }
-        let lanes: Vec<usize> = (0..pes.len()).map(|rank| kernel.lanes(rank)).collect();
+        let lanes: Vec<usize> = (0..pes.len()).map(|rank| kernel.lanes(rank, pes.len())).collect();
         if let Some((rank, &bad)) = lanes.iter().enumerate().find(|(_, n)| !(1..=Runtime::MAX_LANES).contains(*n)) {
             return Err(RunError::BadLanes { pe: pes[rank], lanes: bad, max: Runtime::MAX_LANES });
         }

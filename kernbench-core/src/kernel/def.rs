@@ -24,10 +24,11 @@ pub trait Launch: Send + Sync {
     fn launch(&self, tl: Tl) -> KernelFuture;
 
     /// How many lanes (concurrent coroutines, each with its own queues and credits) the kernel runs as
-    /// on the participant of rank `rank`: 1 unless the kernel says otherwise (`#[ccl_kernel(lanes =
-    /// ...)]`, or a `Launch` written by hand, whose count may differ per rank).
-    fn lanes(&self, rank: usize) -> usize {
-        let _ = rank;
+    /// on the participant of rank `rank` of `size`: 1 unless the kernel says otherwise
+    /// (`#[ccl_kernel(lanes = ...)]`, or a `Launch` written by hand, whose count may differ per rank
+    /// and with the number of participants, as a chunk program's thread blocks do).
+    fn lanes(&self, rank: usize, size: usize) -> usize {
+        let _ = (rank, size);
         1
     }
 }

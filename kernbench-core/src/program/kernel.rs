@@ -13,8 +13,10 @@
 //! - The end: lane 0 waits for the others, then does what the collective needs once (an in-place
 //!   reduce-scatter's copy, an average's division) and resets the signals.
 
+use std::collections::BTreeMap;
+use std::fmt;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::kernel::{
     ArgsError, Buffer, Collective, Dtype, KernelDef, KernelError, KernelFuture, Launch, ParamDef, Params, ReduceOp,
@@ -74,8 +76,53 @@ impl Launch for ProgramKernel {
         Box::pin(async move { run_lane(&program, &tl).await })
     }
 
-    fn lanes(&self, rank: usize) -> usize {
+    fn lanes(&self, rank: usize, _size: usize) -> usize {
         self.program.ranks.get(rank).map_or(1, |r| r.thread_blocks.len().max(1))
+    }
+}
+
+/// A chunk program made for the number of ranks it runs on (a ring for 4 ranks is not a ring for 8):
+/// built once per size, on first use.
+pub struct ProgramFamily {
+    build: Box<dyn Fn(usize) -> Result<Program, String> + Send + Sync>,
+    built: Mutex<BTreeMap<usize, Result<Arc<Program>, String>>>,
+}
+
+impl ProgramFamily {
+    /// The family whose program for `n` ranks `build(n)` makes (or says why it cannot).
+    pub fn new(build: impl Fn(usize) -> Result<Program, String> + Send + Sync + 'static) -> ProgramFamily {
+        ProgramFamily { build: Box::new(build), built: Mutex::new(BTreeMap::new()) }
+    }
+
+    /// Its program for `n` ranks.
+    ///
+    /// # Errors
+    /// Why it has none, as its builder says.
+    pub fn program(&self, n: usize) -> Result<Arc<Program>, String> {
+        let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
+        built.entry(n).or_insert_with(|| (self.build)(n).map(Arc::new)).clone()
+    }
+}
+
+impl fmt::Debug for ProgramFamily {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProgramFamily").finish_non_exhaustive()
+    }
+}
+
+impl Launch for ProgramFamily {
+    fn launch(&self, tl: Tl) -> KernelFuture {
+        let program = self.program(tl.size());
+        Box::pin(async move {
+            match program {
+                Ok(program) => run_lane(&program, &tl).await,
+                Err(why) => Err(KernelError::kernel(tl.pe(), why)),
+            }
+        })
+    }
+
+    fn lanes(&self, rank: usize, size: usize) -> usize {
+        self.program(size).ok().and_then(|p| p.ranks.get(rank).map(|r| r.thread_blocks.len().max(1))).unwrap_or(1)
     }
 }
 

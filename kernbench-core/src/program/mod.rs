@@ -21,7 +21,7 @@ mod kernel;
 pub mod msccl;
 
 pub use check::{ProgramError, check};
-pub use kernel::{MSCCL_PROGRAM, ProgramKernel};
+pub use kernel::{MSCCL_PROGRAM, ProgramFamily, ProgramKernel};
 pub use msccl::MscclError;
 
 use std::fmt;

@@ -82,7 +82,7 @@ pub mod lane_marks {
             })
         }
         #[allow(unused_variables)]
-        fn lanes(&self, _rank: usize) -> usize {
+        fn lanes(&self, _rank: usize, _size: usize) -> usize {
             let Args { lanes } = ::kernbench::__private::Clone::clone(&self.0);
             let lanes: usize = lanes;
             lanes

@@ -285,7 +285,7 @@ impl Launch for PerRank {
         self.inner.launch(tl)
     }
 
-    fn lanes(&self, rank: usize) -> usize {
+    fn lanes(&self, rank: usize, _size: usize) -> usize {
         self.lanes[rank]
     }
 }
