@@ -158,7 +158,8 @@ pub fn ring_allgather_in_place(ranks: usize) -> Result<Program, BuildError> {
 /// ranks (rank `node * gpus_per_node + gpu`): a ring reduce-scatter within each node leaves GPU `g`
 /// with the node's sum of block `g` (`nodes` chunks); a ring all-reduce across the nodes, one per GPU
 /// index on its own channel, sums each block over all nodes; a ring all-gather within each node
-/// spreads the blocks.
+/// spreads the blocks. The rings across nodes use channel 1 (0 if
+/// there is one GPU per node).
 ///
 /// # Errors
 /// None for `nodes >= 1` and `gpus_per_node >= 1` (at least two ranks); the builder's errors
@@ -175,7 +176,8 @@ pub fn hierarchical_allreduce(nodes: usize, gpus_per_node: usize) -> Result<Prog
     let across = |gpu: usize| Ring {
         ranks: (0..nodes).map(|node| node * g + gpu).collect(),
         blocks: (0..nodes).map(|node| (gpu * nodes + node, 1)).collect(),
-        channel: 1,
+        // Its own channel, unless there is no ring within nodes (channels must be dense for the runtime).
+        channel: usize::from(g > 1),
     };
     let (locals, acrosses): (Vec<Ring>, Vec<Ring>) = ((0..nodes).map(local).collect(), (0..g).map(across).collect());
     if g > 1 {
