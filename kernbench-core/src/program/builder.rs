@@ -671,31 +671,22 @@ impl ProgramBuilder {
 fn forwarding_send(insts: &[Inst], i: usize) -> Option<(usize, usize)> {
     let recv = &insts[i];
     let dst = recv.dst?;
-    let chunks = |k: usize| (0..insts[k].count).map(move |c| ChunkRef { buffer: dst.buffer, index: dst.index + c });
-    let mut found = None;
-    for k in i + 1..insts.len() {
-        let inst = &insts[k];
-        if inst.kind == StepKind::Send && inst.src == Some(dst) && inst.count == recv.count {
-            found = Some(k);
-            break;
-        }
-        if chunks(i).any(|c| inst.writes(c) || (inst.kind == StepKind::Send && inst.reads(c))) {
-            return None;
-        }
-    }
-    let j = found?;
+    let chunks = || (0..recv.count).map(|c| ChunkRef { buffer: dst.buffer, index: dst.index + c });
+    let forwards = |inst: &Inst| inst.kind == StepKind::Send && inst.src == Some(dst) && inst.count == recv.count;
+    // Another send of these chunks, or a write to them, ends the search: what follows no longer
+    // forwards exactly what was received.
+    let stops = |inst: &Inst| chunks().any(|c| inst.writes(c) || (inst.kind == StepKind::Send && inst.reads(c)));
+    let j = i + 1 + insts[i + 1..].iter().position(|inst| forwards(inst) || stops(inst))?;
     let send = &insts[j];
-    if send.channel != recv.channel {
+    if !forwards(send) || send.channel != recv.channel {
         return None;
     }
-    let between = i + 1..j;
-    let after = between.clone().rev().find(|&k| insts[k].send == send.send && insts[k].channel == send.channel);
-    let blocker = between.clone().find(|&k| {
-        let inst = &insts[k];
-        (inst.recv == recv.recv && inst.channel == recv.channel) || chunks(i).any(|c| inst.reads(c))
-    });
-    let after = after.unwrap_or(i);
-    blocker.is_none_or(|b| after < b).then_some((j, after))
+    let between = || insts.iter().enumerate().take(j).skip(i + 1);
+    let after = between().rev().find(|(_, inst)| (inst.send, inst.channel) == (send.send, send.channel));
+    let blocker = between()
+        .find(|(_, inst)| (inst.recv, inst.channel) == (recv.recv, recv.channel) || chunks().any(|c| inst.reads(c)));
+    let after = after.map_or(i, |(k, _)| k);
+    blocker.is_none_or(|(b, _)| after < b).then_some((j, after))
 }
 
 /// One step of a rank before it is placed in a thread block.

@@ -10,7 +10,7 @@
 //! let program = examples::ring_allreduce(4, 2)?;
 //! check(&program)?;
 //! assert_eq!((program.chunks, program.channels), (8, 2));
-//! # Ok::<(), kernbench_core::program::BuildError>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 use super::Program;
