@@ -270,6 +270,96 @@ fn a_step_reading_what_another_thread_block_wrote_waits_for_it_with_nops_for_ext
     check(&program).unwrap();
 }
 
+/// A small xorshift generator, so that random programs are the same on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// A random run of chunks of a random buffer on a random rank of a program of `ranks` ranks and `n`
+/// chunks.
+fn random_run(rng: &mut Rng, ranks: usize, n: usize) -> (usize, Buffer, usize, usize) {
+    let buffer = [Buffer::Input, Buffer::Output, Buffer::Scratch][rng.below(3)];
+    let index = rng.below(n);
+    let count = if index + 2 <= n && rng.below(3) == 0 { 2 } else { 1 };
+    (rng.below(ranks), buffer, index, count)
+}
+
+#[test]
+fn random_programs_compute_what_their_copies_and_reduces_say() {
+    // Elements per chunk.
+    const E: usize = 2;
+    for seed in 1..=300u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let (ranks, n, in_place) = (2 + rng.below(3), 1 + rng.below(4), rng.below(2) == 0);
+        let mut p = ProgramBuilder::new(format!("random_{seed}"), Collective::AllReduce, ranks, n, in_place);
+        // The model: each chunk's values, in place with the output folded into the input.
+        let at = |rank: usize, buffer: Buffer, index: usize| {
+            let buffer = if in_place && buffer == Buffer::Output { Buffer::Input } else { buffer };
+            (rank, buffer, index)
+        };
+        let start = |rank: usize, chunk: usize| -> Vec<f64> {
+            (0..E).map(|e| ((rank * 7 + chunk * E + e) % 11 + 1) as f64).collect()
+        };
+        let mut model = std::collections::HashMap::new();
+        for rank in 0..ranks {
+            for chunk in 0..n {
+                model.insert(at(rank, Buffer::Input, chunk), start(rank, chunk));
+            }
+        }
+        for _ in 0..1 + rng.below(12) {
+            let (rank, buffer, index, count) = random_run(&mut rng, ranks, n);
+            let Ok(src) = p.chunk(rank, buffer, index, count) else { continue };
+            let (to_rank, to_buffer, to_index, _) = random_run(&mut rng, ranks, n);
+            let reduce = rng.below(2) == 0;
+            let result = if reduce {
+                p.chunk(to_rank, to_buffer, to_index, count).and_then(|into| p.reduce(&into, &src))
+            } else {
+                p.copy(&src, to_rank, to_buffer, to_index)
+            };
+            match result {
+                Ok(_) => {
+                    for c in 0..count {
+                        let value = model[&at(rank, buffer, index + c)].clone();
+                        let target = model.entry(at(to_rank, to_buffer, to_index + c)).or_insert_with(|| vec![0.0; E]);
+                        for (t, v) in target.iter_mut().zip(value) {
+                            *t = if reduce { *t + v } else { v };
+                        }
+                    }
+                }
+                Err(ChunkError::Uninitialised { .. } | ChunkError::Overlap { .. } | ChunkError::OutOfRange { .. }) => {}
+                Err(e) => panic!("seed {seed}: {e}"),
+            }
+        }
+        let program = p.build().unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let xml = msccl::to_xml(&program);
+        assert_eq!(msccl::from_xml_str(&xml).unwrap(), program, "seed {seed}");
+        let system = System::shape(ranks, 1, 1, 1).unwrap();
+        let plan = InstallPlan::build(&system, "full", "leader_only").unwrap();
+        let buffers = (0..ranks)
+            .map(|rank| PeBuffers {
+                input: Tile::from_f64s(I32, &(0..n).flat_map(|c| start(rank, c)).collect::<Vec<_>>()),
+                output: Tile::zeros(I32, n * E),
+            })
+            .collect();
+        let kernel = ProgramKernel::new(Arc::new(program.clone()));
+        let report = Runtime::new(&system)
+            .run(&plan, &kernel, buffers, Call::default())
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{xml}"));
+        for (rank, pe) in report.pes().iter().enumerate() {
+            let want: Vec<f64> =
+                (0..n).flat_map(|c| model.get(&at(rank, Buffer::Output, c)).cloned().unwrap_or(vec![0.0; E])).collect();
+            assert_eq!(pe.output.to_f64_vec(), want, "seed {seed}, rank {rank}\n{xml}");
+        }
+    }
+}
+
 // The examples.
 
 #[test]
