@@ -16,9 +16,11 @@
 //! - Fusion, as MSCCLang does it: a receive whose chunks the rank then sends on, unchanged, becomes one
 //!   step that receives and forwards: `r` + `s` is `rcs`, `rrc` + `s` is `rrcs`, and `rrs` when the
 //!   reduced value is dead once forwarded (nothing on that rank reads it before it is overwritten,
-//!   and it is not part of the result: the output, or the input of an in-place program). The send
-//!   moves back to the receive's place, so it is fused only if no other send on its connection falls
-//!   in between (each connection stays FIFO) and the thread block keeps one send and one receive peer.
+//!   and it is not part of the result: the output, or the input of an in-place program). The fused
+//!   step goes right after the last other send on the send's connection between the two (or at the
+//!   receive's place): the receive moves later and the send earlier, which is allowed only if the
+//!   receive passes no other receive of its connection and no read of its chunks, so that each
+//!   connection stays FIFO, and only if the thread block keeps one send and one receive peer.
 //! - Thread blocks: one per (send peer, receive peer, channel) of each rank, sorted as the MSCCL writer
 //!   sorts them; local steps go to a thread block of no peers on their channel. Steps are appended in
 //!   program order.
