@@ -91,7 +91,8 @@ fn ring_all_gather(
 /// cut into `ranks * channels` chunks, channel `c` carrying chunks `c * ranks..(c + 1) * ranks` round
 /// its own ring. Each chunk is reduced along the ring (`rrs`) until one rank holds the sum (`rrcs`),
 /// which then travels once more round the ring into every output (`rcs`, and `r` at the end); the
-/// rank holding the sum copies it to its own output (`cpy`).
+/// rank holding the sum copies it to its own output (`cpy`). The sums are formed in the input buffer,
+/// which the program therefore overwrites (partial sums that are only forwarded are never stored).
 ///
 /// # Errors
 /// None for `ranks >= 2` and `channels >= 1`; the builder's errors otherwise.
