@@ -246,6 +246,45 @@ fn a_receive_whose_value_is_read_later_is_stored_and_one_that_is_only_forwarded_
 }
 
 #[test]
+fn a_forward_that_would_overtake_on_a_connection_is_not_fused() {
+    // Rank 1 receives chunks A then C from rank 0, and forwards C then A to rank 2. Fusing A's
+    // receive with its forward would either send A before C or receive A after C, against the order
+    // the other ranks see; only C's pair fuses.
+    let mut p = ProgramBuilder::new("overtake", Collective::AllReduce, 3, 2, false);
+    let a = p.copy(&p.chunk(0, Buffer::Input, 0, 1).unwrap(), 1, Buffer::Scratch, 0).unwrap();
+    let c = p.copy(&p.chunk(0, Buffer::Input, 1, 1).unwrap(), 1, Buffer::Scratch, 1).unwrap();
+    p.copy(&c, 2, Buffer::Scratch, 1).unwrap();
+    p.copy(&a, 2, Buffer::Scratch, 0).unwrap();
+    let program = p.build().unwrap();
+    assert_eq!(kinds(&program, 1, 0), [StepKind::Recv, StepKind::RecvCopySend, StepKind::Send]);
+    let chunks: Vec<_> =
+        program.ranks[1].thread_blocks[0].steps.iter().map(|s| s.dst.or(s.src).unwrap().index).collect();
+    assert_eq!(chunks, [0, 1, 0]);
+}
+
+#[test]
+fn a_forward_that_would_give_a_thread_block_two_send_peers_is_not_fused() {
+    // Rank 1 forwards one chunk from rank 0 to rank 2, then another from rank 0 to rank 3, on one
+    // channel: the receive connection from rank 0 can be in one thread block only, which already
+    // sends to rank 2, so the second pair stays a receive and a send.
+    let mut p = ProgramBuilder::new("two_peers", Collective::AllReduce, 4, 2, false);
+    for (chunk, to) in [(0, 2), (1, 3)] {
+        let got = p.copy(&p.chunk(0, Buffer::Input, chunk, 1).unwrap(), 1, Buffer::Scratch, chunk).unwrap();
+        p.copy(&got, to, Buffer::Scratch, chunk).unwrap();
+    }
+    let program = p.build().unwrap();
+    let blocks = &program.ranks[1].thread_blocks;
+    let shape: Vec<_> =
+        blocks.iter().map(|tb| (tb.send, tb.recv, tb.steps.iter().map(|s| s.kind).collect::<Vec<_>>())).collect();
+    assert_eq!(
+        shape,
+        [(Some(2), Some(0), vec![StepKind::RecvCopySend, StepKind::Recv]), (Some(3), None, vec![StepKind::Send]),]
+    );
+    // The lone send waits for the receive of what it sends, in the other thread block.
+    assert_eq!(blocks[1].steps[0].depends_on, Some((0, 1)));
+}
+
+#[test]
 fn a_step_reading_what_another_thread_block_wrote_waits_for_it_with_nops_for_extra_dependencies() {
     // Rank 2 receives from ranks 0 and 1 into scratch chunks 0 and 1 (a thread block per peer), and
     // in its local thread block copies its input to scratch 2 and on to 3, which waits for nothing,
