@@ -16,10 +16,13 @@
 //!   of each), and a step moves its part of a pass in *slices* ([`Protocol::slice_bytes`]): a step
 //!   that receives, reduces and forwards (`rrs`, `rcs`, `rrcs`) passes each slice on as it arrives.
 
+pub mod builder;
 pub mod check;
+pub mod examples;
 mod kernel;
 pub mod msccl;
 
+pub use builder::{BuildError, Chunk, ChunkError, OpKind, ProgramBuilder, SourceAt};
 pub use check::{ProgramError, check};
 pub use kernel::{MSCCL_PROGRAM, ProgramFamily, ProgramKernel};
 pub use msccl::MscclError;
