@@ -9,6 +9,10 @@ pub const DEFAULT_CCL_JSON: &str = include_str!("../ccl.json");
 pub const KERNELS: &[&KernelDef] = &[
     &crate::bidirectional_ring_allreduce::KERNEL,
     &crate::bruck_allgather::KERNEL,
+    &crate::CHUNK_ALLGATHER_IN_PLACE,
+    &crate::CHUNK_ALLTOALL,
+    &crate::CHUNK_HIERARCHICAL_ALLREDUCE,
+    &crate::CHUNK_RING_ALLREDUCE,
     &crate::double_binary_tree_allreduce::KERNEL,
     &crate::hierarchical_all_to_all::KERNEL,
     &crate::hierarchical_allreduce::KERNEL,

@@ -5,6 +5,7 @@ mod direct;
 mod hierarchical;
 mod hierarchical_a2a;
 mod mesh;
+mod programs;
 mod ring;
 mod symmetric;
 mod tree;
@@ -17,6 +18,7 @@ pub use direct::{bruck_allgather, one_shot_allreduce, pairwise_alltoall};
 pub use hierarchical::hierarchical_allreduce;
 pub use hierarchical_a2a::hierarchical_all_to_all;
 pub use mesh::{intercube_allreduce, mesh_2d_allreduce};
+pub use programs::{CHUNK_ALLGATHER_IN_PLACE, CHUNK_ALLTOALL, CHUNK_HIERARCHICAL_ALLREDUCE, CHUNK_RING_ALLREDUCE};
 pub use ring::{
     bidirectional_ring_allreduce, ring_allgather, ring_allreduce, ring_broadcast, ring_reduce, ring_reduce_scatter,
 };

@@ -127,6 +127,12 @@ impl Launch for ProgramFamily {
 }
 
 /// Where a rank's chunks live in its PE's buffers, for one run.
+///
+/// A rank's chunks are `chunk` elements each. When they do not divide its data and the collective's
+/// data is one block (all-reduce, broadcast, reduce), the input and output are *staged*: worked on
+/// in scratch, padded to whole chunks, and the output copied out at the end. The copies in and out
+/// cost their time, and the padding moves with the chunks, but it never reaches the output. An
+/// in-place reduce-scatter is staged too, its output being a block of its input.
 struct Layout {
     /// Elements per chunk.
     chunk: usize,
@@ -135,13 +141,26 @@ struct Layout {
     /// Elements of each chunk a step moves per message.
     slice: usize,
     dtype: Dtype,
-    /// Where scratch's own chunks end and an in-place reduce-scatter's working copy of `i` starts.
+    /// Chunks of the program's own scratch: staged input and output come after them.
     scratch_chunks: usize,
+    /// Chunks of input and output, in `N` chunks.
+    input_chunks: usize,
+    output_chunks: usize,
+    /// Whether input and output are worked on in scratch.
+    staged: bool,
     /// The rank's block of `N` chunks, for in-place all-gather and reduce-scatter.
     block_chunks: usize,
     collective: Collective,
     in_place: bool,
     rank: usize,
+}
+
+/// A run of a rank's data as the program sees it, before it is placed in a PE buffer.
+#[derive(Clone, Copy)]
+enum Region {
+    Input,
+    Output,
+    Scratch,
 }
 
 impl Layout {
@@ -158,21 +177,27 @@ impl Layout {
         let dtype = tl.load_slice(Buffer::Input, 0, 0)?.dtype();
         let elements = input.max(output);
         let chunks = program.chunks.max(1);
-        if elements % chunks != 0 {
+        let one_block =
+            matches!(program.collective, Collective::AllReduce | Collective::Broadcast | Collective::Reduce);
+        if elements % chunks != 0 && !one_block {
             let message = format!(
-                "the program `{}` cuts the {elements} elements of a rank into {chunks} chunks: expected a multiple of {chunks} elements",
-                program.name
+                "the program `{}` cuts the {elements} elements of a rank into {chunks} chunks: an {} needs a multiple of {chunks} elements",
+                program.name, program.collective
             );
             return Err(KernelError::kernel(pe, message));
         }
-        let chunk = elements / chunks;
+        let chunk = elements.div_ceil(chunks);
         let elements_of = |bytes: usize| (bytes / dtype.size()).max(1);
+        let in_chunks = |len: usize| if chunk == 0 { 0 } else { len.div_ceil(chunk) };
         Ok(Layout {
             chunk,
             pass: elements_of(program.protocol.pass_bytes()),
             slice: elements_of(program.protocol.slice_bytes()),
             dtype,
             scratch_chunks: program.ranks[rank].scratch_chunks,
+            input_chunks: in_chunks(input).max(program.ranks[rank].input_chunks),
+            output_chunks: in_chunks(output).max(program.ranks[rank].output_chunks),
+            staged: elements % chunks != 0 || (program.in_place && program.collective == Collective::ReduceScatter),
             block_chunks: chunks / n.max(1),
             collective: program.collective,
             in_place: program.in_place,
@@ -180,27 +205,37 @@ impl Layout {
         })
     }
 
-    /// Scratch elements: the program's scratch, an in-place reduce-scatter's working copy, and one
-    /// element more, so that a scratch of 0 chunks is still told apart from none.
-    fn scratch_len(&self, program_chunks: usize) -> usize {
-        let working = if self.in_place && self.collective == Collective::ReduceScatter { program_chunks } else { 0 };
-        (self.scratch_chunks + working) * self.chunk + 1
+    /// Scratch elements: the program's scratch, staged input and output, and one element more, so
+    /// that a scratch of 0 chunks is still told apart from none.
+    fn scratch_len(&self) -> usize {
+        let staged = if self.staged { self.input_chunks + self.output_chunks } else { 0 };
+        (self.scratch_chunks + staged) * self.chunk + 1
+    }
+
+    /// Where `region`'s chunk `index` lives: its PE buffer and chunk index there.
+    fn place(&self, region: Region, index: usize) -> (Buffer, usize) {
+        match (region, self.staged) {
+            (Region::Scratch, _) => (Buffer::Scratch, index),
+            (Region::Input, true) => (Buffer::Scratch, self.scratch_chunks + index),
+            (Region::Output, true) => (Buffer::Scratch, self.scratch_chunks + self.input_chunks + index),
+            (Region::Input, false) => (Buffer::Input, index),
+            (Region::Output, false) => (Buffer::Output, index),
+        }
     }
 
     /// The PE buffer and chunk index that `r` names, after in-place aliasing.
     fn resolve(&self, r: ChunkRef) -> (Buffer, usize) {
         let own_block = self.rank * self.block_chunks;
-        match (self.in_place, self.collective, r.buffer) {
-            (_, _, Buffer::Scratch) => (Buffer::Scratch, r.index),
-            (true, Collective::AllGather, Buffer::Input) => (Buffer::Output, own_block + r.index),
-            (true, Collective::ReduceScatter, Buffer::Input) => (Buffer::Scratch, self.scratch_chunks + r.index),
-            (true, Collective::ReduceScatter, Buffer::Output) => {
-                (Buffer::Scratch, self.scratch_chunks + own_block + r.index)
-            }
-            (true, Collective::AllGather, Buffer::Output) => (Buffer::Output, r.index),
-            (true, _, _) => (Buffer::Output, r.index),
-            (false, _, buffer) => (buffer, r.index),
-        }
+        let (region, index) = match (self.in_place, self.collective, r.buffer) {
+            (_, _, Buffer::Scratch) => (Region::Scratch, r.index),
+            (true, Collective::AllGather, Buffer::Input) => (Region::Output, own_block + r.index),
+            (true, Collective::ReduceScatter, Buffer::Input) => (Region::Input, r.index),
+            (true, Collective::ReduceScatter, Buffer::Output) => (Region::Input, own_block + r.index),
+            (true, _, _) => (Region::Output, r.index),
+            (false, _, Buffer::Input) => (Region::Input, r.index),
+            (false, _, Buffer::Output) => (Region::Output, r.index),
+        };
+        self.place(region, index)
     }
 
     /// The element ranges of `count` chunks from `r` within slice `window` of each chunk.
@@ -208,6 +243,47 @@ impl Layout {
         let (buffer, first) = self.resolve(r);
         let pieces = (first..first + count).map(|c| (c * self.chunk + window.start, window.len())).collect();
         (buffer, pieces)
+    }
+
+    /// Sets the PE's buffers up before any lane moves data: scratch, staged copies, in-place aliases.
+    fn set_up(&self, tl: &Tl) -> Result<(), KernelError> {
+        tl.store(Buffer::Scratch, &tl.zeros(self.dtype, self.scratch_len())?)?;
+        if !(self.staged || self.in_place) {
+            return Ok(());
+        }
+        let input = tl.load(Buffer::Input)?;
+        let put = |region: Region, index: usize, tile: &Tile| {
+            let (buffer, chunk) = self.place(region, index);
+            tl.store_at(buffer, chunk * self.chunk, tile)
+        };
+        if self.staged {
+            put(Region::Input, 0, &input)?;
+            put(Region::Output, 0, &tl.load(Buffer::Output)?)?;
+        }
+        if self.in_place {
+            match self.collective {
+                Collective::AllGather => put(Region::Output, self.rank * self.block_chunks, &input)?,
+                // Its data is its input, staged above.
+                Collective::ReduceScatter => {}
+                _ => put(Region::Output, 0, &input)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies a staged output out to the PE's output buffer, once every lane has finished.
+    fn finish(&self, tl: &Tl) -> Result<(), KernelError> {
+        if !self.staged {
+            return Ok(());
+        }
+        let (region, index) = if self.in_place && self.collective == Collective::ReduceScatter {
+            (Region::Input, self.rank * self.block_chunks)
+        } else {
+            (Region::Output, 0)
+        };
+        let (buffer, chunk) = self.place(region, index);
+        let len = tl.buffer_len(Buffer::Output)?;
+        tl.store(Buffer::Output, &tl.load_slice(buffer, chunk * self.chunk, len)?)
     }
 }
 
@@ -257,19 +333,7 @@ async fn run_lane(program: &Program, tl: &Tl) -> Result<(), KernelError> {
     let rank_program = &program.ranks[rank];
     if tl.buffer_len(Buffer::Scratch)? == 0 {
         // The first lane of the PE to run sets its buffers up, before any lane moves data.
-        tl.store(Buffer::Scratch, &tl.zeros(layout.dtype, layout.scratch_len(program.chunks))?)?;
-        if program.in_place {
-            let input = tl.load(Buffer::Input)?;
-            match program.collective {
-                Collective::AllGather => {
-                    tl.store_at(Buffer::Output, layout.rank * layout.block_chunks * layout.chunk, &input)?
-                }
-                Collective::ReduceScatter => {
-                    tl.store_at(Buffer::Scratch, layout.scratch_chunks * layout.chunk, &input)?
-                }
-                _ => tl.store(Buffer::Output, &input)?,
-            }
-        }
+        layout.set_up(tl)?;
     }
     if let Some(tb) = rank_program.thread_blocks.get(lane) {
         let passes = layout.chunk.div_ceil(layout.pass).max(1);
@@ -296,11 +360,7 @@ async fn run_lane(program: &Program, tl: &Tl) -> Result<(), KernelError> {
         return Ok(());
     }
     tl.wait_until(FINISHED, (lanes - 1) as u64).await?;
-    if program.in_place && program.collective == Collective::ReduceScatter {
-        let start = (layout.scratch_chunks + layout.rank * layout.block_chunks) * layout.chunk;
-        let len = tl.buffer_len(Buffer::Output)?;
-        tl.store(Buffer::Output, &tl.load_slice(Buffer::Scratch, start, len)?)?;
-    }
+    layout.finish(tl)?;
     if op == ReduceOp::Avg
         && matches!(program.collective, Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce)
     {

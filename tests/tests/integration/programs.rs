@@ -123,14 +123,25 @@ fn a_ring_program_all_reduces_for_every_dtype_and_op() {
 }
 
 #[test]
-fn a_program_whose_chunks_do_not_divide_the_data_is_the_kernels_error() {
+fn an_all_reduce_whose_chunks_do_not_divide_the_data_pads_them() {
     let system = System::shape(4, 1, 1, 1).unwrap();
+    for elements in [1, 10, 37] {
+        let (_, held) = run(&system, &ring_program(4, Protocol::Simple), I32, elements, ReduceOp::Sum);
+        assert!(held, "{elements} elements");
+    }
+}
+
+#[test]
+fn a_block_collective_whose_chunks_do_not_divide_the_data_is_the_kernels_error() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/msccl/alltoall_scratch.xml");
+    let program = kernbench::program::msccl::from_file(std::path::Path::new(path)).unwrap();
+    let system = System::shape(3, 1, 1, 1).unwrap();
     let plan = InstallPlan::build(&system, "full", "leader_only").unwrap();
-    let buffers = (0..4).map(|_| PeBuffers { input: Tile::zeros(F32, 10), output: Tile::zeros(F32, 10) }).collect();
-    let kernel = ProgramKernel::new(Arc::new(ring_program(4, Protocol::Simple)));
+    let buffers = (0..3).map(|_| PeBuffers { input: Tile::zeros(F32, 10), output: Tile::zeros(F32, 10) }).collect();
+    let kernel = ProgramKernel::new(Arc::new(program));
     let error = Runtime::new(&system).run(&plan, &kernel, buffers, Call::default()).unwrap_err();
-    assert!(matches!(&error, RunError::Kernel(KernelError::Kernel { .. })), "{error}");
-    assert!(error.to_string().contains("cuts the 10 elements of a rank into 4 chunks"), "{error}");
+    let expected = "cuts the 10 elements of a rank into 3 chunks: an all_to_all needs a multiple of 3 elements";
+    assert!(error.to_string().contains(expected), "{error}");
 }
 
 #[test]
@@ -310,5 +321,29 @@ fn a_16_rank_ring_xml_takes_the_shipped_rings_time_on_ring16() {
         let shipped = Runtime::new(&system).run(&plan, ring.launch(), buffers, Call::default()).unwrap();
         let ring_ns = shipped.time().unwrap().completion_ns;
         assert!((xml_ns / ring_ns - 1.0).abs() <= 0.01, "{bytes} B: XML {xml_ns} ns, ring {ring_ns} ns");
+    }
+}
+
+#[test]
+fn the_chunk_program_ring_takes_the_time_of_the_rust_ring_with_the_same_schedule() {
+    // `chunk_ring` (MSCCLang's ring, one channel) and `ring_low_latency` (the Rust ring, one piece on
+    // one lane) move the same chunks over the same links in the same order; the program also copies
+    // each rank's reduced chunk to its output (a `cpy`), a load and store the Rust ring does not make.
+    use kernbench::workload::sample_tensor;
+    use kernbench::{CallOptions, Communicator, DpPolicy};
+    for system in [System::builtin(), System::shape(8, 1, 1, 1).unwrap()] {
+        let mut comm = Communicator::new(system.clone());
+        for bytes in [1 << 10, 1 << 20] {
+            let tensor = sample_tensor(&system, bytes, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
+            let time = |comm: &mut Communicator, name: &str| {
+                let options = CallOptions { algorithm: Some(name.to_owned()), generation: None };
+                let (_, report) = comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &options).unwrap();
+                assert!(report.postcondition.held, "{report}");
+                report.run.completion_ns().unwrap()
+            };
+            let (program, rust) = (time(&mut comm, "chunk_ring"), time(&mut comm, "ring_low_latency"));
+            let close = (program / rust - 1.0).abs() < 1e-3;
+            assert!(close, "{bytes} B: chunk_ring {program} ns, ring_low_latency {rust} ns");
+        }
     }
 }
