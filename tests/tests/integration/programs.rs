@@ -7,7 +7,7 @@ use std::sync::Arc;
 use kernbench::postcondition::{self, CallFacts, starting_output};
 use kernbench::prelude::*;
 use kernbench::program::{ChunkRef, Program, ProgramKernel, Protocol, RankProgram, Step, StepKind, ThreadBlock};
-use kernbench::sim::{Call, PeBuffers, RunError, RunReport, Runtime};
+use kernbench::sim::{Call, PeBuffers, RunReport, Runtime};
 use kernbench::{Collective, InstallPlan, System};
 
 fn chunk(buffer: Buffer, index: usize) -> Option<ChunkRef> {
