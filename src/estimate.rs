@@ -44,6 +44,10 @@
 //! symmetric_one_shot_allreduce, symmetric_allgather, symmetric_alltoall
 //!                                           N - 1 puts               N^2
 //! symmetric_two_shot_allreduce              2 (N - 1) puts           N^2
+//! chunk_ring_allreduce                      2 (N - 1) channels       N^2
+//! chunk_hierarchical_allreduce              2 (N - 1)                N^2
+//! chunk_alltoall, chunk_allgather_in_place  N - 1                    N^2
+//!   (chunk programs: per slice of each chunk, 1 MiB for `Simple`)
 //! hierarchical_all_to_all                   N + 1                    N^2
 //! mesh_2d_allreduce                         2 (cols - 1) + 2 (rows - 1)  N^1.5 (mesh_2d_grid(N))
 //! intercube_allreduce                       2 (S - 1) + 4, S SIPs    N S
@@ -156,6 +160,9 @@ pub fn messages(algorithm: &Algorithm, plan: &InstallPlan) -> u64 {
         "one_shot_allreduce" | "pairwise_alltoall" => steps,
         "symmetric_one_shot_allreduce" | "symmetric_allgather" | "symmetric_alltoall" => steps,
         "symmetric_two_shot_allreduce" => 2 * steps,
+        "chunk_ring_allreduce" => 2 * steps * param("channels"),
+        "chunk_hierarchical_allreduce" => 2 * steps,
+        "chunk_alltoall" | "chunk_allgather_in_place" => steps,
         "hierarchical_all_to_all" => n + 1,
         "mesh_2d_allreduce" => {
             let (rows, cols) = mesh_2d_grid(plan.len().max(1));
