@@ -36,7 +36,7 @@
 //! use kernbench_core::kernel::{Buffer, Collective};
 //! use kernbench_core::program::{ProgramBuilder, StepKind, check};
 //!
-//! let mut p = ProgramBuilder::new("pair", Collective::AllReduce, 2, 2, true);
+//! let mut p = ProgramBuilder::new("pair", Collective::AllReduce, 2, 2, true)?;
 //! // Chunk 0 is summed on rank 0, chunk 1 on rank 1, then each sum is copied to the other rank.
 //! for (c, (owner, other)) in [(0, 1), (1, 0)].into_iter().enumerate() {
 //!     let sum = p.reduce(&p.chunk(owner, Buffer::Input, c, 1)?, &p.chunk(other, Buffer::Input, c, 1)?)?;
@@ -115,6 +115,19 @@ fn buffer_name(buffer: Buffer) -> &'static str {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ChunkError {
+    /// A program of no ranks, or an all-gather or reduce-scatter whose chunks are not whole blocks of
+    /// its ranks (`ProgramBuilder::new`).
+    #[error("{at}: {collective} over {ranks} ranks cannot be cut into {chunks} chunks: expected at least one rank{}", if matches!(collective, Collective::AllGather | Collective::ReduceScatter) { format!(" and a multiple of {ranks} chunks") } else { String::new() })]
+    BadShape {
+        /// The call.
+        at: SourceAt,
+        /// The collective.
+        collective: Collective,
+        /// The ranks given.
+        ranks: usize,
+        /// The chunks given.
+        chunks: usize,
+    },
     /// A rank that the program does not have.
     #[error("{at}: rank {rank} is out of range: the program has {ranks} ranks, 0..{ranks}")]
     RankOutOfRange {
@@ -212,7 +225,8 @@ impl ChunkError {
     /// Where the offending call is.
     pub fn at(&self) -> SourceAt {
         match self {
-            ChunkError::RankOutOfRange { at, .. }
+            ChunkError::BadShape { at, .. }
+            | ChunkError::RankOutOfRange { at, .. }
             | ChunkError::OutOfRange { at, .. }
             | ChunkError::Uninitialised { at, .. }
             | ChunkError::Stale { at, .. }
@@ -331,21 +345,20 @@ impl ProgramBuilder {
     /// broadcast and reduce use one buffer for both; all-gather's input is block `rank` of its output;
     /// reduce-scatter's output is block `rank` of its input.
     ///
-    /// # Panics
-    /// If `ranks` is 0, or for all-gather and reduce-scatter if `chunks` is not a multiple of `ranks`.
+    /// # Errors
+    /// [`ChunkError::BadShape`] for no ranks, or for an all-gather or reduce-scatter whose `chunks` is
+    /// not a multiple of `ranks`.
+    #[track_caller]
     pub fn new(
         name: impl Into<String>,
         collective: Collective,
         ranks: usize,
         chunks: usize,
         in_place: bool,
-    ) -> ProgramBuilder {
-        assert!(ranks > 0, "a program needs at least one rank");
-        if matches!(collective, Collective::AllGather | Collective::ReduceScatter) {
-            assert!(
-                chunks % ranks == 0,
-                "{collective} over {ranks} ranks needs a multiple of {ranks} chunks, not {chunks}"
-            );
+    ) -> Result<ProgramBuilder, ChunkError> {
+        let blocks = matches!(collective, Collective::AllGather | Collective::ReduceScatter);
+        if ranks == 0 || (blocks && chunks % ranks != 0) {
+            return Err(ChunkError::BadShape { at: SourceAt::caller(), collective, ranks, chunks });
         }
         let mut builder = ProgramBuilder {
             name: name.into(),
@@ -364,7 +377,7 @@ impl ProgramBuilder {
                 builder.contents.insert(slot, Contents { version: 0, written_by: None });
             }
         }
-        builder
+        Ok(builder)
     }
 
     /// Sets the protocol of the program (default [`Protocol::Simple`]).

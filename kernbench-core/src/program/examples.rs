@@ -98,7 +98,7 @@ fn ring_all_gather(
 /// None for `ranks >= 2` and `channels >= 1`; the builder's errors otherwise.
 pub fn ring_allreduce(ranks: usize, channels: usize) -> Result<Program, BuildError> {
     let name = format!("ring_allreduce_{ranks}x{channels}");
-    let mut p = ProgramBuilder::new(name, Collective::AllReduce, ranks, ranks * channels, false);
+    let mut p = ProgramBuilder::new(name, Collective::AllReduce, ranks, ranks * channels, false)?;
     let rings: Vec<Ring> = (0..channels)
         .map(|channel| Ring {
             ranks: (0..ranks).collect(),
@@ -119,7 +119,7 @@ pub fn ring_allreduce(ranks: usize, channels: usize) -> Result<Program, BuildErr
 /// None for `ranks >= 1`; the builder's errors otherwise.
 pub fn alltoall_with_scratch(ranks: usize) -> Result<Program, BuildError> {
     let name = format!("alltoall_with_scratch_{ranks}");
-    let mut p = ProgramBuilder::new(name, Collective::AllToAll, ranks, ranks, false);
+    let mut p = ProgramBuilder::new(name, Collective::AllToAll, ranks, ranks, false)?;
     let mut staged = Vec::new();
     for src in 0..ranks {
         for dst in (0..ranks).filter(|&d| d != src) {
@@ -145,7 +145,7 @@ pub fn alltoall_with_scratch(ranks: usize) -> Result<Program, BuildError> {
 /// None for `ranks >= 2`; the builder's errors otherwise.
 pub fn ring_allgather_in_place(ranks: usize) -> Result<Program, BuildError> {
     let name = format!("ring_allgather_in_place_{ranks}");
-    let mut p = ProgramBuilder::new(name, Collective::AllGather, ranks, ranks, true);
+    let mut p = ProgramBuilder::new(name, Collective::AllGather, ranks, ranks, true)?;
     let mut moving = (0..ranks).map(|r| p.chunk(r, Buffer::Input, 0, 1)).collect::<Result<Vec<_>, _>>()?;
     for step in 0..ranks - 1 {
         for (block, chunk) in moving.iter_mut().enumerate() {
@@ -168,7 +168,7 @@ pub fn ring_allgather_in_place(ranks: usize) -> Result<Program, BuildError> {
 pub fn hierarchical_allreduce(nodes: usize, gpus_per_node: usize) -> Result<Program, BuildError> {
     let (g, ranks) = (gpus_per_node, nodes * gpus_per_node);
     let name = format!("hierarchical_allreduce_{nodes}x{g}");
-    let mut p = ProgramBuilder::new(name, Collective::AllReduce, ranks, ranks, true);
+    let mut p = ProgramBuilder::new(name, Collective::AllReduce, ranks, ranks, true)?;
     let local = |node: usize| Ring {
         ranks: (0..g).map(|gpu| node * g + gpu).collect(),
         blocks: (0..g).map(|gpu| (gpu * nodes, nodes)).collect(),

@@ -69,7 +69,7 @@ fn kinds(program: &Program, rank: usize, tb: usize) -> Vec<StepKind> {
 
 #[test]
 fn a_stale_handle_is_an_error_where_it_is_used_naming_the_overwriting_op() {
-    let mut p = ProgramBuilder::new("stale", Collective::AllReduce, 2, 2, false);
+    let mut p = ProgramBuilder::new("stale", Collective::AllReduce, 2, 2, false).unwrap();
     let mine = p.chunk(0, Buffer::Input, 0, 1).unwrap();
     let theirs = p.chunk(1, Buffer::Input, 0, 1).unwrap();
     let (sum, reduced_at) = (p.reduce(&mine, &theirs).unwrap(), line!());
@@ -97,7 +97,7 @@ fn a_stale_handle_is_an_error_where_it_is_used_naming_the_overwriting_op() {
 
 #[test]
 fn output_and_scratch_chunks_that_nothing_wrote_are_errors_where_they_are_taken() {
-    let mut p = ProgramBuilder::new("uninitialised", Collective::AllReduce, 2, 4, false);
+    let mut p = ProgramBuilder::new("uninitialised", Collective::AllReduce, 2, 4, false).unwrap();
     let (error, line) = (p.chunk(1, Buffer::Output, 2, 1).unwrap_err(), line!());
     assert_eq!(error, ChunkError::Uninitialised { at: error.at(), rank: 1, buffer: Buffer::Output, index: 2 });
     assert_eq!((error.at().file, error.at().line), (file!(), line));
@@ -117,17 +117,17 @@ fn output_and_scratch_chunks_that_nothing_wrote_are_errors_where_they_are_taken(
 #[test]
 fn in_place_aliases_count_as_initialised() {
     // All-reduce in place: the output is the input.
-    let p = ProgramBuilder::new("ar", Collective::AllReduce, 2, 2, true);
+    let p = ProgramBuilder::new("ar", Collective::AllReduce, 2, 2, true).unwrap();
     p.chunk(1, Buffer::Output, 1, 1).unwrap();
     // All-gather in place: the input is block `rank` of the output, the rest is empty.
-    let p = ProgramBuilder::new("ag", Collective::AllGather, 3, 6, true);
+    let p = ProgramBuilder::new("ag", Collective::AllGather, 3, 6, true).unwrap();
     p.chunk(2, Buffer::Output, 4, 2).unwrap();
     assert!(matches!(p.chunk(2, Buffer::Output, 3, 2), Err(ChunkError::Uninitialised { index: 3, .. })));
     // Out of place it is empty.
-    let p = ProgramBuilder::new("ag", Collective::AllGather, 3, 6, false);
+    let p = ProgramBuilder::new("ag", Collective::AllGather, 3, 6, false).unwrap();
     assert!(matches!(p.chunk(2, Buffer::Output, 4, 1), Err(ChunkError::Uninitialised { index: 4, .. })));
     // Reduce-scatter in place: the output is block `rank` of the input.
-    let mut p = ProgramBuilder::new("rs", Collective::ReduceScatter, 2, 4, true);
+    let mut p = ProgramBuilder::new("rs", Collective::ReduceScatter, 2, 4, true).unwrap();
     let out = p.chunk(1, Buffer::Output, 0, 2).unwrap();
     let (error, line) = (p.copy(&out, 1, Buffer::Input, 1).unwrap_err(), line!());
     assert_eq!(error, ChunkError::Overlap { at: error.at(), rank: 1, buffer: Buffer::Input, index: 2 });
@@ -136,7 +136,7 @@ fn in_place_aliases_count_as_initialised() {
 
 #[test]
 fn chunks_out_of_range_name_the_buffer_size() {
-    let mut p = ProgramBuilder::new("range", Collective::AllGather, 4, 8, false);
+    let mut p = ProgramBuilder::new("range", Collective::AllGather, 4, 8, false).unwrap();
     // All-gather: the input has N / ranks = 2 chunks, the output 8.
     let (error, line) = (p.chunk(3, Buffer::Input, 1, 2).unwrap_err(), line!());
     let expected =
@@ -155,13 +155,13 @@ fn chunks_out_of_range_name_the_buffer_size() {
     assert_eq!(error, ChunkError::RankOutOfRange { at: error.at(), rank: 4, ranks: 4 });
     assert_eq!(error.at().line, line);
     // Reduce-scatter: the output has N / ranks chunks.
-    let p = ProgramBuilder::new("range", Collective::ReduceScatter, 4, 8, false);
+    let p = ProgramBuilder::new("range", Collective::ReduceScatter, 4, 8, false).unwrap();
     assert!(matches!(p.chunk(0, Buffer::Output, 2, 1), Err(ChunkError::OutOfRange { size: 2, .. })));
 }
 
 #[test]
 fn a_reduce_of_different_counts_or_of_a_run_with_itself_is_an_error() {
-    let mut p = ProgramBuilder::new("reduce", Collective::AllReduce, 2, 4, false);
+    let mut p = ProgramBuilder::new("reduce", Collective::AllReduce, 2, 4, false).unwrap();
     let two = p.chunk(0, Buffer::Input, 0, 2).unwrap();
     let one = p.chunk(1, Buffer::Input, 0, 1).unwrap();
     let (error, line) = (p.reduce(&two, &one).unwrap_err(), line!());
@@ -177,7 +177,7 @@ fn a_reduce_of_different_counts_or_of_a_run_with_itself_is_an_error() {
 fn build_errors_are_returned_and_chunk_errors_convert() {
     // `?` in a function returning BuildError carries a chunk error with its place.
     fn misuse() -> Result<Program, BuildError> {
-        let p = ProgramBuilder::new("misuse", Collective::AllReduce, 2, 2, false);
+        let p = ProgramBuilder::new("misuse", Collective::AllReduce, 2, 2, false).unwrap();
         p.chunk(0, Buffer::Output, 0, 1)?;
         p.build()
     }
@@ -185,7 +185,7 @@ fn build_errors_are_returned_and_chunk_errors_convert() {
     assert!(matches!(&error, BuildError::Chunk(ChunkError::Uninitialised { .. })), "{error}");
     assert!(error.to_string().starts_with(file!()), "{error}");
     // A program with no operations is a valid (empty) program.
-    let empty = ProgramBuilder::new("empty", Collective::AllReduce, 2, 2, false).build().unwrap();
+    let empty = ProgramBuilder::new("empty", Collective::AllReduce, 2, 2, false).unwrap().build().unwrap();
     assert!(empty.ranks.iter().all(|r| r.thread_blocks.is_empty()));
 }
 
@@ -226,7 +226,7 @@ fn a_receive_whose_value_is_read_later_is_stored_and_one_that_is_only_forwarded_
     // 2. If rank 1 never reads its chunk again the sum is only forwarded (rrs); if it copies it to
     // its output afterwards, it must store it (rrcs).
     for keep in [false, true] {
-        let mut p = ProgramBuilder::new("forward", Collective::AllReduce, 3, 1, false);
+        let mut p = ProgramBuilder::new("forward", Collective::AllReduce, 3, 1, false).unwrap();
         let sum =
             p.reduce(&p.chunk(1, Buffer::Input, 0, 1).unwrap(), &p.chunk(0, Buffer::Input, 0, 1).unwrap()).unwrap();
         p.copy(&sum, 2, Buffer::Scratch, 0).unwrap();
@@ -239,7 +239,7 @@ fn a_receive_whose_value_is_read_later_is_stored_and_one_that_is_only_forwarded_
         assert_eq!(kinds(&program, 1, tb), [fused], "keep {keep}");
     }
     // In place the reduced chunk is the result: stored even when nothing reads it.
-    let mut p = ProgramBuilder::new("forward", Collective::AllReduce, 3, 1, true);
+    let mut p = ProgramBuilder::new("forward", Collective::AllReduce, 3, 1, true).unwrap();
     let sum = p.reduce(&p.chunk(1, Buffer::Input, 0, 1).unwrap(), &p.chunk(0, Buffer::Input, 0, 1).unwrap()).unwrap();
     p.copy(&sum, 2, Buffer::Scratch, 0).unwrap();
     assert_eq!(kinds(&p.build().unwrap(), 1, 0), [StepKind::RecvReduceCopySend]);
@@ -250,7 +250,7 @@ fn a_forward_that_would_overtake_on_a_connection_is_not_fused() {
     // Rank 1 receives chunks A then C from rank 0, and forwards C then A to rank 2. Fusing A's
     // receive with its forward would either send A before C or receive A after C, against the order
     // the other ranks see; only C's pair fuses.
-    let mut p = ProgramBuilder::new("overtake", Collective::AllReduce, 3, 2, false);
+    let mut p = ProgramBuilder::new("overtake", Collective::AllReduce, 3, 2, false).unwrap();
     let a = p.copy(&p.chunk(0, Buffer::Input, 0, 1).unwrap(), 1, Buffer::Scratch, 0).unwrap();
     let c = p.copy(&p.chunk(0, Buffer::Input, 1, 1).unwrap(), 1, Buffer::Scratch, 1).unwrap();
     p.copy(&c, 2, Buffer::Scratch, 1).unwrap();
@@ -267,7 +267,7 @@ fn a_forward_that_would_give_a_thread_block_two_send_peers_is_not_fused() {
     // Rank 1 forwards one chunk from rank 0 to rank 2, then another from rank 0 to rank 3, on one
     // channel: the receive connection from rank 0 can be in one thread block only, which already
     // sends to rank 2, so the second pair stays a receive and a send.
-    let mut p = ProgramBuilder::new("two_peers", Collective::AllReduce, 4, 2, false);
+    let mut p = ProgramBuilder::new("two_peers", Collective::AllReduce, 4, 2, false).unwrap();
     for (chunk, to) in [(0, 2), (1, 3)] {
         let got = p.copy(&p.chunk(0, Buffer::Input, chunk, 1).unwrap(), 1, Buffer::Scratch, chunk).unwrap();
         p.copy(&got, to, Buffer::Scratch, chunk).unwrap();
@@ -289,7 +289,7 @@ fn a_step_reading_what_another_thread_block_wrote_waits_for_it_with_nops_for_ext
     // Rank 2 receives from ranks 0 and 1 into scratch chunks 0 and 1 (a thread block per peer), and
     // in its local thread block copies its input to scratch 2 and on to 3, which waits for nothing,
     // then scratch 0..2 to 4..6 in one step, which waits for both receives: a nop and the copy.
-    let mut p = ProgramBuilder::new("deps", Collective::AllReduce, 3, 1, false);
+    let mut p = ProgramBuilder::new("deps", Collective::AllReduce, 3, 1, false).unwrap();
     p.copy(&p.chunk(0, Buffer::Input, 0, 1).unwrap(), 2, Buffer::Scratch, 0).unwrap();
     p.copy(&p.chunk(1, Buffer::Input, 0, 1).unwrap(), 2, Buffer::Scratch, 1).unwrap();
     let own = p.copy(&p.chunk(2, Buffer::Input, 0, 1).unwrap(), 2, Buffer::Scratch, 2).unwrap();
@@ -337,7 +337,7 @@ fn random_programs_compute_what_their_copies_and_reduces_say() {
     for seed in 1..=300u64 {
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let (ranks, n, in_place) = (2 + rng.below(3), 1 + rng.below(4), rng.below(2) == 0);
-        let mut p = ProgramBuilder::new(format!("random_{seed}"), Collective::AllReduce, ranks, n, in_place);
+        let mut p = ProgramBuilder::new(format!("random_{seed}"), Collective::AllReduce, ranks, n, in_place).unwrap();
         // The model: each chunk's values, in place with the output folded into the input.
         let at = |rank: usize, buffer: Buffer, index: usize| {
             let buffer = if in_place && buffer == Buffer::Output { Buffer::Input } else { buffer };
@@ -486,4 +486,16 @@ fn the_builders_ring_allreduce_takes_about_the_time_of_the_rust_ring_kernel() {
         assert!(built < 2.0 * rust && rust < 2.0 * built, "{}", lines.last().unwrap());
     }
     println!("{}", lines.join("\n"));
+}
+
+#[test]
+fn a_program_of_no_ranks_or_of_chunks_that_are_not_whole_blocks_is_an_error_at_its_call() {
+    let (error, line) = (ProgramBuilder::new("none", Collective::AllReduce, 0, 4, false).unwrap_err(), line!());
+    assert_eq!(error.at().line, line);
+    assert!(
+        error.to_string().contains("all_reduce over 0 ranks cannot be cut into 4 chunks: expected at least one rank"),
+        "{error}"
+    );
+    let error = ProgramBuilder::new("gather", Collective::AllGather, 3, 4, false).unwrap_err();
+    assert!(error.to_string().contains("and a multiple of 3 chunks"), "{error}");
 }
