@@ -412,7 +412,8 @@ impl Runtime<'_> {
         let call = Call { op: provenance::call(facts).op, root: facts.root, generation };
         let run = self.clone().timing(None).run(plan, kernel, buffers.collect(), call)?;
         let outputs: Vec<Tile> = run.pes().iter().map(|p| p.output.clone()).collect();
-        Ok(provenance::check(facts, &inputs, &before, &outputs)?)
+        let pes: Vec<PeId> = run.pes().iter().map(|p| p.pe).collect();
+        Ok(provenance::check(facts, &pes, &inputs, &before, &outputs)?)
     }
 }
 

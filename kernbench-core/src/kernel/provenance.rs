@@ -21,6 +21,7 @@ use std::fmt;
 
 use crate::kernel::postcondition::{CallFacts, PostconditionError, reference};
 use crate::kernel::{Dtype, ReduceOp, Tile};
+use crate::machine::PeId;
 
 /// The signature of contribution `(rank, index)`: SplitMix64 of the pair, never 0.
 pub fn contribution(rank: usize, index: usize) -> i64 {
@@ -94,6 +95,8 @@ impl fmt::Display for Finding {
 pub struct ExactMismatch {
     /// The rank whose output is wrong.
     pub rank: usize,
+    /// Its PE, when the checker was told.
+    pub pe: Option<PeId>,
     /// The element, or `None` when the whole output has the wrong length.
     pub element: Option<usize>,
     /// What is wrong with it.
@@ -117,6 +120,9 @@ impl fmt::Display for Exactness {
             None => f.write_str("exact: every element holds each of its contributions once"),
             Some(m) => {
                 write!(f, "exact postcondition failed: {} element(s) wrong; first at rank {}", self.wrong, m.rank)?;
+                if let Some(pe) = m.pe {
+                    write!(f, " ({pe})")?;
+                }
                 match m.element {
                     Some(e) => write!(f, " element {e}: it {}", m.finding),
                     None => write!(f, ": its output has the wrong length"),
@@ -130,12 +136,13 @@ impl fmt::Display for Exactness {
 const EXPLAIN_AT_MOST: usize = 1 << 22;
 
 /// Checks a provenance run's `outputs` against the collective's reference over `inputs` (as
-/// [`inputs()`] makes them) and `before` (the outputs before the call).
+/// [`inputs()`] makes them) and `before` (the outputs before the call); `pes` are the ranks' PEs.
 ///
 /// # Errors
 /// As [`reference()`].
 pub fn check(
     call: CallFacts,
+    pes: &[PeId],
     inputs: &[Tile],
     before: &[Tile],
     outputs: &[Tile],
@@ -148,7 +155,8 @@ pub fn check(
         if got.len() != want.len() {
             result.held = false;
             result.wrong += 1;
-            result.first.get_or_insert(ExactMismatch { rank, element: None, finding: Finding::Unexplained });
+            let pe = pes.get(rank).copied();
+            result.first.get_or_insert(ExactMismatch { rank, pe, element: None, finding: Finding::Unexplained });
             continue;
         }
         for (element, (&g, &w)) in got.iter().zip(want).enumerate() {
@@ -156,7 +164,8 @@ pub fn check(
                 result.held = false;
                 result.wrong += 1;
                 if result.first.is_none() {
-                    result.first = Some(ExactMismatch { rank, element: Some(element), finding: explain.finding(g, w) });
+                    let (pe, finding) = (pes.get(rank).copied(), explain.finding(g, w));
+                    result.first = Some(ExactMismatch { rank, pe, element: Some(element), finding });
                 }
             }
         }

@@ -62,10 +62,21 @@ fn a_contribution_counted_twice_under_max_passes_the_numbers_and_not_provenance(
     let report = run().run().unwrap();
     assert!(report.pes().iter().all(|p| p.output == Tile::filled(I32, 6, 3.0)));
     let first = exact_error(run().exact(Collective::AllReduce).run());
-    assert_eq!(first, ExactMismatch { rank: 0, element: Some(0), finding: Finding::Extra { rank: 0, index: 0 } });
+    assert_eq!(
+        first,
+        ExactMismatch {
+            rank: 0,
+            pe: Some(PeId::new(0, 0, 0)),
+            element: Some(0),
+            finding: Finding::Extra { rank: 0, index: 0 }
+        }
+    );
     let text =
         MockError::Exact(kernbench::provenance::Exactness { held: false, wrong: 24, first: Some(first) }).to_string();
-    assert!(text.contains("rank 0 element 0: it holds rank 0's element 0 once too often"), "{text}");
+    assert!(
+        text.contains("rank 0 ((sip 0, cube 0, pe 0)) element 0: it holds rank 0's element 0 once too often"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -81,7 +92,12 @@ fn a_contribution_from_the_wrong_index_passes_the_numbers_and_not_provenance() {
     // Rank 0's block 1 (elements 4..8) should start with rank 1's element 0; it holds element 1.
     assert_eq!(
         first,
-        ExactMismatch { rank: 0, element: Some(4), finding: Finding::Instead { holds: (1, 1), want: (1, 0) } }
+        ExactMismatch {
+            rank: 0,
+            pe: Some(PeId::new(0, 0, 0)),
+            element: Some(4),
+            finding: Finding::Instead { holds: (1, 1), want: (1, 0) },
+        }
     );
 }
 
