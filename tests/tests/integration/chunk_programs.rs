@@ -6,36 +6,16 @@
 use std::sync::Arc;
 
 use kernbench::algorithms as alg;
-use kernbench::postcondition::{self, CallFacts, starting_output};
 use kernbench::prelude::*;
 use kernbench::program::{
     BuildError, ChunkError, OpKind, Program, ProgramBuilder, ProgramKernel, StepKind, check, examples, msccl,
 };
 use kernbench::sim::testing::MockRun;
-use kernbench::sim::{Call, PeBuffers, RunReport, Runtime};
+use kernbench::sim::{Call, PeBuffers, Runtime};
 use kernbench::{Collective, InstallPlan, System};
 use serde_json::json;
 
-/// `program` on the SIP leaders of `system` over `full`, every rank holding `elements` of `dtype`;
-/// the report and whether the postcondition held.
-fn run(system: &System, program: &Program, dtype: Dtype, elements: usize, op: ReduceOp) -> (RunReport, bool) {
-    let plan = InstallPlan::build(system, "full", "leader_only").unwrap();
-    let n = plan.len();
-    let inputs: Vec<Tile> = (0..n)
-        .map(|r| Tile::from_f64s(dtype, &(0..elements).map(|e| ((r * 7 + e) % 11) as f64).collect::<Vec<_>>()))
-        .collect();
-    let before: Vec<Tile> =
-        inputs.iter().enumerate().map(|(r, t)| starting_output(program.collective, t, r, n)).collect();
-    let buffers = inputs.iter().zip(&before).map(|(i, o)| PeBuffers { input: i.clone(), output: o.clone() }).collect();
-    let kernel = ProgramKernel::new(Arc::new(program.clone()));
-    let report = Runtime::new(system)
-        .run(&plan, &kernel, buffers, Call { op, ..Call::default() })
-        .unwrap_or_else(|e| panic!("{}: {e}", program.name));
-    let outputs: Vec<Tile> = report.pes().iter().map(|p| p.output.clone()).collect();
-    let facts = CallFacts { collective: program.collective, op, root: 0 };
-    let held = postcondition::check(facts, &inputs, &before, &outputs).unwrap().held;
-    (report, held)
-}
+use crate::programs::run;
 
 /// `program` passes `check`, comes back equal from MSCCL-IR XML, and holds its postcondition for
 /// every dtype and for sum, max and average (all-gather and all-to-all, which do not reduce, once).

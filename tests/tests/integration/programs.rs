@@ -90,7 +90,13 @@ fn ring_program_of(n: usize, protocol: Protocol, steps: impl Fn(usize) -> Vec<St
 
 /// `program` on the SIP leaders of `system` over `full`, every rank holding `elements` of `dtype`;
 /// the report and whether the postcondition held.
-fn run(system: &System, program: &Program, dtype: Dtype, elements: usize, op: ReduceOp) -> (RunReport, bool) {
+pub(crate) fn run(
+    system: &System,
+    program: &Program,
+    dtype: Dtype,
+    elements: usize,
+    op: ReduceOp,
+) -> (RunReport, bool) {
     let plan = InstallPlan::build(system, "full", "leader_only").unwrap();
     let n = plan.len();
     let inputs: Vec<Tile> = (0..n)
