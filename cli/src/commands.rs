@@ -182,6 +182,9 @@ struct BenchArgs {
     /// Print the rows as JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Check exactly too (see `run --exact`): elements holding wrong contributions count as wrong.
+    #[arg(long)]
+    exact: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -205,6 +208,9 @@ struct MscclArgs {
     /// Print the rows as JSON instead of a table (the fields of `bench --json`).
     #[arg(long)]
     json: bool,
+    /// Check exactly too (see `run --exact`): elements holding wrong contributions count as wrong.
+    #[arg(long)]
+    exact: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -494,7 +500,7 @@ fn run_collectives(args: &RunArgs, out: &mut impl Write, stop: &AtomicBool) -> R
 
 fn bench(args: &BenchArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> {
     let collective = collective(&args.collective)?;
-    let mut comm = args.sim.communicator_for(&args.algos, collective)?;
+    let mut comm = args.sim.communicator_for(&args.algos, collective)?.exact(args.exact);
     let series = Series::parse_list(&args.algos, comm.registry(), collective)?;
     let sizes = parse_sizes(&args.sizes)?;
     let (dtype, op) = args.data.parse()?;
@@ -543,7 +549,8 @@ fn msccl(args: &MscclArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()
         "selection": {}
     });
     let registry = Registry::from_json_str(&registry.to_string(), &kernbench::algorithms::kernels())?;
-    let mut comm = args.limits.apply(Communicator::with_registry(system, registry).threads(args.threads))?;
+    let comm = Communicator::with_registry(system, registry).threads(args.threads).exact(args.exact);
+    let mut comm = args.limits.apply(comm)?;
     let series = Series::parse_list(&name, comm.registry(), collective)?;
     let (dtype, op) = args.data.parse()?;
     let sweep =

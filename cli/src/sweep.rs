@@ -420,7 +420,8 @@ pub struct Row {
     pub algbw_gbps: f64,
     /// `algbw` times [`busbw_factor`], GB/s.
     pub busbw_gbps: f64,
-    /// Wrong output elements (0 when the postcondition held).
+    /// Wrong output elements (0 when the postcondition held), by the numeric check and, on a
+    /// communicator that checks exactly ([`kernbench::Communicator::exact`]), by the exact one too.
     pub wrong: usize,
     /// A lower bound on the call's time on this system, whatever the algorithm (see [`time_bound`]);
     /// `None` when nothing must move.
@@ -629,7 +630,7 @@ impl Sweep {
             time_ns,
             algbw_gbps: algbw,
             busbw_gbps: busbw,
-            wrong: report.postcondition.wrong,
+            wrong: report.postcondition.wrong + report.exact.as_ref().map_or(0, |e| e.wrong),
             bound,
             sol: bound.map(|bound| bound.ns / time_ns),
             rounded,

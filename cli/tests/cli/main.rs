@@ -766,3 +766,16 @@ fn run_exact_says_every_element_holds_each_contribution_once() {
     let out = kernbench(&["run", "all_reduce", "--system", SMALL, "--bytes", "1K"]);
     assert!(!text(&out.stdout).contains("exact"), "without --exact nothing is said of it");
 }
+
+#[test]
+fn bench_and_msccl_check_exactly_on_request() {
+    let out =
+        kernbench(&["bench", "all_reduce", "--system", SMALL, "--sizes", "1K", "--algos", "ring", "--json", "--exact"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["rows"][0]["wrong"], 0);
+    let ring = format!("{MSCCL_FIXTURES}/ring_allreduce.xml");
+    let out = kernbench(&["msccl", &ring, "--sizes", "1K", "--exact"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).ends_with("# correct at every size\n"));
+}
