@@ -563,8 +563,9 @@ impl Tl {
         })
     }
 
-    /// Raises rank `peer`'s `signal` by `add`. Puts of this lane before it are ordered before it only
-    /// through `tl.fence()` or `tl.quiet()`.
+    /// Raises rank `peer`'s `signal` by `add`; `peer` may be this PE's own rank, a raise between its
+    /// lanes that lands at once. Puts of this lane before it are ordered before it only through
+    /// `tl.fence()` or `tl.quiet()`.
     ///
     /// # Errors
     /// [`KernelError::NotAPeer`], [`KernelError::NoSuchSignal`].
