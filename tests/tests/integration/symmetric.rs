@@ -358,6 +358,27 @@ fn a_cube_barrier_waits_for_its_cube_and_not_for_the_others() {
     assert!(t.pes[1].blocked_ns > 0.0 && t.pes[1].busy_ns == 0.0, "{:?}", t.pes[1]);
 }
 
+/// Every PE stores its input, then waits at its SIP's barrier.
+#[ccl_kernel]
+fn sip_barrier(tl: &Tl) {
+    tl.store(Output, &tl.load(Input));
+    tl.barrier_in(Group::Sip);
+}
+
+#[test]
+fn a_sip_barrier_waits_for_its_sip_and_not_for_the_others() {
+    let system = System::shape(2, 2, 1, 1).unwrap();
+    let report = MockRun::new(&system, "ring_1d", "all_pes", &sip_barrier::KERNEL)
+        .inputs(|pe, _| Tile::zeros(F32, if (pe.sip, pe.cube) == (0, 0) { 1 << 20 } else { 1 << 10 }))
+        .run()
+        .unwrap();
+    let t = report.time().unwrap();
+    // SIP 0 waits for its slow PE; SIP 1's PEs leave as soon as both have stored.
+    assert_eq!(t.pes[0].finish_ns, t.pes[1].finish_ns);
+    assert_eq!(t.pes[2].finish_ns, t.pes[3].finish_ns);
+    assert!(t.pes[1].finish_ns > t.pes[3].finish_ns, "{t:?}");
+}
+
 /// A wait for a signal only some of whose raises have come in waits on.
 #[ccl_kernel]
 fn counts_raises(tl: &Tl) {
