@@ -847,8 +847,7 @@ impl OneSided for PeView<'_> {
             self.lane.clock.advance_to(SpanKind::SignalWait, last.at_ns, 0, false);
         }
         if self.detector && raises.iter().any(|r| r.clock.is_some()) {
-            let lane = &mut *self.lane;
-            let sync = lane.one_sided.get_or_insert_default().sync.get_or_insert_with(|| LaneSync::new(self.task));
+            let sync = self.lane.sync(self.task);
             for raise in &raises {
                 if let Some(clock) = &raise.clock {
                     sync.acquire(clock);

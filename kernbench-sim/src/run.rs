@@ -771,7 +771,7 @@ impl Execution<'_> {
             arrivals.sort_unstable_by_key(|a| a.task);
             let mut release = 0.0f64;
             for arrival in &arrivals {
-                let landed = self.lanes_ref(arrival.task).one_sided.as_ref().map_or(0.0, |o| o.landed_ns);
+                let landed = self.lanes.get(arrival.task as usize).one_sided.as_ref().map_or(0.0, |o| o.landed_ns);
                 release = release.max(arrival.at_ns.max(landed));
             }
             let clocks = arrivals.iter().filter_map(|a| a.clock.as_ref());
@@ -805,10 +805,6 @@ impl Execution<'_> {
             .sum();
         self.group_lanes.insert(group, n);
         n
-    }
-
-    fn lanes_ref(&mut self, task: u32) -> &LaneState {
-        self.lanes.get(task as usize)
     }
 
     /// Applies the round's one-sided operations to their targets: rank by rank, each PE's in the order
@@ -936,7 +932,7 @@ impl Execution<'_> {
     fn check_puts_landed(&mut self) -> Result<(), RunError> {
         let puts = std::mem::take(&mut self.puts);
         for put in &puts {
-            let quieted = self.lanes_ref(put.task).sync_ref().is_some_and(|s| s.quieted >= put.seq);
+            let quieted = self.lanes.get(put.task as usize).sync_ref().is_some_and(|s| s.quieted >= put.seq);
             let seen = self.lanes_of(put.to as usize).any(|task| {
                 // SAFETY: between rounds: nothing writes lane states.
                 unsafe { self.lanes.get_ref(task) }.sync_ref().is_some_and(|s| s.saw(&put.stamp))

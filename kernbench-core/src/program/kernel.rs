@@ -392,17 +392,22 @@ async fn run_step(
     if step.kind == StepKind::Nop {
         return Ok(());
     }
-    let peer = |rank: Option<usize>, what: &str| {
-        rank.map(|r| Direction::Peer(r as u32)).ok_or_else(|| {
-            KernelError::kernel(tl.pe(), format!("a `{}` step on a thread block with no {what} peer", step.kind))
-        })
+    // The peers the step talks to, found once for all its slices.
+    let peer = |uses: bool, rank: Option<usize>, what: &str| -> Result<Option<Direction>, KernelError> {
+        if !uses {
+            return Ok(None);
+        }
+        let missing =
+            || KernelError::kernel(tl.pe(), format!("a `{}` step on a thread block with no {what} peer", step.kind));
+        rank.map(|r| Some(Direction::Peer(r as u32))).ok_or_else(missing)
     };
+    let peers = (peer(step.kind.sends(), send, "send")?, peer(step.kind.receives(), recv, "receive")?);
     // Local steps move the pass at once; steps that talk move it slice by slice.
     let slice = if step.kind.sends() || step.kind.receives() { layout.slice } else { window.len().max(1) };
     let mut start = window.start;
     loop {
         let part = start..(start + slice).min(window.end);
-        run_slice(tl, layout, (peer(send, "send"), peer(recv, "receive")), channel, step, &part, op).await?;
+        run_slice(tl, layout, peers, channel, step, &part, op).await?;
         start = part.end;
         if start >= window.end {
             return Ok(());
@@ -414,7 +419,7 @@ async fn run_step(
 async fn run_slice(
     tl: &Tl,
     layout: &Layout,
-    (send, recv): (Result<Direction, KernelError>, Result<Direction, KernelError>),
+    (send, recv): (Option<Direction>, Option<Direction>),
     channel: usize,
     step: &Step,
     part: &std::ops::Range<usize>,
@@ -423,10 +428,9 @@ async fn run_slice(
     let count = step.count;
     let src = || step.src.ok_or_else(|| missing(tl, step, "source"));
     let dst = || step.dst.ok_or_else(|| missing(tl, step, "destination"));
-    let received = if step.kind.receives() {
-        Some(tl.recv_on(recv?, channel, count * part.len(), layout.dtype).await?)
-    } else {
-        None
+    let received = match recv {
+        Some(from) => Some(tl.recv_on(from, channel, count * part.len(), layout.dtype).await?),
+        None => None,
     };
     let value = match (step.kind, received) {
         (StepKind::Send | StepKind::Copy, _) => read(tl, layout, src()?, count, part)?,
@@ -445,8 +449,8 @@ async fn run_slice(
     if step.kind.writes_dst() {
         write(tl, layout, dst()?, count, part, &value)?;
     }
-    if step.kind.sends() {
-        tl.send_on(send?, channel, &value).await?;
+    if let Some(to) = send {
+        tl.send_on(to, channel, &value).await?;
     }
     Ok(())
 }
