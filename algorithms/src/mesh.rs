@@ -13,7 +13,8 @@ use crate::ring::{Ring, ring_all_gather_parts, ring_allreduce_slices, ring_reduc
 /// finished as a reduction of `contributions` inputs: every member gets the same bits.
 #[ccl_kernel(helper, crate = "kernbench_core")]
 fn ring_all_reduce_tile(tl: &Tl, tile: &Tile, ring: Ring, op: ReduceOp, contributions: usize) -> Tile {
-    let mut result = ring_allreduce_slices(tl, std::slice::from_ref(tile), &[ring], 1, op).swap_remove(0);
+    let pieces = ring_allreduce_slices(tl, std::slice::from_ref(tile), &[ring], 1, op).swap_remove(0);
+    let mut result = tl.concat(&pieces);
     tl.finish(&mut result, op, contributions);
     result
 }

@@ -95,8 +95,10 @@ fn pieces_per_part(chunks: usize, len: usize, parts: usize) -> usize {
 
 /// Runs `steps` of the ring all-reduce schedule (reduce-scatter steps, then all-gather steps: see
 /// [`Ring::reduce_scatter_steps`]) over each of `rings` at once, `parts[i]` being ring `i`'s `count`
-/// parts, each cut into `pieces`. A piece received in a reduce-scatter step is reduced into this
-/// member's (under `op`), one received in an all-gather step replaces it.
+/// parts, each cut into `pieces`, and returns each ring's pieces in order (piece `j` of part `p` at
+/// `p * pieces + j`, `pieces` as clamped here: see [`join_pieces`]), not joined: a caller that stores
+/// them needs no copy of them in one buffer. A piece received in a reduce-scatter step is reduced into
+/// this member's (under `op`), one received in an all-gather step replaces it.
 ///
 /// Before sending piece `j` of a step a member receives piece `j` of the step before: the piece that
 /// message forwards, so it goes on the moment it is ready while `pieces - 1` others are still in flight.
@@ -146,15 +148,18 @@ pub(crate) fn ring_steps(
             }
         }
     }
-    let mut joined = Vec::with_capacity(cut.len());
-    for ring_cut in &cut {
-        let mut ring_parts = Vec::with_capacity(ring_cut.len() / pieces);
-        for part in ring_cut.chunks(pieces) {
-            ring_parts.push(tl.concat(part));
-        }
-        joined.push(ring_parts);
+    cut
+}
+
+/// `count` parts from what [`ring_steps`] returns for one ring: each part's pieces joined.
+#[ccl_kernel(helper, crate = "kernbench_core")]
+fn join_pieces(tl: &Tl, cut: &[Tile], count: usize) -> Vec<Tile> {
+    let pieces = cut.len() / count.max(1);
+    let mut parts = Vec::with_capacity(count);
+    for part in cut.chunks(pieces.max(1)) {
+        parts.push(tl.concat(part));
     }
-    joined
+    parts
 }
 
 /// Reduce-scatter over `ring`, each part in `pieces`: afterwards this member's part `position + 1`
@@ -167,7 +172,8 @@ pub(crate) fn ring_reduce_scatter_parts(
     pieces: usize,
     op: ReduceOp,
 ) -> Vec<Tile> {
-    ring_steps(tl, vec![parts], &[ring], ring.reduce_scatter_steps(), pieces, op).swap_remove(0)
+    let cut = ring_steps(tl, vec![parts], &[ring], ring.reduce_scatter_steps(), pieces, op).swap_remove(0);
+    join_pieces(tl, &cut, ring.count)
 }
 
 /// All-gather over `ring`, each part in `pieces`, starting from this member owning part
@@ -176,13 +182,14 @@ pub(crate) fn ring_reduce_scatter_parts(
 pub(crate) fn ring_all_gather_parts(tl: &Tl, parts: Vec<Tile>, ring: Ring, pieces: usize) -> Vec<Tile> {
     // All-gather steps replace what they receive: the operator is never used.
     let op = tl.op();
-    ring_steps(tl, vec![parts], &[ring], ring.all_gather_steps(), pieces, op).swap_remove(0)
+    let cut = ring_steps(tl, vec![parts], &[ring], ring.all_gather_steps(), pieces, op).swap_remove(0);
+    join_pieces(tl, &cut, ring.count)
 }
 
 /// Ring all-reduce of `slices[i]` over `rings[i]`, all at once, each part cut into `chunks` pieces
 /// (see [`pieces_per_part`]): reduce-scatter and all-gather as one pipelined pass, so the all-gather's
-/// first pieces leave while the reduce-scatter's last ones are still arriving. The results are
-/// reduced but not finished (see [`Tl::finish`]).
+/// first pieces leave while the reduce-scatter's last ones are still arriving. Each ring's result is
+/// its pieces in order, reduced but not finished (see [`Tl::finish_parts`]).
 #[ccl_kernel(helper, crate = "kernbench_core")]
 pub(crate) fn ring_allreduce_slices(
     tl: &Tl,
@@ -190,7 +197,7 @@ pub(crate) fn ring_allreduce_slices(
     rings: &[Ring],
     chunks: usize,
     op: ReduceOp,
-) -> Vec<Tile> {
+) -> Vec<Vec<Tile>> {
     let count = rings[0].count;
     let shortest = slices.iter().map(Tile::len).min().unwrap_or(0);
     let pieces = pieces_per_part(chunks, shortest, count);
@@ -199,12 +206,7 @@ pub(crate) fn ring_allreduce_slices(
         parts.push(split(tl, slice, count));
     }
     let steps = rings[0].reduce_scatter_steps().start..rings[0].all_gather_steps().end;
-    let parts = ring_steps(tl, parts, rings, steps, pieces, op);
-    let mut reduced = Vec::with_capacity(parts.len());
-    for ring_parts in &parts {
-        reduced.push(tl.concat(ring_parts));
-    }
-    reduced
+    ring_steps(tl, parts, rings, steps, pieces, op)
 }
 
 /// This lane's share of `buffer` when each of its PE's lanes takes one near-equal chunk of it: the
@@ -226,8 +228,8 @@ pub fn ring_allreduce(tl: &Tl, chunks: usize, #[default = 1] lanes: usize) {
     let op = tl.op();
     let (share, start) = lane_share(tl, Input, 0..tl.buffer_len(Input));
     let mut result = ring_allreduce_slices(tl, &[share], &[ring], chunks, op).swap_remove(0);
-    tl.finish(&mut result, op, ring.count);
-    tl.store_at(Output, start, &result);
+    tl.finish_parts(&mut result, op, ring.count);
+    tl.store_parts_at(Output, start, &result);
 }
 
 /// Bidirectional ring all-reduce: half the data goes round eastward and half westward at the same
@@ -239,10 +241,9 @@ pub fn bidirectional_ring_allreduce(tl: &Tl, #[default = 1] chunks: usize, #[def
     let op = tl.op();
     let (share, start) = lane_share(tl, Input, 0..tl.buffer_len(Input));
     let halves = [tl.chunk(&share, 0, 2), tl.chunk(&share, 1, 2)];
-    let halves = ring_allreduce_slices(tl, &halves, &[east, east.reversed()], chunks, op);
-    let mut result = tl.concat(&halves);
-    tl.finish(&mut result, op, east.count);
-    tl.store_at(Output, start, &result);
+    let mut result = ring_allreduce_slices(tl, &halves, &[east, east.reversed()], chunks, op).concat();
+    tl.finish_parts(&mut result, op, east.count);
+    tl.store_parts_at(Output, start, &result);
 }
 
 /// Parts rotated so that a reduce-scatter's or all-gather's "part `position + 1`" is this member's

@@ -23,7 +23,9 @@ use async_task::Runnable;
 use kernbench_core::postcondition::{CallFacts, PostconditionError, starting_output};
 use kernbench_core::provenance::{self, Exactness};
 use kernbench_core::tl::{self, MAX_GENERATION, TlContext, message_generation};
-use kernbench_core::{Group, InstallPlan, KernelError, Launch, Op, PeId, ReduceOp, System, Tile, Tl, check_plan};
+use kernbench_core::{
+    Group, InstallPlan, KernelError, Launch, LinksByPeer, Op, PeId, ReduceOp, System, Tile, Tl, check_plan,
+};
 use rayon::prelude::*;
 
 use crate::error::{BlockedPe, DeadlockReport, LeftRaised, Leftover, RunError, SignalWait, Unreceived};
@@ -113,6 +115,27 @@ impl ReadyLists {
             out.extend(lock(list).drain(..).map(Some));
         }
     }
+}
+
+/// Puts a round's woken runnables in task order (so rank order, each PE's lanes together). When many
+/// of the run's tasks are woken, as in a ring where every PE steps each round, it places each at its
+/// task's slot in `by_task` (as long as the run has tasks) and reads them back in one pass, linear where
+/// a sort is not; when few are, it sorts them.
+fn in_task_order(round: &mut Vec<Option<Runnable<u32>>>, by_task: &mut Vec<Option<Runnable<u32>>>) {
+    let task = |r: &Runnable<u32>| *r.metadata() as usize;
+    let Some(last) = round.iter().flatten().map(task).max() else { return };
+    if round.len() * 8 < last {
+        round.sort_unstable_by_key(|r| r.as_ref().map(task));
+        return;
+    }
+    if by_task.len() <= last {
+        by_task.resize_with(last + 1, || None);
+    }
+    for runnable in round.drain(..).flatten() {
+        let slot = task(&runnable);
+        by_task[slot] = Some(runnable);
+    }
+    round.extend(by_task[..=last].iter_mut().filter_map(Option::take).map(Some));
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -469,6 +492,7 @@ impl Execution<'_> {
     ) -> Result<RunReport, RunError> {
         // The round's runnables, taken out one by one as they are polled.
         let mut round: Vec<Option<Runnable<u32>>> = Vec::new();
+        let mut by_task: Vec<Option<Runnable<u32>>> = Vec::new();
         let mut polled: Vec<u32> = Vec::new();
         let mut sent: Vec<Transfer> = Vec::new();
         let mut finished = 0usize;
@@ -483,7 +507,7 @@ impl Execution<'_> {
                 break;
             }
             rounds += 1;
-            round.sort_unstable_by_key(|r| r.as_ref().map(|r| *r.metadata()));
+            in_task_order(&mut round, &mut by_task);
             polled.clear();
             if one_lane_each {
                 // A task is its PE's rank.
@@ -1133,16 +1157,7 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 /// are consecutive queues.
 fn install_queues(plan: &InstallPlan, depth: usize, channels: usize) -> (Vec<Queue>, Vec<Vec<Port>>) {
     let installs: Vec<_> = plan.participants().collect();
-    // Each PE's links sorted by peer, so a link back is a binary search: `full` topologies have a
-    // thousand links per PE.
-    let by_peer: Vec<Vec<(PeId, usize)>> = installs
-        .iter()
-        .map(|install| {
-            let mut links: Vec<(PeId, usize)> = install.neighbors.iter().map(|n| n.peer).zip(0..).collect();
-            links.sort_unstable();
-            links
-        })
-        .collect();
+    let by_peer = LinksByPeer::new(installs.iter().copied());
     let mut ports: Vec<Vec<Port>> = installs
         .iter()
         .map(|i| {
@@ -1156,16 +1171,9 @@ fn install_queues(plan: &InstallPlan, depth: usize, channels: usize) -> (Vec<Que
     for (rank, install) in installs.iter().enumerate() {
         for (i, entry) in install.neighbors.iter().enumerate() {
             let Ok(peer) = installs.binary_search_by_key(&entry.peer, |p| p.pe) else { continue };
-            let links = &by_peer[peer];
-            let start = links.partition_point(|&(p, _)| p < install.pe);
-            let back = links[start..]
-                .iter()
-                .take_while(|&&(p, _)| p == install.pe)
-                .map(|&(_, j)| j)
-                .find(|&j| entry.direction.pairs_with(installs[peer].neighbors[j].direction));
-            let Some(back) = back else { continue };
+            let back = by_peer.to(peer, install.pe).find(|&(d, _)| entry.direction.pairs_with(d));
+            let Some((recv_dir, back)) = back else { continue };
             let first = queues.len() as u32;
-            let recv_dir = installs[peer].neighbors[back].direction;
             for channel in 0..channels as u32 {
                 queues.push(Queue::new((rank as u32, peer as u32), (entry.direction, recv_dir), channel, depth));
             }

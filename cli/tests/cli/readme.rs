@@ -10,7 +10,7 @@ use std::process::Command;
 use super::{scratch, text};
 
 /// The benchmark's own line formats.
-#[path = "../../../benches/runtime/lines.rs"]
+#[path = "../../benches/runtime/lines.rs"]
 mod bench_lines;
 
 const README: &str = include_str!("../../../README.md");
@@ -127,50 +127,24 @@ fn the_ring_modes_tune_sample_is_what_tune_prints() {
     check(&format!("cargo run --release -- {command}"), &args, &scratch("readme-tune-modes"));
 }
 
-/// The README's speed sample, each line formatted again from its own figures by the function that
-/// the benchmark prints that kind of line with: the figures are the machine's, the format must be
-/// the benchmark's.
+/// The README's speed sample, each line formatted again from its own figures by the function the
+/// benchmark prints it with: the figures are the machine's, but the format must be the benchmark's, and
+/// a figure marked `pass` must meet its target (and one marked `miss` miss it).
 #[test]
 fn the_speed_sample_is_in_the_format_the_benchmark_prints() {
     let sample = sample_after("`cargo bench --bench runtime` prints");
-    assert!(sample.len() >= 6, "{sample:?}");
-    for line in sample {
-        let (label, rest) = line.split_at(line.len().min(28));
-        let label = label.trim_end();
-        let tokens: Vec<&str> = rest.split_whitespace().collect();
-        let number = |i: usize| -> f64 {
-            let token = tokens.get(i).unwrap_or_else(|| panic!("too few figures in `{line}`"));
-            token
-                .trim_start_matches('(')
-                .trim_end_matches(['x', ','])
-                .parse()
-                .unwrap_or_else(|_| panic!("`{token}` in `{line}`"))
-        };
-        let again = match label {
-            "timed vs untimed" => bench_lines::timed_vs_untimed(number(0), number(7)),
-            "in-place f32 add" => bench_lines::in_place_add(number(0)),
-            "2 threads vs 1" => bench_lines::thread_speedup(number(0)),
-            "ring all-reduce" => {
-                let (_, run) = rest.split_once("8 PEs, ").unwrap_or_else(|| panic!("`{line}`"));
-                let (run, after) = run.split_once(": ").unwrap_or_else(|| panic!("`{line}`"));
-                let after: Vec<&str> = after.split_whitespace().collect();
-                let secs = after[0].parse().unwrap();
-                bench_lines::ring_all_reduce(number(0), number(3) as usize, run, secs, after[5].parse().unwrap())
-            }
-            "race detector" => {
-                let ms: Vec<f64> = rest
-                    .split(|c: char| !(c.is_ascii_digit() || c == '.'))
-                    .filter(|t| t.contains('.'))
-                    .map(|t| t.parse().unwrap())
-                    .collect();
-                bench_lines::race_detector(number(0), ms[1], ms[2])
-            }
-            "hierarchical all-reduce" => {
-                bench_lines::many_pes(number(0) as usize, number(2) as usize, number(4), number(6) as u64, number(10))
-            }
-            _ => bench_lines::messages(label, number(0) as u64, number(2), number(4), line.ends_with("streaming)")),
-        };
-        assert_eq!(line, again, "the README's speed line is not in the benchmark's format");
+    assert!(sample.len() >= 15, "{sample:?}");
+    assert_eq!(sample[0], bench_lines::header());
+    for line in &sample[1..] {
+        // Fixed columns: label, value, unit, target, mark, then the note.
+        let column = |from: usize, len: usize| line.get(from..(from + len).min(line.len())).unwrap_or("").trim();
+        let at = bench_lines::LABEL + 1;
+        let (label, value, unit, goal) = (column(0, at), column(at, 9), column(at + 10, 8), column(at + 19, 9));
+        let note = line.get(at + 35..).unwrap_or("");
+        let value: f64 = value.parse().unwrap_or_else(|_| panic!("no figure in `{line}`"));
+        let goal = bench_lines::Goal::parse(goal).unwrap_or_else(|| panic!("no target in `{line}`"));
+        let again = bench_lines::figure(label, value, unit, goal, note);
+        assert_eq!(line, &again, "the README's speed line is not the benchmark's (or its mark is wrong)");
     }
 }
 

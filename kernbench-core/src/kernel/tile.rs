@@ -364,6 +364,28 @@ impl Tile {
         })
     }
 
+    /// A tile of `len` elements of `dtype` repeating `period` (converted once: rounded to nearest,
+    /// integers truncated) from its start: element `i` is `period[i % period.len()]`; zeros for an empty
+    /// `period`. Written by doubling copies of what is already there, so a large sample costs about a
+    /// memcpy, with no `f64` copy of it.
+    ///
+    /// # Errors
+    /// As [`Tile::try_filled`].
+    pub(crate) fn try_repeating(dtype: Dtype, len: usize, period: &[f64]) -> Result<Tile, TileError> {
+        if period.is_empty() {
+            return Tile::try_zeros(dtype, len);
+        }
+        with_element!(dtype, T => {
+            let mut values: Vec<T> = buffer(len)?;
+            values.extend(period.iter().take(len).map(|&v| <T as Element>::from_f64(v)));
+            // A whole number of periods so far, so a copy of a prefix continues the pattern.
+            while values.len() < len {
+                values.extend_from_within(..values.len().min(len - values.len()));
+            }
+            Ok(Tile::from_vec(values))
+        })
+    }
+
     /// A tile of `dtype` from `f64` values (rounded to nearest; integers truncated).
     ///
     /// # Panics

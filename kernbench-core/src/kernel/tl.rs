@@ -677,6 +677,24 @@ impl Tl {
         })
     }
 
+    /// Writes `parts` one after the other into `buffer` from element `offset`, as [`Tl::store_at`] of
+    /// their concatenation would, without making it (a result held in pieces is not copied twice), and
+    /// charged the same: one store of all their bytes.
+    ///
+    /// # Errors
+    /// As [`Tl::store_at`], for the first part that does not fit.
+    pub fn store_parts_at(&self, buffer: Buffer, offset: usize, parts: &[Tile]) -> Result<(), KernelError> {
+        with(|b| {
+            let mut at = offset;
+            for part in parts {
+                b.store(buffer, Some(at), part)?;
+                at += part.len();
+            }
+            b.charge(Work::Memory { bytes: parts.iter().map(Tile::bytes).sum() });
+            Ok(())
+        })
+    }
+
     /// Combines `other` into `acc` elementwise under `op` (`Avg` sums; see [`Tl::finish`]).
     ///
     /// # Errors
@@ -695,6 +713,24 @@ impl Tl {
         acc.finish_reduction(op, contributions).map_err(|source| self.tile_error(Op::Finish, source))?;
         if op == ReduceOp::Avg {
             with(|b| b.charge(Work::Reduce { elements: acc.len(), dtype: acc.dtype() }));
+        }
+        Ok(())
+    }
+
+    /// [`Tl::finish`] of a result held in `parts`: each part divided for `Avg`, charged as one finish of
+    /// all their elements.
+    ///
+    /// # Errors
+    /// As [`Tl::finish`].
+    pub fn finish_parts(&self, parts: &mut [Tile], op: ReduceOp, contributions: usize) -> Result<(), KernelError> {
+        for part in parts.iter_mut() {
+            part.finish_reduction(op, contributions).map_err(|source| self.tile_error(Op::Finish, source))?;
+        }
+        if op == ReduceOp::Avg {
+            if let Some(first) = parts.first() {
+                let elements = parts.iter().map(Tile::len).sum();
+                with(|b| b.charge(Work::Reduce { elements, dtype: first.dtype() }));
+            }
         }
         Ok(())
     }

@@ -322,6 +322,39 @@ impl InstallPlan {
     }
 }
 
+/// Every participant's links sorted by peer, in one list: the links from a participant back to a PE
+/// are a binary search away (`full` topologies have a thousand links per PE), and a million-PE plan
+/// takes two allocations, not a million.
+#[derive(Debug)]
+pub struct LinksByPeer {
+    /// Participant `i`'s links are `links[starts[i]..starts[i + 1]]`.
+    starts: Vec<usize>,
+    /// (peer, direction, index in the participant's neighbour table).
+    links: Vec<(PeId, Direction, usize)>,
+}
+
+impl LinksByPeer {
+    /// The links of `participants`, in rank order.
+    pub fn new<'a>(participants: impl Iterator<Item = &'a PeInstall>) -> LinksByPeer {
+        let (mut starts, mut links) = (vec![0], Vec::new());
+        for install in participants {
+            let from = links.len();
+            links.extend(install.neighbors.iter().enumerate().map(|(i, e)| (e.peer, e.direction, i)));
+            links[from..].sort_unstable();
+            starts.push(links.len());
+        }
+        LinksByPeer { starts, links }
+    }
+
+    /// The links of the participant of rank `rank` whose peer is `pe`: each one's direction and index
+    /// in that participant's neighbour table.
+    pub fn to(&self, rank: usize, pe: PeId) -> impl Iterator<Item = (Direction, usize)> + '_ {
+        let links = &self.links[self.starts[rank]..self.starts[rank + 1]];
+        let start = links.partition_point(|&(p, _, _)| p < pe);
+        links[start..].iter().take_while(move |&&(p, _, _)| p == pe).map(|&(_, d, i)| (d, i))
+    }
+}
+
 /// Checks that a plan is well formed on `system`: SIPs in order holding their own PEs, ranks in
 /// `PeId` order, every peer in the system and participating, no self-links, no direction twice on a
 /// PE, and every link listed from both ends in exactly one pair of directions that
@@ -355,20 +388,12 @@ pub fn check_plan(plan: &InstallPlan, system: &System) -> Result<(), PlanError> 
         return Err(PlanError::NoParticipants);
     }
     let index_of = |pe: PeId| participants.binary_search_by_key(&pe, |p| p.pe).ok();
-    // Each participant's links sorted by peer, so finding the links back to a PE is a binary search:
-    // `full` topologies have a thousand links per PE.
-    let by_peer: Vec<Vec<(PeId, Direction)>> = participants
-        .iter()
-        .map(|p| {
-            let mut links: Vec<(PeId, Direction)> = p.neighbors.iter().map(|e| (e.peer, e.direction)).collect();
-            links.sort_unstable();
-            links
-        })
-        .collect();
+    let by_peer = LinksByPeer::new(participants.iter().copied());
+    let mut directions: Vec<(Direction, usize)> = Vec::new();
     for install in &participants {
         let pe = install.pe;
-        let mut directions: Vec<(Direction, usize)> =
-            install.neighbors.iter().enumerate().map(|(i, e)| (e.direction, i)).collect();
+        directions.clear();
+        directions.extend(install.neighbors.iter().enumerate().map(|(i, e)| (e.direction, i)));
         directions.sort_unstable();
         if let Some(w) = directions.windows(2).find(|w| w[0].0 == w[1].0) {
             let (first, second) = (install.neighbors[w[0].1].peer, install.neighbors[w[1].1].peer);
@@ -383,16 +408,13 @@ pub fn check_plan(plan: &InstallPlan, system: &System) -> Result<(), PlanError> 
                 return Err(PlanError::PeerNotInSystem { pe, direction, peer, system: system.describe() });
             }
             let far = index_of(peer).ok_or(PlanError::PeerNotParticipant { pe, direction, peer })?;
-            let links = &by_peer[far];
-            let start = links.partition_point(|&(p, _)| p < pe);
-            let back: Vec<Direction> = links[start..].iter().take_while(|&&(p, _)| p == pe).map(|&(_, d)| d).collect();
-            let candidates: Vec<Direction> = back.iter().copied().filter(|&d| direction.pairs_with(d)).collect();
-            match candidates.len() {
-                0 => {
-                    return Err(PlanError::Asymmetric { pe, direction, peer, back });
-                }
+            let back = || by_peer.to(far, pe).map(|(d, _)| d);
+            // Exactly one link back pairs with this one; the lists are made only to name a failure.
+            match back().filter(|&d| direction.pairs_with(d)).count() {
                 1 => {}
+                0 => return Err(PlanError::Asymmetric { pe, direction, peer, back: back().collect() }),
                 _ => {
+                    let candidates = back().filter(|&d| direction.pairs_with(d)).collect();
                     return Err(PlanError::AmbiguousPair { pe, direction, peer, candidates });
                 }
             }

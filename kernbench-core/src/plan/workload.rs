@@ -75,14 +75,17 @@ pub fn sample_tensor(
     DistTensor::check_size(elements.saturating_mul(element).saturating_mul(system.sips() as u64))?;
     // Fits a 64-bit usize: check_size bounds it by MAX_BYTES.
     let elements = elements as usize;
-    let ranks: Vec<Tile> = (0..system.sips())
+    let ranks = (0..system.sips())
         .map(|sip| {
-            let values: Vec<f64> = (0..elements).map(|i| sample_value(sip, i, op)).collect();
-            Tile::from_f64s(dtype, &values)
+            let period: Vec<f64> = (0..SAMPLE_PERIOD).map(|i| sample_value(sip, i, op)).collect();
+            Tile::try_repeating(dtype, elements, &period)
         })
-        .collect();
+        .collect::<Result<Vec<Tile>, _>>()?;
     DistTensor::distribute(system, &ranks, 1, elements, policy)
 }
+
+/// Elements after which a rank's sample repeats: [`sample_value`] depends on `i` only modulo 7.
+const SAMPLE_PERIOD: usize = 7;
 
 /// The value of element `i` of rank `sip`: in -3..=3, or ±1 for products; it varies with both, so
 /// that no rank's input is the reduction of all of them everywhere (with values constant per rank, a

@@ -432,3 +432,47 @@ fn program_ids_and_extents_count_axes_from_the_pe_out() {
         assert_eq!(p.output.to_vec::<i64>().unwrap(), vec![pe, cube, sip, 3, 2, 2, 1], "{}", p.pe);
     }
 }
+
+/// Every shipped algorithm with every round polled in parallel (in jobs as small as rayon takes):
+/// outputs, per-PE figures, simulated times and the trace are the same bits on 1, 2 and 4 threads.
+#[test]
+fn every_shipped_algorithm_is_identical_bit_for_bit_on_one_two_and_four_threads() {
+    let system = System::shape(4, 2, 2, 4).unwrap();
+    let registry = kernbench::algorithms::default_registry();
+    let timing = Timing { trace: true, ..Timing::default() };
+    let mut compared = 0;
+    for algorithm in registry.algorithms() {
+        let (topology, mapper) = (algorithm.topology.name(), algorithm.mapper.name());
+        let ranks = kernbench::InstallPlan::build(&system, topology, mapper)
+            .unwrap_or_else(|e| panic!("{}: {e}", algorithm.name))
+            .len();
+        let run = |threads: usize| {
+            let report = MockRun::new(&system, topology, mapper, algorithm.kernel)
+                .params(serde_json::Value::Object(algorithm.params.clone()))
+                .inputs(|_, rank| {
+                    let values: Vec<f32> = (0..96).map(|i| ((rank * 5 + i * 3) % 7) as f32 - 3.0).collect();
+                    Tile::from_vec(values)
+                })
+                .outputs(|_, rank, input| {
+                    kernbench::postcondition::starting_output(algorithm.collective, input, rank, ranks)
+                })
+                .timing(Some(timing.clone()))
+                .threads(threads)
+                .parallel_min_ready(1)
+                .run()
+                .unwrap_or_else(|e| panic!("{} on {threads} thread(s): {e}", algorithm.name));
+            // serde_json writes each f64 as its shortest round-trip text, so equal text is equal bits.
+            let time = serde_json::to_string(report.time().expect("timed")).unwrap();
+            assert!(time.contains("\"spans\":[{"), "{}: the run was traced", algorithm.name);
+            (report, time)
+        };
+        let one = run(1);
+        for threads in [2, 4] {
+            let other = run(threads);
+            assert!(one.0 == other.0, "{}: outputs or figures differ on {threads} threads", algorithm.name);
+            assert!(one.1 == other.1, "{}: times or trace differ on {threads} threads", algorithm.name);
+        }
+        compared += 1;
+    }
+    assert!(compared >= 20, "only {compared} algorithms compared");
+}

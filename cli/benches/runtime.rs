@@ -1,0 +1,352 @@
+//! The mock runtime's speed, each figure beside its target: per-message overhead untimed and timed, the
+//! ring all-reduce's reduction bandwidth against a plain in-place add, a million-PE run on one and two
+//! threads, the race detector's cost, and whole `kernbench bench` processes.
+//!
+//! `cargo bench --bench runtime` prints them. The machine's own speed comes first (a `VecDeque`
+//! push+pop, memcpy, an in-place add, on one core), and figures are also given as multiples of it, so
+//! a noisy or slower machine can be judged by ratios measured in the same run. Timed figures are the
+//! best of [`RUNS`] runs: the machine may be shared. `KERNBENCH_BENCH_QUICK=1` runs a smaller, faster
+//! pass (its figures are not comparable with the targets); `KERNBENCH_BENCH_ONLY=messages,timing`
+//! (also `reduce`, `race`, `million`, `cli`) runs only those sections.
+
+#[path = "runtime/lines.rs"]
+mod lines;
+
+use std::collections::VecDeque;
+use std::hint::black_box;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use kernbench::prelude::*;
+use kernbench::sim::testing::MockRun;
+use kernbench::sim::{Call, PeBuffers, Runtime, Timing};
+use kernbench::{InstallPlan, KernelDef, System};
+use lines::{Goal, figure};
+use serde_json::json;
+
+/// Rank 0 streams `count` one-element messages east; rank 1 receives them.
+#[ccl_kernel]
+fn stream(tl: &Tl, count: u64) {
+    let tile = Tile::zeros(F32, 1);
+    for _ in 0..count {
+        if tl.rank() == 0 {
+            tl.send(E, &tile);
+        } else {
+            let _ = tl.recv(W, 1, F32);
+        }
+    }
+}
+
+/// Rank 0 sends one message and waits for the answer; rank 1 answers; `count` times.
+#[ccl_kernel]
+fn ping_pong(tl: &Tl, count: u64) {
+    let tile = Tile::zeros(F32, 1);
+    for _ in 0..count {
+        if tl.rank() == 0 {
+            tl.send(E, &tile);
+            let _ = tl.recv(E, 1, F32);
+        } else {
+            let _ = tl.recv(W, 1, F32);
+            tl.send(W, &tile);
+        }
+    }
+}
+
+fn quick() -> bool {
+    std::env::var_os("KERNBENCH_BENCH_QUICK").is_some()
+}
+
+fn time<T>(f: impl FnOnce() -> T) -> (T, f64) {
+    let start = Instant::now();
+    let out = f();
+    (out, start.elapsed().as_secs_f64())
+}
+
+/// Runs `f` (which returns what to minimise) this many times and keeps the best: the machine is
+/// shared, and the best run is the one least disturbed.
+const RUNS: usize = 3;
+
+fn best_of(mut f: impl FnMut() -> f64) -> f64 {
+    (0..RUNS).map(|_| f()).fold(f64::INFINITY, f64::min)
+}
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// This process's peak resident memory since the last [`reset_peak_rss`], in GiB.
+fn peak_rss_gib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kib| kib * 1024.0 / GIB)
+}
+
+/// Starts counting peak resident memory afresh, so a section's peak is its own and not an earlier one's.
+fn reset_peak_rss() {
+    // Linux: writing 5 to clear_refs resets VmHWM to the current resident size.
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// The machine's own speed on one core, measured now: the units the runtime's figures are judged in.
+struct Machine {
+    /// A `VecDeque` push_back + pop_front, in ns: the least a message through a queue can cost.
+    push_pop_ns: f64,
+    /// memcpy of a buffer larger than the caches, in GB/s.
+    memcpy_gbps: f64,
+    /// In-place f32 add of two such buffers (`Tile::reduce_in_place`), in GB/s of the result.
+    add_gbps: f64,
+}
+
+fn machine() -> Machine {
+    let ops = if quick() { 10_000_000u64 } else { 100_000_000 };
+    let mut queue: VecDeque<u64> = VecDeque::with_capacity(64);
+    let push_pop_ns = best_of(|| {
+        let (_, secs) = time(|| {
+            for i in 0..ops {
+                queue.push_back(black_box(i));
+                black_box(queue.pop_front());
+            }
+        });
+        secs * 1e9 / ops as f64
+    });
+
+    let n = if quick() { 1 << 20 } else { 16 << 20 };
+    let reps = 8;
+    let src = vec![1.0f32; n];
+    let mut dst = vec![0.0f32; n];
+    let copy_secs = best_of(|| {
+        time(|| {
+            for _ in 0..reps {
+                dst.copy_from_slice(black_box(&src));
+                black_box(&mut dst);
+            }
+        })
+        .1
+    });
+    let memcpy_gbps = (reps * n * 4) as f64 / copy_secs / 1e9;
+
+    let mut acc = Tile::filled(F32, n, 1.0);
+    let other = Tile::filled(F32, n, 2.0);
+    acc.reduce_in_place(&other, ReduceOp::Sum).unwrap();
+    let add_secs = best_of(|| {
+        time(|| {
+            for _ in 0..reps {
+                acc.reduce_in_place(&other, ReduceOp::Sum).unwrap();
+            }
+        })
+        .1
+    });
+    let add_gbps = (reps * n * 4) as f64 / add_secs / 1e9;
+    let m = Machine { push_pop_ns, memcpy_gbps, add_gbps };
+    println!("{}", figure("machine: VecDeque push+pop", m.push_pop_ns, "ns", Goal::None, "one core"));
+    println!(
+        "{}",
+        figure("machine: memcpy", m.memcpy_gbps, "GB/s", Goal::None, &format!("{} MiB buffers", (n * 4) >> 20))
+    );
+    println!("{}", figure("machine: in-place f32 add", m.add_gbps, "GB/s", Goal::None, "Tile::reduce_in_place"));
+    m
+}
+
+/// ns per message of `kernel` on a two-PE system with queues `depth` deep, untimed, and the messages.
+fn per_message_ns(kernel: &KernelDef, count: u64, depth: usize, timing: Option<Timing>) -> f64 {
+    let spec = json!({"sips": 1, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 2, "ipcq_depth": depth});
+    let system = System::from_json_str(&spec.to_string()).unwrap();
+    let run = MockRun::new(&system, "ring_1d", "all_pes", kernel).params(json!({ "count": count })).timing(timing);
+    best_of(|| {
+        let (report, secs) = time(|| run.run().unwrap());
+        secs * 1e9 / report.totals().messages_sent as f64
+    })
+}
+
+fn messages(m: &Machine, count: u64) -> f64 {
+    // A round moves at most `depth` messages per queue, so shallow queues show the per-round cost of
+    // the executor and deep ones the per-message cost of send and recv.
+    let mut depth4 = 0.0;
+    for (depth, target) in [(4, 50.0), (64, 30.0)] {
+        let ns = per_message_ns(&stream::KERNEL, count, depth, None);
+        let note = format!("{:.1}x push+pop; {count} messages", ns / m.push_pop_ns);
+        let label = format!("untimed send+recv, streaming, queue depth {depth}");
+        println!("{}", figure(&label, ns, "ns/msg", Goal::AtMost(target), &note));
+        if depth == 4 {
+            depth4 = ns;
+        }
+    }
+    let ns = per_message_ns(&ping_pong::KERNEL, count / 4, 4, None);
+    let note = format!("{:.1}x push+pop; a round trip per message", ns / m.push_pop_ns);
+    println!("{}", figure("untimed ping-pong, queue depth 4", ns, "ns/msg", Goal::None, &note));
+    depth4
+}
+
+/// The timing model's cost: the same stream (depth 4) timed.
+fn timing(m: &Machine, count: u64, untimed_ns: f64) {
+    let timed_ns = per_message_ns(&stream::KERNEL, count, 4, Some(Timing::default()));
+    let note = format!("{:.2} ns/msg, {:.1}x push+pop", timed_ns, timed_ns / m.push_pop_ns);
+    println!("{}", figure("timed streaming, queue depth 4", 1e3 / timed_ns, "M msg/s", Goal::AtLeast(15.0), &note));
+    let note = format!("{timed_ns:.1} vs {untimed_ns:.1} ns/msg");
+    println!("{}", figure("timed / untimed cost per message", timed_ns / untimed_ns, "x", Goal::AtMost(1.5), &note));
+}
+
+/// The ring all-reduce of 64 MiB f32 on each of 8 PEs, its reduced bytes per second over the in-place
+/// add's: the first call (which also pays for the OS handing the process fresh memory), then the best
+/// of [`RUNS`] more, as any program that runs more than one collective sees.
+fn reduce(m: &Machine) {
+    let per_pe_bytes = if quick() { 4 << 20 } else { 64 << 20 };
+    let system = System::shape(1, 1, 1, 8).unwrap();
+    let plan = InstallPlan::build(&system, "ring_1d", "all_pes").unwrap();
+    let params = json!({"chunks": 1});
+    let kernel = kernbench::algorithms::ring_allreduce::KERNEL.instantiate(params.as_object().unwrap()).unwrap();
+    let buffers = || -> Vec<PeBuffers> {
+        (0..8)
+            .map(|rank| {
+                let input = Tile::filled(F32, per_pe_bytes / 4, rank as f64);
+                PeBuffers { output: input.clone(), input }
+            })
+            .collect()
+    };
+    let mut reduced_bytes = 0.0;
+    let mut run_once = || {
+        let inputs = buffers();
+        let (report, secs) = time(|| Runtime::new(&system).run(&plan, &*kernel, inputs, Call::default()).unwrap());
+        reduced_bytes = report.totals().reduced_elements as f64 * 4.0;
+        secs
+    };
+    let cold = run_once();
+    let warm = best_of(&mut run_once);
+    let mib = per_pe_bytes >> 20;
+    for (label, secs, target) in [("warm", warm, 0.8), ("first call", cold, 0.4)] {
+        let gbps = reduced_bytes / secs / 1e9;
+        let label = format!("ring all-reduce {mib} MiB f32 x 8 PEs, {label}");
+        let note = format!("reduced / add bandwidth: {gbps:.2} / {:.2} GB/s, {secs:.3} s", m.add_gbps);
+        println!("{}", figure(&label, gbps / m.add_gbps, "ratio", Goal::AtLeast(target), &note));
+    }
+}
+
+/// The race detector's cost on the one-sided one-shot all-reduce at 1 MiB per rank on the built-in
+/// system (4 SIPs, a PE each): with it on against off, best of a few runs each.
+fn race_detector() {
+    let system = System::builtin();
+    let kernel = &kernbench::algorithms::symmetric_one_shot_allreduce::KERNEL;
+    let elements = if quick() { 1 << 16 } else { 1 << 18 };
+    let run = |on: bool| {
+        let run = MockRun::new(&system, "full", "leader_only", kernel)
+            .inputs(|_, rank| Tile::filled(F32, elements, rank as f64))
+            .race_detector(on);
+        best_of(|| time(|| run.run().unwrap()).1)
+    };
+    let (on, off) = (run(true), run(false));
+    let note = format!("one-sided one-shot, 1 MiB per rank: {:.2} vs {:.2} ms", on * 1e3, off * 1e3);
+    println!("{}", figure("race detector on / off", on / off, "x", Goal::AtMost(2.0), &note));
+}
+
+/// The hierarchical all-reduce over 1,048,576 PEs (64 SIPs of 16x16 cubes of 64 PEs), 16 B each: one
+/// run on one thread (with its peak memory) and one on two.
+fn million_pes() {
+    let (sips, w, h, pes) = if quick() { (4, 4, 4, 64) } else { (64, 16, 16, 64) };
+    let system = System::shape(sips, w, h, pes).unwrap();
+    let kernel = &kernbench::algorithms::hierarchical_allreduce::KERNEL;
+    let total = system.total_pes();
+    let mut secs_by_threads = Vec::new();
+    for threads in [1, 2] {
+        let run = MockRun::new(&system, "hierarchical_3level", "all_pes", kernel)
+            .params(json!({"chunks": 1}))
+            .inputs(|_, _| Tile::filled(F32, 4, 1.0))
+            .threads(threads);
+        reset_peak_rss();
+        let (report, secs) = time(|| run.run().unwrap());
+        let peak = peak_rss_gib();
+        assert!(report.pes().iter().all(|p| p.output == Tile::filled(F32, 4, total as f64)));
+        let label = format!("hierarchical all-reduce, {total} PEs, {threads} thread(s)");
+        let note = format!("{} rounds, peak RSS {peak:.2} GiB", report.rounds());
+        let goal = if threads == 1 { Goal::AtMost(6.0) } else { Goal::None };
+        println!("{}", figure(&label, secs, "s", goal, &note));
+        if threads == 1 {
+            println!("{}", figure("same, peak memory (1 thread)", peak, "GiB", Goal::AtMost(2.0), "VmHWM of the run"));
+        }
+        secs_by_threads.push(secs);
+    }
+    let speedup = secs_by_threads[0] / secs_by_threads[1];
+    println!("{}", figure("same, 2 threads / 1 thread speed-up", speedup, "x", Goal::AtLeast(1.85), "2 cores"));
+}
+
+/// Runs `kernbench` (the CLI binary built beside this benchmark) with `args` to completion, and returns
+/// its wall time in seconds and peak resident memory in GiB.
+#[allow(clippy::zombie_processes, reason = "waited for by wait4, which also gives its peak memory")]
+fn cli_process(args: &[&str]) -> (f64, f64) {
+    let start = Instant::now();
+    let child = Command::new(env!("CARGO_BIN_EXE_kernbench"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start kernbench");
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to overwrite.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child, writing into the two locals above; `child` is not waited on
+    // again (it is dropped without `wait`).
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    let secs = start.elapsed().as_secs_f64();
+    assert!(pid > 0 && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "kernbench {args:?} failed");
+    // ru_maxrss is in KiB on Linux.
+    (secs, usage.ru_maxrss as f64 * 1024.0 / GIB)
+}
+
+/// `kernbench bench all_reduce --algos ring --sizes 1M` as a whole process: its wall time on a ring of
+/// 1,024 SIPs and of 16 (the shipped `ring16.json` with more SIPs), and its peak memory at 1,024.
+fn cli() {
+    let ring16 = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/systems/ring16.json");
+    let spec = std::fs::read_to_string(ring16).expect("configs/systems/ring16.json");
+    let big = if quick() { 64 } else { 1024 };
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let path = dir.path().join(format!("ring{big}.json"));
+    std::fs::write(&path, spec.replace("\"sips\": 16", &format!("\"sips\": {big}"))).unwrap();
+    let path = path.to_str().unwrap();
+    for (sips, system, target) in [(big, path, 1.5), (16, ring16, 0.02)] {
+        let args = ["bench", "all_reduce", "--algos", "ring", "--sizes", "1M", "--system", system];
+        let mut peak = 0.0f64;
+        let secs = best_of(|| {
+            let (secs, rss) = cli_process(&args);
+            peak = peak.max(rss);
+            secs
+        });
+        let label = format!("kernbench bench ring all-reduce 1 MiB, {sips} SIPs");
+        println!("{}", figure(&label, secs, "s", Goal::AtMost(target), "wall, whole process"));
+        if sips == big {
+            let label = format!("same, peak memory, {sips} ranks x 1 MiB");
+            println!("{}", figure(&label, peak, "GiB", Goal::AtMost(2.5), "whole process"));
+        }
+    }
+}
+
+/// Whether section `name` runs: all of them, or those named in `KERNBENCH_BENCH_ONLY`.
+fn section(name: &str) -> bool {
+    std::env::var("KERNBENCH_BENCH_ONLY").map_or(true, |only| only.split(',').any(|s| s == name))
+}
+
+fn main() {
+    kernbench::sim::keep_freed_memory();
+    let count = if quick() { 100_000 } else { 2_000_000 };
+    println!("{}", lines::header());
+    let m = machine();
+    let mut untimed_ns = None;
+    if section("messages") {
+        untimed_ns = Some(messages(&m, count));
+    }
+    if section("timing") {
+        let untimed = untimed_ns.unwrap_or_else(|| per_message_ns(&stream::KERNEL, count, 4, None));
+        timing(&m, count, untimed);
+    }
+    if section("reduce") {
+        reduce(&m);
+    }
+    if section("race") {
+        race_detector();
+    }
+    if section("million") {
+        million_pes();
+    }
+    if section("cli") {
+        cli();
+    }
+}
