@@ -49,7 +49,7 @@ pub use files::MAX_FILE_BYTES;
 pub use names::{Builtin, NamedItem, UnknownName};
 pub use plan::{
     DistTensor, DpPolicy, FULL_MAX_PARTICIPANTS, HYPERCUBE_MAX_PARTICIPANTS, InstallPlan, Layout, LayoutError,
-    LayoutKind, LinksByPeer, MAPPERS, MapperFn, NeighborTableEntry, PeInstall, PlanError, SipPlan, Split, TOPOLOGIES,
+    LayoutKind, MAPPERS, MapperFn, NeighborTableEntry, PeInstall, PlanError, PlanLinks, SipPlan, Split, TOPOLOGIES,
     Topology, TopologyFn, VALIDATORS, ValidationError, ValidatorFn, all_pes, any, check_plan, cube_leaders,
     double_binary_tree, full, hierarchical_3level, hypercube, intercube, leader_only, mapper_by_name, mesh_2d,
     mesh_2d_grid, multi_pe_sip_local, replicated, ring_1d, single_shard, topology_by_name, tree, validator_by_name,

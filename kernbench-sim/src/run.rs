@@ -24,7 +24,7 @@ use kernbench_core::postcondition::{CallFacts, PostconditionError, starting_outp
 use kernbench_core::provenance::{self, Exactness};
 use kernbench_core::tl::{self, MAX_GENERATION, TlContext, message_generation};
 use kernbench_core::{
-    Group, InstallPlan, KernelError, Launch, LinksByPeer, Op, PeId, ReduceOp, System, Tile, Tl, check_plan,
+    Group, InstallPlan, KernelError, Launch, Op, PeId, PlanLinks, ReduceOp, System, Tile, Tl, check_plan,
 };
 use rayon::prelude::*;
 
@@ -312,7 +312,7 @@ impl<'s> Runtime<'s> {
             None
         };
         quiet_kernel_panics();
-        let (queues, ports) = install_queues(plan, self.system.ipcq_depth(), channels);
+        let (queues, ports) = install_queues(self.system, plan, self.system.ipcq_depth(), channels);
         let network = self
             .timing
             .as_ref()
@@ -334,20 +334,22 @@ impl<'s> Runtime<'s> {
                 one_sided: None,
             })
             .collect();
-        let lane_states = pes
-            .iter()
-            .zip(&lanes)
-            .flat_map(|(&pe, &n)| (0..n as u32).map(move |lane| (pe, lane)))
-            .map(|(pe, lane)| LaneState {
-                lane,
-                figures: PeFigures::default(),
-                generation: message_generation(call.generation, 1),
-                clock: Clock::new(self.system, self.timing.as_ref(), pe),
-                failure: None,
-                watch: Watch { loops_left: self.budget.loops, steps: 0, last: None },
-                one_sided: None,
-            })
-            .collect::<Vec<_>>();
+        // Sized up front: a flattened iterator does not know its length, and growing by doubling
+        // copies a million lanes' states again and again.
+        let mut lane_states = Vec::with_capacity(first_task[pes.len()] as usize);
+        let lane_state_list =
+            pes.iter().zip(&lanes).flat_map(|(&pe, &n)| (0..n as u32).map(move |lane| (pe, lane))).map(|(pe, lane)| {
+                LaneState {
+                    lane,
+                    figures: PeFigures::default(),
+                    generation: message_generation(call.generation, 1),
+                    clock: Clock::new(self.system, self.timing.as_ref(), pe),
+                    failure: None,
+                    watch: Watch { loops_left: self.budget.loops, steps: 0, last: None },
+                    one_sided: None,
+                }
+            });
+        lane_states.extend(lane_state_list);
         let tasks = lane_states.len();
         let task_rank = lanes.iter().enumerate().flat_map(|(rank, &n)| std::iter::repeat_n(rank as u32, n)).collect();
         let mut exec = Execution {
@@ -1155,9 +1157,9 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 /// [`check_plan`]. The queues a PE sends into on direction `d` are those its peer receives from on the
 /// direction that pairs with `d` and names the PE back (the check makes it unique); an edge's channels
 /// are consecutive queues.
-fn install_queues(plan: &InstallPlan, depth: usize, channels: usize) -> (Vec<Queue>, Vec<Vec<Port>>) {
+fn install_queues(system: &System, plan: &InstallPlan, depth: usize, channels: usize) -> (Vec<Queue>, Vec<Vec<Port>>) {
     let installs: Vec<_> = plan.participants().collect();
-    let by_peer = LinksByPeer::new(installs.iter().copied());
+    let by_peer = PlanLinks::new(system, installs.iter().copied());
     let mut ports: Vec<Vec<Port>> = installs
         .iter()
         .map(|i| {
@@ -1170,7 +1172,7 @@ fn install_queues(plan: &InstallPlan, depth: usize, channels: usize) -> (Vec<Que
     let mut queues = Vec::with_capacity(installs.iter().map(|i| i.neighbors.len()).sum::<usize>() * channels);
     for (rank, install) in installs.iter().enumerate() {
         for (i, entry) in install.neighbors.iter().enumerate() {
-            let Ok(peer) = installs.binary_search_by_key(&entry.peer, |p| p.pe) else { continue };
+            let Some(peer) = by_peer.rank(entry.peer) else { continue };
             let back = by_peer.to(peer, install.pe).find(|&(d, _)| entry.direction.pairs_with(d));
             let Some((recv_dir, back)) = back else { continue };
             let first = queues.len() as u32;

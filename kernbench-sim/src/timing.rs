@@ -424,20 +424,25 @@ impl Network {
         system: &System,
         timing: &Timing,
         pes: &[PeId],
-        queues: impl Iterator<Item = (u32, u32)>,
+        queues: impl ExactSizeIterator<Item = (u32, u32)>,
     ) -> Network {
+        // Sized up front: grown by doubling, a million PEs' routes were copied and faulted in again
+        // and again. Most routes are one channel, each its own (a neighbour link).
+        let n = queues.len();
+        let mut route_start = Vec::with_capacity(n + 1);
+        route_start.push(0);
         let mut network = Network {
             routing: timing.routing,
-            keys: Vec::new(),
-            channels: Vec::new(),
-            route_start: vec![0],
-            route_channels: Vec::new(),
-            route_latency: Vec::new(),
+            keys: Vec::with_capacity(n),
+            channels: Vec::with_capacity(n),
+            route_start,
+            route_channels: Vec::with_capacity(n),
+            route_latency: Vec::with_capacity(n),
             forget_at: 2 * FORGET_ABOVE,
             forget_due: false,
         };
         // Routes are interned channel by channel, a billion lookups on a big system: a fast hash.
-        let mut index: FxHashMap<Channel, u32> = FxHashMap::default();
+        let mut index: FxHashMap<Channel, u32> = FxHashMap::with_capacity_and_hasher(n, Default::default());
         for (sender, receiver) in queues {
             let route = system.route(pes[sender as usize], pes[receiver as usize]);
             let mut latency = 0.0;

@@ -514,10 +514,12 @@ impl Tile {
         Ok(())
     }
 
-    /// Copies `src` into this tile at `offset`, copying first if the buffer is shared.
+    /// Copies `src` into this tile at `offset`; a shared buffer is left as it is and this tile gets a
+    /// new one, holding `src` there and the rest as it was.
     ///
     /// # Errors
-    /// [`TileError::DtypeMismatch`], or [`TileError::OutOfRange`] when `src` does not fit.
+    /// [`TileError::DtypeMismatch`], or [`TileError::OutOfRange`] when `src` does not fit;
+    /// [`TileError::OutOfMemory`] when a shared buffer's replacement cannot be allocated.
     pub fn write_at(&mut self, offset: usize, src: &Tile) -> Result<(), TileError> {
         if self.dtype() != src.dtype() {
             return Err(TileError::DtypeMismatch { left: self.dtype(), right: src.dtype() });
@@ -532,8 +534,19 @@ impl Tile {
             return Ok(());
         }
         with_element!(self.dtype(), T => {
-            // `typed_mut` copies a shared buffer first, so `src` never aliases what is written.
-            self.typed_mut::<T>()[offset..end].copy_from_slice(src.typed::<T>());
+            if Arc::get_mut(&mut self.data).is_some() {
+                // A uniquely held buffer cannot alias `src` (which would hold a second reference).
+                self.typed_mut::<T>()[offset..end].copy_from_slice(src.typed::<T>());
+            } else {
+                // A shared one is rebuilt in one pass around `src`, not copied whole and then partly
+                // overwritten.
+                let old = self.typed::<T>();
+                let mut new: Vec<T> = buffer(self.len)?;
+                new.extend_from_slice(&old[..offset]);
+                new.extend_from_slice(src.typed::<T>());
+                new.extend_from_slice(&old[end..]);
+                *self = Tile::from_vec(new);
+            }
         });
         Ok(())
     }

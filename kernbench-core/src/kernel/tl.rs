@@ -684,6 +684,11 @@ impl Tl {
     /// # Errors
     /// As [`Tl::store_at`], for the first part that does not fit.
     pub fn store_parts_at(&self, buffer: Buffer, offset: usize, parts: &[Tile]) -> Result<(), KernelError> {
+        if offset == 0 && parts.iter().map(Tile::len).sum::<usize>() == self.buffer_len(buffer)? {
+            // The whole buffer: one new buffer of the parts, where writing them into the old one would
+            // first copy what they are about to replace.
+            return self.store(buffer, &self.concat(parts)?);
+        }
         with(|b| {
             let mut at = offset;
             for part in parts {

@@ -503,6 +503,12 @@ impl System {
         pe.sip < sips && pe.cube < cubes && pe.pe < pes
     }
 
+    /// The PE's place in [`System::all_pes`] (`0..total_pes`), or `None` when the system has no such PE.
+    pub fn pe_index(&self, pe: PeId) -> Option<usize> {
+        self.contains(pe)
+            .then(|| (pe.sip as usize * self.cubes_per_sip() + pe.cube as usize) * self.pes_per_cube() + pe.pe as usize)
+    }
+
     /// A short description of the shape, for messages: `2 SIPs x 1x2 cubes x 4 PEs`.
     pub fn describe(&self) -> String {
         let (w, h) = self.mesh();

@@ -207,8 +207,8 @@ pub enum PlanError {
 
 impl InstallPlan {
     /// Every participating PE, in rank order.
-    pub fn participants(&self) -> impl Iterator<Item = &PeInstall> + '_ {
-        self.sips.iter().flat_map(|s| s.pes.iter())
+    pub fn participants(&self) -> impl ExactSizeIterator<Item = &PeInstall> + '_ {
+        Counted { inner: self.sips.iter().flat_map(|s| s.pes.iter()), left: self.len() }
     }
 
     /// The number of participating PEs.
@@ -322,28 +322,67 @@ impl InstallPlan {
     }
 }
 
-/// Every participant's links sorted by peer, in one list: the links from a participant back to a PE
-/// are a binary search away (`full` topologies have a thousand links per PE), and a million-PE plan
-/// takes two allocations, not a million.
+/// An iterator that knows how many items it has left, so what is collected from it is allocated once:
+/// a million participants, collected by doubling, were copied twenty times.
+struct Counted<I> {
+    inner: I,
+    left: usize,
+}
+
+impl<I: Iterator> Iterator for Counted<I> {
+    type Item = I::Item;
+
+    fn next(&mut self) -> Option<I::Item> {
+        let item = self.inner.next()?;
+        self.left -= 1;
+        Some(item)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl<I: Iterator> ExactSizeIterator for Counted<I> {}
+
+/// Where a plan's participants sit, for questions asked once per link of a large plan: the rank of a
+/// PE is a lookup, and the links from a participant back to a PE a binary search in its links sorted
+/// by peer (`full` topologies have a thousand links per PE). A million-PE plan takes three
+/// allocations, not a million.
 #[derive(Debug)]
-pub struct LinksByPeer {
+pub struct PlanLinks {
+    /// Per PE of the system ([`System::pe_index`]), its rank, or `u32::MAX` when it does not take part.
+    rank_of: Vec<u32>,
+    /// The system's shape, to find a PE's index.
+    system: System,
     /// Participant `i`'s links are `links[starts[i]..starts[i + 1]]`.
     starts: Vec<usize>,
     /// (peer, direction, index in the participant's neighbour table).
     links: Vec<(PeId, Direction, usize)>,
 }
 
-impl LinksByPeer {
-    /// The links of `participants`, in rank order.
-    pub fn new<'a>(participants: impl Iterator<Item = &'a PeInstall>) -> LinksByPeer {
+impl PlanLinks {
+    /// The index of `participants` (in rank order, each in `system`) on `system`.
+    pub fn new<'a>(system: &System, participants: impl Iterator<Item = &'a PeInstall>) -> PlanLinks {
+        let mut rank_of = vec![u32::MAX; system.total_pes()];
         let (mut starts, mut links) = (vec![0], Vec::new());
-        for install in participants {
+        for (rank, install) in participants.enumerate() {
+            if let Some(i) = system.pe_index(install.pe) {
+                // A plan has at most System::MAX_PES participants: far below u32::MAX.
+                rank_of[i] = rank as u32;
+            }
             let from = links.len();
             links.extend(install.neighbors.iter().enumerate().map(|(i, e)| (e.peer, e.direction, i)));
             links[from..].sort_unstable();
             starts.push(links.len());
         }
-        LinksByPeer { starts, links }
+        PlanLinks { rank_of, system: system.clone(), starts, links }
+    }
+
+    /// The rank of `pe`, or `None` when it does not take part (or is not in the system).
+    pub fn rank(&self, pe: PeId) -> Option<usize> {
+        let rank = *self.rank_of.get(self.system.pe_index(pe)?)?;
+        (rank != u32::MAX).then_some(rank as usize)
     }
 
     /// The links of the participant of rank `rank` whose peer is `pe`: each one's direction and index
@@ -387,8 +426,7 @@ pub fn check_plan(plan: &InstallPlan, system: &System) -> Result<(), PlanError> 
     if participants.is_empty() {
         return Err(PlanError::NoParticipants);
     }
-    let index_of = |pe: PeId| participants.binary_search_by_key(&pe, |p| p.pe).ok();
-    let by_peer = LinksByPeer::new(participants.iter().copied());
+    let by_peer = PlanLinks::new(system, participants.iter().copied());
     let mut directions: Vec<(Direction, usize)> = Vec::new();
     for install in &participants {
         let pe = install.pe;
@@ -407,7 +445,7 @@ pub fn check_plan(plan: &InstallPlan, system: &System) -> Result<(), PlanError> 
             if !system.contains(peer) {
                 return Err(PlanError::PeerNotInSystem { pe, direction, peer, system: system.describe() });
             }
-            let far = index_of(peer).ok_or(PlanError::PeerNotParticipant { pe, direction, peer })?;
+            let far = by_peer.rank(peer).ok_or(PlanError::PeerNotParticipant { pe, direction, peer })?;
             let back = || by_peer.to(far, pe).map(|(d, _)| d);
             // Exactly one link back pairs with this one; the lists are made only to name a failure.
             match back().filter(|&d| direction.pairs_with(d)).count() {

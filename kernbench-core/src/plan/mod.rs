@@ -19,7 +19,7 @@ mod topology;
 mod validator;
 pub mod workload;
 
-pub use install::{InstallPlan, LinksByPeer, NeighborTableEntry, PeInstall, PlanError, SipPlan, check_plan};
+pub use install::{InstallPlan, NeighborTableEntry, PeInstall, PlanError, PlanLinks, SipPlan, check_plan};
 pub use layout::{DistTensor, DpPolicy, Layout, LayoutError, LayoutKind, Split};
 pub use mapper::{MAPPERS, MapperFn, all_pes, cube_leaders, leader_only, mapper_by_name};
 pub use topology::{
