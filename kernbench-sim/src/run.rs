@@ -117,6 +117,14 @@ impl ReadyLists {
     }
 }
 
+/// `x` as an integer in [`f64::total_cmp`]'s order: a sort key compared in one instruction, where a
+/// float's order is a call.
+fn total_order(x: f64) -> i64 {
+    let bits = x.to_bits() as i64;
+    // Negative floats count down as their bits count up: flip every bit but the sign.
+    bits ^ ((((bits >> 63) as u64) >> 1) as i64)
+}
+
 /// Puts a round's woken runnables in task order (so rank order, each PE's lanes together). When many
 /// of the run's tasks are woken, as in a ring where every PE steps each round, it places each at its
 /// task's slot in `by_task` (as long as the run has tasks) and reads them back in one pass, linear where
@@ -740,11 +748,7 @@ impl Execution<'_> {
     /// its arrival time. Sequential, in a fixed order, so times do not depend on the thread count.
     fn place_transfers(&mut self, transfers: &mut [Transfer]) {
         let Some(network) = &mut self.network else { return };
-        transfers.sort_unstable_by(|a, b| {
-            a.depart_ns
-                .total_cmp(&b.depart_ns)
-                .then((a.sender, a.queue, a.position).cmp(&(b.sender, b.queue, b.position)))
-        });
+        transfers.sort_unstable_by_key(|t| (total_order(t.depart_ns), t.sender, t.queue, t.position));
         for t in transfers.iter() {
             if t.position & ONE_SIDED != 0 {
                 let state = self.states.get(t.sender as usize);
@@ -1187,4 +1191,33 @@ fn install_queues(system: &System, plan: &InstallPlan, depth: usize, channels: u
         list.sort_unstable_by_key(|p| p.key);
     }
     (queues, ports)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::total_order;
+
+    #[test]
+    fn total_order_sorts_as_total_cmp_does() {
+        let values = [
+            f64::NAN,
+            -f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            0.0,
+            -0.0,
+            1.5,
+            -1.5,
+            f64::MIN_POSITIVE,
+            -f64::MIN_POSITIVE,
+            1e300,
+            -1e300,
+            2.0,
+        ];
+        let mut by_key = values;
+        by_key.sort_by_key(|&x| total_order(x));
+        let mut by_cmp = values;
+        by_cmp.sort_by(f64::total_cmp);
+        assert_eq!(by_key.map(f64::to_bits), by_cmp.map(f64::to_bits));
+    }
 }
