@@ -264,20 +264,24 @@ fn million_run(threads: usize) -> (f64, u64, f64) {
 }
 
 /// The hierarchical all-reduce over 1,048,576 PEs on one thread (with its peak memory) and on two,
-/// each in a process of its own ([`MILLION_RUN`]).
+/// each run in a process of its own ([`MILLION_RUN`]), best of [`RUNS`].
 fn million_pes() {
     let total = million_system().total_pes();
     let mut secs_by_threads = Vec::new();
     for threads in [1, 2] {
-        let output = Command::new(std::env::current_exe().expect("this benchmark's path"))
-            .env(MILLION_RUN, threads.to_string())
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("run the benchmark again");
-        assert!(output.status.success(), "the million-PE run on {threads} thread(s) failed");
-        let text = String::from_utf8_lossy(&output.stdout);
-        let figures: Vec<f64> = text.split_whitespace().map(|t| t.parse().expect("a figure")).collect();
-        let [secs, rounds, peak] = figures[..] else { panic!("unexpected output `{text}`") };
+        let (mut secs, mut rounds, mut peak) = (f64::INFINITY, 0.0, f64::INFINITY);
+        for _ in 0..RUNS {
+            let output = Command::new(std::env::current_exe().expect("this benchmark's path"))
+                .env(MILLION_RUN, threads.to_string())
+                .stderr(Stdio::inherit())
+                .output()
+                .expect("run the benchmark again");
+            assert!(output.status.success(), "the million-PE run on {threads} thread(s) failed");
+            let text = String::from_utf8_lossy(&output.stdout);
+            let figures: Vec<f64> = text.split_whitespace().map(|t| t.parse().expect("a figure")).collect();
+            let [run_secs, run_rounds, run_peak] = figures[..] else { panic!("unexpected output `{text}`") };
+            (secs, rounds, peak) = (secs.min(run_secs), run_rounds, peak.min(run_peak));
+        }
         let label = format!("hierarchical all-reduce, {total} PEs, {threads} thread(s)");
         let note = format!("{rounds} rounds, peak RSS {peak:.2} GiB, a process of its own");
         let goal = if threads == 1 { Goal::AtMost(6.0) } else { Goal::None };

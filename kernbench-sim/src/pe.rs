@@ -114,8 +114,9 @@ pub(crate) struct LaneState {
     pub(crate) generation: u64,
     /// Its simulated time.
     pub(crate) clock: Clock,
-    /// Why its kernel stopped, when it failed or panicked in the current round.
-    pub(crate) failure: Option<RunError>,
+    /// Why its kernel stopped, when it failed or panicked in the current round (boxed: a million
+    /// lanes that do not fail would each hold an error's room).
+    pub(crate) failure: Option<Box<RunError>>,
     /// What the watchdog counts.
     pub(crate) watch: Watch,
     /// Its one-sided state, once it has any.

@@ -325,6 +325,8 @@ impl<'s> Runtime<'s> {
             .timing
             .as_ref()
             .map(|timing| Network::new(self.system, timing, &pes, queues.iter().map(|q| (q.sender, q.receiver))));
+        // One empty scratch buffer for every PE until a kernel asks for one of its own.
+        let no_scratch = Tile::zeros(kernbench_core::Dtype::F32, 0);
         let states = pes
             .iter()
             .zip(ports)
@@ -335,7 +337,7 @@ impl<'s> Runtime<'s> {
                 ports,
                 input: b.input,
                 output: b.output,
-                scratch: Tile::zeros(kernbench_core::Dtype::F32, 0),
+                scratch: no_scratch.clone(),
                 touched: Vec::new(),
                 notes: BTreeMap::new(),
                 compute: (n > 1 && self.timing.is_some()).then(Bookings::default),
@@ -409,7 +411,7 @@ impl<'s> Runtime<'s> {
                     move |_| async move {
                         let result = future.await;
                         // Set once: the task completes once.
-                        let _ = results[task].set(result);
+                        let _ = results[task].set(result.map_err(Box::new));
                     },
                     schedule,
                 );
@@ -461,6 +463,10 @@ pub enum ExactRunError {
     Reference(#[from] PostconditionError),
 }
 
+/// How a task's kernel ended; an error is boxed, or a million tasks that end well would each hold an
+/// error's room.
+type Ended = Result<(), Box<KernelError>>;
+
 /// One run in progress. A PE's lanes are tasks `first_task[rank]..first_task[rank + 1]`, numbered in
 /// rank order, so sorting woken tasks groups each PE's lanes together.
 struct Execution<'p> {
@@ -476,7 +482,8 @@ struct Execution<'p> {
     queues: Vec<Queue>,
     /// Channels per directed edge.
     channels: u32,
-    results: Arc<[OnceLock<Result<(), KernelError>>]>,
+    /// Per task, how its kernel ended.
+    results: Arc<[OnceLock<Ended>]>,
     barrier: Barrier,
     /// Lanes per barrier group, counted when a group first meets.
     group_lanes: BTreeMap<u64, usize>,
@@ -557,7 +564,7 @@ impl Execution<'_> {
             if let Some(task) = outcome.failed {
                 let failure = self.lanes.get(task as usize).failure.take();
                 let failure = failure.expect("a failed poll leaves its error with the lane");
-                return Err(self.in_lane(task, failure));
+                return Err(self.in_lane(task, *failure));
             }
             sent.clear();
             match pool {
@@ -670,10 +677,10 @@ impl Execution<'_> {
             Ok(_) => match self.results[task as usize].get() {
                 None => return Polled::Pending,
                 Some(Ok(())) => return Polled::Finished,
-                Some(Err(e)) => RunError::Kernel(e.clone()),
+                Some(Err(e)) => RunError::Kernel((**e).clone()),
             },
         };
-        view.lane.failure = Some(failure);
+        view.lane.failure = Some(Box::new(failure));
         Polled::Failed
     }
 
