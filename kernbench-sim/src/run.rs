@@ -321,45 +321,53 @@ impl<'s> Runtime<'s> {
         };
         quiet_kernel_panics();
         let (queues, ports) = install_queues(self.system, plan, self.system.ipcq_depth(), channels);
-        let network = self
-            .timing
-            .as_ref()
-            .map(|timing| Network::new(self.system, timing, &pes, queues.iter().map(|q| (q.sender, q.receiver))));
-        // One empty scratch buffer for every PE until a kernel asks for one of its own.
-        let no_scratch = Tile::zeros(kernbench_core::Dtype::F32, 0);
-        let states = pes
-            .iter()
-            .zip(ports)
-            .zip(buffers)
-            .zip(&lanes)
-            .map(|(((&pe, ports), b), &n)| PeState {
-                pe,
-                ports,
-                input: b.input,
-                output: b.output,
-                scratch: no_scratch.clone(),
-                touched: Vec::new(),
-                notes: BTreeMap::new(),
-                compute: (n > 1 && self.timing.is_some()).then(Bookings::default),
-                one_sided: None,
-            })
-            .collect();
-        // Sized up front: a flattened iterator does not know its length, and growing by doubling
-        // copies a million lanes' states again and again.
-        let mut lane_states = Vec::with_capacity(first_task[pes.len()] as usize);
-        let lane_state_list =
-            pes.iter().zip(&lanes).flat_map(|(&pe, &n)| (0..n as u32).map(move |lane| (pe, lane))).map(|(pe, lane)| {
-                LaneState {
-                    lane,
-                    figures: PeFigures::default(),
-                    generation: message_generation(call.generation, 1),
-                    clock: Clock::new(self.system, self.timing.as_ref(), pe),
-                    failure: None,
-                    watch: Watch { loops_left: self.budget.loops, steps: 0, last: None },
+        let make_network = || {
+            let routes = queues.iter().map(|q| (q.sender, q.receiver));
+            self.timing.as_ref().map(|timing| Network::new(self.system, timing, &pes, routes))
+        };
+        let make_states = || {
+            // One empty scratch buffer for every PE until a kernel asks for one of its own.
+            let no_scratch = Tile::zeros(kernbench_core::Dtype::F32, 0);
+            let states: Vec<PeState> = pes
+                .iter()
+                .zip(ports)
+                .zip(buffers)
+                .zip(&lanes)
+                .map(|(((&pe, ports), b), &n)| PeState {
+                    pe,
+                    ports,
+                    input: b.input,
+                    output: b.output,
+                    scratch: no_scratch.clone(),
+                    touched: Vec::new(),
+                    notes: BTreeMap::new(),
+                    compute: (n > 1 && self.timing.is_some()).then(Bookings::default),
                     one_sided: None,
-                }
-            });
-        lane_states.extend(lane_state_list);
+                })
+                .collect();
+            // Sized up front: a flattened iterator does not know its length, and growing by doubling
+            // copies a million lanes' states again and again.
+            let mut lane_states = Vec::with_capacity(first_task[pes.len()] as usize);
+            let lane_state_list =
+                pes.iter().zip(&lanes).flat_map(|(&pe, &n)| (0..n as u32).map(move |lane| (pe, lane))).map(
+                    |(pe, lane)| LaneState {
+                        lane,
+                        figures: PeFigures::default(),
+                        generation: message_generation(call.generation, 1),
+                        clock: Clock::new(self.system, self.timing.as_ref(), pe),
+                        failure: None,
+                        watch: Watch { loops_left: self.budget.loops, steps: 0, last: None },
+                        one_sided: None,
+                    },
+                );
+            lane_states.extend(lane_state_list);
+            (states, lane_states)
+        };
+        // The network model and the PEs' states are made side by side when there is a pool.
+        let (network, (states, lane_states)) = match &pool {
+            Some(pool) => pool.install(|| rayon::join(make_network, make_states)),
+            None => (make_network(), make_states()),
+        };
         let tasks = lane_states.len();
         let task_rank = lanes.iter().enumerate().flat_map(|(rank, &n)| std::iter::repeat_n(rank as u32, n)).collect();
         let mut exec = Execution {
@@ -386,39 +394,44 @@ impl<'s> Runtime<'s> {
         let ready = Arc::new(ReadyLists { lists: (0..self.threads).map(|_| Mutex::new(Vec::new())).collect() });
         let results = Arc::clone(&exec.results);
         let extents = [self.system.sips(), self.system.cubes_per_sip(), self.system.pes_per_cube()];
-        let mut task = 0usize;
-        for (rank, (&pe, &n)) in pes.iter().zip(&lanes).enumerate() {
-            for lane in 0..n {
-                let ctx = TlContext {
-                    pe,
-                    extents,
-                    rank,
-                    size: pes.len(),
-                    op: call.op,
-                    root: call.root,
-                    generation: call.generation,
-                    lane,
-                    lanes: n,
-                    queue_depth: self.system.ipcq_depth(),
-                };
-                let future = kernel.launch(Tl::new(ctx));
-                let results = Arc::clone(&results);
-                let schedule = {
-                    let ready = Arc::clone(&ready);
-                    move |runnable| ready.push(runnable)
-                };
-                let (runnable, handle) = async_task::Builder::new().metadata(task as u32).spawn(
-                    move |_| async move {
-                        let result = future.await;
-                        // Set once: the task completes once.
-                        let _ = results[task].set(result.map_err(Box::new));
-                    },
-                    schedule,
-                );
-                handle.detach();
-                runnable.schedule();
-                task += 1;
-            }
+        let (first_task, task_rank) = (&exec.first_task, &exec.task_rank);
+        let start = |task: usize| {
+            let rank = task_rank[task] as usize;
+            let ctx = TlContext {
+                pe: pes[rank],
+                extents,
+                rank,
+                size: pes.len(),
+                op: call.op,
+                root: call.root,
+                generation: call.generation,
+                lane: task - first_task[rank] as usize,
+                lanes: lanes[rank],
+                queue_depth: self.system.ipcq_depth(),
+            };
+            let future = kernel.launch(Tl::new(ctx));
+            let results = Arc::clone(&results);
+            let schedule = {
+                let ready = Arc::clone(&ready);
+                move |runnable| ready.push(runnable)
+            };
+            let (runnable, handle) = async_task::Builder::new().metadata(task as u32).spawn(
+                move |_| async move {
+                    let result = future.await;
+                    // Set once: the task completes once.
+                    let _ = results[task].set(result.map_err(Box::new));
+                },
+                schedule,
+            );
+            handle.detach();
+            runnable.schedule();
+        };
+        // Each task's kernel and coroutine are made (and their memory first touched) on the pool's
+        // threads when there is one; the first round puts the woken tasks in task order whichever
+        // thread made them.
+        match &pool {
+            Some(pool) => pool.install(|| (0..tasks).into_par_iter().with_min_len(1024).for_each(start)),
+            None => (0..tasks).for_each(start),
         }
         exec.drive(&ready, pool.as_ref(), self.parallel_min_ready)
     }
