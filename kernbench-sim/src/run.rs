@@ -50,7 +50,7 @@ pub const PARALLEL_MIN_READY: usize = 512;
 /// 0.55 ns: 2^30 iterations took 0.59 s on the shared 2-core development machine), well within the 10 s
 /// a runaway kernel may take. The shipped kernels use far less: at most 66,690 per PE (the all-to-alls
 /// at 16 MiB per rank on the built-in system, `kernbench bench all_to_all --algos all`), a margin of
-/// about 64,000x; the million-PE hierarchical all-reduce of `benches/runtime.rs` uses none (its loops
+/// about 64,000x; the million-PE hierarchical all-reduce of `cli/benches/runtime.rs` uses none (its loops
 /// are in plain functions), and that benchmark's streaming kernel 2,000,000, a margin of about 2,000x.
 pub const DEFAULT_LOOP_BUDGET: u64 = 1 << 32;
 
@@ -61,7 +61,7 @@ pub const DEFAULT_LOOP_BUDGET: u64 = 1 << 32;
 /// build (2^24 steps took 1.8 s on the shared 2-core development machine), within the 10 s a runaway
 /// kernel may take. The shipped kernels use far less: at most 260 per PE (the all-to-alls at 16 MiB
 /// per rank on the built-in system), a margin of about 129,000x; the million-PE hierarchical
-/// all-reduce of `benches/runtime.rs` uses 12, and that benchmark's streaming kernel 2,000,000
+/// all-reduce of `cli/benches/runtime.rs` uses 12, and that benchmark's streaming kernel 2,000,000
 /// messages per PE, a margin of about 16x.
 pub const DEFAULT_STEP_BUDGET: u64 = 1 << 25;
 

@@ -61,8 +61,11 @@ impl fmt::Display for Goal {
 /// measured, or the same figure as a multiple of a reference).
 pub fn figure(label: &str, value: f64, unit: &str, goal: Goal, note: &str) -> String {
     let goal_text = goal.to_string();
-    let mark = goal.mark(value);
-    let line = format!("{label:<LABEL$} {value:>9.2} {unit:<8} {goal_text:<9} {mark:<4}  {note}");
+    let shown = format!("{value:.3}");
+    // Marked by the figure as shown, so that a reader (and the README test) comparing it with the
+    // target comes to the same mark.
+    let mark = goal.mark(shown.parse().unwrap_or(value));
+    let line = format!("{label:<LABEL$} {shown:>9} {unit:<8} {goal_text:<9} {mark:<4}  {note}");
     line.trim_end().to_owned()
 }
 

@@ -132,7 +132,7 @@ fn the_ring_modes_tune_sample_is_what_tune_prints() {
 /// a figure marked `pass` must meet its target (and one marked `miss` miss it).
 #[test]
 fn the_speed_sample_is_in_the_format_the_benchmark_prints() {
-    let sample = sample_after("`cargo bench --bench runtime` prints");
+    let sample = sample_after("`cargo bench --bench runtime` measures");
     assert!(sample.len() >= 15, "{sample:?}");
     assert_eq!(sample[0], bench_lines::header());
     for line in &sample[1..] {
