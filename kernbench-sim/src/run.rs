@@ -128,14 +128,16 @@ fn total_order(x: f64) -> i64 {
 /// Puts a round's woken runnables in task order (so rank order, each PE's lanes together). When many
 /// of the run's tasks are woken, as in a ring where every PE steps each round, it places each at its
 /// task's slot in `by_task` (as long as the run has tasks) and reads them back in one pass, linear where
-/// a sort is not; when few are, it sorts them.
+/// a sort is not; when few are (in number, or against the tasks up to the last woken), it sorts them.
 fn in_task_order(round: &mut Vec<Option<Runnable<u32>>>, by_task: &mut Vec<Option<Runnable<u32>>>) {
+    // Below this many, a sort costs less than a pass over the slots.
+    const FEW: usize = 64;
     let task = |r: &Runnable<u32>| *r.metadata() as usize;
-    let Some(last) = round.iter().flatten().map(task).max() else { return };
-    if round.len() * 8 < last {
+    let last = if round.len() < FEW { None } else { round.iter().flatten().map(task).max() };
+    let Some(last) = last.filter(|&last| round.len() * 8 >= last) else {
         round.sort_unstable_by_key(|r| r.as_ref().map(task));
         return;
-    }
+    };
     if by_task.len() <= last {
         by_task.resize_with(last + 1, || None);
     }
