@@ -32,11 +32,23 @@ pub(crate) struct Message {
     pub(crate) arrive_ns: f64,
 }
 
-/// One slot of a queue: a message, and when its credit is back with the sender.
-struct Slot {
-    message: Option<Message>,
-    /// Simulated time the slot's credit reaches the sender (0 before first use), in ns.
-    free_at_ns: f64,
+/// One slot of a queue: a message, or (free) when its credit is back with the sender. One or the
+/// other, so a slot is no larger than a message: a million-PE run has millions of them.
+enum Slot {
+    /// Free from simulated time `credit_at_ns` (0 before first use).
+    Free {
+        credit_at_ns: f64,
+    },
+    Full(Message),
+}
+
+impl Slot {
+    fn message(&self) -> Option<&Message> {
+        match self {
+            Slot::Full(message) => Some(message),
+            Slot::Free { .. } => None,
+        }
+    }
 }
 
 /// One channel of a directed neighbour edge.
@@ -91,7 +103,7 @@ impl Queue {
             head_slot: UnsafeCell::new(0),
             published_tail: UnsafeCell::new(0),
             published_head: UnsafeCell::new(0),
-            slots: (0..depth).map(|_| UnsafeCell::new(Slot { message: None, free_at_ns: 0.0 })).collect(),
+            slots: (0..depth).map(|_| UnsafeCell::new(Slot::Free { credit_at_ns: 0.0 })).collect(),
         }
     }
 
@@ -134,7 +146,9 @@ impl Queue {
             let slot = &mut *self.slots[*index].get();
             (index, slot)
         };
-        slot.message = Some(make(slot.free_at_ns));
+        // Below `depth` in flight, the slot at `tail` is free.
+        let Slot::Free { credit_at_ns } = *slot else { return false };
+        *slot = Slot::Full(make(credit_at_ns));
         *tail += 1;
         *slot_index = self.next_slot(*slot_index);
         true
@@ -151,7 +165,7 @@ impl Queue {
             if *self.head.get() == *self.published_tail.get() {
                 return None;
             }
-            (*self.slots[*self.head_slot.get()].get()).message.as_ref()
+            (*self.slots[*self.head_slot.get()].get()).message()
         }
     }
 
@@ -187,10 +201,12 @@ impl Queue {
             }
             let index = &mut *self.head_slot.get();
             let slot = &mut *self.slots[*index].get();
-            slot.free_at_ns = credit_at_ns;
             *head += 1;
             *index = self.next_slot(*index);
-            slot.message.take()
+            match std::mem::replace(slot, Slot::Free { credit_at_ns }) {
+                Slot::Full(message) => Some(message),
+                Slot::Free { .. } => None,
+            }
         }
     }
 
@@ -207,7 +223,10 @@ impl Queue {
     #[allow(clippy::mut_from_ref)]
     pub(crate) unsafe fn message_mut(&self, position: u64) -> Option<&mut Message> {
         // SAFETY: the caller excludes every other access.
-        unsafe { (*self.slots[(position % self.depth()) as usize].get()).message.as_mut() }
+        match unsafe { &mut *self.slots[(position % self.depth()) as usize].get() } {
+            Slot::Full(message) => Some(message),
+            Slot::Free { .. } => None,
+        }
     }
 
     /// Publishes the sender's side: messages pushed so far become receivable. Returns the positions
@@ -247,7 +266,7 @@ impl Queue {
         let (head, tail, depth) = (*self.head.get_mut(), *self.tail.get_mut(), self.depth());
         (head..tail)
             .filter_map(|position| {
-                let message = self.slots[(position % depth) as usize].get_mut().message.as_ref();
+                let message = self.slots[(position % depth) as usize].get_mut().message();
                 message.map(|m| (m.tile.dtype(), m.tile.len(), m.generation))
             })
             .collect()

@@ -398,7 +398,6 @@ struct ChannelState {
     busy: Bookings,
     bytes: u64,
     busy_ns: f64,
-    spans: Option<Vec<Span>>,
 }
 
 /// Every channel the run's queues route over, and each queue's route.
@@ -406,6 +405,9 @@ pub(crate) struct Network {
     routing: Routing,
     keys: Vec<Channel>,
     channels: Vec<ChannelState>,
+    /// Per channel, its transfers, when the run is traced (beside the channels, not in them: an
+    /// untraced million-PE run would hold an empty list per channel).
+    spans: Option<Vec<Vec<Span>>>,
     /// Queue `q`'s channels are `route_channels[route_start[q]..route_start[q + 1]]`.
     route_start: Vec<usize>,
     route_channels: Vec<u32>,
@@ -435,6 +437,7 @@ impl Network {
             routing: timing.routing,
             keys: Vec::with_capacity(n),
             channels: Vec::with_capacity(n),
+            spans: timing.trace.then(Vec::new),
             route_start,
             route_channels: Vec::with_capacity(n),
             route_latency: Vec::with_capacity(n),
@@ -457,8 +460,10 @@ impl Network {
                         busy: Bookings::default(),
                         bytes: 0,
                         busy_ns: 0.0,
-                        spans: timing.trace.then(Vec::new),
                     });
+                    if let Some(spans) = &mut network.spans {
+                        spans.push(Vec::new());
+                    }
                     (network.keys.len() - 1) as u32
                 });
                 network.route_channels.push(id);
@@ -486,8 +491,8 @@ impl Network {
             self.forget_due |= ch.busy.len() > self.forget_at;
             ch.bytes += bytes;
             ch.busy_ns += end - start;
-            if let Some(spans) = &mut ch.spans {
-                spans.push(Span { kind: SpanKind::Transfer, start_ns: start, end_ns: end, bytes });
+            if let Some(spans) = &mut self.spans {
+                spans[id as usize].push(Span { kind: SpanKind::Transfer, start_ns: start, end_ns: end, bytes });
             }
             head = start + ch.latency_ns;
             tail = end + ch.latency_ns;
@@ -513,13 +518,14 @@ impl Network {
         // Counted first: a filtered iterator does not know its length, and a million channels' times
         // collected by doubling were copied again and again.
         let mut times = Vec::with_capacity(self.channels.iter().filter(|ch| ch.bytes > 0).count());
-        let used = self.keys.iter().zip(&mut self.channels).filter(|(_, ch)| ch.bytes > 0);
-        times.extend(used.map(|(&channel, ch)| ChannelTime {
+        let used = self.keys.iter().zip(&self.channels).enumerate().filter(|(_, (_, ch))| ch.bytes > 0);
+        let spans = &mut self.spans;
+        times.extend(used.map(|(id, (&channel, ch))| ChannelTime {
             channel,
             bytes: ch.bytes,
             busy_ns: ch.busy_ns,
             utilization: if completion > 0.0 { ch.busy_ns / completion } else { 0.0 },
-            spans: ch.spans.take().unwrap_or_default(),
+            spans: spans.as_mut().map(|spans| std::mem::take(&mut spans[id])).unwrap_or_default(),
         }));
         times
     }
