@@ -126,9 +126,9 @@ fn total_order(x: f64) -> i64 {
 }
 
 /// Puts a round's woken runnables in task order (so rank order, each PE's lanes together). When many
-/// of the run's tasks are woken, as in a ring where every PE steps each round, it places each at its
-/// task's slot in `by_task` (as long as the run has tasks) and reads them back in one pass, linear where
-/// a sort is not; when few are (in number, or against the tasks up to the last woken), it sorts them.
+/// of the run's tasks are woken, as in a ring where every PE steps each round, it puts each in its
+/// task's slot of `by_task` and reads the slots back in one pass, linear where a sort is not; when few
+/// are (in number, or against the tasks up to the last one woken), it sorts them.
 fn in_task_order(round: &mut Vec<Option<Runnable<u32>>>, by_task: &mut Vec<Option<Runnable<u32>>>) {
     // Below this many, a sort costs less than a pass over the slots.
     const FEW: usize = 64;
