@@ -684,7 +684,8 @@ impl Tl {
     /// # Errors
     /// As [`Tl::store_at`], for the first part that does not fit.
     pub fn store_parts_at(&self, buffer: Buffer, offset: usize, parts: &[Tile]) -> Result<(), KernelError> {
-        if offset == 0 && parts.iter().map(Tile::len).sum::<usize>() == self.buffer_len(buffer)? {
+        let whole = offset == 0 && parts.iter().map(Tile::len).sum::<usize>() == self.buffer_len(buffer)?;
+        if whole && !parts.is_empty() {
             // The whole buffer: one new buffer of the parts, where writing them into the old one would
             // first copy what they are about to replace.
             return self.store(buffer, &self.concat(parts)?);

@@ -476,3 +476,39 @@ fn every_shipped_algorithm_is_identical_bit_for_bit_on_one_two_and_four_threads(
     }
     assert!(compared >= 20, "only {compared} algorithms compared");
 }
+
+/// Stores the input's elements `1..8` at `offset` of the output, as two pieces written in place
+/// (`store_parts_at`) or joined first (`store_at` of their concatenation).
+#[ccl_kernel]
+fn store_pieces(tl: &Tl, in_place: bool, offset: usize) {
+    let data = tl.load(Input);
+    let parts = [tl.slice(&data, 1, 3), tl.slice(&data, 4, 4)];
+    if in_place {
+        tl.store_parts_at(Output, offset, &parts);
+    } else {
+        tl.store_at(Output, offset, &tl.concat(&parts));
+    }
+}
+
+#[test]
+fn storing_pieces_writes_and_charges_what_storing_them_joined_does() {
+    let system = System::shape(1, 1, 1, 2).unwrap();
+    let run = |in_place: bool, offset: usize, out_len: usize| {
+        MockRun::new(&system, "ring_1d", "all_pes", &store_pieces::KERNEL)
+            .params(json!({"in_place": in_place, "offset": offset}))
+            .inputs(|_, rank| Tile::from_vec((0..8).map(|i| (rank * 100 + i) as f32).collect::<Vec<_>>()))
+            .outputs(|_, _, _| Tile::zeros(F32, out_len))
+            .run()
+            .unwrap()
+    };
+    // The pieces filling the whole output (7 of 7 elements), and a part of it (7 at 2 of 12).
+    for (offset, out_len) in [(0, 7), (2, 12)] {
+        let (pieces, joined) = (run(true, offset, out_len), run(false, offset, out_len));
+        assert_eq!(pieces, joined, "offset {offset}: outputs, figures or times differ");
+        let want: Vec<f32> = (0..out_len)
+            .map(|i| if (offset..offset + 7).contains(&i) { (i - offset + 1) as f32 } else { 0.0 })
+            .collect();
+        assert_eq!(pieces.output(PeId::new(0, 0, 0)), Some(&Tile::from_vec(want)), "offset {offset}");
+        assert_eq!(pieces.totals().memory_bytes, joined.totals().memory_bytes);
+    }
+}
