@@ -21,6 +21,7 @@ use kernbench_core::{
     Algorithm, Collective, DistTensor, InstallPlan, Layout, LayoutError, PeId, PlanError, ReduceOp, Registry,
     RegistryError, System, Tile, ValidationError,
 };
+use kernbench_sim::exchange::Exchange;
 use kernbench_sim::{Call, ExactRunError, PeBuffers, RunError, RunReport, Runtime, Timing};
 
 use crate::estimate;
@@ -257,6 +258,7 @@ pub struct Communicator {
     max_memory: Option<u64>,
     max_messages: Option<u64>,
     exact: bool,
+    exchange: Option<Arc<dyn Exchange>>,
 }
 
 impl Communicator {
@@ -278,6 +280,7 @@ impl Communicator {
             max_memory: None,
             max_messages: Some(estimate::DEFAULT_MAX_MESSAGES),
             exact: false,
+            exchange: None,
         }
     }
 
@@ -318,6 +321,28 @@ impl Communicator {
     pub fn exact(mut self, on: bool) -> Communicator {
         self.exact = on;
         self
+    }
+
+    /// Spreads every call over the processes of `exchange` (such as an MPI job's,
+    /// [`kernbench_sim::exchange::Mpi`]): every process makes the same calls on the same communicator
+    /// and gets the same reports and outputs as one process would; see [`Runtime::exchange`].
+    pub fn exchange(mut self, exchange: Arc<dyn Exchange>) -> Communicator {
+        self.exchange = Some(exchange);
+        self
+    }
+
+    /// The processes this communicator's calls are spread over, if any.
+    pub fn spread(&self) -> Option<&Arc<dyn Exchange>> {
+        self.exchange.as_ref()
+    }
+
+    /// A runtime on the system with this communicator's threads and processes.
+    fn runtime(&self) -> Runtime<'_> {
+        let runtime = Runtime::new(&self.system).threads(self.threads);
+        match &self.exchange {
+            Some(exchange) => runtime.exchange(Arc::clone(exchange)),
+            None => runtime,
+        }
     }
 
     /// Refuses a call whose [estimated messages](estimate::messages) pass `limit`, with
@@ -452,7 +477,7 @@ impl Communicator {
         let generation = self.take_generation(options.generation)?;
         let buffers =
             inputs.iter().zip(&before).map(|(i, o)| PeBuffers { input: i.clone(), output: o.clone() }).collect();
-        let run = Runtime::new(&self.system).threads(self.threads).timing(self.timing.clone()).run(
+        let run = self.runtime().timing(self.timing.clone()).run(
             &plan,
             algorithm.launch(),
             buffers,
@@ -464,7 +489,7 @@ impl Communicator {
         let postcondition = postcondition::check(CallFacts { collective, op, root }, &inputs, &before, &outputs)
             .map_err(|source| CommError::Reference { collective, source })?;
         let exact = if self.exact {
-            let runtime = Runtime::new(&self.system).threads(self.threads);
+            let runtime = self.runtime();
             let facts = CallFacts { collective, op, root };
             Some(runtime.run_exact(&plan, algorithm.launch(), (facts, generation), &inputs)?)
         } else {

@@ -3,6 +3,7 @@
 use std::cmp::Ordering;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 
 use crate::files::OutputFile;
@@ -16,6 +17,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use kernbench::sim::Timing;
+use kernbench::sim::exchange::Exchange;
 use kernbench::workload::{CUBE_LEADERS, EVERY_PE, shards_per_sip};
 use kernbench::{
     CallOptions, Collective, Communicator, DpPolicy, Dtype, InstallPlan, LayoutKind, MAPPERS, Quoted, ReduceOp,
@@ -314,6 +316,25 @@ pub fn run(cli: Cli, out: &mut impl Write, stop: &AtomicBool) -> Result<()> {
     }
 }
 
+/// The processes of the job this command runs in (`mpirun -np N kernbench ...`), when there are
+/// several: every communicator a command makes spreads its calls over them. Process-wide, as an MPI job
+/// is: set by the binary before [`run`] and taken back after it, so that MPI is finalised on exit.
+static JOB: std::sync::Mutex<Option<Arc<dyn Exchange>>> = std::sync::Mutex::new(None);
+
+/// Spreads the calls of every command run from now on over `job`'s processes (`None`: this process
+/// alone).
+pub fn spread_over(job: Option<Arc<dyn Exchange>>) {
+    *JOB.lock().unwrap_or_else(|e| e.into_inner()) = job;
+}
+
+/// `comm`, spread over the job's processes when there are several.
+fn in_job(comm: Communicator) -> Communicator {
+    match JOB.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        Some(job) => comm.exchange(Arc::clone(job)),
+        None => comm,
+    }
+}
+
 fn load_system(path: Option<&Path>) -> Result<System> {
     match path {
         Some(p) => Ok(System::from_file(p)?),
@@ -333,7 +354,7 @@ impl Simulator {
             return Ok(comm);
         }
         let registry = crate::sweep::with_variants(algos, comm.registry(), collective)?;
-        self.limits.apply(Communicator::with_registry(comm.system().clone(), registry).threads(self.threads))
+        self.limits.apply(in_job(Communicator::with_registry(comm.system().clone(), registry).threads(self.threads)))
     }
 }
 
@@ -347,7 +368,7 @@ impl Setup {
             }
             None => Communicator::new(system),
         };
-        Ok(comm.threads(threads))
+        Ok(in_job(comm.threads(threads)))
     }
 }
 
@@ -549,7 +570,7 @@ fn msccl(args: &MscclArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()
         "selection": {}
     });
     let registry = Registry::from_json_str(&registry.to_string(), &kernbench::algorithms::kernels())?;
-    let comm = Communicator::with_registry(system, registry).threads(args.threads).exact(args.exact);
+    let comm = in_job(Communicator::with_registry(system, registry).threads(args.threads).exact(args.exact));
     let mut comm = args.limits.apply(comm)?;
     let series = Series::parse_list(&name, comm.registry(), collective)?;
     let (dtype, op) = args.data.parse()?;

@@ -57,8 +57,24 @@ fn main() -> ExitCode {
         say!("cannot handle Ctrl-C: {e}");
         return ExitCode::from(2);
     }
+    let job = match job() {
+        Ok(job) => job,
+        Err(e) => {
+            say!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    // Process 0 of a job prints; the others compute the same and stay quiet (errors excepted).
+    let quiet = job.as_ref().is_some_and(|j| j.process() != 0);
+    commands::spread_over(job);
     let mut out = Stdout(std::io::stdout().lock());
-    let result = commands::run(cli, &mut out, &stop).and_then(|()| Ok(out.flush()?));
+    let result = if quiet {
+        commands::run(cli, &mut std::io::sink(), &stop)
+    } else {
+        commands::run(cli, &mut out, &stop).and_then(|()| Ok(out.flush()?))
+    };
+    // The last handle on the job: MPI is finalised here, before the exit.
+    commands::spread_over(None);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // A reader that went away (`kernbench list | head`) is not an error of ours.
@@ -72,6 +88,30 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// The processes of the MPI job this program was started in by `mpirun`, when it has several.
+#[cfg(feature = "mpi")]
+fn job() -> Result<Option<Arc<dyn kernbench::sim::exchange::Exchange>>, kernbench::sim::exchange::ExchangeError> {
+    use kernbench::sim::exchange::{Exchange, Mpi};
+    if !Mpi::launched() {
+        return Ok(None);
+    }
+    let mpi = Mpi::init()?;
+    Ok((mpi.processes() > 1).then(|| Arc::new(mpi) as Arc<dyn Exchange>))
+}
+
+/// Without MPI support, a program started by `mpirun` runs the whole job in each process: say so once.
+#[cfg(not(feature = "mpi"))]
+fn job() -> Result<Option<Arc<dyn kernbench::sim::exchange::Exchange>>, std::convert::Infallible> {
+    let size = std::env::var("OMPI_COMM_WORLD_SIZE").or_else(|_| std::env::var("PMI_SIZE"));
+    let first = std::env::var("OMPI_COMM_WORLD_RANK").or_else(|_| std::env::var("PMI_RANK")).is_ok_and(|r| r == "0");
+    if size.is_ok_and(|n| n != "1") && first {
+        say!(
+            "this kernbench was built without MPI support: each process runs the whole job (build with --features mpi)"
+        );
+    }
+    Ok(None)
 }
 
 /// A panic as one line naming where it happened (and the backtrace when RUST_BACKTRACE asks for one);

@@ -6,6 +6,7 @@ use std::ops::Range;
 
 use kernbench_core::symmetric::Access;
 use kernbench_core::{Direction, Dtype, KernelError, Op, PeId, PlanError};
+use serde::{Deserialize, Serialize};
 
 /// Why a run did not complete.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -158,10 +159,22 @@ pub enum RunError {
     /// The plan does not pass [`kernbench_core::check_plan`] on the system (the configuration's fault).
     #[error("the install plan cannot be installed: {0}")]
     Plan(#[from] PlanError),
+    /// The hand-over between the processes of a spread run failed ([`crate::Runtime::exchange`]).
+    #[error(transparent)]
+    Exchange(#[from] crate::exchange::ExchangeError),
+    /// The error another process of a spread run reported: the same one-line message as there, where
+    /// the failing PE's process returns the error itself.
+    #[error("{message}")]
+    Elsewhere {
+        /// The process whose PE failed.
+        process: usize,
+        /// Its error, as it reads.
+        message: String,
+    },
 }
 
 /// A queue that still held messages when every kernel had finished.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Leftover {
     /// The PE that never received them.
     pub receiver: PeId,
@@ -191,7 +204,7 @@ fn leftovers(list: &[Leftover]) -> String {
 }
 
 /// A signal left raised beyond what any wait took when every kernel had finished.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeftRaised {
     /// The PE whose signal it is.
     pub pe: PeId,
@@ -218,7 +231,7 @@ fn left_raised(list: &[LeftRaised]) -> String {
 }
 
 /// What a lane blocked in `tl.wait_until` waits for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SignalWait {
     /// The signal.
     pub signal: usize,
@@ -251,7 +264,7 @@ fn on(direction: Direction, channel: usize) -> String {
 }
 
 /// A message waiting unreceived in a queue when the run deadlocked.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unreceived {
     /// The PE it waits for.
     pub receiver: PeId,
@@ -273,7 +286,7 @@ pub struct Unreceived {
 const UNRECEIVED_SHOWN: usize = 32;
 
 /// One PE (or lane of a PE) stuck in a deadlock.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BlockedPe {
     /// The PE.
     pub pe: PeId,

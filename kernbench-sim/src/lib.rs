@@ -70,12 +70,14 @@
 //! ([`Runtime::loop_budget`], [`Runtime::step_budget`]).
 
 mod error;
+pub mod exchange;
 mod pe;
 mod queue;
 mod race;
 mod report;
 pub mod run;
 mod slots;
+mod spread;
 mod symmetric;
 pub mod testing;
 mod timing;

@@ -243,17 +243,55 @@ impl Queue {
         }
     }
 
-    /// Publishes the receiver's side: credits of messages taken so far return to the sender.
+    /// Publishes the receiver's side: credits of messages taken so far return to the sender. Returns
+    /// the positions whose credits return now (empty when nothing was new).
     ///
     /// # Safety
     /// Only the thread merging the receiver, in the merge phase.
-    pub(crate) unsafe fn publish_head(&self) -> bool {
+    pub(crate) unsafe fn publish_head(&self) -> std::ops::Range<u64> {
         // SAFETY: as in `publish_tail`, for the receiver's side.
         unsafe {
-            let changed = *self.published_head.get() != *self.head.get();
-            *self.published_head.get() = *self.head.get();
-            changed
+            let new = *self.published_head.get()..*self.head.get();
+            *self.published_head.get() = new.end;
+            new
         }
+    }
+
+    /// In the sender's process of a queue whose receiver is in another: takes the published message at
+    /// `position` out, to hand it over. Its slot stays unusable until its credit comes back
+    /// ([`Queue::credits_back`]).
+    pub(crate) fn take_message(&mut self, position: u64) -> Option<Message> {
+        let slot = self.slots[(position % self.depth()) as usize].get_mut();
+        match std::mem::replace(slot, Slot::Free { credit_at_ns: 0.0 }) {
+            Slot::Full(message) => Some(message),
+            Slot::Free { .. } => None,
+        }
+    }
+
+    /// In the receiver's process: a message handed over from the sender's process, published as the
+    /// sender's merge would have published it.
+    pub(crate) fn hand_in(&mut self, position: u64, message: Message) {
+        *self.slots[(position % self.depth()) as usize].get_mut() = Slot::Full(message);
+        let tail = (*self.tail.get_mut()).max(position + 1);
+        (*self.tail.get_mut(), *self.published_tail.get_mut()) = (tail, tail);
+    }
+
+    /// In the receiver's process: when the credit of the message taken at `position` reaches the
+    /// sender (0 if the slot is not free).
+    pub(crate) fn credit_at(&mut self, position: u64) -> f64 {
+        match self.slots[(position % self.depth()) as usize].get_mut() {
+            Slot::Free { credit_at_ns } => *credit_at_ns,
+            Slot::Full(_) => 0.0,
+        }
+    }
+
+    /// In the sender's process: the credit of the message at `position`, returned in the receiver's
+    /// process, published as the receiver's merge would have published it.
+    pub(crate) fn credit_back(&mut self, position: u64, credit_at_ns: f64) {
+        *self.slots[(position % self.depth()) as usize].get_mut() = Slot::Free { credit_at_ns };
+        let head = (*self.head.get_mut()).max(position + 1);
+        (*self.head.get_mut(), *self.published_head.get_mut()) = (head, head);
+        *self.head_slot.get_mut() = (head % self.depth()) as usize;
     }
 
     /// Messages sent and not yet received.

@@ -29,6 +29,7 @@ use kernbench_core::{
 use rayon::prelude::*;
 
 use crate::error::{BlockedPe, DeadlockReport, LeftRaised, Leftover, RunError, SignalWait, Unreceived};
+use crate::exchange::Exchange;
 use crate::pe::{
     Arrival, Barrier, Budget, LaneState, PeBuffers, PeFigures, PeState, PeView, Port, Wait, WaitSlot, Watch, group_key,
 };
@@ -36,6 +37,7 @@ use crate::queue::{Queue, Side};
 use crate::race::{MessageOrders, Released, Stamp};
 use crate::report::{PeReport, RunReport};
 use crate::slots::Slots;
+use crate::spread::{Crossing, PeShare, RoundShare, Spread};
 use crate::symmetric::{OneSidedOp, Outgoing, PutRecord, Raise, access, conflict_error};
 use crate::timing::{Bookings, Clock, Network, PeTime, SpanKind, TimeReport, Timing, Transfer};
 
@@ -94,6 +96,7 @@ pub struct Runtime<'s> {
     timing: Option<Timing>,
     budget: Budget,
     race_detector: bool,
+    exchange: Option<Arc<dyn Exchange>>,
 }
 
 /// Woken runnables, one list per thread so that wakes from parallel merges rarely meet on a lock.
@@ -213,7 +216,20 @@ impl<'s> Runtime<'s> {
             timing: Some(Timing::default()),
             budget: Budget { loops: DEFAULT_LOOP_BUDGET, steps: DEFAULT_STEP_BUDGET },
             race_detector: true,
+            exchange: None,
         }
+    }
+
+    /// Spreads each run over the processes of `exchange` ([`crate::exchange`]): each process holds a
+    /// contiguous block of SIPs ([`crate::exchange::Partition`]) and starts, polls and merges only
+    /// their PEs; every process calls [`Runtime::run`] with the same arguments and gets the same
+    /// report, bit for bit the report of a run in one process (its errors read the same too: the
+    /// failing PE's process returns the error, the others [`RunError::Elsewhere`] with its message).
+    /// Buffers of PEs another process holds are dropped at the start. A run spread over several
+    /// processes has no symmetric memory ([`KernelError::SpreadRun`]).
+    pub fn exchange(mut self, exchange: Arc<dyn Exchange>) -> Self {
+        self.exchange = Some(exchange);
+        self
     }
 
     /// Checks every access to symmetric memory against the happens-before order of the run (the
@@ -299,6 +315,11 @@ impl<'s> Runtime<'s> {
         if let Some(timing) = &self.timing {
             timing.check(self.system)?;
         }
+        let spread = match &self.exchange {
+            Some(exchange) => Spread::new(&**exchange, self.system, &pes)?,
+            None => None,
+        };
+        let local = |rank: usize| spread.as_ref().is_none_or(|s| s.is_local(rank as u32));
         let lanes: Vec<usize> = (0..pes.len()).map(|rank| kernel.lanes(rank, pes.len())).collect();
         if let Some((rank, &bad)) = lanes.iter().enumerate().find(|(_, n)| !(1..=Runtime::MAX_LANES).contains(*n)) {
             return Err(RunError::BadLanes { pe: pes[rank], lanes: bad, max: Runtime::MAX_LANES });
@@ -335,11 +356,18 @@ impl<'s> Runtime<'s> {
                 .zip(ports)
                 .zip(buffers)
                 .zip(&lanes)
-                .map(|(((&pe, ports), b), &n)| PeState {
+                .enumerate()
+                .map(|(rank, (((&pe, ports), b), &n))| {
+                    // Another process holds this PE: its buffers are not needed here.
+                    let (input, output) =
+                        if local(rank) { (b.input, b.output) } else { (no_scratch.clone(), no_scratch.clone()) };
+                    (pe, ports, input, output, n)
+                })
+                .map(|(pe, ports, input, output, n)| PeState {
                     pe,
                     ports,
-                    input: b.input,
-                    output: b.output,
+                    input,
+                    output,
                     scratch: no_scratch.clone(),
                     touched: Vec::new(),
                     notes: BTreeMap::new(),
@@ -392,6 +420,7 @@ impl<'s> Runtime<'s> {
             orders: MessageOrders::default(),
             one_sided_used: AtomicBool::new(false),
             puts: Vec::new(),
+            spread,
         };
         let ready = Arc::new(ReadyLists { lists: (0..self.threads).map(|_| Mutex::new(Vec::new())).collect() });
         let results = Arc::clone(&exec.results);
@@ -431,9 +460,12 @@ impl<'s> Runtime<'s> {
         // Each task's kernel and coroutine are made (and their memory first touched) on the pool's
         // threads when there is one; the first round puts the woken tasks in task order whichever
         // thread made them.
+        // A spread run starts only this process's PEs.
+        let spread = &exec.spread;
+        let here = |task: &usize| spread.as_ref().is_none_or(|s| s.is_local(task_rank[*task]));
         match &pool {
-            Some(pool) => pool.install(|| (0..tasks).into_par_iter().with_min_len(1024).for_each(start)),
-            None => (0..tasks).for_each(start),
+            Some(pool) => pool.install(|| (0..tasks).into_par_iter().with_min_len(1024).filter(here).for_each(start)),
+            None => (0..tasks).filter(here).for_each(start),
         }
         exec.drive(&ready, pool.as_ref(), self.parallel_min_ready)
     }
@@ -513,6 +545,8 @@ struct Execution<'p> {
     one_sided_used: AtomicBool,
     /// Every put applied, under the race detector, for the check at the end of the run.
     puts: Vec<PutRecord>,
+    /// The processes of a spread run, when there are several.
+    spread: Option<Spread<'p>>,
 }
 
 impl Execution<'_> {
@@ -527,6 +561,7 @@ impl Execution<'_> {
         let mut by_task: Vec<Option<Runnable<u32>>> = Vec::new();
         let mut polled: Vec<u32> = Vec::new();
         let mut sent: Vec<Transfer> = Vec::new();
+        let mut crossing: Vec<Crossing> = Vec::new();
         let mut finished = 0usize;
         let mut rounds = 0u64;
         // Rounds split into jobs of at least this many PEs: fewer are not worth a thread, but a test
@@ -535,10 +570,12 @@ impl Execution<'_> {
         let one_lane_each = self.lanes_total() == self.pes.len();
         loop {
             ready.drain_into(&mut round);
-            if round.is_empty() {
+            // A process of a spread run with nothing to poll still takes part in the round's hand-over:
+            // the run ends when no process polled anything.
+            if round.is_empty() && self.spread.is_none() {
                 break;
             }
-            rounds += 1;
+            let woken = round.len() as u64;
             in_task_order(&mut round, &mut by_task);
             polled.clear();
             if one_lane_each {
@@ -575,44 +612,167 @@ impl Execution<'_> {
                 }
             };
             round.clear();
-            finished += outcome.finished;
-            if let Some(task) = outcome.failed {
-                let failure = self.lanes.get(task as usize).failure.take();
-                let failure = failure.expect("a failed poll leaves its error with the lane");
-                return Err(self.in_lane(task, *failure));
+            let failure = outcome.failed.map(|task| (task, self.failure(task)));
+            if self.spread.is_none() {
+                rounds += 1;
+                finished += outcome.finished;
+                if let Some((_, failure)) = failure {
+                    return Err(failure);
+                }
             }
             sent.clear();
+            crossing.clear();
+            let this = &*self;
             match pool {
                 Some(pool) if polled.len() >= parallel_min_ready => {
                     let parts = pool.install(|| {
                         polled
                             .par_iter()
                             .with_min_len(min_job)
-                            .fold(Vec::new, |mut part, &rank| {
-                                this.merge(rank, &mut part);
-                                part
-                            })
+                            .fold(
+                                || (Vec::new(), Vec::new()),
+                                |mut part, &rank| {
+                                    this.merge(rank, &mut part.0, &mut part.1);
+                                    part
+                                },
+                            )
                             .collect::<Vec<_>>()
                     });
-                    parts.into_iter().for_each(|mut part| sent.append(&mut part));
+                    for (mut part, mut crossed) in parts {
+                        sent.append(&mut part);
+                        crossing.append(&mut crossed);
+                    }
                 }
-                _ => polled.iter().for_each(|&rank| this.merge(rank, &mut sent)),
+                _ => polled.iter().for_each(|&rank| this.merge(rank, &mut sent, &mut crossing)),
             }
-            self.place_transfers(&mut sent);
+            let arrivals = if self.spread.is_some() {
+                let share = (woken, outcome.finished as u64, failure);
+                let Some((done, arrivals)) = self.hand_over(share, &mut sent, &crossing)? else { break };
+                rounds += 1;
+                finished += done;
+                Some(arrivals)
+            } else {
+                None
+            };
+            self.place_transfers(&mut sent)?;
             if self.one_sided_used.swap(false, Ordering::Relaxed) {
                 self.deliver_one_sided(&polled)?;
             }
-            if self.barrier.arrived.swap(false, Ordering::Relaxed) {
-                self.release_barriers();
+            match arrivals {
+                Some(arrivals) if !arrivals.is_empty() => self.release_barriers(arrivals),
+                Some(_) => {}
+                None => {
+                    if self.barrier.arrived.swap(false, Ordering::Relaxed) {
+                        let arrivals = std::mem::take(&mut *lock(&self.barrier.waiters));
+                        self.release_barriers(arrivals);
+                    }
+                }
             }
         }
         if finished < self.lanes_total() {
-            return Err(RunError::Deadlock(self.deadlock_report(finished)));
+            return Err(RunError::Deadlock(self.deadlock_report(finished)?));
         }
         self.check_queues_empty()?;
         self.check_signals()?;
         self.check_puts_landed()?;
         self.report(rounds)
+    }
+
+    /// The error `task`'s failed poll left with its lane.
+    fn failure(&mut self, task: u32) -> RunError {
+        let failure = self.lanes.get(task as usize).failure.take();
+        let failure = failure.expect("a failed poll leaves its error with the lane");
+        self.in_lane(task, *failure)
+    }
+
+    /// A spread run's hand-over after a round: sends this process's part (lanes polled, finished,
+    /// its lowest failure, transfers, barrier arrivals, and the messages and credits on queues to
+    /// other processes), hands in what the others sent, and fills `sent` with every process's
+    /// transfers. Returns the lanes every process finished and every barrier arrival of the round, or
+    /// `None` when no process polled anything (the run is over).
+    ///
+    /// # Errors
+    /// The round's lowest failure, in whichever process; an exchange that failed.
+    fn hand_over(
+        &mut self,
+        (woken, finished, failure): (u64, u64, Option<(u32, RunError)>),
+        sent: &mut Vec<Transfer>,
+        crossing: &[Crossing],
+    ) -> Result<Option<(usize, Vec<Arrival>)>, RunError> {
+        let arrivals = if self.barrier.arrived.swap(false, Ordering::Relaxed) {
+            std::mem::take(&mut *lock(&self.barrier.waiters))
+        } else {
+            Vec::new()
+        };
+        let (mut messages, mut credits) = (Vec::new(), Vec::new());
+        for c in crossing {
+            let queue = &mut self.queues[c.queue as usize];
+            for position in c.positions.clone() {
+                match c.side {
+                    Side::Sender => {
+                        let message = queue.take_message(position).expect("a published message is in its slot");
+                        messages.push((c.queue, queue.receiver, position, message));
+                    }
+                    Side::Receiver => credits.push((c.queue, queue.sender, position, queue.credit_at(position))),
+                }
+            }
+        }
+        let told = failure.as_ref().map(|(task, e)| (*task, e.to_string()));
+        let spread = self.spread.as_ref().expect("a spread run");
+        let share = RoundShare {
+            polled: woken,
+            finished,
+            failed: told,
+            transfers: sent,
+            arrivals: &arrivals,
+            messages,
+            credits,
+        };
+        let totals = spread.hand_over(share)?;
+        if let Some((task, process, message)) = totals.failed {
+            return Err(match failure {
+                Some((mine, error)) if mine == task => error,
+                _ => RunError::Elsewhere { process, message },
+            });
+        }
+        if totals.polled == 0 {
+            return Ok(None);
+        }
+        for (q, position, message) in totals.messages {
+            self.queues[q as usize].hand_in(position, message);
+            self.wake_side(q, Side::Receiver, Wait::Recv(q));
+        }
+        for (q, position, credit_at) in totals.credits {
+            self.queues[q as usize].credit_back(position, credit_at);
+            self.wake_side(q, Side::Sender, Wait::Send(q));
+        }
+        *sent = totals.transfers;
+        Ok(Some((totals.finished as usize, totals.arrivals)))
+    }
+
+    /// Wakes the lane that owns `side` of queue `q`, if it waits in `waiting`.
+    fn wake_side(&self, q: u32, side: Side, waiting: Wait) {
+        let queue = &self.queues[q as usize];
+        let pe = if side == Side::Sender { queue.sender } else { queue.receiver };
+        // With one channel every PE runs one lane, which owns every side it uses (and does not record
+        // it: see `PeView::claim`).
+        // SAFETY: merge phase or between rounds: owners are only written while polling.
+        let lane = if self.channels == 1 { Some(0) } else { unsafe { queue.owner_lane(side) } };
+        let Some(lane) = lane else { return };
+        let task = self.first_task[pe as usize] as usize + lane as usize;
+        // SAFETY: merge phase or between rounds: wait slots are only read (the lane's own poll, which
+        // writes it, is over), and waking takes a shared reference to the waker.
+        let slot = unsafe { self.waits.get_ref(task) };
+        if slot.wait == waiting {
+            if let Some(waker) = &slot.waker {
+                waker.wake_by_ref();
+            }
+        }
+    }
+
+    /// Whether this process holds `rank` (every rank, unless the run is spread).
+    fn holds(&self, rank: u32) -> bool {
+        self.spread.as_ref().is_none_or(|s| s.is_local(rank))
     }
 
     fn lanes_total(&self) -> usize {
@@ -678,6 +838,7 @@ impl Execution<'_> {
             credit_latency: self.network.as_ref().map_or(&[], |n| &n.route_latency),
             call_generation: self.generation,
             barrier: &self.barrier,
+            processes: self.spread.as_ref().map_or(1, Spread::processes),
             budget: self.budget,
             detector: self.detector,
             orders: &self.orders,
@@ -701,14 +862,14 @@ impl Execution<'_> {
 
     /// Publishes what a polled PE's lanes did to their queues and wakes the lanes waiting on them;
     /// under the timing model, lists the messages it sent in `sent`.
-    fn merge(&self, rank: u32, sent: &mut Vec<Transfer>) {
+    fn merge(&self, rank: u32, sent: &mut Vec<Transfer>, crossing: &mut Vec<Crossing>) {
         // SAFETY: merge phase; only this thread merges `rank`, and merging reads nothing of another
         // PE's state but its lanes' wait slots below.
         let state = unsafe { self.states.get_mut(rank as usize) };
         for &(q, side) in &state.touched {
             let queue = &self.queues[q as usize];
             // SAFETY: merge phase, and this PE is the side it publishes.
-            let (changed, other, waiting) = unsafe {
+            let (positions, other, waiting) = unsafe {
                 match side {
                     Side::Sender => {
                         let new = queue.publish_tail();
@@ -716,40 +877,38 @@ impl Execution<'_> {
                             for position in new.clone() {
                                 // SAFETY: positions published now were written by this PE this round,
                                 // and the receiver reads nothing before the next round.
-                                let depart_ns = queue.message_mut(position).map_or(0.0, |m| m.depart_ns);
-                                sent.push(Transfer { depart_ns, sender: rank, queue: q, position });
+                                let (depart_ns, bytes) = queue
+                                    .message_mut(position)
+                                    .map_or((0.0, 0), |m| (m.depart_ns, m.tile.bytes() as u64));
+                                sent.push(Transfer { depart_ns, sender: rank, queue: q, position, bytes });
                             }
                         }
-                        (!new.is_empty(), (queue.receiver, Side::Receiver), Wait::Recv(q))
+                        (new, (queue.receiver, Side::Receiver), Wait::Recv(q))
                     }
                     Side::Receiver => (queue.publish_head(), (queue.sender, Side::Sender), Wait::Send(q)),
                 }
             };
-            if !changed {
+            if positions.is_empty() {
                 continue;
             }
-            // The lane waiting on the other side, if one has used it: it owns that side.
             let (other_pe, other_side) = other;
-            // SAFETY: merge phase: owners are only written while polling.
-            // With one channel every PE runs one lane, which owns every side it uses (and does not
-            // record it: see `PeView::claim`).
-            // SAFETY: merge phase: owners are only written while polling.
-            let lane = if self.channels == 1 { Some(0) } else { unsafe { queue.owner_lane(other_side) } };
-            let Some(lane) = lane else { continue };
-            let task = self.first_task[other_pe as usize] as usize + lane as usize;
-            // SAFETY: merge phase: wait slots are only read (the lane's own poll, which writes it, is
-            // over), and waking takes a shared reference to the waker.
-            let slot = unsafe { self.waits.get_ref(task) };
-            if slot.wait == waiting {
-                if let Some(waker) = &slot.waker {
-                    waker.wake_by_ref();
-                }
+            if self.spread.as_ref().is_some_and(|s| !s.is_local(other_pe)) {
+                // The other side is in another process: handed over after the round.
+                crossing.push(Crossing { queue: q, side, positions });
+                continue;
             }
+            self.wake_side(q, other_side, waiting);
         }
         if let (Some(one_sided), true) = (&state.one_sided, self.network.is_some()) {
             for (i, out) in one_sided.outbox.iter().enumerate() {
                 let position = ONE_SIDED | i as u64;
-                sent.push(Transfer { depart_ns: out.depart_ns, sender: rank, queue: out.route, position });
+                sent.push(Transfer {
+                    depart_ns: out.depart_ns,
+                    sender: rank,
+                    queue: out.route,
+                    position,
+                    bytes: out.bytes(),
+                });
             }
         }
         if state.compute.as_ref().is_some_and(|c| c.len() > FORGET_COMPUTE_ABOVE) {
@@ -768,8 +927,11 @@ impl Execution<'_> {
 
     /// Places the round's messages on their channels, earliest departure first, and stamps each with
     /// its arrival time. Sequential, in a fixed order, so times do not depend on the thread count.
-    fn place_transfers(&mut self, transfers: &mut [Transfer]) {
-        let Some(network) = &mut self.network else { return };
+    ///
+    /// # Errors
+    /// An exchange that failed, in a spread run.
+    fn place_transfers(&mut self, transfers: &mut [Transfer]) -> Result<(), RunError> {
+        let Some(network) = &mut self.network else { return Ok(()) };
         transfers.sort_unstable_by_key(|t| (total_order(t.depart_ns), t.sender, t.queue, t.position));
         for t in transfers.iter() {
             if t.position & ONE_SIDED != 0 {
@@ -784,31 +946,41 @@ impl Execution<'_> {
                 continue;
             }
             // SAFETY: between rounds, with `&mut self`: nothing else touches the queue.
+            // Every process of a spread run places every transfer; the message is in this process's
+            // replica of the queue when its sender or receiver is here.
+            let arrive_ns = network.deliver(t.queue, t.depart_ns, t.bytes);
             if let Some(message) = unsafe { self.queues[t.queue as usize].message_mut(t.position) } {
-                message.arrive_ns = network.deliver(t.queue, t.depart_ns, message.tile.bytes() as u64);
+                message.arrive_ns = arrive_ns;
             }
         }
         if network.forget_due {
             // No message can leave before the clock of the earliest lane still running.
-            let results = &self.results;
-            let floor = self
+            let (results, spread, task_rank) = (&self.results, &self.spread, &self.task_rank);
+            let mut floor = self
                 .lanes
                 .iter_mut()
                 .enumerate()
                 .filter(|(task, _)| results[*task].get().is_none())
+                .filter(|(task, _)| spread.as_ref().is_none_or(|s| s.is_local(task_rank[*task])))
                 .map(|(_, s)| s.clock.now)
                 .fold(f64::INFINITY, f64::min);
+            if let Some(spread) = spread {
+                // Every process's model forgets the same bookings: the earliest clock of every process.
+                floor = spread.gather(&floor)?.into_iter().fold(f64::INFINITY, f64::min);
+            }
             network.forget_before(floor);
         }
+        Ok(())
     }
 
     /// Releases each barrier group whose lanes have all arrived, at the latest arrival's time (a lane's
     /// arrival waits for its puts to land); under the race detector each of its lanes acquires what
     /// all of them released.
-    fn release_barriers(&mut self) {
+    /// In a spread run every process releases every group, and moves on only its own lanes.
+    fn release_barriers(&mut self, arrivals: Vec<Arrival>) {
         // The round's arrivals join their groups; only a group someone joined can be complete now.
         let mut joined_groups = Vec::new();
-        for arrival in std::mem::take(&mut *lock(&self.barrier.waiters)) {
+        for arrival in arrivals {
             joined_groups.push(arrival.group);
             self.at_barrier.entry(arrival.group).or_default().push(arrival);
         }
@@ -830,6 +1002,9 @@ impl Execution<'_> {
             let joined = arrivals.iter().any(|a| a.clock.is_some()).then(|| Released::join_all(clocks));
             for arrival in &arrivals {
                 let task = arrival.task;
+                if self.spread.as_ref().is_some_and(|s| !s.is_local(self.task_rank[task as usize])) {
+                    continue;
+                }
                 let lane = self.lanes.get(task as usize);
                 lane.clock.advance_to(SpanKind::Barrier, release, 0, false);
                 if let Some(joined) = &joined {
@@ -1002,10 +1177,12 @@ impl Execution<'_> {
         Ok(())
     }
 
-    fn deadlock_report(&mut self, finished: usize) -> DeadlockReport {
+    /// # Errors
+    /// An exchange that failed, in a spread run.
+    fn deadlock_report(&mut self, finished: usize) -> Result<DeadlockReport, RunError> {
         let mut blocked = Vec::new();
         for task in 0..self.lanes_total() {
-            if self.results[task].get().is_some() {
+            if self.results[task].get().is_some() || !self.holds(self.task_rank[task]) {
                 continue;
             }
             let rank = self.task_rank[task] as usize;
@@ -1050,45 +1227,51 @@ impl Execution<'_> {
                 Wait::Quiet => waiting(Op::Quiet, None, None, 0, (0, 0, 0)),
                 Wait::None => waiting(Op::External, None, None, 0, (0, 0, 0)),
             };
-            blocked.push(entry);
+            blocked.push((task as u64, entry));
         }
-        let pes = self.pes;
+        let (pes, spread) = (self.pes, &self.spread);
         let unreceived = self
             .queues
             .iter_mut()
-            .flat_map(|q| {
+            .enumerate()
+            .filter(|(_, q)| spread.as_ref().is_none_or(|s| s.is_local(q.receiver)))
+            .flat_map(|(i, q)| {
                 let (receiver, direction, sender) = (pes[q.receiver as usize], q.recv_dir, pes[q.sender as usize]);
                 let channel = q.channel as usize;
-                q.unreceived().into_iter().map(move |(dtype, len, generation)| Unreceived {
-                    receiver,
-                    direction,
-                    channel,
-                    sender,
-                    dtype,
-                    len,
-                    generation,
+                q.unreceived().into_iter().map(move |(dtype, len, generation)| {
+                    (i as u64, Unreceived { receiver, direction, channel, sender, dtype, len, generation })
                 })
             })
             .collect();
-        DeadlockReport { blocked, finished, total: self.lanes_total(), unreceived }
+        let (blocked, unreceived) = (in_run_order(spread, blocked)?, in_run_order(spread, unreceived)?);
+        Ok(DeadlockReport { blocked, finished, total: self.lanes_total(), unreceived })
     }
 
     fn check_queues_empty(&mut self) -> Result<(), RunError> {
-        let pes = self.pes;
-        let left: Vec<Leftover> = self
+        let (pes, spread) = (self.pes, &self.spread);
+        let left: Vec<(u64, Leftover)> = self
             .queues
             .iter_mut()
-            .filter_map(|q| {
+            .enumerate()
+            // In a spread run, the receiver's process counts a queue's messages.
+            .filter(|(_, q)| spread.as_ref().is_none_or(|s| s.is_local(q.receiver)))
+            .filter_map(|(i, q)| {
                 let messages = q.in_flight();
-                (messages > 0).then(|| Leftover {
-                    receiver: pes[q.receiver as usize],
-                    direction: q.recv_dir,
-                    channel: q.channel as usize,
-                    sender: pes[q.sender as usize],
-                    messages,
+                (messages > 0).then(|| {
+                    (
+                        i as u64,
+                        Leftover {
+                            receiver: pes[q.receiver as usize],
+                            direction: q.recv_dir,
+                            channel: q.channel as usize,
+                            sender: pes[q.sender as usize],
+                            messages,
+                        },
+                    )
                 })
             })
             .collect();
+        let left = in_run_order(spread, left)?;
         if left.is_empty() { Ok(()) } else { Err(RunError::LeftoverMessages(left)) }
     }
 
@@ -1098,38 +1281,58 @@ impl Execution<'_> {
     /// [`RunError::NonFiniteTime`] when a lane's clock is not a finite number: such a time must never be
     /// printed or written as a result.
     fn report(&mut self, rounds: u64) -> Result<RunReport, RunError> {
+        let (pes, task_rank, spread) = (self.pes, &self.task_rank, &self.spread);
+        let holds = |rank: u32| spread.as_ref().is_none_or(|s| s.is_local(rank));
         if self.network.is_some() {
             // A lane waiting on one whose time is not finite inherits it: name the PE where it arose
             // (its own work or start delay) before any that only waited.
-            let (pes, task_rank) = (self.pes, &self.task_rank);
             let mut first = |check: fn(&Clock) -> Option<(&'static str, f64)>| {
-                task_rank
-                    .iter()
-                    .zip(self.lanes.iter_mut())
-                    .find_map(|(&rank, s)| check(&s.clock).map(|found| (pes[rank as usize], found)))
+                task_rank.iter().zip(self.lanes.iter_mut()).enumerate().filter(|(_, (rank, _))| holds(**rank)).find_map(
+                    |(task, (&rank, s))| {
+                        check(&s.clock).map(|(what, value)| (task as u64, pes[rank as usize], what, value))
+                    },
+                )
             };
-            if let Some((pe, (what, value))) = first(Clock::own_non_finite).or_else(|| first(Clock::non_finite)) {
-                return Err(RunError::NonFiniteTime { pe, what, value: value.to_string() });
+            let waited = |(task, pe, what, value)| (task + task_rank.len() as u64, pe, what, value);
+            let found = first(Clock::own_non_finite).or_else(|| first(Clock::non_finite).map(waited));
+            let error = found
+                .map(|(key, pe, what, value)| (key, RunError::NonFiniteTime { pe, what, value: value.to_string() }));
+            match spread {
+                Some(spread) => spread.agree(error)?,
+                None => {
+                    if let Some((_, error)) = error {
+                        return Err(error);
+                    }
+                }
             }
         }
         let first_task = &self.first_task;
         let mut lanes: Vec<&mut LaneState> = self.lanes.iter_mut().collect();
-        let time = self.network.as_mut().map(|network| {
-            let completion = lanes.iter().map(|s| s.clock.now).fold(0.0, f64::max);
-            let pes = (0..first_task.len() - 1)
-                .map(|rank| match &mut lanes[first_task[rank] as usize..first_task[rank + 1] as usize] {
+        let ranks = first_task.len() - 1;
+        let lanes_of = |rank: usize| first_task[rank] as usize..first_task[rank + 1] as usize;
+        let mut completion = (0..ranks)
+            .filter(|&rank| holds(rank as u32))
+            .flat_map(&lanes_of)
+            .map(|task| lanes[task].clock.now)
+            .fold(0.0, f64::max);
+        if let (Some(spread), true) = (spread, self.network.is_some()) {
+            completion = spread.gather(&completion)?.into_iter().fold(0.0, f64::max);
+        }
+        let mut times: Vec<Option<PeTime>> = (0..ranks)
+            .map(|rank| {
+                self.network.as_ref().filter(|_| holds(rank as u32))?;
+                Some(match &mut lanes[lanes_of(rank)] {
                     [one] => one.clock.report(completion),
                     several => PeTime::of_lanes(several.iter_mut().map(|l| l.clock.report(completion)).collect()),
                 })
-                .collect();
-            TimeReport { completion_ns: completion, pes, channels: network.report(completion) }
-        });
-        let per_pe: Vec<PeReport> = self
+            })
+            .collect();
+        let mut per_pe: Vec<PeReport> = self
             .states
             .iter_mut()
             .enumerate()
             .map(|(rank, s)| {
-                let (figures, lanes) = match &lanes[first_task[rank] as usize..first_task[rank + 1] as usize] {
+                let (figures, lanes) = match &lanes[lanes_of(rank)] {
                     [one] => (one.figures, Vec::new()),
                     several => {
                         let lanes: Vec<PeFigures> = several.iter().map(|l| l.figures).collect();
@@ -1141,8 +1344,40 @@ impl Execution<'_> {
                 PeReport { pe: s.pe, output: s.output.clone(), figures, lanes, notes: std::mem::take(&mut s.notes) }
             })
             .collect();
+        if spread.is_some() {
+            // Each process's PEs, to every process.
+            let mine: Vec<(u64, PeShare)> = per_pe
+                .iter_mut()
+                .zip(&mut times)
+                .enumerate()
+                .filter(|&(rank, _)| holds(rank as u32))
+                .map(|(rank, (pe, time))| (rank as u64, PeShare::of(pe, time.take())))
+                .collect();
+            for (rank, share) in in_run_order(spread, mine)?.into_iter().enumerate() {
+                let (report, time) = share.into_report(pes[rank])?;
+                (per_pe[rank], times[rank]) = (report, time);
+            }
+        }
+        let time = self.network.as_mut().map(|network| TimeReport {
+            completion_ns: completion,
+            pes: times.into_iter().map(Option::unwrap_or_default).collect(),
+            channels: network.report(completion),
+        });
         Ok(RunReport::new(per_pe, rounds, time))
     }
+}
+
+/// `items`, each keyed by its place in the whole run (a task, a queue), in that order; in a spread run,
+/// every process's.
+fn in_run_order<T: serde::Serialize + serde::de::DeserializeOwned>(
+    spread: &Option<Spread<'_>>,
+    mut items: Vec<(u64, T)>,
+) -> Result<Vec<T>, RunError> {
+    if let Some(spread) = spread {
+        items = spread.gather(&items)?.into_iter().flatten().collect();
+        items.sort_by_key(|(key, _)| *key);
+    }
+    Ok(items.into_iter().map(|(_, item)| item).collect())
 }
 
 /// The flag that marks a transfer's position as an index into its sender's outbox.

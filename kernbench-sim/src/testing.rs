@@ -4,6 +4,9 @@ use kernbench_core::postcondition::CallFacts;
 use kernbench_core::provenance::Exactness;
 use kernbench_core::{ArgsError, Collective, InstallPlan, KernelDef, PeId, PlanError, ReduceOp, System, Tile};
 
+use std::sync::Arc;
+
+use crate::exchange::Exchange;
 use crate::{Call, ExactRunError, PeBuffers, RunError, RunReport, Runtime, Timing};
 
 /// Why a mock run did not produce a report.
@@ -62,6 +65,7 @@ pub struct MockRun<'a> {
     step_budget: u64,
     race_detector: bool,
     exact: Option<Collective>,
+    exchange: Option<Arc<dyn Exchange>>,
 }
 
 impl std::fmt::Debug for MockRun<'_> {
@@ -95,6 +99,7 @@ impl<'a> MockRun<'a> {
             loop_budget: crate::run::DEFAULT_LOOP_BUDGET,
             step_budget: crate::run::DEFAULT_STEP_BUDGET,
             race_detector: true,
+            exchange: None,
             exact: None,
         }
     }
@@ -167,6 +172,13 @@ impl<'a> MockRun<'a> {
         self
     }
 
+    /// Spreads the run over the processes of `exchange`: every process makes the same `MockRun` and
+    /// gets the same report; see [`Runtime::exchange`].
+    pub fn exchange(mut self, exchange: Arc<dyn Exchange>) -> Self {
+        self.exchange = Some(exchange);
+        self
+    }
+
     /// After the run, runs the kernel again on provenance inputs ([`kernbench_core::provenance`]) and
     /// checks that every output element holds exactly the contributions `collective` says (the outputs
     /// starting as [`kernbench_core::postcondition::starting_output`] makes them): an element that does
@@ -199,13 +211,16 @@ impl<'a> MockRun<'a> {
                 PeBuffers { input, output }
             })
             .collect();
-        let runtime = Runtime::new(self.system)
+        let mut runtime = Runtime::new(self.system)
             .threads(self.threads)
             .parallel_min_ready(self.parallel_min_ready)
             .timing(self.timing.clone())
             .loop_budget(self.loop_budget)
             .step_budget(self.step_budget)
             .race_detector(self.race_detector);
+        if let Some(exchange) = &self.exchange {
+            runtime = runtime.exchange(Arc::clone(exchange));
+        }
         let inputs: Vec<Tile> = buffers.iter().map(|b| b.input.clone()).collect();
         let report = runtime.run(&plan, &*kernel, buffers, self.call)?;
         if let Some(collective) = self.exact {

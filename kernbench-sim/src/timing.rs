@@ -326,6 +326,8 @@ pub(crate) struct Transfer {
     pub(crate) sender: u32,
     pub(crate) queue: u32,
     pub(crate) position: u64,
+    /// Bytes of a message (a one-sided operation's are in its outbox).
+    pub(crate) bytes: u64,
 }
 
 /// When a resource (a channel, a PE's compute) is busy: intervals, sorted and disjoint.

@@ -31,6 +31,8 @@ mod provenance;
 mod registry_props;
 #[path = "integration/runtime.rs"]
 mod runtime;
+#[path = "integration/spread.rs"]
+mod spread;
 #[path = "integration/symmetric.rs"]
 mod symmetric;
 #[path = "integration/timing.rs"]

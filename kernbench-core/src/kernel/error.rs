@@ -8,7 +8,7 @@ use crate::machine::{Direction, PeId};
 use crate::names::comma_list;
 
 /// A `tl` operation, as named in errors and traces.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum Op {
     /// `tl.send`.
@@ -316,6 +316,19 @@ pub enum KernelError {
     /// A read of symmetric memory nobody wrote: see [`Uninitialised`].
     #[error("{0}")]
     Uninitialised(Box<Uninitialised>),
+    /// A one-sided operation in a run spread over several processes, which has no symmetric memory
+    /// (a limit of the runtime, not the kernel's fault).
+    #[error(
+        "{pe}: {op}: a run spread over {processes} processes has no symmetric memory; run this kernel in one process"
+    )]
+    SpreadRun {
+        /// The PE.
+        pe: PeId,
+        /// The operation.
+        op: Op,
+        /// The run's processes.
+        processes: usize,
+    },
     /// A one-sided operation on a backend that has no symmetric memory.
     #[error("{pe}: {op}: this runtime has no symmetric memory")]
     Unsupported {
@@ -396,6 +409,7 @@ impl KernelError {
             | KernelError::BadSymmetricAccess { pe, .. }
             | KernelError::NoSuchSignal { pe, .. }
             | KernelError::Unsupported { pe, .. }
+            | KernelError::SpreadRun { pe, .. }
             | KernelError::Kernel { pe, .. } => *pe,
             KernelError::Race(race) => race.second.pe,
             KernelError::Uninitialised(read) => read.reader.pe,

@@ -442,6 +442,21 @@ impl Tile {
         self.as_slice().map(<[T]>::to_vec)
     }
 
+    /// Appends the elements' bytes (in the machine's byte order) to `out`: a tile on the wire between
+    /// processes of one run, which [`Tile::from_bytes`] reads back bit for bit.
+    pub fn write_bytes(&self, out: &mut Vec<u8>) {
+        with_element!(self.dtype(), T => out.extend_from_slice(bytemuck::cast_slice::<T, u8>(self.typed::<T>())))
+    }
+
+    /// A tile of `dtype` holding `bytes` as [`Tile::write_bytes`] wrote them; `None` when `bytes` is
+    /// not a whole number of elements or is more than [`Tile::MAX_BYTES`].
+    pub fn from_bytes(dtype: Dtype, bytes: &[u8]) -> Option<Tile> {
+        if bytes.len() > Tile::MAX_BYTES || bytes.len() % dtype.size() != 0 {
+            return None;
+        }
+        Some(with_element!(dtype, T => Tile::from_vec(bytemuck::pod_collect_to_vec::<u8, T>(bytes))))
+    }
+
     /// The elements converted to `f64`, for checks and reports.
     pub fn to_f64_vec(&self) -> Vec<f64> {
         with_element!(self.dtype(), T => self.typed::<T>().iter().map(|&v| Element::to_f64(v)).collect())

@@ -98,6 +98,10 @@ pub trait Backend {
     fn one_sided(&mut self) -> Option<&mut dyn OneSided> {
         None
     }
+    /// Why PE `pe`'s one-sided `op` fails when [`Backend::one_sided`] gives `None`.
+    fn no_one_sided(&self, pe: PeId, op: Op) -> KernelError {
+        KernelError::Unsupported { pe, op }
+    }
     /// Whether the PE's neighbour table has `direction`.
     fn has(&self, direction: Direction) -> bool;
     /// The current contents of `buffer` (sharing its storage).
@@ -558,7 +562,7 @@ impl Tl {
         poll_fn(move |cx| {
             with(|b| match b.one_sided() {
                 Some(one_sided) => one_sided.poll_get(peer, &buffer, offset, len, site, cx),
-                None => Poll::Ready(Err(KernelError::Unsupported { pe: self.ctx.pe, op: Op::Get })),
+                None => Poll::Ready(Err(b.no_one_sided(self.ctx.pe, Op::Get))),
             })
         })
     }
@@ -581,7 +585,7 @@ impl Tl {
         poll_fn(|cx| {
             with(|b| match b.one_sided() {
                 Some(one_sided) => one_sided.poll_wait(signal, value, cx),
-                None => Poll::Ready(Err(KernelError::Unsupported { pe: self.ctx.pe, op: Op::WaitSignal })),
+                None => Poll::Ready(Err(b.no_one_sided(self.ctx.pe, Op::WaitSignal))),
             })
         })
         .await
@@ -609,7 +613,7 @@ impl Tl {
         poll_fn(|cx| {
             with(|b| match b.one_sided() {
                 Some(one_sided) => one_sided.poll_quiet(cx),
-                None => Poll::Ready(Err(KernelError::Unsupported { pe: self.ctx.pe, op: Op::Quiet })),
+                None => Poll::Ready(Err(b.no_one_sided(self.ctx.pe, Op::Quiet))),
             })
         })
         .await
@@ -623,7 +627,7 @@ impl Tl {
     ) -> Result<R, KernelError> {
         with(|b| match b.one_sided() {
             Some(one_sided) => f(one_sided),
-            None => Err(KernelError::Unsupported { pe: self.ctx.pe, op }),
+            None => Err(b.no_one_sided(self.ctx.pe, op)),
         })
     }
 

@@ -1,0 +1,147 @@
+//! The MPI transport: the processes of a run are those of an MPI job (`mpirun -np N ...`).
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use mpi::Threading;
+use mpi::datatype::{Partition, PartitionMut};
+use mpi::environment::Universe;
+use mpi::request::{Request, Scope};
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+
+use super::{Exchange, ExchangeError, timeout_from_env};
+
+/// The exit code of every process of a job whose exchange timed out.
+const TIMEOUT_EXIT: i32 = 3;
+
+/// The processes of an MPI job, over `MPI_COMM_WORLD`. Made once per program ([`Mpi::init`]); MPI is
+/// finalised when it is dropped.
+///
+/// A hand-over that times out ([`super::timeout_from_env`]) prints [`ExchangeError::Timeout`] and
+/// aborts the whole job (`MPI_Abort`): an MPI job with a dead or hung process cannot go on, and
+/// aborting is what ends the others, wherever they wait.
+pub struct Mpi {
+    world: Mutex<SimpleCommunicator>,
+    // Dropped after the communicator: finalises MPI.
+    _universe: Universe,
+    process: usize,
+    processes: usize,
+    timeout: Duration,
+}
+
+// SAFETY: MPI is initialised with `Threading::Serialized` or better (checked in `Mpi::init`), and every
+// call on the communicator is made under its mutex, so no two threads are ever in MPI at once.
+unsafe impl Send for Mpi {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Mpi {}
+
+impl std::fmt::Debug for Mpi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mpi").field("process", &self.process).field("processes", &self.processes).finish()
+    }
+}
+
+impl Mpi {
+    /// Initialises MPI for this process.
+    ///
+    /// # Errors
+    /// [`ExchangeError::Transport`] when MPI was initialised before in this process, or cannot give
+    /// the thread support the runtime needs.
+    pub fn init() -> Result<Mpi, ExchangeError> {
+        let (universe, threading) = mpi::initialize_with_threading(Threading::Serialized)
+            .ok_or_else(|| ExchangeError::Transport("MPI is already initialised in this process".into()))?;
+        if threading < Threading::Serialized {
+            return Err(ExchangeError::Transport(format!(
+                "this MPI gives {threading:?} thread support; kernbench needs Serialized"
+            )));
+        }
+        let world = universe.world();
+        let (process, processes) = (world.rank() as usize, world.size() as usize);
+        Ok(Mpi { world: Mutex::new(world), _universe: universe, process, processes, timeout: timeout_from_env() })
+    }
+
+    /// Whether this program was started by `mpirun` / `mpiexec` (Open MPI, MPICH or a PMIx launcher).
+    pub fn launched() -> bool {
+        ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"].iter().any(|v| std::env::var_os(v).is_some())
+    }
+
+    /// Waits for `request`, polling; past the timeout, prints the timeout and aborts the job.
+    fn finish<'a, R: ?Sized, S: Scope<'a>>(
+        &self,
+        world: &SimpleCommunicator,
+        start: Instant,
+        request: Request<'a, R, S>,
+    ) {
+        let mut request = request;
+        let mut spins = 0u32;
+        loop {
+            match request.test() {
+                Ok(_) => return,
+                Err(pending) => request = pending,
+            }
+            if start.elapsed() > self.timeout {
+                let timeout = ExchangeError::Timeout {
+                    process: self.process,
+                    processes: self.processes,
+                    waited_ms: start.elapsed().as_millis(),
+                };
+                eprintln!("error: {timeout}");
+                world.abort(TIMEOUT_EXIT);
+            }
+            // Spin while a hand-over is likely close (a round's is microseconds), then give the core to
+            // the other processes: more processes than cores is a common way to try a partition.
+            spins += 1;
+            if spins < 2_000 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+    }
+}
+
+impl Exchange for Mpi {
+    fn processes(&self) -> usize {
+        self.processes
+    }
+
+    fn process(&self) -> usize {
+        self.process
+    }
+
+    fn all_to_all(&self, to_each: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, ExchangeError> {
+        let n = self.processes;
+        assert_eq!(to_each.len(), n, "all_to_all takes one buffer per process");
+        let world = self.world.lock().unwrap_or_else(|e| e.into_inner());
+        let start = Instant::now();
+        let too_large = || ExchangeError::Transport("a hand-over between two processes above 2 GiB".into());
+        let send_counts: Vec<i32> =
+            to_each.iter().map(|b| i32::try_from(b.len()).map_err(|_| too_large())).collect::<Result<_, _>>()?;
+        let mut recv_counts = vec![0i32; n];
+        mpi::request::scope(|scope| {
+            let request = world.immediate_all_to_all_into(scope, &send_counts[..], &mut recv_counts[..]);
+            self.finish(&world, start, request);
+        });
+        let displacements = |counts: &[i32]| -> Vec<i32> {
+            counts.iter().scan(0i32, |at, &c| Some(std::mem::replace(at, at.saturating_add(c)))).collect()
+        };
+        let (send_displs, recv_displs) = (displacements(&send_counts), displacements(&recv_counts));
+        if recv_counts.iter().map(|&c| c as i64).sum::<i64>() > i64::from(i32::MAX) {
+            return Err(too_large());
+        }
+        let send: Vec<u8> = to_each.concat();
+        let mut recv = vec![0u8; recv_counts.iter().map(|&c| c as usize).sum()];
+        let out = Partition::new(&send[..], &send_counts[..], &send_displs[..]);
+        let mut inbox = PartitionMut::new(&mut recv[..], &recv_counts[..], &recv_displs[..]);
+        mpi::request::scope(|scope| {
+            let request = world.immediate_all_to_all_varcount_into(scope, &out, &mut inbox);
+            self.finish(&world, start, request);
+        });
+        Ok(recv_displs
+            .iter()
+            .zip(&recv_counts)
+            .map(|(&at, &count)| recv[at as usize..(at + count) as usize].to_vec())
+            .collect())
+    }
+}
