@@ -263,9 +263,28 @@ impl Exchange for InMemory {
     }
 
     fn all_to_all(&self, to_each: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, ExchangeError> {
+        let swapped = self.swap(to_each);
+        if swapped.is_err() {
+            // A hand-over left half done cannot be finished: whoever comes to it later is told this
+            // process left.
+            let mut state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            state.gone.get_or_insert(self.process);
+            self.shared.changed.notify_all();
+        }
+        swapped
+    }
+}
+
+impl InMemory {
+    fn swap(&self, to_each: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, ExchangeError> {
         let (n, me, start) = (self.shared.processes, self.process, Instant::now());
         assert_eq!(to_each.len(), n, "all_to_all takes one buffer per process");
         let state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        // Every process makes the same hand-overs, and one leaves only after its last: one gone before
+        // this hand-over began will never join it.
+        if let Some(gone) = state.gone {
+            return Err(ExchangeError::Gone { process: me, gone });
+        }
         // The last hand-over must be emptied by every process before this one fills the board.
         let mut state = self.wait_while(state, start, |s| s.deposited == n)?;
         for (to, bytes) in to_each.into_iter().enumerate() {

@@ -255,8 +255,6 @@ pub(crate) struct PeView<'a> {
     /// The call's generation, from which each phase's message generation follows.
     pub(crate) call_generation: u64,
     pub(crate) barrier: &'a Barrier,
-    /// The processes the run is spread over (1 unless [`crate::Runtime::exchange`]).
-    pub(crate) processes: usize,
     pub(crate) budget: Budget,
     /// Whether the race detector is on.
     pub(crate) detector: bool,
@@ -545,12 +543,7 @@ impl Backend for PeView<'_> {
     }
 
     fn one_sided(&mut self) -> Option<&mut dyn OneSided> {
-        // A run spread over processes keeps no symmetric memory: a put's target may be elsewhere.
-        if self.processes > 1 { None } else { Some(self) }
-    }
-
-    fn no_one_sided(&self, pe: PeId, op: Op) -> KernelError {
-        KernelError::SpreadRun { pe, op, processes: self.processes }
+        Some(self)
     }
 
     fn has(&self, direction: Direction) -> bool {

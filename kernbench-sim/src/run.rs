@@ -37,7 +37,7 @@ use crate::queue::{Queue, Side};
 use crate::race::{MessageOrders, Released, Stamp};
 use crate::report::{PeReport, RunReport};
 use crate::slots::Slots;
-use crate::spread::{Crossing, PeShare, RoundShare, Spread};
+use crate::spread::{Crossing, GetReply, PeShare, RoundShare, Spread};
 use crate::symmetric::{OneSidedOp, Outgoing, PutRecord, Raise, access, conflict_error};
 use crate::timing::{Bookings, Clock, Network, PeTime, SpanKind, TimeReport, Timing, Transfer};
 
@@ -225,8 +225,9 @@ impl<'s> Runtime<'s> {
     /// their PEs; every process calls [`Runtime::run`] with the same arguments and gets the same
     /// report, bit for bit the report of a run in one process (its errors read the same too: the
     /// failing PE's process returns the error, the others [`RunError::Elsewhere`] with its message).
-    /// Buffers of PEs another process holds are dropped at the start. A run spread over several
-    /// processes has no symmetric memory ([`KernelError::SpreadRun`]).
+    /// Buffers of PEs another process holds are dropped at the start. A spread run does not run the
+    /// race detector ([`Runtime::race_detector`]): run a kernel in one process to check it for races.
+    /// One-sided operations to a PE of another process go to that process with the round's hand-over.
     pub fn exchange(mut self, exchange: Arc<dyn Exchange>) -> Self {
         self.exchange = Some(exchange);
         self
@@ -416,11 +417,14 @@ impl<'s> Runtime<'s> {
             generation: call.generation,
             network,
             budget: self.budget,
-            detector: self.race_detector,
+            // A race's two sides may be in two processes: a spread run does not look for races.
+            detector: self.race_detector && spread.is_none(),
             orders: MessageOrders::default(),
             one_sided_used: AtomicBool::new(false),
             puts: Vec::new(),
             spread,
+            inbox: BTreeMap::new(),
+            remote_landed: Default::default(),
         };
         let ready = Arc::new(ReadyLists { lists: (0..self.threads).map(|_| Mutex::new(Vec::new())).collect() });
         let results = Arc::clone(&exec.results);
@@ -547,6 +551,11 @@ struct Execution<'p> {
     puts: Vec<PutRecord>,
     /// The processes of a spread run, when there are several.
     spread: Option<Spread<'p>>,
+    /// A spread run's one-sided operations of the round from other processes to this one's PEs, by
+    /// sender rank and place in its outbox.
+    inbox: BTreeMap<(u32, u64), Outgoing>,
+    /// When the puts of lanes of other processes landed, for barriers this process releases.
+    remote_landed: rustc_hash::FxHashMap<u32, f64>,
 }
 
 impl Execution<'_> {
@@ -647,17 +656,31 @@ impl Execution<'_> {
             }
             let arrivals = if self.spread.is_some() {
                 let share = (woken, outcome.finished as u64, failure);
-                let Some((done, arrivals)) = self.hand_over(share, &mut sent, &crossing)? else { break };
+                let Some((done, arrivals, one_sided)) = self.hand_over(share, &polled, &mut sent, &crossing)? else {
+                    break;
+                };
                 rounds += 1;
                 finished += done;
-                Some(arrivals)
+                Some((arrivals, one_sided))
             } else {
                 None
             };
             self.place_transfers(&mut sent)?;
-            if self.one_sided_used.swap(false, Ordering::Relaxed) {
-                self.deliver_one_sided(&polled)?;
-            }
+            let one_sided = self.one_sided_used.swap(false, Ordering::Relaxed);
+            let arrivals = match arrivals {
+                Some((arrivals, anywhere)) => {
+                    if anywhere {
+                        self.deliver_spread(&polled)?;
+                    }
+                    Some(arrivals)
+                }
+                None => {
+                    if one_sided {
+                        self.deliver_one_sided(&polled)?;
+                    }
+                    None
+                }
+            };
             match arrivals {
                 Some(arrivals) if !arrivals.is_empty() => self.release_barriers(arrivals),
                 Some(_) => {}
@@ -696,9 +719,10 @@ impl Execution<'_> {
     fn hand_over(
         &mut self,
         (woken, finished, failure): (u64, u64, Option<(u32, RunError)>),
+        polled: &[u32],
         sent: &mut Vec<Transfer>,
         crossing: &[Crossing],
-    ) -> Result<Option<(usize, Vec<Arrival>)>, RunError> {
+    ) -> Result<Option<(usize, Vec<Arrival>, bool)>, RunError> {
         let arrivals = if self.barrier.arrived.swap(false, Ordering::Relaxed) {
             std::mem::take(&mut *lock(&self.barrier.waiters))
         } else {
@@ -719,7 +743,19 @@ impl Execution<'_> {
         }
         let told = failure.as_ref().map(|(task, e)| (*task, e.to_string()));
         let spread = self.spread.as_ref().expect("a spread run");
+        let one_sided = self.one_sided_used.load(Ordering::Relaxed);
+        // One-sided operations to PEs of other processes go to their targets' processes; the rest,
+        // and the effects on their own lanes, are delivered here after placement.
+        let mut ops = Vec::new();
+        for &rank in polled.iter().filter(|_| one_sided) {
+            // SAFETY: between rounds: nothing writes PE states.
+            let Some(state) = (unsafe { self.states.get_ref(rank as usize) }).one_sided.as_ref() else { continue };
+            let remote = state.outbox.iter().enumerate().filter(|(_, out)| !spread.is_local(out.to));
+            ops.extend(remote.map(|(i, out)| (rank, i as u64, out)));
+        }
         let share = RoundShare {
+            one_sided,
+            ops,
             polled: woken,
             finished,
             failed: told,
@@ -747,7 +783,8 @@ impl Execution<'_> {
             self.wake_side(q, Side::Sender, Wait::Send(q));
         }
         *sent = totals.transfers;
-        Ok(Some((totals.finished as usize, totals.arrivals)))
+        self.inbox.extend(totals.ops.into_iter().map(|(sender, index, out)| ((sender, index), out)));
+        Ok(Some((totals.finished as usize, totals.arrivals, totals.one_sided)))
     }
 
     /// Wakes the lane that owns `side` of queue `q`, if it waits in `waiting`.
@@ -838,7 +875,6 @@ impl Execution<'_> {
             credit_latency: self.network.as_ref().map_or(&[], |n| &n.route_latency),
             call_generation: self.generation,
             barrier: &self.barrier,
-            processes: self.spread.as_ref().map_or(1, Spread::processes),
             budget: self.budget,
             detector: self.detector,
             orders: &self.orders,
@@ -880,7 +916,15 @@ impl Execution<'_> {
                                 let (depart_ns, bytes) = queue
                                     .message_mut(position)
                                     .map_or((0.0, 0), |m| (m.depart_ns, m.tile.bytes() as u64));
-                                sent.push(Transfer { depart_ns, sender: rank, queue: q, position, bytes });
+                                sent.push(Transfer {
+                                    depart_ns,
+                                    sender: rank,
+                                    queue: q,
+                                    position,
+                                    bytes,
+                                    reply: None,
+                                    put_by: None,
+                                });
                             }
                         }
                         (new, (queue.receiver, Side::Receiver), Wait::Recv(q))
@@ -902,13 +946,15 @@ impl Execution<'_> {
         if let (Some(one_sided), true) = (&state.one_sided, self.network.is_some()) {
             for (i, out) in one_sided.outbox.iter().enumerate() {
                 let position = ONE_SIDED | i as u64;
-                sent.push(Transfer {
-                    depart_ns: out.depart_ns,
-                    sender: rank,
-                    queue: out.route,
-                    position,
-                    bytes: out.bytes(),
-                });
+                let (reply, put_by) = match &out.op {
+                    OneSidedOp::Get { back, len, buffer, .. } => {
+                        (Some((*back, (*len * buffer.dtype.size()) as u64)), None)
+                    }
+                    OneSidedOp::Put { .. } => (None, Some(out.task)),
+                    OneSidedOp::Signal { .. } => (None, None),
+                };
+                let (depart_ns, queue, bytes) = (out.depart_ns, out.route, out.bytes());
+                sent.push(Transfer { depart_ns, sender: rank, queue, position, bytes, reply, put_by });
             }
         }
         if state.compute.as_ref().is_some_and(|c| c.len() > FORGET_COMPUTE_ABOVE) {
@@ -935,13 +981,26 @@ impl Execution<'_> {
         transfers.sort_unstable_by_key(|t| (total_order(t.depart_ns), t.sender, t.queue, t.position));
         for t in transfers.iter() {
             if t.position & ONE_SIDED != 0 {
-                let state = self.states.get(t.sender as usize);
-                let outbox = &mut state.one_sided().outbox;
-                let out = &mut outbox[(t.position & !ONE_SIDED) as usize];
-                out.arrive_ns = network.deliver(t.queue, t.depart_ns, out.bytes());
-                if let OneSidedOp::Get { back, back_ns, len, buffer, .. } = &mut out.op {
-                    // The reply leaves the target when the request has reached it.
-                    *back_ns = network.deliver(*back, out.arrive_ns, (*len * buffer.dtype.size()) as u64);
+                let arrive_ns = network.deliver(t.queue, t.depart_ns, t.bytes);
+                // A get's reply leaves the target when the request has reached it.
+                let back = t.reply.map(|(back, bytes)| network.deliver(back, arrive_ns, bytes));
+                let index = t.position & !ONE_SIDED;
+                let spread = self.spread.as_ref();
+                let out = if spread.is_none_or(|s| s.is_local(t.sender)) {
+                    Some(&mut self.states.get(t.sender as usize).one_sided().outbox[index as usize])
+                } else {
+                    // Another process's: here only when its target is.
+                    if let Some(task) = t.put_by {
+                        let landed = self.remote_landed.entry(task).or_insert(0.0);
+                        *landed = landed.max(arrive_ns);
+                    }
+                    self.inbox.get_mut(&(t.sender, index))
+                };
+                if let Some(out) = out {
+                    out.arrive_ns = arrive_ns;
+                    if let (OneSidedOp::Get { back_ns, .. }, Some(back)) = (&mut out.op, back) {
+                        *back_ns = back;
+                    }
                 }
                 continue;
             }
@@ -995,7 +1054,11 @@ impl Execution<'_> {
             arrivals.sort_unstable_by_key(|a| a.task);
             let mut release = 0.0f64;
             for arrival in &arrivals {
-                let landed = self.lanes.get(arrival.task as usize).one_sided.as_ref().map_or(0.0, |o| o.landed_ns);
+                let landed = if self.holds(self.task_rank[arrival.task as usize]) {
+                    self.lanes.get(arrival.task as usize).one_sided.as_ref().map_or(0.0, |o| o.landed_ns)
+                } else {
+                    self.remote_landed.get(&arrival.task).copied().unwrap_or(0.0)
+                };
                 release = release.max(arrival.at_ns.max(landed));
             }
             let clocks = arrivals.iter().filter_map(|a| a.clock.as_ref());
@@ -1045,13 +1108,68 @@ impl Execution<'_> {
             let Some(one_sided) = &mut self.states.get(rank as usize).one_sided else { continue };
             let outbox = std::mem::take(&mut one_sided.outbox);
             for out in outbox {
-                self.apply(out)?;
+                self.apply(out, true)?;
             }
         }
         Ok(())
     }
 
-    fn apply(&mut self, out: Outgoing) -> Result<(), RunError> {
+    /// A spread run's delivery: applies the round's one-sided operations whose targets this process
+    /// holds, in the order one process applies them (by sender rank, then as made), does what the
+    /// others do to this process's lanes (a put lands, a get's reply comes back), and agrees with every
+    /// process on the first that failed.
+    ///
+    /// # Errors
+    /// As [`Execution::deliver_one_sided`], from whichever process; an exchange that failed.
+    fn deliver_spread(&mut self, polled: &[u32]) -> Result<(), RunError> {
+        let spread = self.spread.as_ref().expect("a spread run");
+        let mut ops = std::mem::take(&mut self.inbox);
+        let mut landed_elsewhere = Vec::new();
+        for &rank in polled {
+            let Some(one_sided) = &mut self.states.get(rank as usize).one_sided else { continue };
+            for (i, out) in std::mem::take(&mut one_sided.outbox).into_iter().enumerate() {
+                if spread.is_local(out.to) {
+                    ops.insert((rank, i as u64), out);
+                } else if matches!(out.op, OneSidedOp::Put { .. }) {
+                    landed_elsewhere.push((out.task, out.arrive_ns));
+                }
+            }
+        }
+        for (task, arrive_ns) in landed_elsewhere {
+            self.land(task, arrive_ns);
+        }
+        let (mut replies, mut failed) = (Vec::new(), None);
+        for ((rank, index), out) in ops {
+            let origin_here = self.holds(rank);
+            match self.apply(out, origin_here) {
+                Ok(Some((task, reply, back_ns))) => replies.push((rank, task, reply, back_ns)),
+                Ok(None) => {}
+                Err(error) => {
+                    failed = Some((u64::from(rank) << 32 | index, error));
+                    break;
+                }
+            }
+        }
+        let spread = self.spread.as_ref().expect("a spread run");
+        for (task, reply, back_ns) in spread.hand_back(replies, failed)? {
+            let pe = self.pes[self.task_rank[task as usize] as usize];
+            let reply = reply.map_err(|message| KernelError::Relayed { pe, message });
+            self.lanes.get(task as usize).one_sided().reply = Some((reply, back_ns));
+            self.wake(task, Wait::Get);
+        }
+        Ok(())
+    }
+
+    /// A put of lane `task` landed at `arrive_ns`: its quiet may complete.
+    fn land(&mut self, task: u32, arrive_ns: f64) {
+        let putter = self.lanes.get(task as usize).one_sided();
+        putter.landed_ns = putter.landed_ns.max(arrive_ns);
+        self.wake(task, Wait::Quiet);
+    }
+
+    /// Applies `out` to its target; when its lane is in this process (`origin_here`), does what it
+    /// does to the lane too, else returns a get's reply for the lane's process.
+    fn apply(&mut self, out: Outgoing, origin_here: bool) -> Result<Option<GetReply>, RunError> {
         let (pes, first_task, task_rank, detector) = (self.pes, &self.first_task, &self.task_rank, self.detector);
         let who = |s: &Stamp| access(pes, first_task, task_rank, s);
         let to = out.to as usize;
@@ -1080,9 +1198,9 @@ impl Execution<'_> {
                     target.signals.raise(signal, raise);
                     self.wake_signal(to, signal);
                 }
-                let putter = self.lanes.get(out.task as usize).one_sided();
-                putter.landed_ns = putter.landed_ns.max(out.arrive_ns);
-                self.wake(out.task, Wait::Quiet);
+                if origin_here {
+                    self.land(out.task, out.arrive_ns);
+                }
             }
             OneSidedOp::Signal { signal, add } => {
                 let raise = Raise { add, at_ns: out.arrive_ns, generation: out.generation, clock: out.clock };
@@ -1107,11 +1225,14 @@ impl Execution<'_> {
                         source,
                     })
                 })();
+                if !origin_here {
+                    return Ok(Some((out.task, reply, back_ns)));
+                }
                 self.lanes.get(out.task as usize).one_sided().reply = Some((reply, back_ns));
                 self.wake(out.task, Wait::Get);
             }
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Wakes `task` if it waits in `wait`.
@@ -1140,16 +1261,18 @@ impl Execution<'_> {
     /// nobody received.
     fn check_signals(&mut self) -> Result<(), RunError> {
         let mut left = Vec::new();
-        for state in self.states.iter_mut() {
+        // In a spread run, a PE's signals are in its process.
+        for (rank, state) in self.states.iter_mut().enumerate() {
             let Some(one_sided) = &state.one_sided else { continue };
             for (signal, s) in one_sided.signals.slots.iter().enumerate() {
                 for (generation, value, waited) in s.generations() {
                     if value > waited {
-                        left.push(LeftRaised { pe: state.pe, signal, generation, value, waited });
+                        left.push((rank as u64, LeftRaised { pe: state.pe, signal, generation, value, waited }));
                     }
                 }
             }
         }
+        let left = in_run_order(&self.spread, left)?;
         if left.is_empty() { Ok(()) } else { Err(RunError::SignalsLeftRaised(left)) }
     }
 

@@ -12,7 +12,11 @@
 
 use std::collections::BTreeMap;
 
-use kernbench_core::{Dtype, PeId, System, Tile};
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+use kernbench_core::symmetric::Symmetric;
+use kernbench_core::{Dtype, KernelError, PeId, System, Tile};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
 use crate::error::RunError;
@@ -20,6 +24,7 @@ use crate::exchange::{Exchange, ExchangeError, Partition, Reader, Writer};
 use crate::pe::{Arrival, PeFigures};
 use crate::queue::{Message, Side};
 use crate::report::PeReport;
+use crate::symmetric::{OneSidedOp, Outgoing};
 use crate::timing::{PeTime, Span, Transfer};
 
 /// The processes of a spread run and which ranks each holds.
@@ -54,7 +59,20 @@ pub(crate) struct RoundTotals {
     pub(crate) messages: Vec<(u32, u64, Message)>,
     /// Credits handed back: queue, position, credit time.
     pub(crate) credits: Vec<(u32, u64, f64)>,
+    /// Whether any process started one-sided operations this round.
+    pub(crate) one_sided: bool,
+    /// One-sided operations to this process's PEs: sender rank, place in its outbox, operation.
+    pub(crate) ops: Vec<(u32, u64, Outgoing)>,
 }
+
+/// A get's reply: the lane, its data or error, when it arrives.
+pub(crate) type GetReply = (u32, Result<Tile, KernelError>, f64);
+
+/// A get's reply for a lane of another process: its rank and lane, its data or error, when it arrives.
+pub(crate) type Reply = (u32, u32, Result<Tile, KernelError>, f64);
+
+/// A get's reply from another process: the lane, its data or its error as it read, when it arrives.
+pub(crate) type ReplyIn = (u32, Result<Tile, String>, f64);
 
 /// What this process hands over after a round.
 pub(crate) struct RoundShare<'a> {
@@ -67,6 +85,10 @@ pub(crate) struct RoundShare<'a> {
     pub(crate) messages: Vec<(u32, u32, u64, Message)>,
     /// Credits returned, with their sender's rank: queue, position, credit time.
     pub(crate) credits: Vec<(u32, u32, u64, f64)>,
+    /// Whether this process started one-sided operations this round.
+    pub(crate) one_sided: bool,
+    /// One-sided operations to PEs of other processes: sender rank, place in its outbox, operation.
+    pub(crate) ops: Vec<(u32, u64, &'a Outgoing)>,
 }
 
 /// One PE's part of the report, sent to every process at the end of a spread run.
@@ -179,6 +201,7 @@ impl<'x> Spread<'x> {
         let mut common = Writer::default();
         common.u64(share.polled);
         common.u64(share.finished);
+        common.u8(u8::from(share.one_sided));
         match &share.failed {
             Some((task, message)) => {
                 common.u8(1);
@@ -194,6 +217,21 @@ impl<'x> Spread<'x> {
             common.u32(t.queue);
             common.u64(t.position);
             common.u64(t.bytes);
+            match t.reply {
+                Some((back, bytes)) => {
+                    common.u8(1);
+                    common.u32(back);
+                    common.u64(bytes);
+                }
+                None => common.u8(0),
+            }
+            match t.put_by {
+                Some(task) => {
+                    common.u8(1);
+                    common.u32(task);
+                }
+                None => common.u8(0),
+            }
         }
         common.u64(share.arrivals.len() as u64);
         for a in share.arrivals {
@@ -231,6 +269,19 @@ impl<'x> Spread<'x> {
             w.u64(position);
             w.f64(credit_at);
         }
+        let mut ops = vec![0u64; n];
+        for &(_, _, out) in &share.ops {
+            ops[self.owner(out.to)] += 1;
+        }
+        for (w, &count) in to_each.iter_mut().zip(&ops) {
+            w.u64(count);
+        }
+        for &(sender, index, out) in &share.ops {
+            let w = &mut to_each[self.owner(out.to)];
+            w.u32(sender);
+            w.u64(index);
+            write_op(w, out);
+        }
         let got = self.exchange.all_to_all(to_each.into_iter().map(|w| w.bytes).collect())?;
         let mut totals = RoundTotals {
             polled: 0,
@@ -240,6 +291,8 @@ impl<'x> Spread<'x> {
             arrivals: Vec::new(),
             messages: Vec::new(),
             credits: Vec::new(),
+            one_sided: false,
+            ops: Vec::new(),
         };
         for (from, bytes) in got.iter().enumerate() {
             decode_share(&mut Reader::new(bytes, from), from, &mut totals)?;
@@ -260,6 +313,78 @@ impl<'x> Spread<'x> {
             .collect()
     }
 
+    /// After one-sided operations were applied: sends each get's reply to its lane's process, and
+    /// agrees on the first operation that failed (the lowest `key`, as [`Spread::agree`]). Returns the
+    /// replies for this process's lanes.
+    pub(crate) fn hand_back(
+        &self,
+        replies: Vec<Reply>,
+        failed: Option<(u64, RunError)>,
+    ) -> Result<Vec<ReplyIn>, RunError> {
+        let n = self.processes();
+        let mut to_each: Vec<Writer> = (0..n).map(|_| Writer::default()).collect();
+        for w in &mut to_each {
+            match &failed {
+                Some((key, error)) => {
+                    w.u8(1);
+                    w.u64(*key);
+                    w.bytes(error.to_string().as_bytes());
+                }
+                None => w.u8(0),
+            }
+        }
+        let mut counts = vec![0u64; n];
+        for &(rank, ..) in &replies {
+            counts[self.owner(rank)] += 1;
+        }
+        for (w, &count) in to_each.iter_mut().zip(&counts) {
+            w.u64(count);
+        }
+        for (rank, task, reply, back_ns) in &replies {
+            let w = &mut to_each[self.owner(*rank)];
+            w.u32(*task);
+            w.f64(*back_ns);
+            match reply {
+                Ok(tile) => {
+                    w.u8(0);
+                    write_tile(w, tile);
+                }
+                Err(error) => {
+                    w.u8(1);
+                    w.bytes(error.to_string().as_bytes());
+                }
+            }
+        }
+        let got = self.exchange.all_to_all(to_each.into_iter().map(|w| w.bytes).collect())?;
+        let (mut lowest, mut mine) = (None::<(u64, usize, String)>, Vec::new());
+        for (from, bytes) in got.iter().enumerate() {
+            let r = &mut Reader::new(bytes, from);
+            if r.u8()? == 1 {
+                let (key, message) = (r.u64()?, String::from_utf8_lossy(r.bytes()?).into_owned());
+                if lowest.as_ref().is_none_or(|(k, ..)| key < *k) {
+                    lowest = Some((key, from, message));
+                }
+            }
+            for _ in 0..r.u64()? {
+                let (task, back_ns) = (r.u32()?, r.f64()?);
+                let reply = match r.u8()? {
+                    0 => Ok(read_tile(r)?),
+                    _ => Err(String::from_utf8_lossy(r.bytes()?).into_owned()),
+                };
+                mine.push((task, reply, back_ns));
+            }
+            if !r.is_empty() {
+                return Err(r.malformed("bytes after its end").into());
+            }
+        }
+        match (lowest, failed) {
+            (None, _) => {}
+            (Some((_, p, _)), Some((_, error))) if p == self.me as usize => return Err(error),
+            (Some((_, process, message)), _) => return Err(RunError::Elsewhere { process, message }),
+        }
+        Ok(mine)
+    }
+
     /// Agrees on one error between every process: of those with one, the lowest `key` wins. Its
     /// process returns the error itself; the others [`RunError::Elsewhere`] with its message.
     pub(crate) fn agree(&self, mine: Option<(u64, RunError)>) -> Result<(), RunError> {
@@ -277,6 +402,7 @@ impl<'x> Spread<'x> {
 fn decode_share(r: &mut Reader<'_>, from: usize, totals: &mut RoundTotals) -> Result<(), RunError> {
     totals.polled += r.u64()?;
     totals.finished += r.u64()?;
+    totals.one_sided |= r.u8()? == 1;
     if r.u8()? == 1 {
         let task = r.u32()?;
         let message = String::from_utf8_lossy(r.bytes()?).into_owned();
@@ -286,7 +412,9 @@ fn decode_share(r: &mut Reader<'_>, from: usize, totals: &mut RoundTotals) -> Re
     }
     for _ in 0..r.u64()? {
         let (depart_ns, sender, queue, position, bytes) = (r.f64()?, r.u32()?, r.u32()?, r.u64()?, r.u64()?);
-        totals.transfers.push(Transfer { depart_ns, sender, queue, position, bytes });
+        let reply = if r.u8()? == 1 { Some((r.u32()?, r.u64()?)) } else { None };
+        let put_by = if r.u8()? == 1 { Some(r.u32()?) } else { None };
+        totals.transfers.push(Transfer { depart_ns, sender, queue, position, bytes, reply, put_by });
     }
     for _ in 0..r.u64()? {
         let (task, group, at_ns) = (r.u32()?, r.u64()?, r.f64()?);
@@ -301,10 +429,108 @@ fn decode_share(r: &mut Reader<'_>, from: usize, totals: &mut RoundTotals) -> Re
     for _ in 0..r.u64()? {
         totals.credits.push((r.u32()?, r.u64()?, r.f64()?));
     }
+    for _ in 0..r.u64()? {
+        let (sender, index) = (r.u32()?, r.u64()?);
+        totals.ops.push((sender, index, read_op(r)?));
+    }
     if !r.is_empty() {
         return Err(r.malformed("bytes after its end").into());
     }
     Ok(())
+}
+
+fn write_tile(w: &mut Writer, tile: &Tile) {
+    w.u8(dtype_code(tile.dtype()));
+    w.u64(tile.bytes() as u64);
+    tile.write_bytes(&mut w.bytes);
+}
+
+fn read_tile(r: &mut Reader<'_>) -> Result<Tile, ExchangeError> {
+    let dtype = dtype_of(r.u8()?).ok_or_else(|| r.malformed("a tile's dtype"))?;
+    Tile::from_bytes(dtype, r.bytes()?).ok_or_else(|| r.malformed("a tile's data"))
+}
+
+fn write_buffer(w: &mut Writer, buffer: &Symmetric) {
+    w.bytes(buffer.name.as_bytes());
+    w.u8(dtype_code(buffer.dtype));
+    w.u64(buffer.len as u64);
+}
+
+fn read_buffer(r: &mut Reader<'_>) -> Result<Symmetric, ExchangeError> {
+    let name = std::str::from_utf8(r.bytes()?).map_err(|_| r.malformed("a buffer's name"))?;
+    let dtype = dtype_of(r.u8()?).ok_or_else(|| r.malformed("a buffer's dtype"))?;
+    Ok(Symmetric { name: interned(name), dtype, len: r.u64()? as usize })
+}
+
+/// `name` as the `&'static str` a [`Symmetric`] holds: buffer names are a kernel's constants, so each
+/// distinct name is kept once for the life of the process.
+fn interned(name: &str) -> &'static str {
+    static NAMES: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
+    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(&known) = names.get(name) {
+        return known;
+    }
+    let known: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    names.insert(known);
+    known
+}
+
+/// A one-sided operation for its target's process. The race detector's clocks and stamps stay behind:
+/// a spread run does not check races ([`crate::Runtime::exchange`]).
+fn write_op(w: &mut Writer, out: &Outgoing) {
+    w.u32(out.task);
+    w.u64(out.generation);
+    w.u32(out.to);
+    w.u32(out.route);
+    w.f64(out.depart_ns);
+    match &out.op {
+        OneSidedOp::Put { buffer, offset, tile, signal, seq, .. } => {
+            w.u8(0);
+            write_buffer(w, buffer);
+            w.u64(*offset as u64);
+            write_tile(w, tile);
+            match signal {
+                Some((signal, add)) => {
+                    w.u8(1);
+                    w.u64(*signal as u64);
+                    w.u64(*add);
+                }
+                None => w.u8(0),
+            }
+            w.u32(*seq);
+        }
+        OneSidedOp::Signal { signal, add } => {
+            w.u8(1);
+            w.u64(*signal as u64);
+            w.u64(*add);
+        }
+        OneSidedOp::Get { buffer, offset, len, back, .. } => {
+            w.u8(2);
+            write_buffer(w, buffer);
+            w.u64(*offset as u64);
+            w.u64(*len as u64);
+            w.u32(*back);
+        }
+    }
+}
+
+fn read_op(r: &mut Reader<'_>) -> Result<Outgoing, ExchangeError> {
+    let (task, generation, to, route, depart_ns) = (r.u32()?, r.u64()?, r.u32()?, r.u32()?, r.f64()?);
+    let op = match r.u8()? {
+        0 => {
+            let (buffer, offset, tile) = (read_buffer(r)?, r.u64()? as usize, read_tile(r)?);
+            let signal = if r.u8()? == 1 { Some((r.u64()? as usize, r.u64()?)) } else { None };
+            OneSidedOp::Put { buffer, offset, tile, signal, seq: r.u32()?, stamp: None }
+        }
+        1 => OneSidedOp::Signal { signal: r.u64()? as usize, add: r.u64()? },
+        2 => {
+            let (buffer, offset, len, back) = (read_buffer(r)?, r.u64()? as usize, r.u64()? as usize, r.u32()?);
+            OneSidedOp::Get { buffer, offset, len, stamp: None, back, back_ns: depart_ns }
+        }
+        _ => return Err(r.malformed("a one-sided operation's kind")),
+    };
+    // Its arrival is set when this process places the round's transfers (untimed: when it left).
+    Ok(Outgoing { task, generation, to, route, depart_ns, arrive_ns: depart_ns, clock: None, op })
 }
 
 fn dtype_code(dtype: Dtype) -> u8 {

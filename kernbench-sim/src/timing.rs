@@ -326,8 +326,12 @@ pub(crate) struct Transfer {
     pub(crate) sender: u32,
     pub(crate) queue: u32,
     pub(crate) position: u64,
-    /// Bytes of a message (a one-sided operation's are in its outbox).
+    /// Bytes towards the receiver or target.
     pub(crate) bytes: u64,
+    /// A get's reply: the queue it comes back on, and its bytes.
+    pub(crate) reply: Option<(u32, u64)>,
+    /// The lane of a put, whose puts land with it.
+    pub(crate) put_by: Option<u32>,
 }
 
 /// When a resource (a channel, a PE's compute) is busy: intervals, sorted and disjoint.

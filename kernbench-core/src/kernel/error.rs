@@ -316,18 +316,14 @@ pub enum KernelError {
     /// A read of symmetric memory nobody wrote: see [`Uninitialised`].
     #[error("{0}")]
     Uninitialised(Box<Uninitialised>),
-    /// A one-sided operation in a run spread over several processes, which has no symmetric memory
-    /// (a limit of the runtime, not the kernel's fault).
-    #[error(
-        "{pe}: {op}: a run spread over {processes} processes has no symmetric memory; run this kernel in one process"
-    )]
-    SpreadRun {
+    /// An error raised for this PE in another process of a run spread over several (the target of
+    /// its `get` is there), as it read there.
+    #[error("{message}")]
+    Relayed {
         /// The PE.
         pe: PeId,
-        /// The operation.
-        op: Op,
-        /// The run's processes.
-        processes: usize,
+        /// The error.
+        message: String,
     },
     /// A one-sided operation on a backend that has no symmetric memory.
     #[error("{pe}: {op}: this runtime has no symmetric memory")]
@@ -409,7 +405,7 @@ impl KernelError {
             | KernelError::BadSymmetricAccess { pe, .. }
             | KernelError::NoSuchSignal { pe, .. }
             | KernelError::Unsupported { pe, .. }
-            | KernelError::SpreadRun { pe, .. }
+            | KernelError::Relayed { pe, .. }
             | KernelError::Kernel { pe, .. } => *pe,
             KernelError::Race(race) => race.second.pe,
             KernelError::Uninitialised(read) => read.reader.pe,

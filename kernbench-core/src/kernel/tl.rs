@@ -98,10 +98,6 @@ pub trait Backend {
     fn one_sided(&mut self) -> Option<&mut dyn OneSided> {
         None
     }
-    /// Why PE `pe`'s one-sided `op` fails when [`Backend::one_sided`] gives `None`.
-    fn no_one_sided(&self, pe: PeId, op: Op) -> KernelError {
-        KernelError::Unsupported { pe, op }
-    }
     /// Whether the PE's neighbour table has `direction`.
     fn has(&self, direction: Direction) -> bool;
     /// The current contents of `buffer` (sharing its storage).
@@ -562,7 +558,7 @@ impl Tl {
         poll_fn(move |cx| {
             with(|b| match b.one_sided() {
                 Some(one_sided) => one_sided.poll_get(peer, &buffer, offset, len, site, cx),
-                None => Poll::Ready(Err(b.no_one_sided(self.ctx.pe, Op::Get))),
+                None => Poll::Ready(Err(KernelError::Unsupported { pe: self.ctx.pe, op: Op::Get })),
             })
         })
     }
@@ -585,7 +581,7 @@ impl Tl {
         poll_fn(|cx| {
             with(|b| match b.one_sided() {
                 Some(one_sided) => one_sided.poll_wait(signal, value, cx),
-                None => Poll::Ready(Err(b.no_one_sided(self.ctx.pe, Op::WaitSignal))),
+                None => Poll::Ready(Err(KernelError::Unsupported { pe: self.ctx.pe, op: Op::WaitSignal })),
             })
         })
         .await
@@ -613,7 +609,7 @@ impl Tl {
         poll_fn(|cx| {
             with(|b| match b.one_sided() {
                 Some(one_sided) => one_sided.poll_quiet(cx),
-                None => Poll::Ready(Err(b.no_one_sided(self.ctx.pe, Op::Quiet))),
+                None => Poll::Ready(Err(KernelError::Unsupported { pe: self.ctx.pe, op: Op::Quiet })),
             })
         })
         .await
@@ -627,7 +623,7 @@ impl Tl {
     ) -> Result<R, KernelError> {
         with(|b| match b.one_sided() {
             Some(one_sided) => f(one_sided),
-            None => Err(b.no_one_sided(self.ctx.pe, op)),
+            None => Err(KernelError::Unsupported { pe: self.ctx.pe, op }),
         })
     }
 

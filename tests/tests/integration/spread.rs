@@ -1,14 +1,16 @@
 //! Runs spread over processes ([`kernbench::sim::exchange`]): the processes here are threads joined by
-//! the in-memory exchange, which hands over the same bytes as MPI does (`cli/tests/mpi.rs` runs the
+//! the in-memory exchange, which hands over the same bytes MPI does (`cli/tests/mpi.rs` runs the
 //! binary under `mpirun`). Every process must return the single-process run's report, bit for bit, or
 //! its error, word for word.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use kernbench::sim::Timing;
-use kernbench::sim::exchange::{Exchange, InMemory};
-use kernbench::sim::testing::MockRun;
-use kernbench::{System, Tile};
+use kernbench::System;
+use kernbench::prelude::*;
+use kernbench::sim::exchange::{Exchange, ExchangeError, InMemory, Partition};
+use kernbench::sim::testing::{MockError, MockRun};
+use kernbench::sim::{RunError, RunReport, Timing};
 
 fn shipped(name: &str) -> System {
     match name {
@@ -23,81 +25,199 @@ fn shipped(name: &str) -> System {
 
 /// What a run gave one process: its report with its times as JSON (equal text is equal bits: serde_json
 /// writes each f64 as its shortest round-trip text), or its error as it reads.
-type Seen = Result<(kernbench::sim::RunReport, String), String>;
+type Seen = Result<(RunReport, String), String>;
 
-/// Runs `make` in each of `processes` threads, each with its endpoint of one in-memory exchange.
-fn spread(processes: usize, make: impl Fn(Option<Arc<dyn Exchange>>) -> Seen + Sync) -> Vec<Seen> {
-    let group = InMemory::group(processes);
-    std::thread::scope(|s| {
-        let runs: Vec<_> =
-            group.into_iter().map(|e| s.spawn(|| make(Some(Arc::new(e) as Arc<dyn Exchange>)))).collect();
-        runs.into_iter().map(|r| r.join().expect("a process panicked")).collect()
-    })
-}
-
-fn seen(run: Result<kernbench::sim::RunReport, kernbench::sim::testing::MockError>) -> Seen {
+fn seen(run: Result<RunReport, MockError>) -> Seen {
     run.map(|r| {
-        let time = serde_json::to_string(r.time().expect("timed")).unwrap();
+        let time = r.time().map(|t| serde_json::to_string(t).unwrap()).unwrap_or_default();
         (r, time)
     })
     .map_err(|e| e.to_string())
 }
 
+/// Runs `make` in each of `processes` threads, each with its endpoint of one in-memory exchange.
+fn spread<T: Send>(processes: usize, make: impl Fn(Arc<dyn Exchange>) -> T + Sync) -> Vec<T> {
+    let group = InMemory::group(processes);
+    std::thread::scope(|s| {
+        let make = &make;
+        let runs: Vec<_> = group.into_iter().map(|e| s.spawn(move || make(Arc::new(e)))).collect();
+        runs.into_iter().map(|r| r.join().expect("a process panicked")).collect()
+    })
+}
+
+/// `mock`'s run in one process, then spread over each count of `processes`: every process must see
+/// what the one process saw.
+fn same_everywhere(mock: impl Fn() -> MockRun<'static> + Sync, processes: &[usize], what: &str) -> Seen {
+    let alone = seen(mock().run());
+    for &n in processes {
+        for (process, got) in spread(n, |e| seen(mock().exchange(e).run())).into_iter().enumerate() {
+            match (&alone, &got) {
+                (Ok(a), Ok(g)) => {
+                    assert!(g.0 == a.0, "{what}, process {process} of {n}: outputs, figures or rounds differ");
+                    assert!(g.1 == a.1, "{what}, process {process} of {n}: times or trace differ");
+                }
+                _ => assert_eq!(got, alone, "{what}, process {process} of {n}"),
+            }
+        }
+    }
+    alone
+}
+
+fn leak(system: System) -> &'static System {
+    Box::leak(Box::new(system))
+}
+
 #[test]
 fn every_shipped_algorithm_spread_over_one_to_four_processes_is_identical_bit_for_bit() {
-    let registry = kernbench::algorithms::default_registry();
+    let registry = Box::leak(Box::new(kernbench::algorithms::default_registry()));
     let timing = Timing { trace: true, ..Timing::default() };
-    let (mut compared, mut one_process_only) = (0, Vec::new());
+    let mut compared = 0;
     for system_name in ["builtin", "ring16", "switched"] {
-        let system = shipped(system_name);
+        let system = leak(shipped(system_name));
         for algorithm in registry.algorithms() {
             let (topology, mapper) = (algorithm.topology.name(), algorithm.mapper.name());
-            let Ok(plan) = kernbench::InstallPlan::build(&system, topology, mapper) else { continue };
+            let Ok(plan) = kernbench::InstallPlan::build(system, topology, mapper) else { continue };
             let ranks = plan.len();
-            let run = |exchange: Option<Arc<dyn Exchange>>| {
-                let mut mock = MockRun::new(&system, topology, mapper, algorithm.kernel)
+            let mock = || {
+                MockRun::new(system, topology, mapper, algorithm.kernel)
                     .params(serde_json::Value::Object(algorithm.params.clone()))
                     .inputs(|_, rank| {
                         let values: Vec<f32> = (0..96).map(|i| ((rank * 5 + i * 3) % 7) as f32 - 3.0).collect();
                         Tile::from_vec(values)
                     })
-                    .outputs(|_, rank, input| {
+                    .outputs(move |_, rank, input| {
                         kernbench::postcondition::starting_output(algorithm.collective, input, rank, ranks)
                     })
-                    .timing(Some(timing.clone()));
-                if let Some(exchange) = exchange {
-                    mock = mock.exchange(exchange);
-                }
-                seen(mock.run())
+                    .timing(Some(timing.clone()))
             };
-            let alone = run(None);
-            let alone = alone.unwrap_or_else(|e| panic!("{} on {system_name}: {e}", algorithm.name));
-            for processes in 1..=4.min(system.sips()) {
-                let got = spread(processes, run);
-                let uses_symmetric_memory =
-                    got.iter().any(|g| g.as_ref().is_err_and(|e| e.contains("has no symmetric memory")));
-                if uses_symmetric_memory && processes > 1 {
-                    // Every process ends with the same error.
-                    assert!(
-                        got.iter().all(|g| g == &got[0]),
-                        "{} on {system_name}: processes disagree",
-                        algorithm.name
-                    );
-                    one_process_only.push(format!("{} on {system_name}", algorithm.name));
-                    continue;
-                }
-                for (process, g) in got.iter().enumerate() {
-                    let (report, time) = g.as_ref().unwrap_or_else(|e| {
-                        panic!("{} on {system_name}, process {process} of {processes}: {e}", algorithm.name)
-                    });
-                    let at = format!("{} on {system_name}, process {process} of {processes}", algorithm.name);
-                    assert!(report == &alone.0, "{at}: outputs, figures or rounds differ from one process");
-                    assert!(time == &alone.1, "{at}: times or trace differ from one process");
-                }
-                compared += 1;
-            }
+            let what = format!("{} on {system_name}", algorithm.name);
+            let alone = same_everywhere(mock, &[1, 2, 3, 4], &what);
+            let (report, time) = alone.unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert!(time.contains("\"spans\":[{"), "{what}: the run was traced");
+            assert!(report.rounds() > 0);
+            compared += 1;
         }
     }
-    eprintln!("one process only (symmetric memory): {one_process_only:?}");
-    assert!(compared >= 150, "only {compared} spread runs compared");
+    // Every shipped algorithm runs on at least one of the three systems.
+    assert!(compared >= 2 * registry.algorithms().count(), "only {compared} algorithm-system pairs compared");
+}
+
+/// Rank `fails` returns an error once the first message around the ring has arrived.
+#[ccl_kernel]
+fn fails_on_one_rank(tl: &Tl, fails: usize) {
+    let x = tl.load(Input);
+    tl.send(E, &x);
+    let got = tl.recv_like(W, &x);
+    if tl.rank() == fails {
+        let bad: usize = "not a number".parse()?;
+        tl.note("never", bad);
+    }
+    tl.store(Output, &got);
+}
+
+/// Every rank waits for its west neighbour before sending: nobody sends.
+#[ccl_kernel]
+fn waits_before_sending(tl: &Tl) {
+    let x = tl.load(Input);
+    let got = tl.recv_like(W, &x);
+    tl.send(E, &got);
+    tl.store(Output, &got);
+}
+
+fn ring() -> &'static System {
+    leak(System::shape(4, 1, 1, 2).unwrap())
+}
+
+#[test]
+fn a_kernel_failing_in_one_process_ends_every_process_with_its_error() {
+    let system = ring();
+    for fails in [1, 6] {
+        let mock = || {
+            MockRun::new(system, "ring_1d", "all_pes", &fails_on_one_rank::KERNEL)
+                .params(serde_json::json!({"fails": fails}))
+                .inputs(|_, rank| Tile::filled(F32, 8, rank as f64))
+        };
+        let start = Instant::now();
+        let alone = same_everywhere(mock, &[2, 4], &format!("rank {fails} fails"));
+        let error = alone.expect_err("the kernel fails");
+        assert!(error.contains("not a number") || error.contains("invalid digit"), "{error}");
+        assert!(start.elapsed() < Duration::from_secs(30), "the failure took {:?} to end the run", start.elapsed());
+    }
+}
+
+#[test]
+fn a_deadlock_across_processes_is_reported_in_every_process_as_in_one() {
+    let system = ring();
+    let mock = || {
+        MockRun::new(system, "ring_1d", "leader_only", &waits_before_sending::KERNEL)
+            .inputs(|_, rank| Tile::filled(F32, 8, rank as f64))
+    };
+    let error = same_everywhere(mock, &[2, 4], "waits before sending").expect_err("a deadlock");
+    assert!(error.starts_with("deadlock: no kernel can make progress; 0 of 4 finished, 4 blocked"), "{error}");
+    // The blocked PEs are listed in rank order whichever process holds them.
+    let sips: Vec<usize> =
+        error.lines().filter_map(|l| l.trim().strip_prefix("(sip ")).map(|l| l[..1].parse().unwrap()).collect();
+    assert_eq!(sips, vec![0, 1, 2, 3], "{error}");
+}
+
+#[test]
+fn a_process_that_never_hands_over_ends_the_others_with_a_named_timeout() {
+    let mut group = InMemory::group(2).into_iter();
+    let (first, second) = (group.next().unwrap(), group.next().unwrap());
+    let first = first.with_timeout(Duration::from_millis(200));
+    let start = Instant::now();
+    let error = first.all_to_all(vec![vec![1], vec![2]]).unwrap_err();
+    assert!(matches!(error, ExchangeError::Timeout { process: 0, processes: 2, .. }), "{error:?}");
+    assert!(error.to_string().starts_with("exchange timeout: process 0 of 2 waited"), "{error}");
+    assert!(start.elapsed() < Duration::from_secs(5));
+    // The other process, coming late, is told the first left.
+    let error = second.all_to_all(vec![vec![3], vec![4]]).unwrap_err();
+    assert_eq!(error, ExchangeError::Gone { process: 1, gone: 0 });
+    // A process that left is named at once, without waiting for the timeout.
+    let mut group = InMemory::group(2).into_iter();
+    let (first, second) = (group.next().unwrap(), group.next().unwrap());
+    drop(second);
+    let start = Instant::now();
+    let error = first.all_to_all(vec![vec![1], vec![2]]).unwrap_err();
+    assert_eq!(error, ExchangeError::Gone { process: 0, gone: 1 });
+    assert!(start.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn a_run_spread_over_more_processes_than_sips_is_refused() {
+    let system = ring();
+    let errors = spread(5, |e| {
+        match MockRun::new(system, "ring_1d", "leader_only", &waits_before_sending::KERNEL).exchange(e).run() {
+            Err(MockError::Run(RunError::Exchange(e))) => e.to_string(),
+            other => panic!("{other:?}"),
+        }
+    });
+    for error in errors {
+        assert_eq!(error, "a run on 4 SIPs cannot be spread over 5 processes: expected 1..=4 processes");
+    }
+}
+
+#[test]
+fn a_partition_gives_each_process_a_contiguous_block_of_sips() {
+    for sips in 1..=17 {
+        let system = System::shape(sips, 1, 1, 1).unwrap();
+        for processes in 1..=sips {
+            let partition = Partition::new(&system, processes).unwrap();
+            let blocks: Vec<_> = (0..processes).map(|p| partition.sips_of(p)).collect();
+            assert_eq!(blocks.first().unwrap().start, 0);
+            assert_eq!(blocks.last().unwrap().end, sips);
+            for (p, block) in blocks.iter().enumerate() {
+                assert!(!block.is_empty(), "{sips} SIPs over {processes}: process {p} holds none");
+                assert!(block.len() <= sips.div_ceil(processes));
+                for sip in block.clone() {
+                    assert_eq!(partition.process_of(sip), p, "SIP {sip} of {sips} over {processes}");
+                }
+                if p > 0 {
+                    assert_eq!(blocks[p - 1].end, block.start);
+                }
+            }
+        }
+        assert!(Partition::new(&system, sips + 1).is_err());
+        assert!(Partition::new(&system, 0).is_err());
+    }
 }
