@@ -324,7 +324,7 @@ impl Communicator {
     }
 
     /// Spreads every call over the processes of `exchange` (such as an MPI job's,
-    /// [`kernbench_sim::exchange::Mpi`]): every process makes the same calls on the same communicator
+    /// `kernbench_sim::exchange::Mpi` with the `mpi` feature): every process makes the same calls on the same communicator
     /// and gets the same reports and outputs as one process would; see [`Runtime::exchange`].
     pub fn exchange(mut self, exchange: Arc<dyn Exchange>) -> Communicator {
         self.exchange = Some(exchange);

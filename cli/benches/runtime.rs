@@ -1,13 +1,14 @@
 //! The mock runtime's speed, each figure beside its target: per-message overhead untimed and timed, the
 //! ring all-reduce's reduction bandwidth against a plain in-place add, a million-PE run on one and two
-//! threads, the race detector's cost, and whole `kernbench bench` processes.
+//! threads, the race detector's cost, whole `kernbench bench` processes, and runs spread over the
+//! processes of an MPI job (section `spread`, with `--features mpi`).
 //!
 //! `cargo bench --bench runtime` prints them. The machine's own speed comes first (a `VecDeque`
 //! push+pop, memcpy, an in-place add, on one core), and figures are also given as multiples of it, so
 //! a noisy or slower machine can be judged by ratios measured in the same run. Timed figures are the
 //! best of [`RUNS`] runs: the machine may be shared. `KERNBENCH_BENCH_QUICK=1` runs a smaller, faster
 //! pass (its figures are not comparable with the targets); `KERNBENCH_BENCH_ONLY=messages,timing`
-//! (also `reduce`, `race`, `million`, `cli`) runs only those sections.
+//! (also `reduce`, `race`, `million`, `cli`, `spread`) runs only those sections.
 
 #[path = "runtime/lines.rs"]
 mod lines;
@@ -348,12 +349,203 @@ fn cli() {
     }
 }
 
+/// Set to `million` or `rounds`, makes this benchmark's process one process of an MPI job (started by
+/// [`spread`] under `mpirun`) that runs that case spread over the job and prints its figures.
+const SPREAD_RUN: &str = "KERNBENCH_BENCH_SPREAD";
+
+/// Round trips of the one-message ping-pong that times a round's hand-over.
+#[cfg(feature = "mpi")]
+fn round_trips() -> u64 {
+    if quick() { 2_000 } else { 20_000 }
+}
+
+/// A digest of everything a run reports: outputs, figures and times, bit for bit.
+#[cfg(feature = "mpi")]
+fn digest(report: &kernbench::sim::RunReport) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    report.rounds().hash(&mut h);
+    for pe in report.pes() {
+        pe.output.to_bits_vec().hash(&mut h);
+        format!("{:?}", pe.figures).hash(&mut h);
+    }
+    if let Some(time) = report.time() {
+        time.completion_ns.to_bits().hash(&mut h);
+        for pe in &time.pes {
+            [pe.finish_ns, pe.busy_ns, pe.blocked_ns, pe.idle_ns].map(f64::to_bits).hash(&mut h);
+        }
+        for channel in &time.channels {
+            (channel.bytes, channel.busy_ns.to_bits()).hash(&mut h);
+        }
+    }
+    h.finish()
+}
+
+/// One process's part of [`spread`]: the case's run spread over the MPI job this process is in.
+/// Prints `process seconds rounds peak_gib digest`.
+#[cfg(feature = "mpi")]
+fn spread_process(case: &str) {
+    use std::sync::Arc;
+
+    use kernbench::sim::exchange::{Exchange, Mpi};
+    let mpi: Arc<dyn Exchange> = Arc::new(Mpi::init().expect("MPI starts"));
+    let process = mpi.process();
+    let (report, secs) = match case {
+        "million" => {
+            let system = million_system();
+            let mock = MockRun::new(
+                &system,
+                "hierarchical_3level",
+                "all_pes",
+                &kernbench::algorithms::hierarchical_allreduce::KERNEL,
+            )
+            .params(json!({"chunks": 1}))
+            .inputs(|_, _| Tile::filled(F32, 4, 1.0))
+            .exchange(Arc::clone(&mpi));
+            time(|| mock.run().unwrap())
+        }
+        _ => {
+            let system = System::shape(2, 1, 1, 1).unwrap();
+            let mock = MockRun::new(&system, "ring_1d", "all_pes", &ping_pong::KERNEL)
+                .params(json!({"count": round_trips()}))
+                .inputs(|_, _| Tile::zeros(F32, 1))
+                .exchange(Arc::clone(&mpi));
+            time(|| mock.run().unwrap())
+        }
+    };
+    println!("{process} {secs} {} {} {} {}", report.rounds(), peak_rss_gib(), digest(&report), cpu_secs());
+}
+
+#[cfg(not(feature = "mpi"))]
+fn spread_process(_: &str) {
+    panic!("this benchmark was built without the `mpi` feature");
+}
+
+/// The CPU time this process has used, user and system, in seconds.
+#[cfg(feature = "mpi")]
+fn cpu_secs() -> f64 {
+    // SAFETY: an all-zero rusage is a valid value for getrusage to overwrite.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: fills the local above.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
+/// One process's figures from [`spread_process`]: seconds, rounds, peak GiB, digest, CPU seconds.
+type SpreadLine = (f64, u64, f64, u64, f64);
+
+/// Each process's line of [`spread_process`] for `case` on `processes` processes.
+fn spread_job(case: &str, processes: usize) -> Vec<SpreadLine> {
+    let output = Command::new("mpirun")
+        .args(["--oversubscribe", "--bind-to", "none", "-np", &processes.to_string()])
+        .arg(std::env::current_exe().expect("this benchmark's path"))
+        .env(SPREAD_RUN, case)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run mpirun");
+    assert!(output.status.success(), "{case} on {processes} processes failed");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let mut lines: Vec<(usize, SpreadLine)> = text
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let [p, secs, rounds, peak, digest, cpu] = f[..] else { panic!("unexpected output `{l}`") };
+            (
+                p.parse().unwrap(),
+                (
+                    secs.parse().unwrap(),
+                    rounds.parse().unwrap(),
+                    peak.parse().unwrap(),
+                    digest.parse().unwrap(),
+                    cpu.parse().unwrap(),
+                ),
+            )
+        })
+        .collect();
+    lines.sort_by_key(|l| l.0);
+    assert_eq!(lines.len(), processes, "one line per process: `{text}`");
+    lines.into_iter().map(|l| l.1).collect()
+}
+
+/// Runs spread over the processes of an MPI job on this machine (shared memory): the million-PE
+/// hierarchical all-reduce on 1, 2 and 4 processes (time, peak memory per process, identical to one
+/// process), and the cost of a round's hand-over at 2 processes from a ping-pong between two SIPs.
+fn spread() {
+    if !cfg!(feature = "mpi") || Command::new("mpirun").arg("--version").output().is_err() {
+        println!("# spread: needs MPI (cargo bench --bench runtime --features mpi, and mpirun)");
+        return;
+    }
+    let total = million_system().total_pes();
+    let (mut alone, mut peak_alone, mut cpu_alone) = (None, f64::NAN, f64::NAN);
+    for processes in [1, 2, 4] {
+        let (mut secs, mut peak, mut cpu, mut digests) = (f64::INFINITY, f64::INFINITY, f64::INFINITY, Vec::new());
+        for _ in 0..RUNS {
+            let lines = spread_job("million", processes);
+            secs = secs.min(lines.iter().map(|l| l.0).fold(0.0, f64::max));
+            peak = peak.min(lines.iter().map(|l| l.2).fold(0.0, f64::max));
+            cpu = cpu.min(lines.iter().map(|l| l.4).fold(0.0, f64::max));
+            digests.extend(lines.iter().map(|l| l.3));
+        }
+        let alone = *alone.get_or_insert(digests[0]);
+        assert!(digests.iter().all(|&d| d == alone), "{processes} processes: a report differs from one process's");
+        let label = format!("hierarchical all-reduce, {total} PEs, {processes} procs");
+        let note = "identical to 1 process (outputs, figures, times)";
+        println!("{}", figure(&label, secs, "s", Goal::None, note));
+        let label = format!("same, peak memory per process, {processes} procs");
+        println!("{}", figure(&label, peak, "GiB", Goal::None, "VmHWM, the largest process"));
+        if processes == 1 {
+            (peak_alone, cpu_alone) = (peak, cpu);
+        } else {
+            // What every process does or holds whole, as a share of one process's: from
+            // x = whole + (1 - whole) / processes.
+            let whole = |x: f64| (processes as f64 * x - 1.0) / (processes as f64 - 1.0);
+            let label = format!("same, memory per process, {processes} / 1 procs");
+            let goal = Goal::AtMost(SPREAD_MEMORY_SHARE + 1.0 / processes as f64);
+            let share = peak / peak_alone;
+            let note = format!("target 1/{processes} + {SPREAD_MEMORY_SHARE}; held whole: {:.2}", whole(share));
+            println!("{}", figure(&label, share, "x", goal, &note));
+            let label = format!("same, CPU time per process, {processes} / 1 procs");
+            let share = cpu / cpu_alone;
+            let note = format!("user+sys, the busiest process; done whole: {:.2}", whole(share));
+            println!("{}", figure(&label, share, "x", Goal::None, &note));
+        }
+    }
+    let (alone_secs, rounds) = {
+        let lines = spread_job("rounds", 1);
+        (lines.iter().map(|l| l.0).fold(f64::INFINITY, f64::min), lines[0].1)
+    };
+    let mut best = f64::INFINITY;
+    for _ in 0..RUNS {
+        let lines = spread_job("rounds", 2);
+        best = best.min(lines.iter().map(|l| l.0).fold(0.0, f64::max));
+    }
+    let overhead_us = (best - alone_secs) / rounds as f64 * 1e6;
+    let note = format!(
+        "{rounds} rounds of a 2-SIP ping-pong: {:.2} us/round spread, {:.2} alone",
+        best / rounds as f64 * 1e6,
+        alone_secs / rounds as f64 * 1e6
+    );
+    println!("{}", figure("round hand-over at 2 processes, beyond 1", overhead_us, "us", Goal::AtMost(10.0), &note));
+}
+
+/// What every process of a spread run holds whole, as a share of the single-process run's memory:
+/// the plan, every queue's bookkeeping, the network model (every process places every transfer) and
+/// the end report.
+const SPREAD_MEMORY_SHARE: f64 = 0.1;
+
 /// Whether section `name` runs: all of them, or those named in `KERNBENCH_BENCH_ONLY`.
 fn section(name: &str) -> bool {
     std::env::var("KERNBENCH_BENCH_ONLY").map_or(true, |only| only.split(',').any(|s| s == name))
 }
 
 fn main() {
+    if let Ok(case) = std::env::var(SPREAD_RUN) {
+        spread_process(&case);
+        return;
+    }
     if let Ok(threads) = std::env::var(MILLION_RUN) {
         let (secs, rounds, peak) = million_run(threads.parse().expect("a thread count"));
         println!("{secs} {rounds} {peak}");
@@ -381,5 +573,8 @@ fn main() {
     }
     if section("cli") {
         cli();
+    }
+    if section("spread") {
+        spread();
     }
 }

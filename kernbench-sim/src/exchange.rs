@@ -10,8 +10,8 @@
 //! same global order on its own copy of the network model, so times never depend on who placed what.
 //!
 //! Two transports: [`InMemory`], processes as threads of one program (for tests, and to try a
-//! partition without MPI), and, with the `mpi` cargo feature, [`Mpi`] over an MPI communicator
-//! (`mpirun -np N ...`). [`Alone`] is the one-process run.
+//! partition without MPI), and, with the `mpi` cargo feature, `Mpi` over an MPI communicator
+//! (`mpirun -np N ...`). A run without an exchange is the one-process run.
 
 use std::fmt;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -96,7 +96,7 @@ pub enum ExchangeError {
         /// What did not decode.
         what: &'static str,
     },
-    /// The run's processes are more than its SIPs, or the exchange does not describe this process.
+    /// The run's processes are more than its SIPs (each process holds at least one).
     #[error("a run on {sips} SIPs cannot be spread over {processes} processes: expected 1..={sips} processes")]
     TooManyProcesses {
         /// The run's processes.
@@ -104,22 +104,6 @@ pub enum ExchangeError {
         /// The system's SIPs.
         sips: usize,
     },
-}
-
-/// The one-process run: nothing crosses.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Alone;
-
-impl Exchange for Alone {
-    fn processes(&self) -> usize {
-        1
-    }
-    fn process(&self) -> usize {
-        0
-    }
-    fn all_to_all(&self, to_each: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, ExchangeError> {
-        Ok(to_each)
-    }
 }
 
 /// Which process holds which SIPs: `processes` contiguous blocks, the first `sips % processes` one SIP

@@ -53,6 +53,14 @@
 //! checked when it is made (a put's when it lands), so an unordered pair is reported whichever came
 //! first, the same on any thread count. Kernels that use no symmetric memory carry no clocks.
 //!
+//! # Spread over processes
+//!
+//! [`Runtime::exchange`] spreads a run over the processes of an MPI job (`exchange::Mpi`, with the
+//! `mpi` feature) or of an in-memory group ([`exchange::InMemory`]): each holds a block of SIPs and polls
+//! only their PEs, and the rounds become bulk-synchronous steps with one hand-over each. Every process
+//! returns the single-process run's report, bit for bit: see [`exchange`] for what crosses and why the
+//! bits do not depend on the number of processes.
+//!
 //! A broken kernel ends in an error, never a hang. A deadlock reads like this:
 //!
 //! ```text

@@ -11,7 +11,7 @@ use kernbench_core::{Buffer, Direction, Dtype, Group, KernelError, Op, PeId, Til
 use serde::{Deserialize, Serialize};
 
 use crate::RunError;
-use crate::queue::{Message, Queue, Side};
+use crate::queue::{Message, Queue, Queues, Side};
 use crate::race::{LaneSync, MessageOrders, Released, Stamp};
 use crate::slots::Slots;
 use crate::symmetric::{
@@ -247,7 +247,7 @@ pub(crate) struct PeView<'a> {
     pub(crate) wait: &'a mut WaitSlot,
     /// Channels per direction: the most lanes of any PE.
     pub(crate) channels: u32,
-    pub(crate) queues: &'a [Queue],
+    pub(crate) queues: &'a Queues,
     /// Every participant's id, by rank.
     pub(crate) pes: &'a [PeId],
     /// Per queue, how long a credit takes to get back to the sender (empty when untimed).
@@ -891,7 +891,7 @@ impl OneSided for PeView<'_> {
 
 /// The ranks rank `rank`'s one-sided operations may address: the peers of its ports, with the queues of
 /// channel 0 to and from each (their routes), sorted by rank.
-fn one_sided_peers(rank: u32, ports: &[Port], queues: &[Queue]) -> Vec<(u32, u32, u32)> {
+fn one_sided_peers(rank: u32, ports: &[Port], queues: &Queues) -> Vec<(u32, u32, u32)> {
     let mut peers: Vec<(u32, u32, u32)> = ports
         .iter()
         .filter_map(|p| queues.get(p.out_queue as usize).map(|q| (q, p)))

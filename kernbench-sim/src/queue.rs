@@ -325,3 +325,57 @@ impl Queue {
         self.slots.len() as u64
     }
 }
+
+/// A run's queues by number: every one, or in a run spread over processes only those with a side in
+/// this process (numbers stay the run's: the network model and the ports use them).
+pub(crate) struct Queues {
+    queues: Vec<Queue>,
+    /// In a spread run, the number of each queue held, in order (its place in `queues`).
+    numbers: Option<Vec<u32>>,
+}
+
+impl Queues {
+    /// Every queue, numbered by place.
+    pub(crate) fn all(queues: Vec<Queue>) -> Queues {
+        Queues { queues, numbers: None }
+    }
+
+    /// The queues numbered `numbers` (ascending), in that order.
+    pub(crate) fn some(queues: Vec<Queue>, numbers: Vec<u32>) -> Queues {
+        Queues { queues, numbers: Some(numbers) }
+    }
+
+    fn place(&self, q: usize) -> Option<usize> {
+        match &self.numbers {
+            None => (q < self.queues.len()).then_some(q),
+            Some(numbers) => numbers.binary_search(&(q as u32)).ok(),
+        }
+    }
+
+    /// Queue `q`, if this process holds it.
+    pub(crate) fn get(&self, q: usize) -> Option<&Queue> {
+        self.place(q).map(|i| &self.queues[i])
+    }
+
+    /// Every queue held, with its number, in order.
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (usize, &mut Queue)> {
+        let numbers = self.numbers.as_deref();
+        self.queues.iter_mut().enumerate().map(move |(i, q)| (numbers.map_or(i, |n| n[i] as usize), q))
+    }
+}
+
+impl std::ops::Index<usize> for Queues {
+    type Output = Queue;
+
+    /// Queue `q`; this process must hold it.
+    fn index(&self, q: usize) -> &Queue {
+        self.get(q).expect("a queue with a side in this process")
+    }
+}
+
+impl std::ops::IndexMut<usize> for Queues {
+    fn index_mut(&mut self, q: usize) -> &mut Queue {
+        let i = self.place(q).expect("a queue with a side in this process");
+        &mut self.queues[i]
+    }
+}

@@ -33,7 +33,7 @@ use crate::exchange::Exchange;
 use crate::pe::{
     Arrival, Barrier, Budget, LaneState, PeBuffers, PeFigures, PeState, PeView, Port, Wait, WaitSlot, Watch, group_key,
 };
-use crate::queue::{Queue, Side};
+use crate::queue::{Queue, Queues, Side};
 use crate::race::{MessageOrders, Released, Stamp};
 use crate::report::{PeReport, RunReport};
 use crate::slots::Slots;
@@ -344,11 +344,36 @@ impl<'s> Runtime<'s> {
             None
         };
         quiet_kernel_panics();
-        let (queues, ports) = install_queues(self.system, plan, self.system.ipcq_depth(), channels);
+        let holds_either = |(sender, receiver): (u32, u32)| local(sender as usize) || local(receiver as usize);
+        let installed = install_queues(self.system, plan, (self.system.ipcq_depth(), channels), holds_either);
+        let (queues, routes, ports) = (installed.queues, installed.routes, installed.ports);
         let make_network = || {
-            let routes = queues.iter().map(|q| (q.sender, q.receiver));
+            let routes = routes.iter().copied();
             self.timing.as_ref().map(|timing| Network::new(self.system, timing, &pes, routes))
         };
+        // A spread run holds the states of this process's PEs and lanes only: their cells by rank and
+        // by task.
+        let cells_of = |count: usize, held: &dyn Fn(usize) -> bool| -> Arc<[u32]> {
+            let mut next = 0u32;
+            (0..count)
+                .map(|i| {
+                    if held(i) {
+                        next += 1;
+                        next - 1
+                    } else {
+                        Slots::<()>::ABSENT
+                    }
+                })
+                .collect()
+        };
+        let task_rank: Vec<u32> =
+            lanes.iter().enumerate().flat_map(|(rank, &n)| std::iter::repeat_n(rank as u32, n)).collect();
+        let cells = spread.as_ref().map(|_| {
+            (
+                cells_of(pes.len(), &|rank| local(rank)),
+                cells_of(task_rank.len(), &|task| local(task_rank[task] as usize)),
+            )
+        });
         let make_states = || {
             // One empty scratch buffer for every PE until a kernel asks for one of its own.
             let no_scratch = Tile::zeros(kernbench_core::Dtype::F32, 0);
@@ -358,17 +383,12 @@ impl<'s> Runtime<'s> {
                 .zip(buffers)
                 .zip(&lanes)
                 .enumerate()
-                .map(|(rank, (((&pe, ports), b), &n))| {
-                    // Another process holds this PE: its buffers are not needed here.
-                    let (input, output) =
-                        if local(rank) { (b.input, b.output) } else { (no_scratch.clone(), no_scratch.clone()) };
-                    (pe, ports, input, output, n)
-                })
-                .map(|(pe, ports, input, output, n)| PeState {
+                .filter(|&(rank, _)| local(rank))
+                .map(|(_, (((&pe, ports), b), &n))| PeState {
                     pe,
                     ports,
-                    input,
-                    output,
+                    input: b.input,
+                    output: b.output,
                     scratch: no_scratch.clone(),
                     touched: Vec::new(),
                     notes: BTreeMap::new(),
@@ -379,18 +399,18 @@ impl<'s> Runtime<'s> {
             // Sized up front: a flattened iterator does not know its length, and growing by doubling
             // copies a million lanes' states again and again.
             let mut lane_states = Vec::with_capacity(first_task[pes.len()] as usize);
-            let lane_state_list =
-                pes.iter().zip(&lanes).flat_map(|(&pe, &n)| (0..n as u32).map(move |lane| (pe, lane))).map(
-                    |(pe, lane)| LaneState {
-                        lane,
-                        figures: PeFigures::default(),
-                        generation: message_generation(call.generation, 1),
-                        clock: Clock::new(self.system, self.timing.as_ref(), pe),
-                        failure: None,
-                        watch: Watch { loops_left: self.budget.loops, steps: 0, last: None },
-                        one_sided: None,
-                    },
-                );
+            let lane_state_list = (pes.iter().zip(&lanes).enumerate())
+                .filter(|&(rank, _)| local(rank))
+                .flat_map(|(_, (&pe, &n))| (0..n as u32).map(move |lane| (pe, lane)))
+                .map(|(pe, lane)| LaneState {
+                    lane,
+                    figures: PeFigures::default(),
+                    generation: message_generation(call.generation, 1),
+                    clock: Clock::new(self.system, self.timing.as_ref(), pe),
+                    failure: None,
+                    watch: Watch { loops_left: self.budget.loops, steps: 0, last: None },
+                    one_sided: None,
+                });
             lane_states.extend(lane_state_list);
             (states, lane_states)
         };
@@ -399,18 +419,29 @@ impl<'s> Runtime<'s> {
             Some(pool) => pool.install(|| rayon::join(make_network, make_states)),
             None => (make_network(), make_states()),
         };
-        let tasks = lane_states.len();
-        let task_rank = lanes.iter().enumerate().flat_map(|(rank, &n)| std::iter::repeat_n(rank as u32, n)).collect();
+        // This process's tasks (every task, unless the run is spread).
+        let held = lane_states.len();
+        let tasks = task_rank.len();
+        let (states, lanes_held, waits) = match &cells {
+            Some((by_rank, by_task)) => (
+                Slots::some(states, Arc::clone(by_rank)),
+                Slots::some(lane_states, Arc::clone(by_task)),
+                Slots::some((0..held).map(|_| WaitSlot::new()).collect(), Arc::clone(by_task)),
+            ),
+            None => {
+                (Slots::new(states), Slots::new(lane_states), Slots::new((0..held).map(|_| WaitSlot::new()).collect()))
+            }
+        };
         let mut exec = Execution {
             pes: &pes,
-            states: Slots::new(states),
-            lanes: Slots::new(lane_states),
+            states,
+            lanes: lanes_held,
             first_task,
             task_rank,
-            waits: Slots::new((0..tasks).map(|_| WaitSlot::new()).collect()),
+            waits,
             queues,
             channels: channels as u32,
-            results: (0..tasks).map(|_| OnceLock::new()).collect(),
+            results: (0..held).map(|_| OnceLock::new()).collect(),
             barrier: Barrier { arrived: AtomicBool::new(false), waiters: Mutex::new(Vec::new()) },
             group_lanes: BTreeMap::new(),
             at_barrier: BTreeMap::new(),
@@ -430,6 +461,7 @@ impl<'s> Runtime<'s> {
         let results = Arc::clone(&exec.results);
         let extents = [self.system.sips(), self.system.cubes_per_sip(), self.system.pes_per_cube()];
         let (first_task, task_rank) = (&exec.first_task, &exec.task_rank);
+        let lane_cell = |task: usize| exec.lanes.cell(task);
         let start = |task: usize| {
             let rank = task_rank[task] as usize;
             let ctx = TlContext {
@@ -446,6 +478,7 @@ impl<'s> Runtime<'s> {
             };
             let future = kernel.launch(Tl::new(ctx));
             let results = Arc::clone(&results);
+            let cell = lane_cell(task);
             let schedule = {
                 let ready = Arc::clone(&ready);
                 move |runnable| ready.push(runnable)
@@ -454,7 +487,7 @@ impl<'s> Runtime<'s> {
                 move |_| async move {
                     let result = future.await;
                     // Set once: the task completes once.
-                    let _ = results[task].set(result.map_err(Box::new));
+                    let _ = results[cell].set(result.map_err(Box::new));
                 },
                 schedule,
             );
@@ -530,7 +563,7 @@ struct Execution<'p> {
     task_rank: Vec<u32>,
     /// Per task.
     waits: Slots<WaitSlot>,
-    queues: Vec<Queue>,
+    queues: Queues,
     /// Channels per directed edge.
     channels: u32,
     /// Per task, how its kernel ended.
@@ -807,6 +840,11 @@ impl Execution<'_> {
         }
     }
 
+    /// How `task`'s kernel ended, if it has (a task this process holds).
+    fn ended(&self, task: usize) -> Option<&Ended> {
+        self.results[self.lanes.cell(task)].get()
+    }
+
     /// Whether this process holds `rank` (every rank, unless the run is spread).
     fn holds(&self, rank: u32) -> bool {
         self.spread.as_ref().is_none_or(|s| s.is_local(rank))
@@ -886,7 +924,7 @@ impl Execution<'_> {
         let run = catch_unwind(AssertUnwindSafe(|| tl::enter(&mut view, || runnable.run())));
         let failure = match run {
             Err(payload) => RunError::Panicked { pe, message: panic_message(&*payload) },
-            Ok(_) => match self.results[task as usize].get() {
+            Ok(_) => match self.ended(task as usize) {
                 None => return Polled::Pending,
                 Some(Ok(())) => return Polled::Finished,
                 Some(Err(e)) => RunError::Kernel((**e).clone()),
@@ -961,7 +999,7 @@ impl Execution<'_> {
             // No lane of the PE can start work before the earliest clock of those still running.
             let floor = self
                 .lanes_of(rank as usize)
-                .filter(|&task| self.results[task].get().is_none())
+                .filter(|&task| self.ended(task).is_none())
                 // SAFETY: merge phase: a PE's lanes are touched only by the thread merging the PE.
                 .map(|task| unsafe { self.lanes.get_ref(task) }.clock.now)
                 .fold(f64::INFINITY, f64::min);
@@ -1008,20 +1046,18 @@ impl Execution<'_> {
             // Every process of a spread run places every transfer; the message is in this process's
             // replica of the queue when its sender or receiver is here.
             let arrive_ns = network.deliver(t.queue, t.depart_ns, t.bytes);
-            if let Some(message) = unsafe { self.queues[t.queue as usize].message_mut(t.position) } {
+            let queue = self.queues.get(t.queue as usize);
+            if let Some(message) = queue.and_then(|q| unsafe { q.message_mut(t.position) }) {
                 message.arrive_ns = arrive_ns;
             }
         }
         if network.forget_due {
             // No message can leave before the clock of the earliest lane still running.
-            let (results, spread, task_rank) = (&self.results, &self.spread, &self.task_rank);
-            let mut floor = self
-                .lanes
-                .iter_mut()
-                .enumerate()
-                .filter(|(task, _)| results[*task].get().is_none())
-                .filter(|(task, _)| spread.as_ref().is_none_or(|s| s.is_local(task_rank[*task])))
-                .map(|(_, s)| s.clock.now)
+            let (results, spread) = (&self.results, &self.spread);
+            // Lanes and their results are in the same (cell) order.
+            let mut floor = (self.lanes.iter_mut().zip(results.iter()))
+                .filter(|(_, ended)| ended.get().is_none())
+                .map(|(s, _)| s.clock.now)
                 .fold(f64::INFINITY, f64::min);
             if let Some(spread) = spread {
                 // Every process's model forgets the same bookings: the earliest clock of every process.
@@ -1262,7 +1298,8 @@ impl Execution<'_> {
     fn check_signals(&mut self) -> Result<(), RunError> {
         let mut left = Vec::new();
         // In a spread run, a PE's signals are in its process.
-        for (rank, state) in self.states.iter_mut().enumerate() {
+        let held: Vec<usize> = (0..self.pes.len()).filter(|&rank| self.holds(rank as u32)).collect();
+        for (&rank, state) in held.iter().zip(self.states.iter_mut()) {
             let Some(one_sided) = &state.one_sided else { continue };
             for (signal, s) in one_sided.signals.slots.iter().enumerate() {
                 for (generation, value, waited) in s.generations() {
@@ -1305,7 +1342,7 @@ impl Execution<'_> {
     fn deadlock_report(&mut self, finished: usize) -> Result<DeadlockReport, RunError> {
         let mut blocked = Vec::new();
         for task in 0..self.lanes_total() {
-            if self.results[task].get().is_some() || !self.holds(self.task_rank[task]) {
+            if !self.holds(self.task_rank[task]) || self.ended(task).is_some() {
                 continue;
             }
             let rank = self.task_rank[task] as usize;
@@ -1356,7 +1393,6 @@ impl Execution<'_> {
         let unreceived = self
             .queues
             .iter_mut()
-            .enumerate()
             .filter(|(_, q)| spread.as_ref().is_none_or(|s| s.is_local(q.receiver)))
             .flat_map(|(i, q)| {
                 let (receiver, direction, sender) = (pes[q.receiver as usize], q.recv_dir, pes[q.sender as usize]);
@@ -1375,7 +1411,6 @@ impl Execution<'_> {
         let left: Vec<(u64, Leftover)> = self
             .queues
             .iter_mut()
-            .enumerate()
             // In a spread run, the receiver's process counts a queue's messages.
             .filter(|(_, q)| spread.as_ref().is_none_or(|s| s.is_local(q.receiver)))
             .filter_map(|(i, q)| {
@@ -1404,19 +1439,30 @@ impl Execution<'_> {
     /// [`RunError::NonFiniteTime`] when a lane's clock is not a finite number: such a time must never be
     /// printed or written as a result.
     fn report(&mut self, rounds: u64) -> Result<RunReport, RunError> {
-        let (pes, task_rank, spread) = (self.pes, &self.task_rank, &self.spread);
-        let holds = |rank: u32| spread.as_ref().is_none_or(|s| s.is_local(rank));
+        let (pes, first_task, spread) = (self.pes, &self.first_task, &self.spread);
+        // The PEs this process holds (all of them unless the run is spread), and their lanes' cells.
+        let held: Vec<usize> = (0..pes.len()).filter(|&rank| self.holds(rank as u32)).collect();
+        let cells: Vec<std::ops::Range<usize>> = held
+            .iter()
+            .map(|&rank| {
+                let first = self.lanes.cell(first_task[rank] as usize);
+                first..first + (first_task[rank + 1] - first_task[rank]) as usize
+            })
+            .collect();
+        let mut lanes: Vec<&mut LaneState> = self.lanes.iter_mut().collect();
         if self.network.is_some() {
             // A lane waiting on one whose time is not finite inherits it: name the PE where it arose
             // (its own work or start delay) before any that only waited.
-            let mut first = |check: fn(&Clock) -> Option<(&'static str, f64)>| {
-                task_rank.iter().zip(self.lanes.iter_mut()).enumerate().filter(|(_, (rank, _))| holds(**rank)).find_map(
-                    |(task, (&rank, s))| {
-                        check(&s.clock).map(|(what, value)| (task as u64, pes[rank as usize], what, value))
-                    },
-                )
+            let first = |check: fn(&Clock) -> Option<(&'static str, f64)>| {
+                held.iter().zip(&cells).find_map(|(&rank, cells)| {
+                    cells.clone().enumerate().find_map(|(lane, cell)| {
+                        let task = u64::from(first_task[rank]) + lane as u64;
+                        check(&lanes[cell].clock).map(|(what, value)| (task, pes[rank], what, value))
+                    })
+                })
             };
-            let waited = |(task, pe, what, value)| (task + task_rank.len() as u64, pe, what, value);
+            let tasks = u64::from(first_task[pes.len()]);
+            let waited = |(task, pe, what, value)| (task + tasks, pe, what, value);
             let found = first(Clock::own_non_finite).or_else(|| first(Clock::non_finite).map(waited));
             let error = found
                 .map(|(key, pe, what, value)| (key, RunError::NonFiniteTime { pe, what, value: value.to_string() }));
@@ -1429,33 +1475,23 @@ impl Execution<'_> {
                 }
             }
         }
-        let first_task = &self.first_task;
-        let mut lanes: Vec<&mut LaneState> = self.lanes.iter_mut().collect();
-        let ranks = first_task.len() - 1;
-        let lanes_of = |rank: usize| first_task[rank] as usize..first_task[rank + 1] as usize;
-        let mut completion = (0..ranks)
-            .filter(|&rank| holds(rank as u32))
-            .flat_map(&lanes_of)
-            .map(|task| lanes[task].clock.now)
-            .fold(0.0, f64::max);
+        let mut completion = lanes.iter().map(|l| l.clock.now).fold(0.0, f64::max);
         if let (Some(spread), true) = (spread, self.network.is_some()) {
             completion = spread.gather(&completion)?.into_iter().fold(0.0, f64::max);
         }
-        let mut times: Vec<Option<PeTime>> = (0..ranks)
-            .map(|rank| {
-                self.network.as_ref().filter(|_| holds(rank as u32))?;
-                Some(match &mut lanes[lanes_of(rank)] {
+        let mut times: Vec<Option<PeTime>> = cells
+            .iter()
+            .map(|cells| {
+                self.network.as_ref()?;
+                Some(match &mut lanes[cells.clone()] {
                     [one] => one.clock.report(completion),
                     several => PeTime::of_lanes(several.iter_mut().map(|l| l.clock.report(completion)).collect()),
                 })
             })
             .collect();
-        let mut per_pe: Vec<PeReport> = self
-            .states
-            .iter_mut()
-            .enumerate()
-            .map(|(rank, s)| {
-                let (figures, lanes) = match &lanes[lanes_of(rank)] {
+        let mut per_pe: Vec<PeReport> = (cells.iter().zip(self.states.iter_mut()))
+            .map(|(cells, s)| {
+                let (figures, lanes) = match &lanes[cells.clone()] {
                     [one] => (one.figures, Vec::new()),
                     several => {
                         let lanes: Vec<PeFigures> = several.iter().map(|l| l.figures).collect();
@@ -1469,17 +1505,23 @@ impl Execution<'_> {
             .collect();
         if spread.is_some() {
             // Each process's PEs, to every process.
-            let mine: Vec<(u64, PeShare)> = per_pe
-                .iter_mut()
-                .zip(&mut times)
-                .enumerate()
-                .filter(|&(rank, _)| holds(rank as u32))
-                .map(|(rank, (pe, time))| (rank as u64, PeShare::of(pe, time.take())))
+            let mine: Vec<(u64, PeShare)> = (held.iter().zip(per_pe.iter_mut().zip(&mut times)))
+                .map(|(&rank, (pe, time))| (rank as u64, PeShare::of(pe, time.take())))
                 .collect();
-            for (rank, share) in in_run_order(spread, mine)?.into_iter().enumerate() {
-                let (report, time) = share.into_report(pes[rank])?;
-                (per_pe[rank], times[rank]) = (report, time);
-            }
+            drop((per_pe, times));
+            let mut all: Vec<Option<(PeReport, Option<PeTime>)>> = Vec::new();
+            all.resize_with(pes.len(), || None);
+            let spread = spread.as_ref().expect("a spread run");
+            spread.gather_each(&mine, |theirs: Vec<(u64, PeShare)>| {
+                for (rank, share) in theirs {
+                    let rank = rank as usize;
+                    all[rank] = Some(share.into_report(pes[rank])?);
+                }
+                Ok(())
+            })?;
+            drop(mine);
+            let all = all.into_iter().map(|pe| pe.expect("every process reports its PEs"));
+            (per_pe, times) = all.unzip();
         }
         let time = self.network.as_mut().map(|network| TimeReport {
             completion_ns: completion,
@@ -1537,11 +1579,27 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
         .unwrap_or_else(|| "a panic with a non-string payload".to_owned())
 }
 
-/// Builds `channels` queues per directed neighbour edge and each PE's ports, for a plan that passed
-/// [`check_plan`]. The queues a PE sends into on direction `d` are those its peer receives from on the
-/// direction that pairs with `d` and names the PE back (the check makes it unique); an edge's channels
-/// are consecutive queues.
-fn install_queues(system: &System, plan: &InstallPlan, depth: usize, channels: usize) -> (Vec<Queue>, Vec<Vec<Port>>) {
+/// What [`install_queues`] builds.
+struct Installed {
+    /// The queues of the edges it keeps.
+    queues: Queues,
+    /// Every queue's sender and receiver rank, by number.
+    routes: Vec<(u32, u32)>,
+    /// Each PE's ports.
+    ports: Vec<Vec<Port>>,
+}
+
+/// Builds `channels` queues of `depth` slots per directed neighbour edge and each PE's ports, for a plan
+/// that passed [`check_plan`]; of the queues, only those whose (sender, receiver) ranks `keep` (a spread
+/// run holds those with a side in its process). The queues a PE sends into on direction `d` are those
+/// its peer receives from on the direction that pairs with `d` and names the PE back (the check makes it
+/// unique); an edge's channels are consecutive queues.
+fn install_queues(
+    system: &System,
+    plan: &InstallPlan,
+    (depth, channels): (usize, usize),
+    keep: impl Fn((u32, u32)) -> bool,
+) -> Installed {
     let installs: Vec<_> = plan.participants().collect();
     let by_peer = PlanLinks::new(system, installs.iter().copied());
     let mut ports: Vec<Vec<Port>> = installs
@@ -1553,15 +1611,21 @@ fn install_queues(system: &System, plan: &InstallPlan, depth: usize, channels: u
                 .collect()
         })
         .collect();
-    let mut queues = Vec::with_capacity(installs.iter().map(|i| i.neighbors.len()).sum::<usize>() * channels);
+    let edges = installs.iter().map(|i| i.neighbors.len()).sum::<usize>() * channels;
+    let (mut queues, mut routes, mut numbers) = (Vec::new(), Vec::with_capacity(edges), Vec::new());
     for (rank, install) in installs.iter().enumerate() {
         for (i, entry) in install.neighbors.iter().enumerate() {
             let Some(peer) = by_peer.rank(entry.peer) else { continue };
             let back = by_peer.to(peer, install.pe).find(|&(d, _)| entry.direction.pairs_with(d));
             let Some((recv_dir, back)) = back else { continue };
-            let first = queues.len() as u32;
+            let first = routes.len() as u32;
+            let ends = (rank as u32, peer as u32);
             for channel in 0..channels as u32 {
-                queues.push(Queue::new((rank as u32, peer as u32), (entry.direction, recv_dir), channel, depth));
+                if keep(ends) {
+                    numbers.push(routes.len() as u32);
+                    queues.push(Queue::new(ends, (entry.direction, recv_dir), channel, depth));
+                }
+                routes.push(ends);
             }
             ports[rank][i].out_queue = first;
             ports[peer][back].in_queue = first;
@@ -1570,7 +1634,8 @@ fn install_queues(system: &System, plan: &InstallPlan, depth: usize, channels: u
     for list in &mut ports {
         list.sort_unstable_by_key(|p| p.key);
     }
-    (queues, ports)
+    let queues = if numbers.len() == routes.len() { Queues::all(queues) } else { Queues::some(queues, numbers) };
+    Installed { queues, routes, ports }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Per-PE and per-queue state that several threads touch within a round, each only its own part.
 
 use std::cell::UnsafeCell;
+use std::sync::Arc;
 
 /// A vector whose elements are handed out mutably by index from a shared reference.
 ///
@@ -10,6 +11,9 @@ use std::cell::UnsafeCell;
 /// read (any thread may wake any PE). Callers state which of these holds.
 pub(crate) struct Slots<T> {
     cells: Box<[UnsafeCell<T>]>,
+    /// In a run spread over processes, the cell of each index this process holds ([`Slots::ABSENT`]
+    /// for the others'); `None`: every index, each its own cell.
+    cells_of: Option<Arc<[u32]>>,
 }
 
 // SAFETY: access is exclusive per element by the executor's round protocol (see the type's docs), and
@@ -17,8 +21,25 @@ pub(crate) struct Slots<T> {
 unsafe impl<T: Send> Sync for Slots<T> {}
 
 impl<T> Slots<T> {
+    /// The cell of an index another process holds.
+    pub(crate) const ABSENT: u32 = u32::MAX;
+
     pub(crate) fn new(items: Vec<T>) -> Self {
-        Slots { cells: items.into_iter().map(UnsafeCell::new).collect() }
+        Slots { cells: items.into_iter().map(UnsafeCell::new).collect(), cells_of: None }
+    }
+
+    /// Slots for the indices `cells_of` gives a cell, holding `items` in cell order.
+    pub(crate) fn some(items: Vec<T>, cells_of: Arc<[u32]>) -> Self {
+        Slots { cells: items.into_iter().map(UnsafeCell::new).collect(), cells_of: Some(cells_of) }
+    }
+
+    /// The cell of `index`.
+    #[inline]
+    pub(crate) fn cell(&self, index: usize) -> usize {
+        match &self.cells_of {
+            None => index,
+            Some(cells) => cells[index] as usize,
+        }
     }
 
     /// The element at `index`, mutably.
@@ -28,7 +49,7 @@ impl<T> Slots<T> {
     #[allow(clippy::mut_from_ref)]
     pub(crate) unsafe fn get_mut(&self, index: usize) -> &mut T {
         // SAFETY: the caller guarantees exclusivity.
-        unsafe { &mut *self.cells[index].get() }
+        unsafe { &mut *self.cells[self.cell(index)].get() }
     }
 
     /// The element at `index`, shared.
@@ -37,16 +58,18 @@ impl<T> Slots<T> {
     /// No mutable reference to this element may exist while the returned one lives.
     pub(crate) unsafe fn get_ref(&self, index: usize) -> &T {
         // SAFETY: the caller guarantees no writer.
-        unsafe { &*self.cells[index].get() }
+        unsafe { &*self.cells[self.cell(index)].get() }
     }
 
-    /// Every element, mutably; safe because `&mut self` excludes every other access.
+    /// Every element held, mutably, in index order; safe because `&mut self` excludes every other
+    /// access.
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
         self.cells.iter_mut().map(UnsafeCell::get_mut)
     }
 
     /// The element at `index`, through exclusive access to the whole vector.
     pub(crate) fn get(&mut self, index: usize) -> &mut T {
-        self.cells[index].get_mut()
+        let cell = self.cell(index);
+        self.cells[cell].get_mut()
     }
 }

@@ -302,15 +302,30 @@ impl<'x> Spread<'x> {
 
     /// Every process's `mine`, in process order.
     pub(crate) fn gather<T: Serialize + DeserializeOwned>(&self, mine: &T) -> Result<Vec<T>, RunError> {
+        let mut all = Vec::with_capacity(self.processes());
+        self.gather_each(mine, |theirs| {
+            all.push(theirs);
+            Ok(())
+        })?;
+        Ok(all)
+    }
+
+    /// Hands every process's `mine` to `each`, in process order, each decoded only when its turn comes
+    /// (and its bytes dropped after): a whole run's report is large.
+    pub(crate) fn gather_each<T: Serialize + DeserializeOwned>(
+        &self,
+        mine: &T,
+        mut each: impl FnMut(T) -> Result<(), RunError>,
+    ) -> Result<(), RunError> {
         let bytes = bincode::serialize(mine).map_err(|e| ExchangeError::Transport(e.to_string()))?;
         let got = self.exchange.all_gather(bytes)?;
-        got.iter()
-            .enumerate()
-            .map(|(from, b)| {
-                bincode::deserialize(b)
-                    .map_err(|_| RunError::from(ExchangeError::Malformed { from, what: "a run's end report" }))
-            })
-            .collect()
+        for (from, bytes) in got.into_iter().enumerate() {
+            let theirs = bincode::deserialize(&bytes)
+                .map_err(|_| RunError::from(ExchangeError::Malformed { from, what: "a run's end report" }))?;
+            drop(bytes);
+            each(theirs)?;
+        }
+        Ok(())
     }
 
     /// After one-sided operations were applied: sends each get's reply to its lane's process, and

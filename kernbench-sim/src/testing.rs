@@ -6,7 +6,7 @@ use kernbench_core::{ArgsError, Collective, InstallPlan, KernelDef, PeId, PlanEr
 
 use std::sync::Arc;
 
-use crate::exchange::Exchange;
+use crate::exchange::{Exchange, Partition};
 use crate::{Call, ExactRunError, PeBuffers, RunError, RunReport, Runtime, Timing};
 
 /// Why a mock run did not produce a report.
@@ -200,9 +200,20 @@ impl<'a> MockRun<'a> {
             return Err(ArgsError::new(self.kernel.name, self.kernel.params, message).into());
         };
         let kernel = self.kernel.instantiate(params)?;
+        // In a run spread over processes, only this process's PEs need their buffers (the exact check
+        // compares every PE's output with every input, in every process).
+        let elsewhere = |pe: PeId| {
+            let exchange = self.exchange.as_ref().filter(|_| self.exact.is_none())?;
+            let partition = Partition::new(self.system, exchange.processes()).ok()?;
+            Some(partition.process_of(pe.sip as usize) != exchange.process())
+        };
         let buffers: Vec<PeBuffers> = plan
             .participants()
             .map(|p| {
+                if elsewhere(p.pe) == Some(true) {
+                    let none = Tile::zeros(kernbench_core::Dtype::F32, 0);
+                    return PeBuffers { input: none.clone(), output: none };
+                }
                 let input = (self.inputs)(p.pe, p.rank);
                 let output = match &self.outputs {
                     Some(f) => f(p.pe, p.rank, &input),

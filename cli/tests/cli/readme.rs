@@ -132,8 +132,19 @@ fn the_ring_modes_tune_sample_is_what_tune_prints() {
 /// a figure marked `pass` must meet its target (and one marked `miss` miss it).
 #[test]
 fn the_speed_sample_is_in_the_format_the_benchmark_prints() {
-    let sample = sample_after("`cargo bench --bench runtime` measures");
-    assert!(sample.len() >= 15, "{sample:?}");
+    figures_as_the_benchmark_prints("`cargo bench --bench runtime` measures", 15);
+}
+
+/// The same for the sample of the benchmark's `spread` section, in the scale-out section.
+#[test]
+fn the_spread_sample_is_in_the_format_the_benchmark_prints() {
+    figures_as_the_benchmark_prints("`cargo bench --bench runtime --features mpi` adds", 10);
+}
+
+/// Checks the benchmark sample after `anchor` (at least `lines` figures) line by line.
+fn figures_as_the_benchmark_prints(anchor: &str, lines: usize) {
+    let sample = sample_after(anchor);
+    assert!(sample.len() > lines, "{sample:?}");
     assert_eq!(sample[0], bench_lines::header());
     for line in &sample[1..] {
         // Fixed columns: label, value, unit, target, mark, then the note.

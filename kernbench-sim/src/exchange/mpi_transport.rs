@@ -101,6 +101,40 @@ impl Mpi {
     }
 }
 
+impl Mpi {
+    /// The byte counts and their displacements in one buffer.
+    fn layout(counts: &[i32]) -> Vec<i32> {
+        counts.iter().scan(0i32, |at, &c| Some(std::mem::replace(at, at.saturating_add(c)))).collect()
+    }
+
+    /// `recv`, laid out by `counts`, cut into one buffer per process.
+    fn split(recv: &[u8], counts: &[i32]) -> Vec<Vec<u8>> {
+        Mpi::layout(counts)
+            .iter()
+            .zip(counts)
+            .map(|(&at, &count)| recv[at as usize..(at + count) as usize].to_vec())
+            .collect()
+    }
+}
+
+fn too_large() -> ExchangeError {
+    ExchangeError::Transport("a hand-over above 2 GiB".into())
+}
+
+/// The length of `bytes` as an MPI count.
+fn count(bytes: &[u8]) -> Result<i32, ExchangeError> {
+    i32::try_from(bytes.len()).map_err(|_| too_large())
+}
+
+/// The total of `counts`, which must fit one MPI buffer.
+fn total(counts: &[i32]) -> Result<usize, ExchangeError> {
+    let total: i64 = counts.iter().map(|&c| i64::from(c)).sum();
+    if total > i64::from(i32::MAX) {
+        return Err(too_large());
+    }
+    Ok(total as usize)
+}
+
 impl Exchange for Mpi {
     fn processes(&self) -> usize {
         self.processes
@@ -111,37 +145,44 @@ impl Exchange for Mpi {
     }
 
     fn all_to_all(&self, to_each: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, ExchangeError> {
-        let n = self.processes;
-        assert_eq!(to_each.len(), n, "all_to_all takes one buffer per process");
+        assert_eq!(to_each.len(), self.processes, "all_to_all takes one buffer per process");
         let world = self.world.lock().unwrap_or_else(|e| e.into_inner());
         let start = Instant::now();
-        let too_large = || ExchangeError::Transport("a hand-over between two processes above 2 GiB".into());
-        let send_counts: Vec<i32> =
-            to_each.iter().map(|b| i32::try_from(b.len()).map_err(|_| too_large())).collect::<Result<_, _>>()?;
-        let mut recv_counts = vec![0i32; n];
+        let send_counts: Vec<i32> = to_each.iter().map(|b| count(b)).collect::<Result<_, _>>()?;
+        let mut recv_counts = vec![0i32; self.processes];
         mpi::request::scope(|scope| {
             let request = world.immediate_all_to_all_into(scope, &send_counts[..], &mut recv_counts[..]);
             self.finish(&world, start, request);
         });
-        let displacements = |counts: &[i32]| -> Vec<i32> {
-            counts.iter().scan(0i32, |at, &c| Some(std::mem::replace(at, at.saturating_add(c)))).collect()
-        };
-        let (send_displs, recv_displs) = (displacements(&send_counts), displacements(&recv_counts));
-        if recv_counts.iter().map(|&c| c as i64).sum::<i64>() > i64::from(i32::MAX) {
-            return Err(too_large());
-        }
+        let (send_displs, recv_displs) = (Mpi::layout(&send_counts), Mpi::layout(&recv_counts));
+        total(&send_counts)?;
         let send: Vec<u8> = to_each.concat();
-        let mut recv = vec![0u8; recv_counts.iter().map(|&c| c as usize).sum()];
+        let mut recv = vec![0u8; total(&recv_counts)?];
         let out = Partition::new(&send[..], &send_counts[..], &send_displs[..]);
         let mut inbox = PartitionMut::new(&mut recv[..], &recv_counts[..], &recv_displs[..]);
         mpi::request::scope(|scope| {
             let request = world.immediate_all_to_all_varcount_into(scope, &out, &mut inbox);
             self.finish(&world, start, request);
         });
-        Ok(recv_displs
-            .iter()
-            .zip(&recv_counts)
-            .map(|(&at, &count)| recv[at as usize..(at + count) as usize].to_vec())
-            .collect())
+        Ok(Mpi::split(&recv, &recv_counts))
+    }
+
+    fn all_gather(&self, mine: Vec<u8>) -> Result<Vec<Vec<u8>>, ExchangeError> {
+        let world = self.world.lock().unwrap_or_else(|e| e.into_inner());
+        let start = Instant::now();
+        let mut counts = vec![0i32; self.processes];
+        let my_count = count(&mine)?;
+        mpi::request::scope(|scope| {
+            let request = world.immediate_all_gather_into(scope, &my_count, &mut counts[..]);
+            self.finish(&world, start, request);
+        });
+        let displs = Mpi::layout(&counts);
+        let mut recv = vec![0u8; total(&counts)?];
+        let mut inbox = PartitionMut::new(&mut recv[..], &counts[..], &displs[..]);
+        mpi::request::scope(|scope| {
+            let request = world.immediate_all_gather_varcount_into(scope, &mine[..], &mut inbox);
+            self.finish(&world, start, request);
+        });
+        Ok(Mpi::split(&recv, &counts))
     }
 }

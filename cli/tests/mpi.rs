@@ -1,0 +1,187 @@
+//! The `kernbench` binary and the library under `mpirun`: a run spread over the processes of an MPI job
+//! prints what one process prints, and a kernel that fails or deadlocks ends every process with the
+//! same error.
+//!
+//! They need the `mpi` feature and Open MPI (`mpirun`); without them each test says why on one line
+//! and passes, unless `KERNBENCH_REQUIRE_MPI=1` (as CI sets), which makes that a failure.
+//! `.ci/run` runs them as `cargo test -p kernbench-cli --features mpi --test mpi`.
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+#[cfg(feature = "mpi")]
+use kernbench::prelude::*;
+
+/// Whether MPI can be used here; if not, says why (and fails when `KERNBENCH_REQUIRE_MPI=1`).
+fn mpi_here() -> bool {
+    let missing = if !cfg!(feature = "mpi") {
+        Some("this test binary was built without the `mpi` feature (cargo test --features mpi)".to_owned())
+    } else {
+        match Command::new("mpirun").arg("--version").output() {
+            Ok(out) if out.status.success() => None,
+            Ok(out) => Some(format!("`mpirun --version` failed: {}", String::from_utf8_lossy(&out.stderr).trim())),
+            Err(e) => Some(format!(
+                "no mpirun ({e}); install Open MPI: apt-get install libopenmpi-dev openmpi-bin libclang-dev"
+            )),
+        }
+    };
+    let Some(why) = missing else { return true };
+    if std::env::var("KERNBENCH_REQUIRE_MPI").is_ok_and(|v| v == "1") {
+        panic!("KERNBENCH_REQUIRE_MPI=1 but {why}");
+    }
+    eprintln!("skipped: {why}");
+    false
+}
+
+/// `mpirun` on `processes` processes (more than cores allowed; as root too, as in a container).
+fn mpirun(processes: usize, program: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new("timeout");
+    command
+        .args(["120", "mpirun", "--oversubscribe", "--bind-to", "none", "-np", &processes.to_string(), program])
+        .args(args)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    command.output().expect("mpirun runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn bench_and_run_under_mpirun_print_what_one_process_prints() {
+    if !mpi_here() {
+        return;
+    }
+    let kernbench = env!("CARGO_BIN_EXE_kernbench");
+    let commands: [&[&str]; 3] = [
+        // The registry's choice: symmetric memory at 1 KiB (one_shot), rings above.
+        &["bench", "all_reduce", "--sizes", "1K,1M"],
+        &["bench", "all_to_all", "--algos", "all", "--sizes", "64K", "--system", "../configs/systems/switched.json"],
+        &["run", "all", "--bytes", "4K"],
+    ];
+    for args in commands {
+        let alone = Command::new(kernbench).args(args).output().unwrap();
+        assert!(alone.status.success(), "{args:?}: {}", text(&alone.stderr));
+        for processes in 1..=4 {
+            let spread = mpirun(processes, kernbench, args, &[]);
+            assert!(spread.status.success(), "{args:?} on {processes} processes: {}", text(&spread.stderr));
+            assert_eq!(text(&spread.stdout), text(&alone.stdout), "{args:?} on {processes} processes");
+        }
+    }
+}
+
+/// Rank `fails` fails once the first message around the ring has arrived.
+#[cfg(feature = "mpi")]
+#[ccl_kernel]
+fn fails_on_one_rank(tl: &Tl, fails: usize) {
+    let x = tl.load(Input);
+    tl.send(E, &x);
+    let got = tl.recv_like(W, &x);
+    if tl.rank() == fails {
+        let bad: usize = "not a number".parse()?;
+        tl.note("never", bad);
+    }
+    tl.store(Output, &got);
+}
+
+/// Every rank waits for its west neighbour before sending: nobody sends.
+#[cfg(feature = "mpi")]
+#[ccl_kernel]
+fn waits_before_sending(tl: &Tl) {
+    let x = tl.load(Input);
+    let got = tl.recv_like(W, &x);
+    tl.send(E, &got);
+}
+
+/// Run by the tests below in each process of an MPI job (`KERNBENCH_MPI_CHILD` names the case); a
+/// plain test run passes it at once. Prints `process P: <how long> ms: <error>` on one line.
+#[test]
+fn mpi_child() {
+    let Ok(case) = std::env::var("KERNBENCH_MPI_CHILD") else { return };
+    #[cfg(feature = "mpi")]
+    {
+        use std::sync::Arc;
+
+        use kernbench::sim::exchange::{Exchange, Mpi};
+        use kernbench::sim::testing::MockRun;
+        let mpi = Arc::new(Mpi::init().expect("MPI starts"));
+        let system = kernbench::System::shape(4, 1, 1, 2).unwrap();
+        let mock = match case.as_str() {
+            // The last rank, in the last process.
+            "fails" => MockRun::new(&system, "ring_1d", "all_pes", &fails_on_one_rank::KERNEL)
+                .params(serde_json::json!({"fails": 7})),
+            _ => MockRun::new(&system, "ring_1d", "all_pes", &waits_before_sending::KERNEL),
+        };
+        let start = Instant::now();
+        let run = mock.inputs(|_, rank| Tile::filled(F32, 8, rank as f64)).exchange(mpi.clone()).run();
+        let took = start.elapsed().as_millis();
+        let error = run.expect_err("the run fails").to_string().replace('\n', " | ");
+        println!("process {}: {took} ms: {error}", mpi.process());
+    }
+    #[cfg(not(feature = "mpi"))]
+    let _ = case;
+}
+
+/// Runs case `case` of [`mpi_child`] on `processes` processes; returns each process's error line and
+/// how long its run took.
+fn child_errors(case: &str, processes: usize) -> Vec<(u128, String)> {
+    let me = std::env::current_exe().unwrap();
+    let start = Instant::now();
+    let out = mpirun(
+        processes,
+        me.to_str().unwrap(),
+        &["mpi_child", "--exact", "--nocapture", "--test-threads", "1"],
+        &[("KERNBENCH_MPI_CHILD", case)],
+    );
+    assert!(out.status.success(), "{case} on {processes}: {}{}", text(&out.stdout), text(&out.stderr));
+    assert!(start.elapsed() < Duration::from_secs(60), "the job took {:?}", start.elapsed());
+    let stdout = text(&out.stdout);
+    let mut lines: Vec<(usize, u128, String)> = stdout
+        .lines()
+        // The test harness's own words may start the line.
+        .filter_map(|l| l.find("process ").map(|at| &l[at + "process ".len()..]))
+        .map(|l| {
+            let (process, rest) = l.split_once(": ").unwrap();
+            let (ms, error) = rest.split_once(" ms: ").unwrap();
+            (process.parse().unwrap(), ms.parse().unwrap(), error.to_owned())
+        })
+        .collect();
+    lines.sort();
+    assert_eq!(lines.iter().map(|l| l.0).collect::<Vec<_>>(), (0..processes).collect::<Vec<_>>(), "{stdout}");
+    lines.into_iter().map(|(_, ms, error)| (ms, error)).collect()
+}
+
+#[test]
+fn a_kernel_failing_in_one_process_ends_every_process_with_its_error_within_a_second() {
+    if !mpi_here() {
+        return;
+    }
+    for processes in [2, 4] {
+        let lines = child_errors("fails", processes);
+        for (ms, error) in &lines {
+            assert_eq!(error, &lines[0].1, "{processes} processes: {lines:?}");
+            assert!(error.contains("(sip 3, cube 0, pe 1)") && error.contains("invalid digit"), "{error}");
+            assert!(*ms < 1000, "{processes} processes: a process took {ms} ms to end");
+        }
+    }
+}
+
+#[test]
+fn a_deadlock_spanning_processes_ends_every_process_with_the_report_within_a_second() {
+    if !mpi_here() {
+        return;
+    }
+    for processes in [2, 4] {
+        let lines = child_errors("deadlock", processes);
+        for (ms, error) in &lines {
+            assert_eq!(error, &lines[0].1, "{processes} processes: {lines:?}");
+            assert!(error.starts_with("deadlock: no kernel can make progress; 0 of 8 finished, 8 blocked"), "{error}");
+            assert!(*ms < 1000, "{processes} processes: a process took {ms} ms to end");
+        }
+    }
+}
