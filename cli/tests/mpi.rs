@@ -9,9 +9,6 @@
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-#[cfg(feature = "mpi")]
-use kernbench::prelude::*;
-
 /// Whether MPI can be used here; if not, says why (and fails when `KERNBENCH_REQUIRE_MPI=1`).
 fn mpi_here() -> bool {
     let missing = if !cfg!(feature = "mpi") {
@@ -75,28 +72,9 @@ fn bench_and_run_under_mpirun_print_what_one_process_prints() {
     }
 }
 
-/// Rank `fails` fails once the first message around the ring has arrived.
 #[cfg(feature = "mpi")]
-#[ccl_kernel]
-fn fails_on_one_rank(tl: &Tl, fails: usize) {
-    let x = tl.load(Input);
-    tl.send(E, &x);
-    let got = tl.recv_like(W, &x);
-    if tl.rank() == fails {
-        let bad: usize = "not a number".parse()?;
-        tl.note("never", bad);
-    }
-    tl.store(Output, &got);
-}
-
-/// Every rank waits for its west neighbour before sending: nobody sends.
-#[cfg(feature = "mpi")]
-#[ccl_kernel]
-fn waits_before_sending(tl: &Tl) {
-    let x = tl.load(Input);
-    let got = tl.recv_like(W, &x);
-    tl.send(E, &got);
-}
+#[path = "../../tests/tests/integration/faulty.rs"]
+mod faulty;
 
 /// Run by the tests below in each process of an MPI job (`KERNBENCH_MPI_CHILD` names the case); a
 /// plain test run passes it at once. Prints `process P: <how long> ms: <error>` on one line.
@@ -107,15 +85,16 @@ fn mpi_child() {
     {
         use std::sync::Arc;
 
+        use kernbench::prelude::*;
         use kernbench::sim::exchange::{Exchange, Mpi};
         use kernbench::sim::testing::MockRun;
         let mpi = Arc::new(Mpi::init().expect("MPI starts"));
         let system = kernbench::System::shape(4, 1, 1, 2).unwrap();
         let mock = match case.as_str() {
             // The last rank, in the last process.
-            "fails" => MockRun::new(&system, "ring_1d", "all_pes", &fails_on_one_rank::KERNEL)
+            "fails" => MockRun::new(&system, "ring_1d", "all_pes", &faulty::fails_on_one_rank::KERNEL)
                 .params(serde_json::json!({"fails": 7})),
-            _ => MockRun::new(&system, "ring_1d", "all_pes", &waits_before_sending::KERNEL),
+            _ => MockRun::new(&system, "ring_1d", "all_pes", &faulty::waits_before_sending::KERNEL),
         };
         let start = Instant::now();
         let run = mock.inputs(|_, rank| Tile::filled(F32, 8, rank as f64)).exchange(mpi.clone()).run();
@@ -125,6 +104,19 @@ fn mpi_child() {
     }
     #[cfg(not(feature = "mpi"))]
     let _ = case;
+}
+
+/// Runs case `case` of [`mpi_child`] on 2 and on 4 processes: every process must end its run with the
+/// same error, which `is_right`, within a second.
+fn every_process_ends_with(case: &str, is_right: impl Fn(&str) -> bool) {
+    for processes in [2, 4] {
+        let lines = child_errors(case, processes);
+        for (ms, error) in &lines {
+            assert_eq!(error, &lines[0].1, "{processes} processes: {lines:?}");
+            assert!(is_right(error), "{processes} processes: {error}");
+            assert!(*ms < 1000, "{processes} processes: a process took {ms} ms to end");
+        }
+    }
 }
 
 /// Runs case `case` of [`mpi_child`] on `processes` processes; returns each process's error line and
@@ -158,30 +150,16 @@ fn child_errors(case: &str, processes: usize) -> Vec<(u128, String)> {
 
 #[test]
 fn a_kernel_failing_in_one_process_ends_every_process_with_its_error_within_a_second() {
-    if !mpi_here() {
-        return;
-    }
-    for processes in [2, 4] {
-        let lines = child_errors("fails", processes);
-        for (ms, error) in &lines {
-            assert_eq!(error, &lines[0].1, "{processes} processes: {lines:?}");
-            assert!(error.contains("(sip 3, cube 0, pe 1)") && error.contains("invalid digit"), "{error}");
-            assert!(*ms < 1000, "{processes} processes: a process took {ms} ms to end");
-        }
+    if mpi_here() {
+        every_process_ends_with("fails", |e| e.contains("(sip 3, cube 0, pe 1)") && e.contains("invalid digit"));
     }
 }
 
 #[test]
 fn a_deadlock_spanning_processes_ends_every_process_with_the_report_within_a_second() {
-    if !mpi_here() {
-        return;
-    }
-    for processes in [2, 4] {
-        let lines = child_errors("deadlock", processes);
-        for (ms, error) in &lines {
-            assert_eq!(error, &lines[0].1, "{processes} processes: {lines:?}");
-            assert!(error.starts_with("deadlock: no kernel can make progress; 0 of 8 finished, 8 blocked"), "{error}");
-            assert!(*ms < 1000, "{processes} processes: a process took {ms} ms to end");
-        }
+    if mpi_here() {
+        every_process_ends_with("deadlock", |e| {
+            e.starts_with("deadlock: no kernel can make progress; 0 of 8 finished, 8 blocked")
+        });
     }
 }

@@ -102,27 +102,9 @@ fn every_shipped_algorithm_spread_over_one_to_four_processes_is_identical_bit_fo
     assert!(compared >= 2 * registry.algorithms().count(), "only {compared} algorithm-system pairs compared");
 }
 
-/// Rank `fails` returns an error once the first message around the ring has arrived.
-#[ccl_kernel]
-fn fails_on_one_rank(tl: &Tl, fails: usize) {
-    let x = tl.load(Input);
-    tl.send(E, &x);
-    let got = tl.recv_like(W, &x);
-    if tl.rank() == fails {
-        let bad: usize = "not a number".parse()?;
-        tl.note("never", bad);
-    }
-    tl.store(Output, &got);
-}
-
-/// Every rank waits for its west neighbour before sending: nobody sends.
-#[ccl_kernel]
-fn waits_before_sending(tl: &Tl) {
-    let x = tl.load(Input);
-    let got = tl.recv_like(W, &x);
-    tl.send(E, &got);
-    tl.store(Output, &got);
-}
+#[path = "faulty.rs"]
+mod faulty;
+use faulty::{fails_on_one_rank, waits_before_sending};
 
 fn ring() -> &'static System {
     leak(System::shape(4, 1, 1, 2).unwrap())
