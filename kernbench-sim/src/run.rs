@@ -29,7 +29,7 @@ use kernbench_core::{
 use rayon::prelude::*;
 
 use crate::error::{BlockedPe, DeadlockReport, LeftRaised, Leftover, RunError, SignalWait, Unreceived};
-use crate::exchange::Exchange;
+use crate::exchange::{Exchange, ExchangeError};
 use crate::pe::{
     Arrival, Barrier, Budget, LaneState, PeBuffers, PeFigures, PeState, PeView, Port, Wait, WaitSlot, Watch, group_key,
 };
@@ -1512,16 +1512,23 @@ impl Execution<'_> {
             let mut all: Vec<Option<(PeReport, Option<PeTime>)>> = Vec::new();
             all.resize_with(pes.len(), || None);
             let spread = spread.as_ref().expect("a spread run");
-            spread.gather_each(&mine, |theirs: Vec<(u64, PeShare)>| {
+            spread.gather_each(&mine, |from, theirs: Vec<(u64, PeShare)>| {
                 for (rank, share) in theirs {
                     let rank = rank as usize;
-                    all[rank] = Some(share.into_report(pes[rank])?);
+                    let (Some(slot), Some(&pe)) = (all.get_mut(rank), pes.get(rank)) else {
+                        return Err(ExchangeError::Malformed { from, what: "a PE's rank" }.into());
+                    };
+                    *slot = Some(share.into_report(pe, from)?);
                 }
                 Ok(())
             })?;
             drop(mine);
-            let all = all.into_iter().map(|pe| pe.expect("every process reports its PEs"));
-            (per_pe, times) = all.unzip();
+            let missing =
+                |rank| ExchangeError::Malformed { from: spread.owner(rank), what: "a report without its PEs" };
+            let all: Vec<_> = (all.into_iter().enumerate())
+                .map(|(rank, pe)| pe.ok_or_else(|| missing(rank as u32)))
+                .collect::<Result<_, _>>()?;
+            (per_pe, times) = all.into_iter().unzip();
         }
         let time = self.network.as_mut().map(|network| TimeReport {
             completion_ns: completion,

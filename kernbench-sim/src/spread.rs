@@ -29,7 +29,7 @@ use crate::timing::{PeTime, Span, Transfer};
 
 /// The processes of a spread run and which ranks each holds.
 pub(crate) struct Spread<'x> {
-    pub(crate) exchange: &'x dyn Exchange,
+    exchange: &'x dyn Exchange,
     /// The process holding each rank.
     owner: Vec<u32>,
     me: u32,
@@ -156,10 +156,10 @@ impl PeShare {
         }
     }
 
-    /// The report of PE `pe` from its share.
-    pub(crate) fn into_report(self, pe: PeId) -> Result<(PeReport, Option<PeTime>), RunError> {
+    /// The report of PE `pe` from its share, which process `from` sent.
+    pub(crate) fn into_report(self, pe: PeId, from: usize) -> Result<(PeReport, Option<PeTime>), RunError> {
         let output = Tile::from_bytes(self.dtype, &self.output)
-            .ok_or(ExchangeError::Malformed { from: usize::MAX, what: "a PE's output" })?;
+            .ok_or(ExchangeError::Malformed { from, what: "a PE's output" })?;
         let report = PeReport { pe, output, figures: self.figures, lanes: self.lanes, notes: self.notes };
         Ok((report, self.time.map(PeTime::from)))
     }
@@ -303,19 +303,19 @@ impl<'x> Spread<'x> {
     /// Every process's `mine`, in process order.
     pub(crate) fn gather<T: Serialize + DeserializeOwned>(&self, mine: &T) -> Result<Vec<T>, RunError> {
         let mut all = Vec::with_capacity(self.processes());
-        self.gather_each(mine, |theirs| {
+        self.gather_each(mine, |_, theirs| {
             all.push(theirs);
             Ok(())
         })?;
         Ok(all)
     }
 
-    /// Hands every process's `mine` to `each`, in process order, each decoded only when its turn comes
+    /// Hands every process's `mine` to `each` with its process, in process order, each decoded only when its turn comes
     /// (and its bytes dropped after): a whole run's report is large.
     pub(crate) fn gather_each<T: Serialize + DeserializeOwned>(
         &self,
         mine: &T,
-        mut each: impl FnMut(T) -> Result<(), RunError>,
+        mut each: impl FnMut(usize, T) -> Result<(), RunError>,
     ) -> Result<(), RunError> {
         let bytes = bincode::serialize(mine).map_err(|e| ExchangeError::Transport(e.to_string()))?;
         let got = self.exchange.all_gather(bytes)?;
@@ -323,7 +323,7 @@ impl<'x> Spread<'x> {
             let theirs = bincode::deserialize(&bytes)
                 .map_err(|_| RunError::from(ExchangeError::Malformed { from, what: "a run's end report" }))?;
             drop(bytes);
-            each(theirs)?;
+            each(from, theirs)?;
         }
         Ok(())
     }
