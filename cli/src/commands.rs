@@ -335,6 +335,14 @@ fn in_job(comm: Communicator) -> Communicator {
     }
 }
 
+/// Writes `contents` to `file`; in a job of several processes only process 0 does, as only it prints.
+fn write_out(file: &OutputFile, contents: &[u8]) -> Result<()> {
+    if JOB.lock().unwrap_or_else(|e| e.into_inner()).as_ref().is_some_and(|job| job.process() != 0) {
+        return Ok(());
+    }
+    file.write(contents)
+}
+
 fn load_system(path: Option<&Path>) -> Result<System> {
     match path {
         Some(p) => Ok(System::from_file(p)?),
@@ -650,15 +658,15 @@ fn tune(args: &TuneArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> 
         tunings.push(tuning);
     }
     if let Some(file) = &registry_file {
-        file.write((serde_json::to_string_pretty(&registry)? + "\n").as_bytes())?;
+        write_out(file, (serde_json::to_string_pretty(&registry)? + "\n").as_bytes())?;
         writeln!(out, "# wrote {} (use it with --registry)", file.path().display())?;
     }
     if let Some(file) = &rules_file {
-        file.write(rules_csv(&tunings).as_bytes())?;
+        write_out(file, rules_csv(&tunings).as_bytes())?;
         writeln!(out, "# wrote {}", file.path().display())?;
     }
     if let Some(file) = &nccl_file {
-        file.write(nccl_tuner_csv(&tunings).as_bytes())?;
+        write_out(file, nccl_tuner_csv(&tunings).as_bytes())?;
         writeln!(out, "# wrote {} (NCCL_TUNER_CONFIG_FILE of NCCL's example tuner plugin)", file.path().display())?;
     }
     Ok(())
@@ -686,7 +694,7 @@ fn trace(args: &TraceArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()
     check_stop(stop, 0, 1)?;
     let trace = report.run.trace().context("the run was not timed")?;
     let text = serde_json::to_string(&trace)?;
-    file.write((text + "\n").as_bytes())?;
+    write_out(&file, (text + "\n").as_bytes())?;
     writeln!(out, "{report}")?;
     let time = report.run.time();
     let channels = time.map_or(0, |t| t.channels.len());
@@ -717,7 +725,7 @@ fn plot(args: &PlotArgs, out: &mut impl Write, stop: &AtomicBool) -> Result<()> 
     interrupted?;
     let title = format!("{collective} busbw on {}", comm.system().describe());
     let svg = crate::plot::busbw_svg(&title, &rows)?;
-    file.write(svg.as_bytes())?;
+    write_out(&file, svg.as_bytes())?;
     writeln!(out, "wrote {}: busbw of {} series at {} sizes", args.out.display(), series.len(), sizes.len())?;
     Ok(())
 }

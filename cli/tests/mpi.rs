@@ -76,6 +76,26 @@ fn bench_and_run_under_mpirun_print_what_one_process_prints() {
 #[path = "../../tests/tests/integration/faulty.rs"]
 mod faulty;
 
+#[test]
+fn a_trace_written_under_mpirun_is_the_one_process_trace() {
+    if !mpi_here() {
+        return;
+    }
+    let kernbench = env!("CARGO_BIN_EXE_kernbench");
+    let dir = tempfile::tempdir().unwrap();
+    let trace = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    let (alone, spread) = (trace("alone.json"), trace("spread.json"));
+    let args = |out: &str| {
+        vec!["trace".to_owned(), "all_reduce".into(), "--bytes".into(), "64K".into(), "--out".into(), out.to_owned()]
+    };
+    let one = Command::new(kernbench).args(args(&alone)).output().unwrap();
+    assert!(one.status.success(), "{}", text(&one.stderr));
+    let args = args(&spread);
+    let job = mpirun(3, kernbench, &args.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
+    assert!(job.status.success(), "{}", text(&job.stderr));
+    assert_eq!(std::fs::read(&spread).unwrap(), std::fs::read(&alone).unwrap(), "the traces differ");
+}
+
 /// Run by the tests below in each process of an MPI job (`KERNBENCH_MPI_CHILD` names the case); a
 /// plain test run passes it at once. Prints `process P: <how long> ms: <error>` on one line.
 #[test]
