@@ -96,6 +96,35 @@ fn a_trace_written_under_mpirun_is_the_one_process_trace() {
     assert_eq!(std::fs::read(&spread).unwrap(), std::fs::read(&alone).unwrap(), "the traces differ");
 }
 
+#[test]
+fn a_process_that_stops_answering_ends_the_job_with_a_named_timeout() {
+    if !mpi_here() {
+        return;
+    }
+    let me = std::env::current_exe().unwrap();
+    let start = Instant::now();
+    let args = ["mpi_child", "--exact", "--nocapture", "--test-threads", "1"];
+    let env = [("KERNBENCH_MPI_CHILD", "stalls"), ("KERNBENCH_EXCHANGE_TIMEOUT", "1")];
+    let out = mpirun(2, me.to_str().unwrap(), &args, &env);
+    assert!(!out.status.success(), "the job ended well: {}", text(&out.stdout));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("error: exchange timeout: process 0 of 2 waited"), "{stderr}");
+    assert!(start.elapsed() < Duration::from_secs(15), "the job took {:?} to end", start.elapsed());
+}
+
+#[test]
+fn a_bad_exchange_timeout_is_refused_by_every_process() {
+    if !mpi_here() {
+        return;
+    }
+    let out = mpirun(2, env!("CARGO_BIN_EXE_kernbench"), &["list"], &[("KERNBENCH_EXCHANGE_TIMEOUT", "soon")]);
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    let line =
+        "kernbench: KERNBENCH_EXCHANGE_TIMEOUT is `soon`: expected a number of seconds above 0 and at most 86400";
+    assert_eq!(stderr.lines().filter(|l| *l == line).count(), 2, "{stderr}");
+}
+
 /// Run by the tests below in each process of an MPI job (`KERNBENCH_MPI_CHILD` names the case); a
 /// plain test run passes it at once. Prints `process P: <how long> ms: <error>` on one line.
 #[test]
@@ -110,6 +139,10 @@ fn mpi_child() {
         use kernbench::sim::testing::MockRun;
         let mpi = Arc::new(Mpi::init().expect("MPI starts"));
         let system = kernbench::System::shape(4, 1, 1, 2).unwrap();
+        if case == "stalls" && mpi.process() == 1 {
+            // A process that stops answering: the others must not wait for it for ever.
+            std::thread::sleep(Duration::from_secs(20));
+        }
         let mock = match case.as_str() {
             // The last rank, in the last process.
             "fails" => MockRun::new(&system, "ring_1d", "all_pes", &faulty::fails_on_one_rank::KERNEL)

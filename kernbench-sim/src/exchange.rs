@@ -20,19 +20,19 @@ use std::time::{Duration, Instant};
 use kernbench_core::System;
 
 /// How long a process waits for the others at one hand-over before giving up, unless told otherwise
-/// (`KERNBENCH_EXCHANGE_TIMEOUT`, in seconds): longer than any one round of the shipped benchmarks
-/// (the first round of the million-PE run takes about 3 s on one core), short enough that a process
-/// whose peer died ends with [`ExchangeError::Timeout`] instead of hanging.
+/// (`KERNBENCH_EXCHANGE_TIMEOUT`, in seconds): far longer than any one round of the shipped benchmarks
+/// (the million-PE run's 385 rounds take 10-20 s in all on the 2-core development machine), short
+/// enough that a process whose peer died ends with [`ExchangeError::Timeout`] instead of hanging.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The exchange timeout: `KERNBENCH_EXCHANGE_TIMEOUT` seconds when set to a positive number, else
-/// [`DEFAULT_TIMEOUT`].
-pub fn timeout_from_env() -> Duration {
-    std::env::var("KERNBENCH_EXCHANGE_TIMEOUT")
-        .ok()
-        .and_then(|s| s.trim().parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s > 0.0)
-        .map_or(DEFAULT_TIMEOUT, Duration::from_secs_f64)
+/// The exchange timeout: `KERNBENCH_EXCHANGE_TIMEOUT` seconds when set, else [`DEFAULT_TIMEOUT`].
+///
+/// # Errors
+/// [`ExchangeError::BadTimeout`] when the variable is not a positive number of seconds (at most a day).
+pub fn timeout_from_env() -> Result<Duration, ExchangeError> {
+    let Ok(text) = std::env::var("KERNBENCH_EXCHANGE_TIMEOUT") else { return Ok(DEFAULT_TIMEOUT) };
+    let seconds = text.trim().parse::<f64>().ok().filter(|s| *s > 0.0 && *s <= 86_400.0);
+    seconds.map(Duration::from_secs_f64).ok_or(ExchangeError::BadTimeout { value: text })
 }
 
 /// The processes of one run and the way they swap bytes. Every process of a run calls
@@ -95,6 +95,12 @@ pub enum ExchangeError {
         from: usize,
         /// What did not decode.
         what: &'static str,
+    },
+    /// `KERNBENCH_EXCHANGE_TIMEOUT` is not a number of seconds.
+    #[error("KERNBENCH_EXCHANGE_TIMEOUT is `{value}`: expected a number of seconds above 0 and at most 86400")]
+    BadTimeout {
+        /// What it holds.
+        value: String,
     },
     /// The run's processes are more than its SIPs (each process holds at least one).
     #[error("a run on {sips} SIPs cannot be spread over {processes} processes: expected 1..={sips} processes")]
@@ -190,8 +196,8 @@ struct BoardState {
 }
 
 impl InMemory {
-    /// One endpoint per process of a `processes`-process run, with the timeout of
-    /// [`timeout_from_env`].
+    /// One endpoint per process of a `processes`-process run, each waiting [`DEFAULT_TIMEOUT`] at most
+    /// ([`InMemory::with_timeout`]).
     pub fn group(processes: usize) -> Vec<InMemory> {
         let board = Arc::new(Board {
             processes,
@@ -203,8 +209,9 @@ impl InMemory {
             }),
             changed: Condvar::new(),
         });
-        let timeout = timeout_from_env();
-        (0..processes).map(|process| InMemory { shared: Arc::clone(&board), process, timeout }).collect()
+        (0..processes)
+            .map(|process| InMemory { shared: Arc::clone(&board), process, timeout: DEFAULT_TIMEOUT })
+            .collect()
     }
 
     /// This endpoint with another timeout.

@@ -47,7 +47,7 @@ impl Mpi {
     ///
     /// # Errors
     /// [`ExchangeError::Transport`] when MPI was initialised before in this process, or cannot give
-    /// the thread support the runtime needs.
+    /// the thread support the runtime needs; [`ExchangeError::BadTimeout`].
     pub fn init() -> Result<Mpi, ExchangeError> {
         let (universe, threading) = mpi::initialize_with_threading(Threading::Serialized)
             .ok_or_else(|| ExchangeError::Transport("MPI is already initialised in this process".into()))?;
@@ -58,7 +58,8 @@ impl Mpi {
         }
         let world = universe.world();
         let (process, processes) = (world.rank() as usize, world.size() as usize);
-        Ok(Mpi { world: Mutex::new(world), _universe: universe, process, processes, timeout: timeout_from_env() })
+        let timeout = timeout_from_env()?;
+        Ok(Mpi { world: Mutex::new(world), _universe: universe, process, processes, timeout })
     }
 
     /// Whether this program was started by `mpirun` / `mpiexec` (Open MPI, MPICH or a PMIx launcher).
