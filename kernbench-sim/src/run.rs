@@ -398,7 +398,8 @@ impl<'s> Runtime<'s> {
                 .collect();
             // Sized up front: a flattened iterator does not know its length, and growing by doubling
             // copies a million lanes' states again and again.
-            let mut lane_states = Vec::with_capacity(first_task[pes.len()] as usize);
+            let held: usize = (0..pes.len()).filter(|&rank| local(rank)).map(|rank| lanes[rank]).sum();
+            let mut lane_states = Vec::with_capacity(held);
             let lane_state_list = (pes.iter().zip(&lanes).enumerate())
                 .filter(|&(rank, _)| local(rank))
                 .flat_map(|(_, (&pe, &n))| (0..n as u32).map(move |lane| (pe, lane)))
