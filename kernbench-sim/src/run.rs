@@ -344,8 +344,7 @@ impl<'s> Runtime<'s> {
             None
         };
         quiet_kernel_panics();
-        let holds_either = |(sender, receiver): (u32, u32)| local(sender as usize) || local(receiver as usize);
-        let installed = install_queues(self.system, plan, (self.system.ipcq_depth(), channels), holds_either);
+        let installed = install_queues(self.system, plan, (self.system.ipcq_depth(), channels), local);
         let (queues, routes, ports) = (installed.queues, installed.routes, installed.ports);
         let make_network = || {
             let routes = routes.iter().copied();
@@ -1504,12 +1503,20 @@ impl Execution<'_> {
                 PeReport { pe: s.pe, output: s.output.clone(), figures, lanes, notes: std::mem::take(&mut s.notes) }
             })
             .collect();
+        drop(lanes);
+        let channels = self.network.as_mut().map(|network| network.report(completion));
         if spread.is_some() {
             // Each process's PEs, to every process.
             let mine: Vec<(u64, PeShare)> = (held.iter().zip(per_pe.iter_mut().zip(&mut times)))
                 .map(|(&rank, (pe, time))| (rank as u64, PeShare::of(pe, time.take())))
                 .collect();
             drop((per_pe, times));
+            // The run's queues, network model and states are no longer needed: their memory can hold
+            // the other processes' PEs.
+            self.queues = Queues::all(Vec::new());
+            self.network = None;
+            (self.states, self.lanes, self.waits) =
+                (Slots::new(Vec::new()), Slots::new(Vec::new()), Slots::new(Vec::new()));
             let mut all: Vec<Option<(PeReport, Option<PeTime>)>> = Vec::new();
             all.resize_with(pes.len(), || None);
             let spread = spread.as_ref().expect("a spread run");
@@ -1531,10 +1538,10 @@ impl Execution<'_> {
                 .collect::<Result<_, _>>()?;
             (per_pe, times) = all.into_iter().unzip();
         }
-        let time = self.network.as_mut().map(|network| TimeReport {
+        let time = channels.map(|channels| TimeReport {
             completion_ns: completion,
             pes: times.into_iter().map(Option::unwrap_or_default).collect(),
-            channels: network.report(completion),
+            channels,
         });
         Ok(RunReport::new(per_pe, rounds, time))
     }
@@ -1597,24 +1604,23 @@ struct Installed {
     ports: Vec<Vec<Port>>,
 }
 
-/// Builds `channels` queues of `depth` slots per directed neighbour edge and each PE's ports, for a plan
-/// that passed [`check_plan`]; of the queues, only those whose (sender, receiver) ranks `keep` (a spread
-/// run holds those with a side in its process). The queues a PE sends into on direction `d` are those
+/// Builds `channels` queues of `depth` slots per directed neighbour edge and the ports of each PE, for a
+/// plan that passed [`check_plan`]: of the PEs whose ranks `holds` (a spread run holds its process's),
+/// and of the queues with a side in one of them. The queues a PE sends into on direction `d` are those
 /// its peer receives from on the direction that pairs with `d` and names the PE back (the check makes it
 /// unique); an edge's channels are consecutive queues.
 fn install_queues(
     system: &System,
     plan: &InstallPlan,
     (depth, channels): (usize, usize),
-    keep: impl Fn((u32, u32)) -> bool,
+    holds: impl Fn(usize) -> bool,
 ) -> Installed {
     let installs: Vec<_> = plan.participants().collect();
     let by_peer = PlanLinks::new(system, installs.iter().copied());
-    let mut ports: Vec<Vec<Port>> = installs
-        .iter()
-        .map(|i| {
-            i.neighbors
-                .iter()
+    let mut ports: Vec<Vec<Port>> = (installs.iter().enumerate())
+        .map(|(rank, i)| {
+            let neighbors = i.neighbors.iter().filter(|_| holds(rank));
+            neighbors
                 .map(|n| Port { key: n.direction.key(), direction: n.direction, out_queue: 0, in_queue: 0 })
                 .collect()
         })
@@ -1628,15 +1634,21 @@ fn install_queues(
             let Some((recv_dir, back)) = back else { continue };
             let first = routes.len() as u32;
             let ends = (rank as u32, peer as u32);
+            let keep = holds(rank) || holds(peer);
             for channel in 0..channels as u32 {
-                if keep(ends) {
+                if keep {
                     numbers.push(routes.len() as u32);
                     queues.push(Queue::new(ends, (entry.direction, recv_dir), channel, depth));
                 }
                 routes.push(ends);
             }
-            ports[rank][i].out_queue = first;
-            ports[peer][back].in_queue = first;
+            // Only the ports of PEs held were made.
+            if let Some(port) = ports[rank].get_mut(i) {
+                port.out_queue = first;
+            }
+            if let Some(port) = ports[peer].get_mut(back) {
+                port.in_queue = first;
+            }
         }
     }
     for list in &mut ports {
