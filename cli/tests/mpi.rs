@@ -113,7 +113,7 @@ fn a_process_that_stops_answering_ends_the_job_with_a_named_timeout() {
 }
 
 #[test]
-fn a_bad_exchange_timeout_is_refused_by_every_process() {
+fn a_bad_exchange_timeout_is_refused() {
     if !mpi_here() {
         return;
     }
@@ -122,7 +122,9 @@ fn a_bad_exchange_timeout_is_refused_by_every_process() {
     let stderr = text(&out.stderr);
     let line =
         "kernbench: KERNBENCH_EXCHANGE_TIMEOUT is `soon`: expected a number of seconds above 0 and at most 86400";
-    assert_eq!(stderr.lines().filter(|l| *l == line).count(), 2, "{stderr}");
+    // mpirun ends the job when the first process exits with an error, so the other may not get to print.
+    let said: Vec<&str> = stderr.lines().filter(|l| l.starts_with("kernbench: ")).collect();
+    assert!(!said.is_empty() && said.iter().all(|l| *l == line), "{stderr}");
 }
 
 /// Run by the tests below in each process of an MPI job (`KERNBENCH_MPI_CHILD` names the case); a
