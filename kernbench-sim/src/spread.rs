@@ -239,7 +239,19 @@ impl<'x> Spread<'x> {
             common.u64(a.group);
             common.f64(a.at_ns);
         }
-        let mut to_each: Vec<Writer> = (0..n).map(|_| Writer { bytes: common.bytes.clone() }).collect();
+        // A small common part rides along with each process's own part, in one all-to-all; a large one
+        // (a round in which many PEs send) goes once to all in an all-gather after it.
+        let inline = common.bytes.len() <= INLINE_COMMON;
+        let mut to_each: Vec<Writer> = (0..n)
+            .map(|_| {
+                let mut w = Writer::default();
+                w.u8(u8::from(inline));
+                if inline {
+                    w.bytes.extend_from_slice(&common.bytes);
+                }
+                w
+            })
+            .collect();
         let mut counts = vec![(0u64, 0u64); n];
         for &(_, receiver, ..) in &share.messages {
             counts[self.owner(receiver)].0 += 1;
@@ -283,6 +295,12 @@ impl<'x> Spread<'x> {
             write_op(w, out);
         }
         let got = self.exchange.all_to_all(to_each.into_iter().map(|w| w.bytes).collect())?;
+        // Every process sees the same flags, so all of them make the all-gather or none.
+        let gathered = if got.iter().any(|b| b.first() == Some(&0)) {
+            Some(self.exchange.all_gather(if inline { Vec::new() } else { common.bytes })?)
+        } else {
+            None
+        };
         let mut totals = RoundTotals {
             polled: 0,
             finished: 0,
@@ -295,7 +313,19 @@ impl<'x> Spread<'x> {
             ops: Vec::new(),
         };
         for (from, bytes) in got.iter().enumerate() {
-            decode_share(&mut Reader::new(bytes, from), from, &mut totals)?;
+            let r = &mut Reader::new(bytes, from);
+            if r.u8()? == 1 {
+                decode_common(r, from, &mut totals)?;
+            } else {
+                let common =
+                    gathered.as_ref().and_then(|g| g.get(from)).ok_or_else(|| r.malformed("its common part"))?;
+                let c = &mut Reader::new(common, from);
+                decode_common(c, from, &mut totals)?;
+                if !c.is_empty() {
+                    return Err(c.malformed("bytes after its common part").into());
+                }
+            }
+            decode_own(r, &mut totals)?;
         }
         Ok(totals)
     }
@@ -414,7 +444,8 @@ impl<'x> Spread<'x> {
     }
 }
 
-fn decode_share(r: &mut Reader<'_>, from: usize, totals: &mut RoundTotals) -> Result<(), RunError> {
+/// The part of a round's hand-over every process gets: counts, failure, transfers, barrier arrivals.
+fn decode_common(r: &mut Reader<'_>, from: usize, totals: &mut RoundTotals) -> Result<(), RunError> {
     totals.polled += r.u64()?;
     totals.finished += r.u64()?;
     totals.one_sided |= r.u8()? == 1;
@@ -435,6 +466,11 @@ fn decode_share(r: &mut Reader<'_>, from: usize, totals: &mut RoundTotals) -> Re
         let (task, group, at_ns) = (r.u32()?, r.u64()?, r.f64()?);
         totals.arrivals.push(Arrival { group, task, at_ns, clock: None });
     }
+    Ok(())
+}
+
+/// The part of a round's hand-over for this process alone: messages, credits, one-sided operations.
+fn decode_own(r: &mut Reader<'_>, totals: &mut RoundTotals) -> Result<(), RunError> {
     for _ in 0..r.u64()? {
         let (queue, position, generation, depart_ns) = (r.u32()?, r.u64()?, r.u64()?, r.f64()?);
         let dtype = dtype_of(r.u8()?).ok_or_else(|| r.malformed("a message's dtype"))?;
@@ -453,6 +489,10 @@ fn decode_share(r: &mut Reader<'_>, from: usize, totals: &mut RoundTotals) -> Re
     }
     Ok(())
 }
+
+/// The largest common part of a round's hand-over sent inline to each process (see [`Spread::hand_over`]):
+/// about 1,600 transfers.
+const INLINE_COMMON: usize = 64 << 10;
 
 fn write_tile(w: &mut Writer, tile: &Tile) {
     w.u8(dtype_code(tile.dtype()));

@@ -143,6 +143,21 @@ fn a_deadlock_across_processes_is_reported_in_every_process_as_in_one() {
 }
 
 #[test]
+fn a_round_with_thousands_of_transfers_is_handed_over_as_one_with_few() {
+    // 3 SIPs of 2,048 PEs on a ring: every process sends 2,048 or more messages in the first round, more
+    // transfer records than a hand-over carries inline to each process, so they go once to all in an
+    // all-gather.
+    let system = leak(System::shape(3, 4, 4, 128).unwrap());
+    let mock = || {
+        MockRun::new(system, "ring_1d", "all_pes", &fails_on_one_rank::KERNEL)
+            .params(serde_json::json!({"fails": usize::MAX}))
+            .inputs(|_, rank| Tile::filled(F32, 4, rank as f64))
+    };
+    let (report, _) = same_everywhere(mock, &[2, 3], "a ring of 6,144 PEs").expect("the ring runs");
+    assert_eq!(report.output(kernbench::PeId { sip: 0, cube: 0, pe: 1 }), Some(&Tile::filled(F32, 4, 0.0)));
+}
+
+#[test]
 fn a_process_that_never_hands_over_ends_the_others_with_a_named_timeout() {
     let mut group = InMemory::group(2).into_iter();
     let (first, second) = (group.next().unwrap(), group.next().unwrap());
