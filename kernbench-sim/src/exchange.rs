@@ -5,8 +5,9 @@
 //! block of SIPs and every PE in them ([`Partition`]). A message sent in one round is visible only in the
 //! next, whatever its simulated time, so each round is one bulk-synchronous step: every process polls
 //! its own PEs, then all of them swap, in one [`Exchange::all_to_all`], the round's messages and
-//! returned credits on queues between their blocks, the transfers to place on the channels, barrier
-//! arrivals, and how many lanes finished or failed. Every process then places every transfer in the
+//! returned credits on queues between their blocks, the transfers to place on the channels (in an
+//! [`Exchange::all_gather`] after it when they are many), barrier arrivals, and how many lanes
+//! finished or failed. Every process then places every transfer in the
 //! same global order on its own copy of the network model, so times never depend on who placed what.
 //!
 //! Two transports: [`InMemory`], processes as threads of one program (for tests, and to try a
