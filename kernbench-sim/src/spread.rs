@@ -1,8 +1,8 @@
 //! A run spread over processes: who holds which PE, and what each round's hand-over carries
 //! ([`crate::exchange`] carries the bytes).
 //!
-//! Every process builds the whole run's structure (plan, queues, network model) and starts, polls
-//! and merges only its own PEs. A queue between two processes has a replica in each: the sender's
+//! Every process builds the whole run's structure (plan, every queue's route, network model) and
+//! starts, polls and merges only its own PEs, holding only their states and the queues they use. A queue between two processes has a replica in each: the sender's
 //! process hands the round's new messages over to the receiver's, which hands the returned credits
 //! back, each written into the other replica as that side's merge would have published it. Every
 //! process places every transfer of the round, in the global order of a single-process run, on its
@@ -10,9 +10,7 @@
 //! every process. Counts are summed and failures chosen by lowest task (never a floating-point
 //! reduction), so results, times and errors do not depend on the number of processes.
 
-use std::collections::BTreeMap;
-
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
 use kernbench_core::symmetric::Symmetric;
@@ -44,6 +42,7 @@ pub(crate) struct Crossing {
 }
 
 /// What every process learnt from a round's hand-over.
+#[derive(Default)]
 pub(crate) struct RoundTotals {
     /// Lanes polled this round, in every process.
     pub(crate) polled: u64,
@@ -268,9 +267,7 @@ impl<'x> Spread<'x> {
             w.u64(*position);
             w.u64(message.generation);
             w.f64(message.depart_ns);
-            w.u8(dtype_code(message.tile.dtype()));
-            w.u64(message.tile.bytes() as u64);
-            message.tile.write_bytes(&mut w.bytes);
+            write_tile(w, &message.tile);
         }
         for (w, &(_, credits)) in to_each.iter_mut().zip(&counts) {
             w.u64(credits);
@@ -301,17 +298,7 @@ impl<'x> Spread<'x> {
         } else {
             None
         };
-        let mut totals = RoundTotals {
-            polled: 0,
-            finished: 0,
-            failed: None,
-            transfers: Vec::new(),
-            arrivals: Vec::new(),
-            messages: Vec::new(),
-            credits: Vec::new(),
-            one_sided: false,
-            ops: Vec::new(),
-        };
+        let mut totals = RoundTotals::default();
         for (from, bytes) in got.iter().enumerate() {
             let r = &mut Reader::new(bytes, from);
             if r.u8()? == 1 {
@@ -473,8 +460,7 @@ fn decode_common(r: &mut Reader<'_>, from: usize, totals: &mut RoundTotals) -> R
 fn decode_own(r: &mut Reader<'_>, totals: &mut RoundTotals) -> Result<(), RunError> {
     for _ in 0..r.u64()? {
         let (queue, position, generation, depart_ns) = (r.u32()?, r.u64()?, r.u64()?, r.f64()?);
-        let dtype = dtype_of(r.u8()?).ok_or_else(|| r.malformed("a message's dtype"))?;
-        let tile = Tile::from_bytes(dtype, r.bytes()?).ok_or_else(|| r.malformed("a message's data"))?;
+        let tile = read_tile(r)?;
         totals.messages.push((queue, position, Message { tile, generation, depart_ns, arrive_ns: depart_ns }));
     }
     for _ in 0..r.u64()? {
