@@ -21,8 +21,8 @@ use kernbench_core::{
     Algorithm, Collective, DistTensor, InstallPlan, Layout, LayoutError, PeId, PlanError, ReduceOp, Registry,
     RegistryError, System, Tile, ValidationError,
 };
-use kernbench_sim::exchange::Exchange;
-use kernbench_sim::{Call, ExactRunError, PeBuffers, RunError, RunReport, Runtime, Timing};
+use kernbench_sim::spread::Exchange;
+use kernbench_sim::{Call, ExactRunError, PeBuffers, RunError, RunOptions, RunReport, Runtime};
 
 use crate::estimate;
 
@@ -253,12 +253,10 @@ pub struct Communicator {
     /// Each algorithm's plan on `system`, built the first time the algorithm is asked for.
     plans: HashMap<String, Result<Arc<InstallPlan>, PlanError>>,
     last_generation: u64,
-    threads: usize,
-    timing: Option<Timing>,
+    options: RunOptions,
     max_memory: Option<u64>,
     max_messages: Option<u64>,
     exact: bool,
-    exchange: Option<Arc<dyn Exchange>>,
 }
 
 impl Communicator {
@@ -275,26 +273,22 @@ impl Communicator {
             registry,
             plans: HashMap::new(),
             last_generation: 0,
-            threads: 1,
-            timing: Some(Timing::default()),
+            options: RunOptions::default(),
             max_memory: None,
             max_messages: Some(estimate::DEFAULT_MAX_MESSAGES),
             exact: false,
-            exchange: None,
         }
     }
 
-    /// Runs each call on `threads` threads (results do not depend on it).
-    pub fn threads(mut self, threads: usize) -> Communicator {
-        self.threads = threads.max(1);
-        self
+    fn options_mut(&mut self) -> &mut RunOptions {
+        &mut self.options
     }
 
-    /// Simulates time with these settings (the default: cut-through, no stragglers, no trace), or not at
-    /// all with `None`.
-    pub fn timing(mut self, timing: Option<Timing>) -> Communicator {
-        self.timing = timing;
-        self
+    kernbench_sim::run_option_setters!(with exchange);
+
+    /// How its calls run.
+    pub fn run_options(&self) -> &RunOptions {
+        &self.options
     }
 
     /// Refuses a call whose [estimated peak memory](estimate::peak_memory) passes `limit` bytes, with
@@ -323,26 +317,9 @@ impl Communicator {
         self
     }
 
-    /// Spreads every call over the processes of `exchange` (such as an MPI job's,
-    /// `kernbench_sim::exchange::Mpi` with the `mpi` feature): every process makes the same calls on the same communicator
-    /// and gets the same reports and outputs as one process would; see [`Runtime::exchange`].
-    pub fn exchange(mut self, exchange: Arc<dyn Exchange>) -> Communicator {
-        self.exchange = Some(exchange);
-        self
-    }
-
-    /// The processes this communicator's calls are spread over, if any.
+    /// The processes this communicator's calls are spread over ([`Communicator::spread_over`]), if any.
     pub fn spread(&self) -> Option<&Arc<dyn Exchange>> {
-        self.exchange.as_ref()
-    }
-
-    /// A runtime on the system with this communicator's threads and processes.
-    fn runtime(&self) -> Runtime<'_> {
-        let runtime = Runtime::new(&self.system).threads(self.threads);
-        match &self.exchange {
-            Some(exchange) => runtime.exchange(Arc::clone(exchange)),
-            None => runtime,
-        }
+        self.options.spread.as_ref()
     }
 
     /// Refuses a call whose [estimated messages](estimate::messages) pass `limit`, with
@@ -477,24 +454,16 @@ impl Communicator {
         let generation = self.take_generation(options.generation)?;
         let buffers =
             inputs.iter().zip(&before).map(|(i, o)| PeBuffers { input: i.clone(), output: o.clone() }).collect();
-        let run = self.runtime().timing(self.timing.clone()).run(
-            &plan,
-            algorithm.launch(),
-            buffers,
-            Call { op, root, generation },
-        )?;
+        let runtime = Runtime::new(&self.system).options(self.options.clone());
+        let call = Call { op, root, generation };
+        let exact = self.exact.then_some(collective);
+        let (run, exact) = runtime.run_then_exact(&plan, algorithm.launch(), buffers, call, exact)?;
         let outputs: Vec<Tile> = run.pes().iter().map(|p| p.output.clone()).collect();
         let element = tensor.dtype().size() as u64;
         let size = inputs.iter().chain(&outputs).map(|t| t.len() as u64 * element).max().unwrap_or(0);
         let postcondition = postcondition::check(CallFacts { collective, op, root }, &inputs, &before, &outputs)
             .map_err(|source| CommError::Reference { collective, source })?;
-        let exact = if self.exact {
-            let runtime = self.runtime();
-            let facts = CallFacts { collective, op, root };
-            Some(runtime.run_exact(&plan, algorithm.launch(), (facts, generation), &inputs)?)
-        } else {
-            None
-        };
+        let exact = exact.transpose()?;
         let out = output_tensor(collective, tensor, run.pes().iter().map(|p| (p.pe, p.output.clone())))?;
         let report = CallReport {
             collective,
@@ -521,9 +490,7 @@ impl Communicator {
         plan: &InstallPlan,
         tensor: &DistTensor,
     ) -> Result<(), CommError> {
-        if let Some(timing) = &self.timing {
-            timing.check(&self.system)?;
-        }
+        self.options.check(&self.system)?;
         let ranks = plan.len();
         if let Some(limit) = self.max_messages {
             let estimate = estimate::messages(algorithm, plan);

@@ -387,7 +387,7 @@ fn digest(report: &kernbench::sim::RunReport) -> u64 {
 fn spread_process(case: &str) {
     use std::sync::Arc;
 
-    use kernbench::sim::exchange::{Exchange, Mpi};
+    use kernbench::sim::spread::{Exchange, Mpi};
     let mpi: Arc<dyn Exchange> = Arc::new(Mpi::init().expect("MPI starts"));
     let process = mpi.process();
     let (report, secs) = match case {
@@ -401,7 +401,7 @@ fn spread_process(case: &str) {
             )
             .params(json!({"chunks": 1}))
             .inputs(|_, _| Tile::filled(F32, 4, 1.0))
-            .exchange(Arc::clone(&mpi));
+            .spread_over(Arc::clone(&mpi));
             time(|| mock.run().unwrap())
         }
         _ => {
@@ -409,7 +409,7 @@ fn spread_process(case: &str) {
             let mock = MockRun::new(&system, "ring_1d", "all_pes", &ping_pong::KERNEL)
                 .params(json!({"count": round_trips()}))
                 .inputs(|_, _| Tile::zeros(F32, 1))
-                .exchange(Arc::clone(&mpi));
+                .spread_over(Arc::clone(&mpi));
             time(|| mock.run().unwrap())
         }
     };

@@ -330,7 +330,7 @@ pub fn spread_over(job: Option<Arc<dyn Exchange>>) {
 /// `comm`, spread over the job's processes when there are several.
 fn in_job(comm: Communicator) -> Communicator {
     match JOB.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-        Some(job) => comm.exchange(Arc::clone(job)),
+        Some(job) => comm.spread_over(Arc::clone(job)),
         None => comm,
     }
 }

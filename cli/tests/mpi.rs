@@ -152,7 +152,7 @@ fn mpi_child() {
             _ => MockRun::new(&system, "ring_1d", "all_pes", &faulty::waits_before_sending::KERNEL),
         };
         let start = Instant::now();
-        let run = mock.inputs(|_, rank| Tile::filled(F32, 8, rank as f64)).exchange(mpi.clone()).run();
+        let run = mock.inputs(|_, rank| Tile::filled(F32, 8, rank as f64)).spread_over(mpi.clone()).run();
         let took = start.elapsed().as_millis();
         let error = run.expect_err("the run fails").to_string().replace('\n', " | ");
         println!("process {}: {took} ms: {error}", mpi.process());

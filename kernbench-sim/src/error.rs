@@ -33,7 +33,7 @@ pub enum RunError {
         pe: PeId,
         /// The lanes asked for.
         lanes: usize,
-        /// [`Runtime::MAX_LANES`](crate::run::Runtime::MAX_LANES).
+        /// [`Runtime::MAX_LANES`](crate::Runtime::MAX_LANES).
         max: usize,
     },
     /// A kernel panicked (the kernel's fault); the run stopped and did not hang.
@@ -101,7 +101,7 @@ pub enum RunError {
         /// Participants in the plan.
         participants: usize,
     },
-    /// More threads to poll PEs on than [`Runtime::MAX_THREADS`](crate::run::Runtime::MAX_THREADS) (the
+    /// More threads to poll PEs on than [`Runtime::MAX_THREADS`](crate::Runtime::MAX_THREADS) (the
     /// configuration's fault); refused before any thread was started.
     #[error(
         "{threads} threads to poll PEs on are more than a runtime may start: expected 1..={max} (Runtime::MAX_THREADS); more threads than cores gain nothing"
@@ -109,7 +109,7 @@ pub enum RunError {
     TooManyThreads {
         /// The threads asked for.
         threads: usize,
-        /// [`Runtime::MAX_THREADS`](crate::run::Runtime::MAX_THREADS).
+        /// [`Runtime::MAX_THREADS`](crate::Runtime::MAX_THREADS).
         max: usize,
     },
     /// The threads to poll PEs on could not be started (the OS refused; the threads that had started
@@ -159,9 +159,9 @@ pub enum RunError {
     /// The plan does not pass [`kernbench_core::check_plan`] on the system (the configuration's fault).
     #[error("the install plan cannot be installed: {0}")]
     Plan(#[from] PlanError),
-    /// The hand-over between the processes of a spread run failed ([`crate::Runtime::exchange`]).
+    /// The hand-over between the processes of a spread run failed ([`crate::RunOptions::spread_over`]).
     #[error(transparent)]
-    Exchange(#[from] crate::exchange::ExchangeError),
+    Exchange(#[from] ExchangeError),
     /// The error another process of a spread run reported: the same one-line message as there, where
     /// the failing PE's process returns the error itself.
     #[error("{message}")]
@@ -171,6 +171,82 @@ pub enum RunError {
         /// Its error, as it reads.
         message: String,
     },
+}
+
+/// Why a hand-over between processes failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExchangeError {
+    /// The other processes did not reach the hand-over in time: one died, hangs, or runs a round
+    /// longer than the timeout ([`crate::spread::DEFAULT_TIMEOUT`], `KERNBENCH_EXCHANGE_TIMEOUT`).
+    #[error(
+        "exchange timeout: process {process} of {processes} waited {waited_ms} ms for the others at a hand-over between rounds; one of them died or hangs (raise KERNBENCH_EXCHANGE_TIMEOUT if a round is that long)"
+    )]
+    Timeout {
+        /// The process that gave up.
+        process: usize,
+        /// The run's processes.
+        processes: usize,
+        /// How long it waited, in milliseconds.
+        waited_ms: u128,
+    },
+    /// A process left the run (it ended or panicked) while the others still exchanged.
+    #[error("exchange: process {gone} left the run while process {process} still exchanged")]
+    Gone {
+        /// The process still exchanging.
+        process: usize,
+        /// The process that left.
+        gone: usize,
+    },
+    /// The transport failed.
+    #[error("exchange: {0}")]
+    Transport(String),
+    /// Bytes from another process did not decode: processes of one run must run the same program.
+    #[error(
+        "exchange: process {from} sent a hand-over that does not decode ({what}); every process must run the same program"
+    )]
+    Malformed {
+        /// The sender.
+        from: usize,
+        /// What did not decode.
+        what: &'static str,
+    },
+    /// `KERNBENCH_EXCHANGE_TIMEOUT` is not a number of seconds.
+    #[error("KERNBENCH_EXCHANGE_TIMEOUT is `{value}`: expected a number of seconds above 0 and at most 86400")]
+    BadTimeout {
+        /// What it holds.
+        value: String,
+    },
+    /// The run's processes are more than its SIPs (each process holds at least one).
+    #[error("a run on {sips} SIPs cannot be spread over {processes} processes: expected 1..={sips} processes")]
+    TooManyProcesses {
+        /// The run's processes.
+        processes: usize,
+        /// The system's SIPs.
+        sips: usize,
+    },
+}
+
+impl RunError {
+    /// The kernel's error this is, or wraps: an error of one lane of a PE that runs several lanes
+    /// comes as [`RunError::InLane`] around it. `None` for errors that are not a kernel's.
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench_core::{KernelError, PeId};
+    /// use kernbench_sim::RunError;
+    /// let kernel = KernelError::kernel(PeId::new(0, 0, 1), "no data");
+    /// let error = RunError::InLane { lane: 1, lanes: 2, error: Box::new(RunError::Kernel(kernel.clone())) };
+    /// assert_eq!(error.kernel(), Some(&kernel));
+    /// assert_eq!(RunError::ZeroGeneration.kernel(), None);
+    /// ```
+    pub fn kernel(&self) -> Option<&KernelError> {
+        match self {
+            RunError::Kernel(error) => Some(error),
+            RunError::InLane { error, .. } => error.kernel(),
+            _ => None,
+        }
+    }
 }
 
 /// A queue that still held messages when every kernel had finished.

@@ -8,8 +8,24 @@
 //! Each directed neighbour edge of the install plan gets its own queue of `ipcq_depth` slots per
 //! channel. `send` takes a credit (a free slot) and waits while there is none; `recv` takes the oldest
 //! message, checks its dtype, length and generation, and hands the credit back. Runs are
-//! deterministic: see [`run`]'s module docs for the round protocol that makes one thread and many give
-//! the same bits.
+//! deterministic: the round protocol (module `protocol`) makes one thread and many give the same bits.
+//!
+//! # The crate by concept
+//!
+//! Each module uses only those above it in this table (and `error` is used by all):
+//!
+//! | module | what lives there |
+//! |---|---|
+//! | `protocol`, `timing`, `race`, `wire`, `error` | the round protocol and the cells it makes safe to share; the timing model (clocks, channels, time reports, traces); the race detector's clocks and shadows; the bytes between processes; why a run failed |
+//! | `lanes` | the tasks (a lane of a PE each), what a lane keeps and waits for, what every kind of traffic sees of a PE, the watchdog's counts |
+//! | `two_sided` | queues and credits, ports, send and receive, barriers, what a merge publishes |
+//! | `one_sided` | each PE's symmetric heap and signals, one-sided operations, their delivery, the checks at the end |
+//! | [`spread`] | a run over several processes: who holds which PE, each round's hand-over, the transports |
+//! | `rounds` | the executor: poll, merge, placement of transfers, delivery, barriers, round after round |
+//! | `diagnosis`, `report` | why a stuck run is stuck and what a finished one left behind; the report |
+//! | `setup` | [`Runtime`] and [`RunOptions`]: a run from a plan and buffers, installed, driven, diagnosed, reported |
+//! | [`testing`] | [`testing::MockRun`]: a whole run in one call |
+//!
 //!
 //! # Lanes
 //!
@@ -34,7 +50,7 @@
 //!   at or after the lane's clock (the wait shows as `compute wait` in traces). So more lanes hide
 //!   latency but pay an injection per message on one engine: small messages favour few lanes.
 //!
-//! Each lane has its own clock, phase, watchdog budget and figures; a PE's time is its last lane's,
+//! Each lane has its own clock, phase, watchdog count and figures; a PE's time is its last lane's,
 //! its figures the sum of its lanes'. A barrier waits for every lane of every participant.
 //!
 //! # Symmetric memory
@@ -46,7 +62,7 @@
 //! a get a request and a response), then applied to its target rank by rank, in the order each lane
 //! made it. A wait on a signal completes when the raises that brought it to its value have landed.
 //!
-//! The race detector (on by default, [`Runtime::race_detector`]) keeps a vector clock per lane, made
+//! The race detector (on by default, [`RunOptions::race_detector`]) keeps a vector clock per lane, made
 //! when the lane first touches symmetric memory or hears of a lane that did, and a shadow of each
 //! symmetric buffer: who last wrote each byte range and who read it since. Signals, waits, messages
 //! and barriers carry clocks; a plain put is released only by a later fence or quiet. Every access is
@@ -55,10 +71,10 @@
 //!
 //! # Spread over processes
 //!
-//! [`Runtime::exchange`] spreads a run over the processes of an MPI job (`exchange::Mpi`, with the
-//! `mpi` feature) or of an in-memory group ([`exchange::InMemory`]): each holds a block of SIPs and polls
+//! [`RunOptions::spread_over`] spreads a run over the processes of an MPI job (`spread::Mpi`, with the
+//! `mpi` feature) or of an in-memory group ([`spread::InMemory`]): each holds a block of SIPs and polls
 //! only their PEs, and the rounds become bulk-synchronous steps with one hand-over each. Every process
-//! returns the single-process run's report, bit for bit: see [`exchange`] for what crosses and why the
+//! returns the single-process run's report, bit for bit: see [`spread`] for what crosses and why the
 //! bits do not depend on the number of processes.
 //!
 //! A broken kernel ends in an error, never a hang. A deadlock reads like this:
@@ -75,26 +91,42 @@
 //! Every kernel ending is not enough either: messages left in queues, signals raised beyond every wait
 //! and (under the race detector) puts that nothing completed are errors too. A kernel that panics ends the run with its PE and message, without printing a panic
 //! message or backtrace; a kernel that never ends is stopped by the runtime's watchdog
-//! ([`Runtime::loop_budget`], [`Runtime::step_budget`]).
+//! ([`RunOptions::loop_budget`]: iterations in a row without a step; [`RunOptions::step_budget`]).
 
+mod diagnosis;
 mod error;
-pub mod exchange;
-mod pe;
-mod queue;
+mod lanes;
+mod one_sided;
+mod protocol;
 mod race;
 mod report;
-pub mod run;
-mod slots;
-mod spread;
-mod symmetric;
+mod rounds;
+mod setup;
+pub mod spread;
 pub mod testing;
 mod timing;
+mod two_sided;
+mod wire;
 
-pub use error::{BlockedPe, DeadlockReport, LeftRaised, Leftover, RunError, SignalWait, Unreceived};
-pub use pe::{PeBuffers, PeFigures};
+pub use error::{BlockedPe, DeadlockReport, ExchangeError, LeftRaised, Leftover, RunError, SignalWait, Unreceived};
+pub use lanes::PeFigures;
 pub use report::{PeReport, RunReport};
-pub use run::{Call, DEFAULT_LOOP_BUDGET, DEFAULT_STEP_BUDGET, ExactRunError, Runtime};
+pub use setup::{
+    Call, DEFAULT_LOOP_BUDGET, DEFAULT_STEP_BUDGET, ExactRunError, PARALLEL_MIN_READY, PeBuffers, RunOptions, Runtime,
+};
 pub use timing::{ChannelTime, PeTime, Routing, Span, SpanKind, Straggler, TimeReport, Timing, Trace};
+
+/// The runtime under its earlier module path.
+#[doc(hidden)]
+pub mod run {
+    pub use crate::setup::{
+        Call, DEFAULT_LOOP_BUDGET, DEFAULT_STEP_BUDGET, ExactRunError, PARALLEL_MIN_READY, Runtime,
+    };
+}
+
+/// The spread over processes under its earlier module path.
+#[doc(hidden)]
+pub use spread as exchange;
 
 /// Asks the C allocator to keep memory it has freed for later allocations instead of handing it back to
 /// the OS, and to serve large buffers from that pool too.

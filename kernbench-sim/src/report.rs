@@ -1,11 +1,18 @@
-//! What a run returns: every PE's output and figures.
+//! The report: what a run returns (every PE's output, figures and simulated time) and how an ended run
+//! makes it, in a spread run from every process's part. Uses the rounds' installed run and the spread.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 
-use kernbench_core::{PeId, Tile};
+use kernbench_core::{Dtype, PeId, Tile};
+use serde::{Deserialize, Serialize};
 
-use crate::pe::PeFigures;
-use crate::timing::{TimeReport, Trace};
+use crate::error::{ExchangeError, RunError};
+use crate::lanes::{LaneState, PeFigures};
+use crate::protocol::Cells;
+use crate::rounds::Execution;
+use crate::timing::{Clock, PeTime, Span, TimeReport, Trace};
+use crate::two_sided::queue::Queues;
 
 /// One participating PE at the end of a run.
 #[derive(Clone, Debug, PartialEq)]
@@ -33,7 +40,7 @@ pub struct RunReport {
 }
 
 impl RunReport {
-    pub(crate) fn new(pes: Vec<PeReport>, rounds: u64, time: Option<TimeReport>) -> Self {
+    fn new(pes: Vec<PeReport>, rounds: u64, time: Option<TimeReport>) -> Self {
         RunReport { pes, rounds, time }
     }
 
@@ -85,5 +92,196 @@ impl RunReport {
             t += &p.figures;
             t
         })
+    }
+}
+
+impl Execution<'_> {
+    /// The run's report.
+    ///
+    /// # Errors
+    /// [`RunError::NonFiniteTime`] when a lane's clock is not a finite number: such a time must never be
+    /// printed or written as a result.
+    pub(crate) fn report(&mut self, rounds: u64) -> Result<RunReport, RunError> {
+        let (tasks, spread) = (&self.lanes.tasks, &self.spread);
+        let pes = tasks.pes();
+        // The PEs this process holds (all of them unless the run is spread), and their lanes' cells.
+        let held: Vec<u32> = (0..pes.len() as u32).filter(|&rank| tasks.holds(rank)).collect();
+        let cells: Vec<Range<usize>> = held
+            .iter()
+            .map(|&rank| {
+                let own = tasks.lanes_of(rank);
+                let first = self.lanes.states.cell(own.start);
+                first..first + own.len()
+            })
+            .collect();
+        let mut lanes: Vec<&mut LaneState> = self.lanes.states.iter_mut().collect();
+        if self.network.is_some() {
+            // A lane waiting on one whose time is not finite inherits it: name the PE where it arose
+            // (its own work or start delay) before any that only waited.
+            let first = |check: fn(&Clock) -> Option<(&'static str, f64)>| {
+                held.iter().zip(&cells).find_map(|(&rank, cells)| {
+                    cells.clone().enumerate().find_map(|(lane, cell)| {
+                        let task = u64::from(tasks.task(rank, lane as u32));
+                        check(&lanes[cell].clock).map(|(what, value)| (task, pes[rank as usize], what, value))
+                    })
+                })
+            };
+            let all = tasks.len() as u64;
+            let waited = |(task, pe, what, value)| (task + all, pe, what, value);
+            let found = first(Clock::own_non_finite).or_else(|| first(Clock::non_finite).map(waited));
+            let error = found
+                .map(|(key, pe, what, value)| (key, RunError::NonFiniteTime { pe, what, value: value.to_string() }));
+            match spread {
+                Some(spread) => spread.agree(error)?,
+                None => {
+                    if let Some((_, error)) = error {
+                        return Err(error);
+                    }
+                }
+            }
+        }
+        let mut completion = lanes.iter().map(|l| l.clock.now).fold(0.0, f64::max);
+        if let (Some(spread), true) = (spread, self.network.is_some()) {
+            completion = spread.gather(&completion)?.into_iter().fold(0.0, f64::max);
+        }
+        let mut times: Vec<Option<PeTime>> = cells
+            .iter()
+            .map(|cells| {
+                self.network.as_ref()?;
+                Some(match &mut lanes[cells.clone()] {
+                    [one] => one.clock.report(completion),
+                    several => PeTime::of_lanes(several.iter_mut().map(|l| l.clock.report(completion)).collect()),
+                })
+            })
+            .collect();
+        let mut per_pe: Vec<PeReport> = (cells.iter().zip(self.lanes.pes.iter_mut()))
+            .map(|(cells, s)| {
+                let (figures, lanes) = match &lanes[cells.clone()] {
+                    [one] => (one.figures, Vec::new()),
+                    several => {
+                        let lanes: Vec<PeFigures> = several.iter().map(|l| l.figures).collect();
+                        let mut sum = PeFigures::default();
+                        lanes.iter().for_each(|f| sum += f);
+                        (sum, lanes)
+                    }
+                };
+                PeReport { pe: s.pe, output: s.output.clone(), figures, lanes, notes: std::mem::take(&mut s.notes) }
+            })
+            .collect();
+        drop(lanes);
+        let channels = self.network.as_mut().map(|network| network.report(completion));
+        if spread.is_some() {
+            // Each process's PEs, to every process.
+            let mine: Vec<(u64, PeShare)> = (held.iter().zip(per_pe.iter_mut().zip(&mut times)))
+                .map(|(&rank, (pe, time))| (u64::from(rank), PeShare::of(pe, time.take())))
+                .collect();
+            drop((per_pe, times));
+            // The run's queues, network model and states are no longer needed: their memory can hold
+            // the other processes' PEs.
+            self.two_sided.queues = Queues::all(Vec::new());
+            self.network = None;
+            self.lanes.pes = Cells::new(Vec::new());
+            self.lanes.states = Cells::new(Vec::new());
+            self.lanes.parked = Cells::new(Vec::new());
+            let mut all: Vec<Option<(PeReport, Option<PeTime>)>> = Vec::new();
+            all.resize_with(pes.len(), || None);
+            let spread = spread.as_ref().expect("a spread run");
+            spread.gather_each(&mine, |from, theirs: Vec<(u64, PeShare)>| {
+                for (rank, share) in theirs {
+                    let rank = rank as usize;
+                    let (Some(slot), Some(&pe)) = (all.get_mut(rank), pes.get(rank)) else {
+                        return Err(ExchangeError::Malformed { from, what: "a PE's rank" }.into());
+                    };
+                    *slot = Some(share.into_report(pe, from)?);
+                }
+                Ok(())
+            })?;
+            drop(mine);
+            let missing = |rank| ExchangeError::Malformed { from: tasks.owner(rank), what: "a report without its PEs" };
+            let all: Vec<_> = (all.into_iter().enumerate())
+                .map(|(rank, pe)| pe.ok_or_else(|| missing(rank as u32)))
+                .collect::<Result<_, _>>()?;
+            (per_pe, times) = all.into_iter().unzip();
+        }
+        let time = channels.map(|channels| TimeReport {
+            completion_ns: completion,
+            pes: times.into_iter().map(Option::unwrap_or_default).collect(),
+            channels,
+        });
+        Ok(RunReport::new(per_pe, rounds, time))
+    }
+}
+
+/// One PE's part of the report, sent to every process at the end of a spread run.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct PeShare {
+    pub(crate) dtype: Dtype,
+    pub(crate) output: Vec<u8>,
+    pub(crate) figures: PeFigures,
+    pub(crate) lanes: Vec<PeFigures>,
+    pub(crate) notes: BTreeMap<String, String>,
+    pub(crate) time: Option<TimeShare>,
+}
+
+/// A [`PeTime`] on the wire: bincode needs every field written (`PeTime` skips empty lanes in JSON).
+#[derive(Serialize, Deserialize)]
+pub(crate) struct TimeShare {
+    finish_ns: f64,
+    busy_ns: f64,
+    blocked_ns: f64,
+    idle_ns: f64,
+    spans: Vec<Span>,
+    lanes: Vec<TimeShare>,
+}
+
+impl From<PeTime> for TimeShare {
+    fn from(t: PeTime) -> Self {
+        let lanes = t.lanes.into_iter().map(TimeShare::from).collect();
+        TimeShare {
+            finish_ns: t.finish_ns,
+            busy_ns: t.busy_ns,
+            blocked_ns: t.blocked_ns,
+            idle_ns: t.idle_ns,
+            spans: t.spans,
+            lanes,
+        }
+    }
+}
+
+impl From<TimeShare> for PeTime {
+    fn from(t: TimeShare) -> Self {
+        let lanes = t.lanes.into_iter().map(PeTime::from).collect();
+        PeTime {
+            finish_ns: t.finish_ns,
+            busy_ns: t.busy_ns,
+            blocked_ns: t.blocked_ns,
+            idle_ns: t.idle_ns,
+            spans: t.spans,
+            lanes,
+        }
+    }
+}
+
+impl PeShare {
+    /// `report`'s part (its output and notes taken out) and `time`.
+    pub(crate) fn of(report: &mut PeReport, time: Option<PeTime>) -> PeShare {
+        let mut output = Vec::with_capacity(report.output.bytes());
+        report.output.write_bytes(&mut output);
+        PeShare {
+            dtype: report.output.dtype(),
+            output,
+            figures: report.figures,
+            lanes: std::mem::take(&mut report.lanes),
+            notes: std::mem::take(&mut report.notes),
+            time: time.map(TimeShare::from),
+        }
+    }
+
+    /// The report of PE `pe` from its share, which process `from` sent.
+    pub(crate) fn into_report(self, pe: PeId, from: usize) -> Result<(PeReport, Option<PeTime>), RunError> {
+        let output = Tile::from_bytes(self.dtype, &self.output)
+            .ok_or(ExchangeError::Malformed { from, what: "a PE's output" })?;
+        let report = PeReport { pe, output, figures: self.figures, lanes: self.lanes, notes: self.notes };
+        Ok((report, self.time.map(PeTime::from)))
     }
 }

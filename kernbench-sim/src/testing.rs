@@ -1,13 +1,15 @@
-//! Mock runs in one call, for tests: build the plan, bind the kernel's arguments, fill the inputs, run.
+//! Mock runs in one call, for tests: build the plan, bind the kernel's arguments, fill the inputs, run,
+//! and check exactly when asked.
 
-use kernbench_core::postcondition::CallFacts;
+use kernbench_core::postcondition::starting_output;
+use kernbench_core::program::ProgramKernel;
 use kernbench_core::provenance::Exactness;
-use kernbench_core::{ArgsError, Collective, InstallPlan, KernelDef, PeId, PlanError, ReduceOp, System, Tile};
+use kernbench_core::{ArgsError, Collective, InstallPlan, KernelDef, Launch, PeId, PlanError, ReduceOp, System, Tile};
 
-use std::sync::Arc;
-
-use crate::exchange::{Exchange, Partition};
-use crate::{Call, ExactRunError, PeBuffers, RunError, RunReport, Runtime, Timing};
+use crate::error::RunError;
+use crate::report::RunReport;
+use crate::setup::{Call, ExactRunError, PeBuffers, RunOptions, Runtime};
+use crate::spread::SipBlocks;
 
 /// Why a mock run did not produce a report.
 #[derive(Debug, thiserror::Error)]
@@ -19,6 +21,12 @@ pub enum MockError {
     /// The kernel's parameters do not fit its argument struct.
     #[error(transparent)]
     Args(#[from] ArgsError),
+    /// Parameters were given for a kernel that is already made ([`MockRun::launch`]): its parameters
+    /// are bound where it was made.
+    #[error(
+        "parameters {0} were given for a kernel that is already made (MockRun::launch): bind them where the kernel is made, or give MockRun::new its KernelDef"
+    )]
+    ParamsOfALaunch(serde_json::Value),
     /// The run failed.
     #[error(transparent)]
     Run(#[from] RunError),
@@ -37,45 +45,63 @@ type InputFn<'a> = Box<dyn Fn(PeId, usize) -> Tile + 'a>;
 /// Makes a PE's starting output from its id, rank and input.
 type OutputFn<'a> = Box<dyn Fn(PeId, usize, &Tile) -> Tile + 'a>;
 
+/// The kernel of a mock run: a definition whose parameters the run binds, or a kernel already made.
+#[derive(Clone, Copy)]
+enum MockKernel<'a> {
+    Def(&'a KernelDef),
+    Made(&'a dyn Launch),
+}
+
 /// A mock run: a kernel on a topology and mapper of a system, with inputs made per PE.
 ///
-/// Each PE's output buffer starts as a copy of its input (the in-place convention of all-reduce);
-/// [`MockRun::outputs`] changes that.
+/// Each PE's output buffer starts as a copy of its input (the in-place convention of all-reduce) or, once
+/// told the collective ([`MockRun::collective`]), as that collective's usual starting buffer;
+/// [`MockRun::outputs`] sets it outright.
 ///
 /// # Examples
-/// ```ignore
-/// let report = MockRun::new(&system, "ring_1d", "leader_only", &ring_allreduce::KERNEL)
-///     .params(serde_json::json!({"chunks": 2}))
+/// A chunk program (here the example ring all-reduce of `kernbench_core::program::examples`) run as
+/// its executor runs it, checked exactly:
+/// ```
+/// use std::sync::Arc;
+/// use kernbench_core::program::{ProgramKernel, examples};
+/// use kernbench_core::{Collective, Dtype, System, Tile};
+/// use kernbench_sim::testing::MockRun;
+/// let system = System::shape(4, 1, 1, 1).unwrap();
+/// let kernel = ProgramKernel::new(Arc::new(examples::ring_allreduce(4, 1).unwrap()));
+/// let report = MockRun::program(&system, &kernel)
 ///     .inputs(|_pe, rank| Tile::filled(Dtype::F32, 64, (rank + 1) as f64))
-///     .run()?;
+///     .exact(Collective::AllReduce)
+///     .run()
+///     .unwrap();
+/// assert!(report.pes().iter().all(|p| p.output == Tile::filled(Dtype::F32, 64, 10.0)));
 /// ```
 pub struct MockRun<'a> {
     system: &'a System,
     topology: &'a str,
     mapper: &'a str,
-    kernel: &'a KernelDef,
+    kernel: MockKernel<'a>,
     params: serde_json::Value,
     inputs: InputFn<'a>,
     outputs: Option<OutputFn<'a>>,
+    collective: Option<Collective>,
     call: Call,
-    threads: usize,
-    parallel_min_ready: usize,
-    timing: Option<Timing>,
-    loop_budget: u64,
-    step_budget: u64,
-    race_detector: bool,
+    options: RunOptions,
     exact: Option<Collective>,
-    exchange: Option<Arc<dyn Exchange>>,
 }
 
 impl std::fmt::Debug for MockRun<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kernel = match self.kernel {
+            MockKernel::Def(def) => def.name,
+            MockKernel::Made(_) => "(made)",
+        };
         f.debug_struct("MockRun")
             .field("topology", &self.topology)
             .field("mapper", &self.mapper)
-            .field("kernel", &self.kernel.name)
+            .field("kernel", &kernel)
+            .field("collective", &self.collective)
             .field("call", &self.call)
-            .field("threads", &self.threads)
+            .field("options", &self.options)
             .finish_non_exhaustive()
     }
 }
@@ -84,6 +110,22 @@ impl<'a> MockRun<'a> {
     /// A run of `kernel` over `topology` with the participants `mapper` picks; inputs default to 16
     /// f32 elements of `rank + 1`.
     pub fn new(system: &'a System, topology: &'a str, mapper: &'a str, kernel: &'a KernelDef) -> Self {
+        MockRun::of(system, topology, mapper, MockKernel::Def(kernel))
+    }
+
+    /// A run of a kernel already made, such as a chunk program's [`ProgramKernel`], over `topology` with
+    /// the participants `mapper` picks.
+    pub fn launch(system: &'a System, topology: &'a str, mapper: &'a str, kernel: &'a dyn Launch) -> Self {
+        MockRun::of(system, topology, mapper, MockKernel::Made(kernel))
+    }
+
+    /// A run of a chunk program on the SIP leaders over `full`, as its executor runs it, told the
+    /// program's collective ([`MockRun::collective`]).
+    pub fn program(system: &'a System, program: &'a ProgramKernel) -> Self {
+        MockRun::launch(system, "full", "leader_only", program).collective(program.program().collective)
+    }
+
+    fn of(system: &'a System, topology: &'a str, mapper: &'a str, kernel: MockKernel<'a>) -> Self {
         MockRun {
             system,
             topology,
@@ -92,17 +134,18 @@ impl<'a> MockRun<'a> {
             params: serde_json::Value::Object(serde_json::Map::new()),
             inputs: Box::new(|_, rank| Tile::filled(kernbench_core::Dtype::F32, 16, (rank + 1) as f64)),
             outputs: None,
+            collective: None,
             call: Call::default(),
-            threads: 1,
-            parallel_min_ready: crate::run::PARALLEL_MIN_READY,
-            timing: Some(Timing::default()),
-            loop_budget: crate::run::DEFAULT_LOOP_BUDGET,
-            step_budget: crate::run::DEFAULT_STEP_BUDGET,
-            race_detector: true,
-            exchange: None,
+            options: RunOptions::default(),
             exact: None,
         }
     }
+
+    fn options_mut(&mut self) -> &mut RunOptions {
+        &mut self.options
+    }
+
+    crate::run_option_setters!(with exchange);
 
     /// The kernel's parameters as a JSON object (`json!({"chunks": 4})`); anything else is an
     /// [`ArgsError`] when the run starts.
@@ -123,6 +166,15 @@ impl<'a> MockRun<'a> {
         self
     }
 
+    /// The collective the kernel computes: each PE's output then starts as the collective's usual
+    /// starting buffer ([`starting_output`]: a zeroed buffer of `n` blocks for all-gather and
+    /// all-to-all, one block for reduce-scatter, a copy of the input for all-reduce and reduce, zeros
+    /// for broadcast), unless [`MockRun::outputs`] says otherwise.
+    pub fn collective(mut self, collective: Collective) -> Self {
+        self.collective = Some(collective);
+        self
+    }
+
     /// The reduction operator of the call.
     pub fn op(mut self, op: ReduceOp) -> Self {
         self.call.op = op;
@@ -135,55 +187,11 @@ impl<'a> MockRun<'a> {
         self
     }
 
-    /// The number of threads to poll PEs on.
-    pub fn threads(mut self, threads: usize) -> Self {
-        self.threads = threads;
-        self
-    }
-
-    /// Polls a round on several threads once this many PEs are woken in it.
-    pub fn parallel_min_ready(mut self, ready: usize) -> Self {
-        self.parallel_min_ready = ready;
-        self
-    }
-
-    /// Simulates time with these settings (the default: cut-through, no stragglers, no trace), or not at
-    /// all with `None`; see [`Runtime::timing`].
-    pub fn timing(mut self, timing: Option<Timing>) -> Self {
-        self.timing = timing;
-        self
-    }
-
-    /// The watchdog's loop budget per PE; see [`Runtime::loop_budget`].
-    pub fn loop_budget(mut self, iterations: u64) -> Self {
-        self.loop_budget = iterations;
-        self
-    }
-
-    /// The watchdog's step budget per PE; see [`Runtime::step_budget`].
-    pub fn step_budget(mut self, steps: u64) -> Self {
-        self.step_budget = steps;
-        self
-    }
-
-    /// Whether the race detector checks symmetric memory (on by default); see [`Runtime::race_detector`].
-    pub fn race_detector(mut self, on: bool) -> Self {
-        self.race_detector = on;
-        self
-    }
-
-    /// Spreads the run over the processes of `exchange`: every process makes the same `MockRun` and
-    /// gets the same report; see [`Runtime::exchange`].
-    pub fn exchange(mut self, exchange: Arc<dyn Exchange>) -> Self {
-        self.exchange = Some(exchange);
-        self
-    }
-
     /// After the run, runs the kernel again on provenance inputs ([`kernbench_core::provenance`]) and
     /// checks that every output element holds exactly the contributions `collective` says (the outputs
-    /// starting as [`kernbench_core::postcondition::starting_output`] makes them): an element that does
-    /// not ends the run in [`MockError::Exact`], naming the rank, the element and the contribution at
-    /// fault. The report is the first run's.
+    /// starting as [`starting_output`] makes them): an element that does not ends the run in
+    /// [`MockError::Exact`], naming the rank, the element and the contribution at fault. The report is
+    /// the first run's.
     pub fn exact(mut self, collective: Collective) -> Self {
         self.exact = Some(collective);
         self
@@ -195,57 +203,60 @@ impl<'a> MockRun<'a> {
     /// [`MockError`] from the plan, the kernel's arguments or the run.
     pub fn run(&self) -> Result<RunReport, MockError> {
         let plan = InstallPlan::build(self.system, self.topology, self.mapper)?;
-        let serde_json::Value::Object(params) = &self.params else {
-            let message = format!("parameters must be a JSON object such as {{\"chunks\": 4}}, got {}", self.params);
-            return Err(ArgsError::new(self.kernel.name, self.kernel.params, message).into());
+        let bound;
+        let kernel: &dyn Launch = match self.kernel {
+            MockKernel::Def(def) => {
+                let serde_json::Value::Object(params) = &self.params else {
+                    let message =
+                        format!("parameters must be a JSON object such as {{\"chunks\": 4}}, got {}", self.params);
+                    return Err(ArgsError::new(def.name, def.params, message).into());
+                };
+                bound = def.instantiate(params)?;
+                &*bound
+            }
+            MockKernel::Made(kernel) => {
+                if self.params.as_object().is_none_or(|p| !p.is_empty()) {
+                    return Err(MockError::ParamsOfALaunch(self.params.clone()));
+                }
+                kernel
+            }
         };
-        let kernel = self.kernel.instantiate(params)?;
-        // In a run spread over processes, only this process's PEs need their buffers (the exact check
-        // compares every PE's output with every input, in every process).
-        let elsewhere = |pe: PeId| {
-            let exchange = self.exchange.as_ref().filter(|_| self.exact.is_none())?;
-            let partition = Partition::new(self.system, exchange.processes()).ok()?;
-            Some(partition.process_of(pe.sip as usize) != exchange.process())
-        };
-        let buffers: Vec<PeBuffers> = plan
-            .participants()
+        let buffers = self.buffers(&plan);
+        let runtime = Runtime::new(self.system).options(self.options.clone());
+        let (report, exact) = runtime.run_then_exact(&plan, kernel, buffers, self.call, self.exact)?;
+        match exact.transpose()? {
+            Some(exactness) if !exactness.held => Err(MockError::Exact(exactness)),
+            _ => Ok(report),
+        }
+    }
+
+    /// Every participant's buffers. In a run spread over processes only this process's PEs need theirs
+    /// (the exact check compares every PE's output with every input, in every process).
+    fn buffers(&self, plan: &InstallPlan) -> Vec<PeBuffers> {
+        let blocks = self.options.spread.as_ref().filter(|_| self.exact.is_none()).and_then(|exchange| {
+            SipBlocks::new(self.system, exchange.processes()).ok().map(|blocks| (blocks, exchange.process()))
+        });
+        let elsewhere = |pe: PeId| blocks.is_some_and(|(blocks, me)| blocks.process_of(pe.sip as usize) != me);
+        let n = plan.len();
+        plan.participants()
             .map(|p| {
-                if elsewhere(p.pe) == Some(true) {
+                if elsewhere(p.pe) {
                     let none = Tile::zeros(kernbench_core::Dtype::F32, 0);
                     return PeBuffers { input: none.clone(), output: none };
                 }
                 let input = (self.inputs)(p.pe, p.rank);
-                let output = match &self.outputs {
-                    Some(f) => f(p.pe, p.rank, &input),
-                    None => input.clone(),
+                let output = match (&self.outputs, self.collective) {
+                    (Some(f), _) => f(p.pe, p.rank, &input),
+                    (None, Some(collective)) => starting_output(collective, &input, p.rank, n),
+                    (None, None) => input.clone(),
                 };
                 PeBuffers { input, output }
             })
-            .collect();
-        let mut runtime = Runtime::new(self.system)
-            .threads(self.threads)
-            .parallel_min_ready(self.parallel_min_ready)
-            .timing(self.timing.clone())
-            .loop_budget(self.loop_budget)
-            .step_budget(self.step_budget)
-            .race_detector(self.race_detector);
-        if let Some(exchange) = &self.exchange {
-            runtime = runtime.exchange(Arc::clone(exchange));
-        }
-        let inputs: Vec<Tile> = buffers.iter().map(|b| b.input.clone()).collect();
-        let report = runtime.run(&plan, &*kernel, buffers, self.call)?;
-        if let Some(collective) = self.exact {
-            let facts = CallFacts { collective, op: self.call.op, root: self.call.root };
-            let exactness = runtime.run_exact(&plan, &*kernel, (facts, self.call.generation), &inputs)?;
-            if !exactness.held {
-                return Err(MockError::Exact(exactness));
-            }
-        }
-        Ok(report)
+            .collect()
     }
 }
 
-/// Runs `kernel` with default parameters and inputs: the one-call helper of the ADR's test strategy.
+/// Runs `kernel` with default parameters and inputs: a whole mock run in one call.
 ///
 /// # Errors
 /// As [`MockRun::run`].

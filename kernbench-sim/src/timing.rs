@@ -334,6 +334,13 @@ pub(crate) struct Transfer {
     pub(crate) put_by: Option<u32>,
 }
 
+impl Transfer {
+    /// A message at `position` of queue `queue`, sent by rank `sender`.
+    pub(crate) fn message(depart_ns: f64, sender: u32, queue: u32, position: u64, bytes: u64) -> Transfer {
+        Transfer { depart_ns, sender, queue, position, bytes, reply: None, put_by: None }
+    }
+}
+
 /// When a resource (a channel, a PE's compute) is busy: intervals, sorted and disjoint.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Bookings {
@@ -418,7 +425,7 @@ pub(crate) struct Network {
     route_start: Vec<usize>,
     route_channels: Vec<u32>,
     /// Sum of the route's latencies, per queue: how long a credit takes to get back.
-    pub(crate) route_latency: Vec<f64>,
+    route_latency: Vec<f64>,
     /// A channel has more bookings than this: time to forget the old ones. It doubles when forgetting
     /// frees too little, so a run whose slowest PE stays early does not pay for it every round.
     forget_at: usize,
@@ -478,6 +485,12 @@ impl Network {
             network.route_latency.push(latency);
         }
         network
+    }
+
+    /// Every queue's route latency (the sum of its channels'), taken out: how long a credit takes to
+    /// get back to the sender.
+    pub(crate) fn take_route_latency(&mut self) -> Vec<f64> {
+        std::mem::take(&mut self.route_latency)
     }
 
     /// Places a message of `bytes` leaving on queue `queue` at `depart` on its channels; returns when

@@ -231,10 +231,10 @@ pub enum KernelError {
         /// The length of the tile given.
         got_len: usize,
     },
-    /// The kernel used up a budget of its runtime's watchdog: it looped without end, or never finished
-    /// while still taking steps (the kernel's fault, or a budget set too low for it).
+    /// The kernel used up a budget of its runtime's watchdog: it looped without taking a step, or never
+    /// finished while still taking steps (the kernel's fault, or a budget set too low for it).
     #[error(
-        "{pe}: the watchdog stopped the kernel after {iterations} loop iterations and {steps} waiting steps (last step: {}): it used up its budget of {budget}; a kernel that loops without end, or never finishes while taking steps, ends here (if it is meant to run this long, raise the runtime's budget)",
+        "{pe}: the watchdog stopped the kernel after {iterations} loop iterations since its last step and {steps} waiting steps in all (last step: {}): it used up its budget of {budget}; a kernel that loops without taking a step, or never finishes while taking steps, ends here (if it is meant to run this long, raise the runtime's budget)",
         last_step(*last_op, *last_direction)
     )]
     Watchdog {
@@ -242,7 +242,7 @@ pub enum KernelError {
         pe: PeId,
         /// The budget it used up.
         budget: WatchdogBudget,
-        /// Loop iterations the kernel had made.
+        /// Loop iterations the kernel had made since its last waiting step.
         iterations: u64,
         /// Waiting `tl` steps (send, recv, barrier) the kernel had completed.
         steps: u64,
@@ -350,7 +350,8 @@ pub enum KernelError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum WatchdogBudget {
-    /// Loop iterations per PE, counted at the top of every loop body of a `#[ccl_kernel]`.
+    /// Loop iterations in a row without a waiting step, counted at the top of every loop body of a
+    /// `#[ccl_kernel]`.
     LoopIterations(u64),
     /// Waiting `tl` steps (send, recv, barrier) per PE.
     Steps(u64),
@@ -359,7 +360,7 @@ pub enum WatchdogBudget {
 impl fmt::Display for WatchdogBudget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            WatchdogBudget::LoopIterations(limit) => write!(f, "{limit} loop iterations"),
+            WatchdogBudget::LoopIterations(limit) => write!(f, "{limit} loop iterations without a step"),
             WatchdogBudget::Steps(limit) => write!(f, "{limit} waiting steps"),
         }
     }

@@ -195,6 +195,14 @@ pub fn loops_left() -> u64 {
     LOOPS_LEFT.get()
 }
 
+/// Lends the kernel being polled on this thread `loops` loop iterations from now, in place of what it
+/// had left: a backend calls it when the kernel completes a step, so that its budget counts the
+/// iterations since its last step rather than since it started.
+#[doc(hidden)]
+pub fn lend_loops(loops: u64) {
+    LOOPS_LEFT.set(loops);
+}
+
 /// Counts one loop iteration of the kernel being polled on this thread: what `#[ccl_kernel]` inserts at
 /// the top of every loop body. It runs once per iteration of every kernel loop, so its usual path is
 /// one thread-local decrement.

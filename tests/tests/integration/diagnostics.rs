@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use kernbench::prelude::*;
 use kernbench::sim::testing::{MockError, MockRun};
-use kernbench::sim::{RunError, RunReport, Unreceived};
+use kernbench::sim::{DEFAULT_LOOP_BUDGET, RunError, RunReport, Unreceived};
 use kernbench::{KernelDef, Op, System, TileError, WatchdogBudget};
 use serde_json::json;
 
@@ -93,10 +93,10 @@ fn sending_forever_into_a_peer_that_receives_forever_ends_in_the_step_budget() {
         panic!("expected the watchdog, got {error}");
     };
     // The sender runs ahead of the receiver by a queue's depth, so it uses its budget up first, in the
-    // loop iteration after its 100th send.
+    // loop iteration after its 100th send (one iteration since its last step).
     assert_eq!(
         (*who, *budget, *iterations, *steps, *last_op),
-        (pe(0), WatchdogBudget::Steps(100), 101, 100, Some(Op::Send)),
+        (pe(0), WatchdogBudget::Steps(100), 1, 100, Some(Op::Send)),
         "{error}"
     );
     assert!(error.to_string().contains("(sip 0, cube 0, pe 0)"), "{error}");
@@ -115,19 +115,32 @@ fn counted_stream(tl: &Tl, count: u32) {
     }
 }
 
+/// Every rank exchanges with its neighbours, makes `count` loop iterations without a step, and
+/// exchanges again.
+#[ccl_kernel]
+fn loops_between_steps(tl: &Tl, count: u32) {
+    let x = tl.load(Input);
+    tl.send(E, &x);
+    let _ = tl.recv_like(W, &x);
+    for _ in 0..count {}
+    tl.send(E, &x);
+    let _ = tl.recv_like(W, &x);
+}
+
 #[test]
 fn budgets_are_the_most_a_kernel_may_use_so_one_less_stops_it() {
     let system = one_cube(2);
-    let exact = ring(&system, &counted_stream::KERNEL).params(json!({"count": 10}));
-    exact.loop_budget(10).step_budget(10).run().expect("a kernel within its budgets finishes");
-    let short_of_loops = ring(&system, &counted_stream::KERNEL).params(json!({"count": 10})).loop_budget(9);
+    let looping = |budget| ring(&system, &loops_between_steps::KERNEL).params(json!({"count": 10})).loop_budget(budget);
+    looping(10).run().expect("a kernel within its loop budget finishes");
     assert!(
         matches!(
-            timed_error(short_of_loops),
+            timed_error(looping(9)),
             RunError::Kernel(KernelError::Watchdog { budget: WatchdogBudget::LoopIterations(9), iterations: 9, .. })
         ),
         "one loop iteration short must stop the kernel"
     );
+    let streaming = ring(&system, &counted_stream::KERNEL).params(json!({"count": 10}));
+    streaming.step_budget(10).run().expect("a kernel within its step budget finishes");
     let short_of_steps = ring(&system, &counted_stream::KERNEL).params(json!({"count": 10})).step_budget(9);
     assert!(
         matches!(
@@ -136,6 +149,43 @@ fn budgets_are_the_most_a_kernel_may_use_so_one_less_stops_it() {
         ),
         "one step short must stop the kernel"
     );
+}
+
+#[test]
+fn the_loop_budget_counts_iterations_since_the_last_step_so_a_long_loop_of_steps_never_uses_it_up() {
+    let system = one_cube(2);
+    // Ten iterations, each with a step: a budget of one iteration between steps is enough.
+    ring(&system, &counted_stream::KERNEL)
+        .params(json!({"count": 10}))
+        .loop_budget(1)
+        .run()
+        .expect("every iteration takes a step");
+}
+
+/// Spins on its own id, never taking a step.
+#[ccl_kernel]
+fn spins_on_its_id(tl: &Tl) {
+    loop {
+        let _ = tl.program_id(0);
+    }
+}
+
+#[test]
+fn a_kernel_that_takes_no_step_ends_in_the_watchdog_within_two_seconds_with_the_default_budget() {
+    let system = System::builtin();
+    let start = Instant::now();
+    let result = MockRun::new(&system, "ring_1d", "leader_only", &spins_on_its_id::KERNEL).run();
+    let took = start.elapsed();
+    let Err(MockError::Run(error)) = result else { panic!("expected the watchdog, got {result:?}") };
+    assert!(
+        matches!(
+            error.kernel(),
+            Some(KernelError::Watchdog { pe, budget: WatchdogBudget::LoopIterations(DEFAULT_LOOP_BUDGET), steps: 0, .. })
+                if *pe == PeId::new(0, 0, 0)
+        ),
+        "expected rank 0's watchdog, got {error}"
+    );
+    assert!(took < Duration::from_secs(2), "the watchdog took {took:?}");
 }
 
 /// Rank 2 reads a count from its parameter and fails with `?` when it is not a number.

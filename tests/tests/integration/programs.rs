@@ -7,6 +7,7 @@ use std::sync::Arc;
 use kernbench::postcondition::{self, CallFacts, starting_output};
 use kernbench::prelude::*;
 use kernbench::program::{ChunkRef, Program, ProgramKernel, Protocol, RankProgram, Step, StepKind, ThreadBlock};
+use kernbench::sim::testing::{MockError, MockRun};
 use kernbench::sim::{Call, PeBuffers, RunReport, Runtime};
 use kernbench::{Collective, InstallPlan, System};
 
@@ -97,22 +98,49 @@ pub(crate) fn run(
     elements: usize,
     op: ReduceOp,
 ) -> (RunReport, bool) {
-    let plan = InstallPlan::build(system, "full", "leader_only").unwrap();
-    let n = plan.len();
-    let inputs: Vec<Tile> = (0..n)
-        .map(|r| Tile::from_f64s(dtype, &(0..elements).map(|e| ((r * 7 + e) % 11) as f64).collect::<Vec<_>>()))
-        .collect();
+    let input =
+        |r: usize| Tile::from_f64s(dtype, &(0..elements).map(|e| ((r * 7 + e) % 11) as f64).collect::<Vec<_>>());
+    let kernel = ProgramKernel::new(Arc::new(program.clone()));
+    let report = MockRun::program(system, &kernel)
+        .inputs(|_pe, rank| input(rank))
+        .op(op)
+        .run()
+        .unwrap_or_else(|e| panic!("{}: {e}", program.name));
+    let n = report.pes().len();
+    let inputs: Vec<Tile> = (0..n).map(input).collect();
     let before: Vec<Tile> =
         inputs.iter().enumerate().map(|(r, t)| starting_output(program.collective, t, r, n)).collect();
-    let buffers = inputs.iter().zip(&before).map(|(i, o)| PeBuffers { input: i.clone(), output: o.clone() }).collect();
-    let kernel = ProgramKernel::new(Arc::new(program.clone()));
-    let report = Runtime::new(system)
-        .run(&plan, &kernel, buffers, Call { op, ..Call::default() })
-        .unwrap_or_else(|e| panic!("{}: {e}", program.name));
     let outputs: Vec<Tile> = report.pes().iter().map(|p| p.output.clone()).collect();
     let facts = CallFacts { collective: program.collective, op, root: 0 };
     let held = postcondition::check(facts, &inputs, &before, &outputs).unwrap().held;
     (report, held)
+}
+
+#[test]
+fn a_mock_run_of_a_program_starts_outputs_as_its_collective_and_checks_it_exactly() {
+    let system = System::shape(4, 1, 1, 1).unwrap();
+    let kernel = ProgramKernel::new(Arc::new(kernbench::program::examples::ring_allgather_in_place(4).unwrap()));
+    // An all-gather's output is every rank's block: told the collective, the run makes it 4 times the
+    // input, where the default (a copy of the input) would be too short for the program.
+    let report = MockRun::program(&system, &kernel)
+        .inputs(|_pe, rank| Tile::filled(I32, 8, rank as f64))
+        .exact(Collective::AllGather)
+        .run()
+        .unwrap();
+    let gathered: Vec<i32> = (0..4).flat_map(|r| [r; 8]).collect();
+    assert!(report.pes().iter().all(|p| p.output.to_vec::<i32>().unwrap() == gathered));
+}
+
+#[test]
+fn a_mock_run_of_a_kernel_already_made_refuses_parameters() {
+    let system = System::shape(4, 1, 1, 1).unwrap();
+    let kernel = ProgramKernel::new(Arc::new(ring_program(4, Protocol::Simple)));
+    let refused = MockRun::launch(&system, "full", "leader_only", &kernel)
+        .params(serde_json::json!({"chunks": 2}))
+        .run()
+        .unwrap_err();
+    assert!(matches!(refused, MockError::ParamsOfALaunch(_)), "{refused}");
+    assert!(refused.to_string().contains("already made"), "{refused}");
 }
 
 #[test]

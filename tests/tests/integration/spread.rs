@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use kernbench::System;
 use kernbench::prelude::*;
-use kernbench::sim::exchange::{Exchange, ExchangeError, InMemory, Partition};
+use kernbench::sim::spread::{Exchange, ExchangeError, InMemory, SipBlocks};
 use kernbench::sim::testing::{MockError, MockRun};
 use kernbench::sim::{RunError, RunReport, Timing};
 
@@ -50,7 +50,7 @@ fn spread<T: Send>(processes: usize, make: impl Fn(Arc<dyn Exchange>) -> T + Syn
 fn same_everywhere(mock: impl Fn() -> MockRun<'static> + Sync, processes: &[usize], what: &str) -> Seen {
     let alone = seen(mock().run());
     for &n in processes {
-        for (process, got) in spread(n, |e| seen(mock().exchange(e).run())).into_iter().enumerate() {
+        for (process, got) in spread(n, |e| seen(mock().spread_over(e).run())).into_iter().enumerate() {
             match (&alone, &got) {
                 (Ok(a), Ok(g)) => {
                     assert!(g.0 == a.0, "{what}, process {process} of {n}: outputs, figures or rounds differ");
@@ -184,7 +184,7 @@ fn a_process_that_never_hands_over_ends_the_others_with_a_named_timeout() {
 fn a_run_spread_over_more_processes_than_sips_is_refused() {
     let system = ring();
     let errors = spread(5, |e| {
-        match MockRun::new(system, "ring_1d", "leader_only", &waits_before_sending::KERNEL).exchange(e).run() {
+        match MockRun::new(system, "ring_1d", "leader_only", &waits_before_sending::KERNEL).spread_over(e).run() {
             Err(MockError::Run(RunError::Exchange(e))) => e.to_string(),
             other => panic!("{other:?}"),
         }
@@ -195,26 +195,26 @@ fn a_run_spread_over_more_processes_than_sips_is_refused() {
 }
 
 #[test]
-fn a_partition_gives_each_process_a_contiguous_block_of_sips() {
+fn sip_blocks_give_each_process_a_contiguous_block_of_sips() {
     for sips in 1..=17 {
         let system = System::shape(sips, 1, 1, 1).unwrap();
         for processes in 1..=sips {
-            let partition = Partition::new(&system, processes).unwrap();
-            let blocks: Vec<_> = (0..processes).map(|p| partition.sips_of(p)).collect();
+            let held = SipBlocks::new(&system, processes).unwrap();
+            let blocks: Vec<_> = (0..processes).map(|p| held.sips_of(p)).collect();
             assert_eq!(blocks.first().unwrap().start, 0);
             assert_eq!(blocks.last().unwrap().end, sips);
             for (p, block) in blocks.iter().enumerate() {
                 assert!(!block.is_empty(), "{sips} SIPs over {processes}: process {p} holds none");
                 assert!(block.len() <= sips.div_ceil(processes));
                 for sip in block.clone() {
-                    assert_eq!(partition.process_of(sip), p, "SIP {sip} of {sips} over {processes}");
+                    assert_eq!(held.process_of(sip), p, "SIP {sip} of {sips} over {processes}");
                 }
                 if p > 0 {
                     assert_eq!(blocks[p - 1].end, block.start);
                 }
             }
         }
-        assert!(Partition::new(&system, sips + 1).is_err());
-        assert!(Partition::new(&system, 0).is_err());
+        assert!(SipBlocks::new(&system, sips + 1).is_err());
+        assert!(SipBlocks::new(&system, 0).is_err());
     }
 }

@@ -1,19 +1,9 @@
-//! Symmetric memory in the mock runtime: each PE's copy of the heap, its signals, and the one-sided
-//! operations its lanes started in the current round.
-//!
-//! One-sided operations follow the round protocol of messages: a lane's puts, gets and signals wait in
-//! its PE's outbox until the round is merged; then they are placed on their channels with the round's
-//! messages (one order for both, so a put shares the links as a send of its bytes would), and applied
-//! to their targets in rank order, lane by lane, in the order each lane made them. So a put is visible
-//! from the next round, and every run gives the same bits, times and errors on any number of threads.
+//! A PE's copy of the symmetric heap, and its signals.
 
-use kernbench_core::symmetric::{Access, MAX_SIGNALS, Race, Symmetric, Uninitialised};
+use kernbench_core::symmetric::{MAX_SIGNALS, Symmetric};
 use kernbench_core::{Dtype, KernelError, Op, PeId, Tile};
 
-use crate::race::{Conflict, LaneSync, Released, Shadow, Stamp};
-
-/// Bytes of a signal, or of a get's request, on the wire.
-pub(crate) const CONTROL_BYTES: u64 = 8;
+use crate::race::{Released, Shadow};
 
 /// One PE's copy of a symmetric buffer.
 pub(crate) struct HeapBuffer {
@@ -159,103 +149,4 @@ impl Signals {
 /// `signal` as a signal number, or the error of `op` naming the range.
 pub(crate) fn check_signal(pe: PeId, op: Op, signal: usize) -> Result<usize, KernelError> {
     if signal < MAX_SIGNALS { Ok(signal) } else { Err(KernelError::NoSuchSignal { pe, op, signal, max: MAX_SIGNALS }) }
-}
-
-/// What a one-sided operation does when it reaches its target.
-pub(crate) enum OneSidedOp {
-    /// Writes `tile` at `offset`; raises `signal` after, if any.
-    Put { buffer: Symmetric, offset: usize, tile: Tile, signal: Option<(usize, u64)>, seq: u32, stamp: Option<Stamp> },
-    /// Raises `signal` by `add`.
-    Signal { signal: usize, add: u64 },
-    /// Reads `len` elements from `offset` and sends them back on `back` (the target's queue to the
-    /// requester), arriving at `back_ns`.
-    Get { buffer: Symmetric, offset: usize, len: usize, stamp: Option<Stamp>, back: u32, back_ns: f64 },
-}
-
-/// A one-sided operation a lane started this round.
-pub(crate) struct Outgoing {
-    /// The lane.
-    pub(crate) task: u32,
-    /// The lane's generation (call and phase) when it started it.
-    pub(crate) generation: u64,
-    /// The target's rank.
-    pub(crate) to: u32,
-    /// The queue whose route it takes (the PE's first channel to the target).
-    pub(crate) route: u32,
-    pub(crate) depart_ns: f64,
-    /// When it reaches the target (set when the round's transfers are placed).
-    pub(crate) arrive_ns: f64,
-    /// What the lane had released with it (a write's check, a signal's acquire), under the detector.
-    pub(crate) clock: Option<Released>,
-    pub(crate) op: OneSidedOp,
-}
-
-impl Outgoing {
-    /// Bytes on the wire towards the target.
-    pub(crate) fn bytes(&self) -> u64 {
-        match &self.op {
-            OneSidedOp::Put { tile, .. } => tile.bytes() as u64,
-            OneSidedOp::Signal { .. } | OneSidedOp::Get { .. } => CONTROL_BYTES,
-        }
-    }
-}
-
-/// A put recorded for the check at the end of the run: it must have been completed by its lane's quiet
-/// (or a barrier) or seen by a lane of its target.
-pub(crate) struct PutRecord {
-    pub(crate) task: u32,
-    pub(crate) to: u32,
-    pub(crate) seq: u32,
-    pub(crate) stamp: Stamp,
-    pub(crate) buffer: &'static str,
-    pub(crate) bytes: std::ops::Range<u64>,
-}
-
-/// Who made an access, for an error: its PE and lane, from its task.
-pub(crate) fn access(pes: &[PeId], first_task: &[u32], task_rank: &[u32], stamp: &Stamp) -> Access {
-    let rank = task_rank[stamp.task as usize] as usize;
-    Access { pe: pes[rank], lane: (stamp.task - first_task[rank]) as usize, op: stamp.op, site: stamp.site }
-}
-
-/// What the race detector found, as the error that names both sides.
-pub(crate) fn conflict_error(
-    who: impl Fn(&Stamp) -> Access,
-    conflict: Conflict,
-    owner: PeId,
-    buffer: &'static str,
-    stamp: &Stamp,
-) -> KernelError {
-    match conflict {
-        Conflict::Race { earlier, bytes } => {
-            KernelError::Race(Box::new(Race { owner, buffer, bytes, first: who(&earlier), second: who(stamp) }))
-        }
-        Conflict::Uninitialised { bytes } => {
-            KernelError::Uninitialised(Box::new(Uninitialised { owner, buffer, bytes, reader: who(stamp) }))
-        }
-    }
-}
-
-/// A PE's symmetric memory.
-#[derive(Default)]
-pub(crate) struct PeOneSided {
-    /// The ranks its one-sided operations may address, sorted: `(rank, the queue of channel 0 to it,
-    /// the queue of channel 0 from it)`, whose routes they take; listed on first use.
-    pub(crate) peers: Option<Vec<(u32, u32, u32)>>,
-    /// Its copy of the heap.
-    pub(crate) heap: Heap,
-    pub(crate) signals: Signals,
-    /// One-sided operations its lanes started this round.
-    pub(crate) outbox: Vec<Outgoing>,
-}
-
-/// What a lane keeps for its one-sided operations, made when it first uses one (or first hears of
-/// one, under the race detector): most lanes of most runs never do.
-#[derive(Default)]
-pub(crate) struct LaneOneSided {
-    /// Its place in the happens-before order, under the race detector.
-    pub(crate) sync: Option<LaneSync>,
-    /// A get's reply, and when it arrives.
-    pub(crate) reply: Option<(Result<Tile, KernelError>, f64)>,
-    /// When the last of its puts lands.
-    pub(crate) landed_ns: f64,
 }

@@ -1,4 +1,5 @@
-//! IPCQs: one bounded queue per directed neighbour edge and channel, with credit flow control.
+//! IPCQs: one bounded queue per directed neighbour edge and channel, with credit flow control. Uses
+//! the round protocol.
 //!
 //! A queue is a single-producer single-consumer ring of `depth` slots. Its sender owns `tail`, its
 //! receiver owns `head`, and both see the other side only through values published at the end of each
@@ -7,9 +8,10 @@
 //! - the receiver reads slots `head..published_tail` (messages sent in earlier rounds);
 //! - the sender writes slots `tail..published_head + depth` (slots freed in earlier rounds);
 //!
-//! and the two ranges never share a slot. A message sent in round `r` is received in round `r + 1` at
-//! the earliest, and a credit returned in round `r` is usable from round `r + 1`: the same on one thread
-//! or many, which makes every run deterministic.
+//! and the two ranges never share a slot (this is rule P of [`crate::protocol`] for a queue's sides).
+//! A message sent in round `r` is received in round `r + 1` at the earliest, and a credit returned in
+//! round `r` is usable from round `r + 1`: the same on one thread or many, which makes every run
+//! deterministic.
 
 use std::cell::UnsafeCell;
 
@@ -73,7 +75,7 @@ pub(crate) struct Queue {
     slots: Box<[UnsafeCell<Slot>]>,
 }
 
-// SAFETY: see the module docs. During a round, `tail`, `sender_lane` and the slots being written
+// SAFETY: rules P and M of the round protocol, as the module docs apply them. During a round, `tail`, `sender_lane` and the slots being written
 // belong to the sender's thread, `head`, `receiver_lane` and the slots being read to the receiver's
 // thread, and the published values are only read; between rounds each published value is written by
 // the one thread merging its owner, and the lanes are only read.
@@ -169,11 +171,6 @@ impl Queue {
         }
     }
 
-    /// Receiver side: takes the oldest visible message; its credit returns to the sender at the next
-    /// publish, usable from simulated time `credit_at_ns`.
-    ///
-    /// # Safety
-    /// As for [`Queue::peek`].
     /// Sender side: how many messages the sender has pushed (the position of the next).
     ///
     /// # Safety
@@ -192,6 +189,11 @@ impl Queue {
         unsafe { *self.head.get() }
     }
 
+    /// Receiver side: takes the oldest visible message; its credit returns to the sender at the next
+    /// publish, usable from simulated time `credit_at_ns`.
+    ///
+    /// # Safety
+    /// As for [`Queue::peek`].
     pub(crate) unsafe fn pop(&self, credit_at_ns: f64) -> Option<Message> {
         // SAFETY: as in `peek`.
         unsafe {

@@ -1,24 +1,17 @@
-//! The hand-over between the processes of one run: what crosses process boundaries at the end of each
-//! round, and the transports that carry it.
+//! The transports of a spread run: the processes of one run and the way they swap bytes, and which
+//! process holds which SIPs.
 //!
-//! A run spread over several processes ([`crate::Runtime::exchange`]) gives each process a contiguous
-//! block of SIPs and every PE in them ([`Partition`]). A message sent in one round is visible only in the
-//! next, whatever its simulated time, so each round is one bulk-synchronous step: every process polls
-//! its own PEs, then all of them swap, in one [`Exchange::all_to_all`], the round's messages and
-//! returned credits on queues between their blocks, the transfers to place on the channels (in an
-//! [`Exchange::all_gather`] after it when they are many), barrier arrivals, and how many lanes
-//! finished or failed. Every process then places every transfer in the
-//! same global order on its own copy of the network model, so times never depend on who placed what.
-//!
-//! Two transports: [`InMemory`], processes as threads of one program (for tests, and to try a
-//! partition without MPI), and, with the `mpi` cargo feature, `Mpi` over an MPI communicator
-//! (`mpirun -np N ...`). A run without an exchange is the one-process run.
+//! Two transports: [`InMemory`], processes as threads of one program (for tests, and to try a spread
+//! without MPI), and, with the `mpi` cargo feature, `Mpi` over an MPI communicator (`mpirun -np N
+//! ...`). A run without one is the one-process run.
 
 use std::fmt;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use kernbench_core::System;
+
+use crate::error::ExchangeError;
 
 /// How long a process waits for the others at one hand-over before giving up, unless told otherwise
 /// (`KERNBENCH_EXCHANGE_TIMEOUT`, in seconds): far longer than any one round of the shipped benchmarks
@@ -59,79 +52,25 @@ pub trait Exchange: fmt::Debug + Send + Sync {
     }
 }
 
-/// Why a hand-over between processes failed.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ExchangeError {
-    /// The other processes did not reach the hand-over in time: one died, hangs, or runs a round
-    /// longer than the timeout ([`DEFAULT_TIMEOUT`], `KERNBENCH_EXCHANGE_TIMEOUT`).
-    #[error(
-        "exchange timeout: process {process} of {processes} waited {waited_ms} ms for the others at a hand-over between rounds; one of them died or hangs (raise KERNBENCH_EXCHANGE_TIMEOUT if a round is that long)"
-    )]
-    Timeout {
-        /// The process that gave up.
-        process: usize,
-        /// The run's processes.
-        processes: usize,
-        /// How long it waited, in milliseconds.
-        waited_ms: u128,
-    },
-    /// A process left the run (it ended or panicked) while the others still exchanged.
-    #[error("exchange: process {gone} left the run while process {process} still exchanged")]
-    Gone {
-        /// The process still exchanging.
-        process: usize,
-        /// The process that left.
-        gone: usize,
-    },
-    /// The transport failed.
-    #[error("exchange: {0}")]
-    Transport(String),
-    /// Bytes from another process did not decode: processes of one run must run the same program.
-    #[error(
-        "exchange: process {from} sent a hand-over that does not decode ({what}); every process must run the same program"
-    )]
-    Malformed {
-        /// The sender.
-        from: usize,
-        /// What did not decode.
-        what: &'static str,
-    },
-    /// `KERNBENCH_EXCHANGE_TIMEOUT` is not a number of seconds.
-    #[error("KERNBENCH_EXCHANGE_TIMEOUT is `{value}`: expected a number of seconds above 0 and at most 86400")]
-    BadTimeout {
-        /// What it holds.
-        value: String,
-    },
-    /// The run's processes are more than its SIPs (each process holds at least one).
-    #[error("a run on {sips} SIPs cannot be spread over {processes} processes: expected 1..={sips} processes")]
-    TooManyProcesses {
-        /// The run's processes.
-        processes: usize,
-        /// The system's SIPs.
-        sips: usize,
-    },
-}
-
 /// Which process holds which SIPs: `processes` contiguous blocks, the first `sips % processes` one SIP
 /// larger, in SIP order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Partition {
+pub struct SipBlocks {
     sips: usize,
     processes: usize,
 }
 
-impl Partition {
-    /// The partition of `system` over `processes`.
+impl SipBlocks {
+    /// The blocks of `system`'s SIPs for `processes` processes.
     ///
     /// # Errors
     /// [`ExchangeError::TooManyProcesses`] when `processes` is 0 or more than the SIPs.
-    pub fn new(system: &System, processes: usize) -> Result<Partition, ExchangeError> {
+    pub fn new(system: &System, processes: usize) -> Result<SipBlocks, ExchangeError> {
         let sips = system.sips();
         if !(1..=sips).contains(&processes) {
             return Err(ExchangeError::TooManyProcesses { processes, sips });
         }
-        Ok(Partition { sips, processes })
+        Ok(SipBlocks { sips, processes })
     }
 
     /// The SIPs of process `process`.
@@ -159,7 +98,7 @@ impl Partition {
 ///
 /// # Examples
 /// ```
-/// use kernbench_sim::exchange::{Exchange, InMemory};
+/// use kernbench_sim::spread::{Exchange, InMemory};
 /// let group = InMemory::group(2);
 /// let got = std::thread::scope(|s| {
 ///     let runs: Vec<_> = group
@@ -305,76 +244,6 @@ impl Drop for InMemory {
     }
 }
 
-/// Appends to a hand-over buffer.
-#[derive(Debug, Default)]
-pub(crate) struct Writer {
-    pub(crate) bytes: Vec<u8>,
-}
-
-impl Writer {
-    pub(crate) fn u8(&mut self, v: u8) {
-        self.bytes.push(v);
-    }
-    pub(crate) fn u32(&mut self, v: u32) {
-        self.bytes.extend_from_slice(&v.to_le_bytes());
-    }
-    pub(crate) fn u64(&mut self, v: u64) {
-        self.bytes.extend_from_slice(&v.to_le_bytes());
-    }
-    pub(crate) fn f64(&mut self, v: f64) {
-        self.u64(v.to_bits());
-    }
-    pub(crate) fn bytes(&mut self, v: &[u8]) {
-        self.u64(v.len() as u64);
-        self.bytes.extend_from_slice(v);
-    }
-}
-
-/// Reads a hand-over buffer written by [`Writer`] in another process.
-#[derive(Debug)]
-pub(crate) struct Reader<'a> {
-    bytes: &'a [u8],
-    from: usize,
-}
-
-impl<'a> Reader<'a> {
-    pub(crate) fn new(bytes: &'a [u8], from: usize) -> Self {
-        Reader { bytes, from }
-    }
-    pub(crate) fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
-    }
-    pub(crate) fn malformed(&self, what: &'static str) -> ExchangeError {
-        ExchangeError::Malformed { from: self.from, what }
-    }
-    fn take(&mut self, n: usize) -> Result<&'a [u8], ExchangeError> {
-        if self.bytes.len() < n {
-            return Err(self.malformed("it ends early"));
-        }
-        let (head, rest) = self.bytes.split_at(n);
-        self.bytes = rest;
-        Ok(head)
-    }
-    pub(crate) fn u8(&mut self) -> Result<u8, ExchangeError> {
-        Ok(self.take(1)?[0])
-    }
-    pub(crate) fn u32(&mut self) -> Result<u32, ExchangeError> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
-    }
-    pub(crate) fn u64(&mut self) -> Result<u64, ExchangeError> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
-    }
-    pub(crate) fn f64(&mut self) -> Result<f64, ExchangeError> {
-        self.u64().map(f64::from_bits)
-    }
-    pub(crate) fn bytes(&mut self) -> Result<&'a [u8], ExchangeError> {
-        let n = self.u64()?;
-        self.take(usize::try_from(n).map_err(|_| self.malformed("a length too large"))?)
-    }
-}
-
-#[cfg(feature = "mpi")]
-pub use mpi_transport::Mpi;
-
-#[cfg(feature = "mpi")]
-mod mpi_transport;
+/// The blocks of SIPs each process holds, under their earlier name.
+#[deprecated(note = "renamed to SipBlocks")]
+pub type Partition = SipBlocks;

@@ -10,7 +10,8 @@ use mpi::request::{Request, Scope};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
-use super::{Exchange, ExchangeError, timeout_from_env};
+use super::exchange::{Exchange, timeout_from_env};
+use crate::error::ExchangeError;
 
 /// The exit code of every process of a job whose exchange timed out.
 const TIMEOUT_EXIT: i32 = 3;

@@ -1,0 +1,131 @@
+//! Diagnosis: why a run that stopped is not done (a deadlock, with every blocked lane and what it waits
+//! for), and what a run whose kernels all finished left behind (messages in queues, signals raised
+//! beyond every wait, puts nothing completed). Uses the rounds' installed run and the spread.
+
+use kernbench_core::Op;
+
+use crate::error::{BlockedPe, DeadlockReport, Leftover, RunError, SignalWait, Unreceived};
+use crate::lanes::Wait;
+use crate::rounds::Execution;
+use crate::spread::in_run_order;
+
+impl Execution<'_> {
+    /// Why the run is stuck with `finished` lanes done: every blocked lane of every process, and every
+    /// message sent that nobody received.
+    ///
+    /// # Errors
+    /// An exchange that failed, in a spread run.
+    pub(crate) fn deadlock_report(&mut self, finished: usize) -> Result<DeadlockReport, RunError> {
+        let mut blocked = Vec::new();
+        let total = self.lanes.tasks.len();
+        for task in 0..total as u32 {
+            let rank = self.lanes.tasks.rank(task);
+            if !self.lanes.tasks.holds(rank) || self.ended(task).is_some() {
+                continue;
+            }
+            let lanes = self.lanes.tasks.lanes_of(rank);
+            let lane = (lanes.len() > 1).then(|| task as usize - lanes.start);
+            let pe = self.lanes.tasks.pe(rank);
+            let waiting = |op, direction, peer, channel, (queued, credits, depth)| BlockedPe {
+                pe,
+                lane,
+                channel,
+                op,
+                direction,
+                peer,
+                queued,
+                credits,
+                depth,
+                signal: None,
+            };
+            let pes = self.lanes.tasks.pes();
+            let entry = match self.lanes.parked.get(task as usize).wait {
+                Wait::Send(q) => {
+                    let queue = &mut self.two_sided.queues[q as usize];
+                    let peer = pes[queue.receiver as usize];
+                    let state = (queue.in_flight(), queue.credits(), queue.depth());
+                    waiting(Op::Send, Some(queue.send_dir), Some(peer), queue.channel as usize, state)
+                }
+                Wait::Recv(q) => {
+                    let queue = &mut self.two_sided.queues[q as usize];
+                    let peer = pes[queue.sender as usize];
+                    let state = (queue.visible(), queue.credits(), queue.depth());
+                    waiting(Op::Recv, Some(queue.recv_dir), Some(peer), queue.channel as usize, state)
+                }
+                Wait::Barrier | Wait::Released => waiting(Op::Barrier, None, None, 0, (0, 0, 0)),
+                Wait::Signal { signal, until } => {
+                    let generation = self.lanes.states.get(task as usize).generation;
+                    let memory = self.one_sided.pes.get(rank as usize).get_or_insert_default();
+                    let state = memory.signals.get(signal as usize);
+                    let (holds, other_generations) = (state.value(generation), state.other_generations(generation));
+                    let mut entry = waiting(Op::WaitSignal, None, None, 0, (0, 0, 0));
+                    entry.signal = Some(SignalWait { signal: signal as usize, until, holds, other_generations });
+                    entry
+                }
+                Wait::Get => waiting(Op::Get, None, None, 0, (0, 0, 0)),
+                Wait::Quiet => waiting(Op::Quiet, None, None, 0, (0, 0, 0)),
+                Wait::None => waiting(Op::External, None, None, 0, (0, 0, 0)),
+            };
+            blocked.push((u64::from(task), entry));
+        }
+        let tasks = &self.lanes.tasks;
+        let unreceived = self
+            .two_sided
+            .queues
+            .iter_mut()
+            .filter(|(_, q)| tasks.holds(q.receiver))
+            .flat_map(|(i, q)| {
+                let (receiver, direction, sender) = (tasks.pe(q.receiver), q.recv_dir, tasks.pe(q.sender));
+                let channel = q.channel as usize;
+                q.unreceived().into_iter().map(move |(dtype, len, generation)| {
+                    (i as u64, Unreceived { receiver, direction, channel, sender, dtype, len, generation })
+                })
+            })
+            .collect();
+        let spread = self.spread.as_ref();
+        let (blocked, unreceived) = (in_run_order(spread, blocked)?, in_run_order(spread, unreceived)?);
+        Ok(DeadlockReport { blocked, finished, total, unreceived })
+    }
+
+    /// Every kernel finished: checks that nothing was left behind. Messages left in queues come first,
+    /// then signals left raised, then (under the race detector) a put that nothing completed.
+    ///
+    /// # Errors
+    /// [`RunError::LeftoverMessages`], [`RunError::SignalsLeftRaised`], [`RunError::PutNotLanded`]; an
+    /// exchange that failed.
+    pub(crate) fn check_leftovers(&mut self) -> Result<(), RunError> {
+        let tasks = &self.lanes.tasks;
+        // In a spread run, the receiver's process counts a queue's messages.
+        let left: Vec<(u64, Leftover)> = self
+            .two_sided
+            .queues
+            .iter_mut()
+            .filter(|(_, q)| tasks.holds(q.receiver))
+            .filter_map(|(i, q)| {
+                let messages = q.in_flight();
+                let leftover = Leftover {
+                    receiver: tasks.pe(q.receiver),
+                    direction: q.recv_dir,
+                    channel: q.channel as usize,
+                    sender: tasks.pe(q.sender),
+                    messages,
+                };
+                (messages > 0).then_some((i as u64, leftover))
+            })
+            .collect();
+        let left = in_run_order(self.spread.as_ref(), left)?;
+        if !left.is_empty() {
+            return Err(RunError::LeftoverMessages(left));
+        }
+        // In a spread run, a PE's signals are in its process.
+        let raised = self.one_sided.left_raised(&self.lanes);
+        let raised = in_run_order(self.spread.as_ref(), raised)?;
+        if !raised.is_empty() {
+            return Err(RunError::SignalsLeftRaised(raised));
+        }
+        match self.one_sided.unlanded_put(&mut self.lanes) {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+}

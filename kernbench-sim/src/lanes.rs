@@ -1,0 +1,411 @@
+//! Lanes: the tasks of a run (a coroutine per lane of each participating PE), what each lane keeps,
+//! what it waits for, what every kind of traffic sees of a PE, and the watchdog's counts. Uses the
+//! round protocol, the timing model's clock and the race detector's lane clocks.
+//!
+//! A PE's lanes are tasks `first..first + lanes` of the run, numbered in rank order, so tasks sorted by
+//! number group each PE's lanes together, and a PE's rank is its lanes' too.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::sync::Arc;
+use std::task::{Context, Waker};
+
+use kernbench_core::tl;
+use kernbench_core::{Direction, KernelError, Op, PeId, Tile, WatchdogBudget};
+use serde::{Deserialize, Serialize};
+
+use crate::error::RunError;
+use crate::protocol::Cells;
+use crate::race::LaneSync;
+use crate::timing::{Bookings, Clock, SpanKind};
+
+/// What one PE (or one of its lanes) did in a run. Every count is the same on one thread or many.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeFigures {
+    /// Messages sent; a put, a signal and a get's request count as one each.
+    pub messages_sent: u64,
+    /// Payload bytes sent (a put's data; a signal and a get's request count 8).
+    pub bytes_sent: u64,
+    /// Messages received.
+    pub messages_received: u64,
+    /// Payload bytes received.
+    pub bytes_received: u64,
+    /// Sends that found no credit and had to wait for one.
+    pub credit_waits: u64,
+    /// Receives that found their queue empty and had to wait.
+    pub recv_waits: u64,
+    /// Elements combined by reductions.
+    pub reduced_elements: u64,
+    /// Bytes moved by loads and stores.
+    pub memory_bytes: u64,
+    /// Rounds in which the PE's kernel was polled.
+    pub polls: u64,
+}
+
+impl std::ops::AddAssign<&PeFigures> for PeFigures {
+    fn add_assign(&mut self, f: &PeFigures) {
+        self.messages_sent += f.messages_sent;
+        self.bytes_sent += f.bytes_sent;
+        self.messages_received += f.messages_received;
+        self.bytes_received += f.bytes_received;
+        self.credit_waits += f.credit_waits;
+        self.recv_waits += f.recv_waits;
+        self.reduced_elements += f.reduced_elements;
+        self.memory_bytes += f.memory_bytes;
+        self.polls += f.polls;
+    }
+}
+
+/// In a spread run, the process holding each rank.
+pub(crate) type Owners = Box<[u32]>;
+
+/// The cells of a spread run's per-PE and per-lane [`Cells`]: by rank, and by task.
+pub(crate) type CellsOf = (Arc<[u32]>, Arc<[u32]>);
+
+/// The run's tasks: which PE each belongs to, and in a run spread over processes, which process holds
+/// each PE.
+pub(crate) struct Tasks<'p> {
+    /// Every participant, by rank.
+    pes: &'p [PeId],
+    /// Rank `r`'s lanes are tasks `first_task[r]..first_task[r + 1]`.
+    first_task: Vec<u32>,
+    /// Each task's rank.
+    task_rank: Vec<u32>,
+    /// Channels per directed edge: the most lanes any PE runs, so every lane can have its own queues.
+    channels: u32,
+    /// In a spread run, the process holding each rank, and this process.
+    owners: Option<(Owners, u32)>,
+}
+
+impl<'p> Tasks<'p> {
+    /// The tasks of `pes`, rank `r` running `lanes[r]` lanes; `owners` in a spread run.
+    pub(crate) fn new(pes: &'p [PeId], lanes: &[usize], owners: Option<(Owners, u32)>) -> Tasks<'p> {
+        let mut first_task = Vec::with_capacity(pes.len() + 1);
+        first_task.push(0u32);
+        for &n in lanes {
+            first_task.push(first_task[first_task.len() - 1] + n as u32);
+        }
+        let task_rank = lanes.iter().enumerate().flat_map(|(rank, &n)| std::iter::repeat_n(rank as u32, n)).collect();
+        let channels = lanes.iter().copied().max().unwrap_or(1) as u32;
+        Tasks { pes, first_task, task_rank, channels, owners }
+    }
+
+    /// Every participant, by rank.
+    #[inline]
+    pub(crate) fn pes(&self) -> &'p [PeId] {
+        self.pes
+    }
+
+    /// The PE of rank `rank`.
+    #[inline]
+    pub(crate) fn pe(&self, rank: u32) -> PeId {
+        self.pes[rank as usize]
+    }
+
+    /// Every task of the run, in every process.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.task_rank.len()
+    }
+
+    /// Whether every PE runs one lane, so that a task is its PE's rank.
+    pub(crate) fn one_lane_each(&self) -> bool {
+        self.len() == self.pes.len()
+    }
+
+    /// The rank of `task`'s PE.
+    #[inline]
+    pub(crate) fn rank(&self, task: u32) -> u32 {
+        self.task_rank[task as usize]
+    }
+
+    /// The tasks of rank `rank`.
+    #[inline]
+    pub(crate) fn lanes_of(&self, rank: u32) -> Range<usize> {
+        self.first_task[rank as usize] as usize..self.first_task[rank as usize + 1] as usize
+    }
+
+    /// `task`'s index among its PE's lanes.
+    #[inline]
+    pub(crate) fn lane(&self, task: u32) -> u32 {
+        task - self.first_task[self.rank(task) as usize]
+    }
+
+    /// The task of lane `lane` of rank `rank`.
+    #[inline]
+    pub(crate) fn task(&self, rank: u32, lane: u32) -> u32 {
+        self.first_task[rank as usize] + lane
+    }
+
+    /// Channels per directed edge.
+    #[inline]
+    pub(crate) fn channels(&self) -> u32 {
+        self.channels
+    }
+
+    /// Whether this process holds rank `rank` (every rank, unless the run is spread).
+    #[inline]
+    pub(crate) fn holds(&self, rank: u32) -> bool {
+        self.owners.as_ref().is_none_or(|(owner, me)| owner[rank as usize] == *me)
+    }
+
+    /// The process that holds rank `rank` (0 unless the run is spread).
+    pub(crate) fn owner(&self, rank: u32) -> usize {
+        self.owners.as_ref().map_or(0, |(owner, _)| owner[rank as usize] as usize)
+    }
+
+    /// The cell of each rank and of each task in a spread run's per-PE and per-lane [`Cells`]: this
+    /// process holds only its own (`None`: every rank and task, each its own cell).
+    pub(crate) fn cells_of(&self) -> Option<CellsOf> {
+        self.owners.as_ref()?;
+        let cells = |count: usize, held: &dyn Fn(usize) -> bool| -> Arc<[u32]> {
+            let mut next = 0u32;
+            (0..count)
+                .map(|i| {
+                    if held(i) {
+                        next += 1;
+                        next - 1
+                    } else {
+                        Cells::<()>::ABSENT
+                    }
+                })
+                .collect()
+        };
+        let by_rank = cells(self.pes.len(), &|rank| self.holds(rank as u32));
+        let by_task = cells(self.len(), &|task| self.holds(self.task_rank[task]));
+        Some((by_rank, by_task))
+    }
+
+    /// `error` of `task`, naming its lane when its PE runs several.
+    pub(crate) fn in_lane(&self, task: u32, error: RunError) -> RunError {
+        let lanes = self.lanes_of(self.rank(task));
+        if lanes.len() == 1 {
+            return error;
+        }
+        RunError::InLane { lane: task as usize - lanes.start, lanes: lanes.len(), error: Box::new(error) }
+    }
+}
+
+/// What every kind of traffic sees of a PE: its buffers, its notes and its compute. Touched only while
+/// one of its lanes is polled or its round is merged, on one thread (rules P and M).
+pub(crate) struct PeCore {
+    pub(crate) pe: PeId,
+    pub(crate) input: Tile,
+    pub(crate) output: Tile,
+    pub(crate) scratch: Tile,
+    /// What the kernel recorded with `tl.note`, by key.
+    pub(crate) notes: BTreeMap<String, String>,
+    /// When the PE runs several lanes under the timing model: its compute's bookings, so that their
+    /// injections, reductions, loads and stores run one at a time.
+    pub(crate) compute: Option<Bookings>,
+}
+
+/// One lane of a PE: a coroutine with its own clock, phase, figures and watchdog count.
+pub(crate) struct LaneState {
+    /// Its index in its PE.
+    pub(crate) lane: u32,
+    pub(crate) figures: PeFigures,
+    /// The generation stamped on messages sent and expected on messages received now.
+    pub(crate) generation: u64,
+    /// Its simulated time.
+    pub(crate) clock: Clock,
+    /// Why its kernel stopped, when it failed or panicked in the current round (boxed: a million
+    /// lanes that do not fail would each hold an error's room).
+    pub(crate) failure: Option<Box<RunError>>,
+    /// What the watchdog counts.
+    pub(crate) watch: Watch,
+    /// Its place in the happens-before order, once it has one (under the race detector: made when the
+    /// lane first touches symmetric memory or hears of a lane that did).
+    pub(crate) sync: Option<Box<LaneSync>>,
+    /// When the last of its puts lands (a quiet and a barrier wait for it).
+    pub(crate) landed_ns: f64,
+}
+
+impl LaneState {
+    /// Its place in the happens-before order, made on first use (its task is `task`).
+    pub(crate) fn sync(&mut self, task: u32) -> &mut LaneSync {
+        self.sync.get_or_insert_with(|| Box::new(LaneSync::new(task)))
+    }
+}
+
+/// What the watchdog has counted of a lane's kernel.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Watch {
+    /// Loop iterations the kernel may still make before its next step (counted down at the top of
+    /// every loop body of a `#[ccl_kernel]`, lent to the thread while the kernel is polled, and lent
+    /// whole again at every step).
+    pub(crate) loops_left: u64,
+    /// Waiting steps completed: sends, receives, barriers, gets, waits, quiets.
+    pub(crate) steps: u64,
+    /// The last waiting step completed, and its direction.
+    pub(crate) last: Option<(Op, Option<Direction>)>,
+}
+
+/// The watchdog's limits per lane: see [`crate::RunOptions::loop_budget`] and
+/// [`crate::RunOptions::step_budget`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Budget {
+    pub(crate) loops: u64,
+    pub(crate) steps: u64,
+}
+
+/// What a lane waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wait {
+    None,
+    Send(u32),
+    Recv(u32),
+    /// A barrier that has not released it yet.
+    Barrier,
+    /// A barrier that has released it.
+    Released,
+    /// Its own signal to reach a value.
+    Signal {
+        signal: u32,
+        until: u64,
+    },
+    /// A get's reply.
+    Get,
+    /// Its puts of this round to be placed.
+    Quiet,
+}
+
+/// What a lane waits for and the waker that resumes it. In the merge phase only the unique
+/// counterpart of the queue the lane waits on touches it (rule M), so it lives apart from
+/// [`LaneState`].
+pub(crate) struct Parked {
+    pub(crate) wait: Wait,
+    pub(crate) waker: Option<Waker>,
+}
+
+impl Parked {
+    pub(crate) fn new() -> Self {
+        Parked { wait: Wait::None, waker: None }
+    }
+
+    /// Waits in `wait`, to be woken through `cx`'s waker.
+    pub(crate) fn park(&mut self, wait: Wait, cx: &Context<'_>) {
+        self.wait = wait;
+        match &self.waker {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => self.waker = Some(cx.waker().clone()),
+        }
+    }
+
+    /// Wakes the lane if it waits in `wait`.
+    #[inline]
+    pub(crate) fn wake_if(&self, wait: impl FnOnce(Wait) -> bool) {
+        if wait(self.wait) {
+            if let Some(waker) = &self.waker {
+                waker.wake_by_ref();
+            }
+        }
+    }
+}
+
+/// The run's lanes and what every kind of traffic sees of their PEs: the lane-level part of a run.
+pub(crate) struct Lanes<'p> {
+    pub(crate) tasks: Tasks<'p>,
+    /// Per PE this process holds.
+    pub(crate) pes: Cells<PeCore>,
+    /// Per task this process holds.
+    pub(crate) states: Cells<LaneState>,
+    /// Per task this process holds.
+    pub(crate) parked: Cells<Parked>,
+    pub(crate) budget: Budget,
+}
+
+impl Lanes<'_> {
+    /// Wakes the lanes of rank `rank` (but `except`) whose wait `wakes` picks.
+    ///
+    /// # Safety
+    /// No wait cell of `rank`'s lanes but `except`'s may be borrowed mutably (rule P for the PE's own
+    /// thread, rule M or B otherwise).
+    pub(crate) unsafe fn wake(&self, rank: u32, except: Option<u32>, wakes: impl Fn(Wait) -> bool) {
+        for task in self.tasks.lanes_of(rank).filter(|&t| Some(t as u32) != except) {
+            // SAFETY: the caller guarantees no mutable borrow of these lanes' wait cells.
+            unsafe { self.parked.get_ref(task) }.wake_if(&wakes);
+        }
+    }
+
+    /// Wakes `task` if it waits in `wait` (rule B).
+    pub(crate) fn wake_task(&mut self, task: u32, wait: Wait) {
+        self.parked.get(task as usize).wake_if(|w| w == wait);
+    }
+}
+
+/// The lane being polled and what it may touch (rule P): its own state and wait, its PE's buffers and
+/// compute, and the watchdog's budget.
+pub(crate) struct LaneCtx<'a> {
+    /// The lane's task.
+    pub(crate) task: u32,
+    pub(crate) pe: &'a mut PeCore,
+    pub(crate) lane: &'a mut LaneState,
+    pub(crate) parked: &'a mut Parked,
+    pub(crate) budget: Budget,
+}
+
+impl LaneCtx<'_> {
+    /// The PE.
+    #[inline]
+    pub(crate) fn pe_id(&self) -> PeId {
+        self.pe.pe
+    }
+
+    /// Fails a waiting step once the lane has completed its budget of them.
+    #[inline]
+    pub(crate) fn check_steps(&self) -> Result<(), KernelError> {
+        if self.lane.watch.steps >= self.budget.steps {
+            return Err(self.watchdog(WatchdogBudget::Steps(self.budget.steps)));
+        }
+        Ok(())
+    }
+
+    /// Counts a waiting step completed, and lends the kernel its whole loop budget again.
+    #[inline]
+    pub(crate) fn step_done(&mut self, op: Op, direction: Option<Direction>) {
+        let watch = &mut self.lane.watch;
+        watch.steps += 1;
+        watch.last = Some((op, direction));
+        watch.loops_left = self.budget.loops;
+        tl::lend_loops(self.budget.loops);
+    }
+
+    #[cold]
+    pub(crate) fn watchdog(&self, budget: WatchdogBudget) -> KernelError {
+        let watch = &self.lane.watch;
+        // While the kernel is polled its count is lent to the thread.
+        let loops_left = tl::loops_left().min(watch.loops_left);
+        KernelError::Watchdog {
+            pe: self.pe.pe,
+            budget,
+            iterations: self.budget.loops - loops_left,
+            steps: watch.steps,
+            last_op: watch.last.map(|(op, _)| op),
+            last_direction: watch.last.and_then(|(_, direction)| direction),
+        }
+    }
+
+    /// Spends `ns` of the lane's time on work of its PE: lanes of one PE share its compute (booked when
+    /// it runs several under the timing model), so the work waits for what other lanes booked first.
+    #[inline]
+    pub(crate) fn spend(&mut self, kind: SpanKind, ns: f64, bytes: u64) {
+        let clock = &mut self.lane.clock;
+        if let (Some(compute), true) = (&mut self.pe.compute, clock.on) {
+            let (start, _) = compute.reserve(clock.now, ns, 0.0);
+            clock.advance_to(SpanKind::ComputeWait, start, 0, false);
+        }
+        clock.work(kind, ns, bytes);
+    }
+
+    /// Waits in `wait`, to be woken through `cx`'s waker.
+    #[inline]
+    pub(crate) fn park(&mut self, wait: Wait, cx: &Context<'_>) {
+        self.parked.park(wait, cx);
+    }
+
+    /// Its place in the happens-before order, made on first use.
+    pub(crate) fn sync(&mut self) -> &mut LaneSync {
+        self.lane.sync(self.task)
+    }
+}

@@ -1,0 +1,83 @@
+//! Between rounds: the round's one-sided operations leave for their channels and are applied to their
+//! targets; at the end of a run, what they must have left behind is checked.
+
+use kernbench_core::PeId;
+
+use super::OneSidedRun;
+use super::access;
+use crate::error::{LeftRaised, RunError};
+use crate::lanes::Lanes;
+use crate::timing::Transfer;
+
+/// The flag that marks a transfer's position as an index into its sender's outbox.
+pub(crate) const ONE_SIDED: u64 = 1 << 63;
+
+impl OneSidedRun {
+    /// Lists the transfers of the one-sided operations rank `rank`'s lanes started this round in `sent`.
+    ///
+    /// # Safety
+    /// Rule M: the calling thread merges `rank`.
+    pub(crate) unsafe fn transfers(&self, rank: u32, sent: &mut Vec<Transfer>) {
+        // SAFETY: the caller merges `rank`, whose cells are its thread's.
+        let Some(memory) = (unsafe { self.pes.get_ref(rank as usize) }) else { return };
+        for (i, out) in memory.outbox.iter().enumerate() {
+            sent.push(out.transfer(rank, ONE_SIDED | i as u64));
+        }
+    }
+
+    /// Applies the round's one-sided operations to their targets (rule B): rank by rank, each PE's in
+    /// the order its lanes made them. Wakes the lanes waiting on what they change.
+    ///
+    /// # Errors
+    /// A race (a put's write unordered with an access already made), or a put into a buffer declared
+    /// with another shape on its target.
+    pub(crate) fn deliver(&mut self, polled: &[u32], lanes: &mut Lanes<'_>) -> Result<(), RunError> {
+        for &rank in polled {
+            let Some(memory) = self.pes.get(rank as usize) else { continue };
+            for out in std::mem::take(&mut memory.outbox) {
+                self.apply(out, true, lanes)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every signal of this process's PEs raised beyond what waits (and resets) took, keyed by rank: a
+    /// raise nobody waited for is a message nobody received.
+    pub(crate) fn left_raised(&mut self, lanes: &Lanes<'_>) -> Vec<(u64, LeftRaised)> {
+        let mut left = Vec::new();
+        let pes = lanes.tasks.pes();
+        for rank in (0..pes.len() as u32).filter(|&rank| lanes.tasks.holds(rank)) {
+            let Some(memory) = self.pes.get(rank as usize) else { continue };
+            for (signal, s) in memory.signals.slots.iter().enumerate() {
+                for (generation, value, waited) in s.generations() {
+                    if value > waited {
+                        let pe: PeId = pes[rank as usize];
+                        left.push((u64::from(rank), LeftRaised { pe, signal, generation, value, waited }));
+                    }
+                }
+            }
+        }
+        left
+    }
+
+    /// Under the race detector: the first put that was neither completed by a quiet or barrier of its
+    /// lane nor seen (through a signal, message or barrier) by a lane of its target, so that nothing
+    /// says it landed before the kernels ended.
+    pub(crate) fn unlanded_put(&mut self, lanes: &mut Lanes<'_>) -> Option<RunError> {
+        let puts = std::mem::take(&mut self.puts);
+        for put in &puts {
+            let quieted = lanes.states.get(put.task as usize).sync.as_ref().is_some_and(|s| s.quieted >= put.seq);
+            let mut target_lanes = lanes.tasks.lanes_of(put.to);
+            let seen = target_lanes.any(|task| lanes.states.get(task).sync.as_ref().is_some_and(|s| s.saw(&put.stamp)));
+            if !(quieted || seen) {
+                return Some(RunError::PutNotLanded {
+                    put: access(&lanes.tasks, &put.stamp),
+                    to: lanes.tasks.pe(put.to),
+                    buffer: put.buffer,
+                    bytes: put.bytes.clone(),
+                });
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,343 @@
+//! A lane's one-sided operations while it is polled (rule P of the round protocol): reads and writes of
+//! its own copy of the heap at once, puts, gets and signals to the outbox until the round is merged,
+//! waits on its own signals.
+
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
+
+use kernbench_core::symmetric::{Put, Site, Symmetric};
+use kernbench_core::{Dtype, KernelError, Op, Tile};
+
+use super::heap::{HeapBuffer, Raise, check_signal};
+use super::op::{OneSidedOp, Outgoing};
+use super::{OneSidedRun, PeOneSided, access, conflict_error};
+use crate::lanes::{LaneCtx, Lanes, Wait};
+use crate::race::{Conflict, Released, Stamp};
+use crate::timing::SpanKind;
+use crate::two_sided::PeLinks;
+use crate::two_sided::queue::Queues;
+
+/// A lane being polled, as the initiator of one-sided operations, with what they touch: its PE's
+/// symmetric memory, its ports (whose queues give the routes to its peers) and the run's lanes (a raise
+/// of the PE's own signal wakes its other lanes).
+pub(crate) struct Initiator<'v, 'a> {
+    pub(crate) ctx: &'v mut LaneCtx<'a>,
+    pub(crate) pe: &'v mut Option<Box<PeOneSided>>,
+    pub(crate) links: &'v PeLinks,
+    pub(crate) queues: &'v Queues,
+    pub(crate) run: &'v OneSidedRun,
+    pub(crate) lanes: &'v Lanes<'v>,
+}
+
+impl Initiator<'_, '_> {
+    /// The PE's symmetric memory, made on first use.
+    fn memory(&mut self) -> &mut PeOneSided {
+        self.pe.get_or_insert_default()
+    }
+
+    fn rank(&self) -> u32 {
+        self.lanes.tasks.rank(self.ctx.task)
+    }
+
+    /// The route to rank `peer` for a one-sided `op`: the queues of channel 0 to and from it.
+    fn peer(&mut self, peer: usize, op: Op) -> Result<(u32, u32), KernelError> {
+        let (rank, pe) = (self.rank(), self.ctx.pe_id());
+        let (links, queues) = (self.links, self.queues);
+        let memory = self.pe.get_or_insert_default();
+        let peers = memory.peers.get_or_insert_with(|| peers_of(rank, links, queues));
+        match peers.binary_search_by_key(&peer, |&(rank, ..)| rank as usize) {
+            Ok(i) => Ok((peers[i].1, peers[i].2)),
+            Err(_) => Err(KernelError::NotAPeer {
+                pe,
+                rank: rank as usize,
+                op,
+                peer,
+                reachable: peers.iter().map(|&(rank, ..)| rank as usize).collect(),
+            }),
+        }
+    }
+
+    /// The bytes of `len` elements of `dtype` at `offset` of `buffer`, or the error of `op`.
+    fn range(
+        &self,
+        op: Op,
+        buffer: &Symmetric,
+        offset: usize,
+        len: usize,
+        dtype: Dtype,
+    ) -> Result<std::ops::Range<u64>, KernelError> {
+        buffer.byte_range(offset, len).filter(|_| dtype == buffer.dtype).ok_or(KernelError::BadSymmetricAccess {
+            pe: self.ctx.pe_id(),
+            op,
+            buffer: *buffer,
+            offset,
+            len,
+            dtype,
+        })
+    }
+
+    /// Injects a one-sided operation and queues it for the end of the round.
+    fn start(&mut self, to: u32, route: u32, clock: Option<Released>, op: OneSidedOp) {
+        let (task, generation) = (self.ctx.task, self.ctx.lane.generation);
+        let mut out = Outgoing { task, generation, to, route, depart_ns: 0.0, arrive_ns: 0.0, clock, op };
+        let bytes = out.bytes();
+        let injection = self.ctx.lane.clock.injection_ns;
+        self.ctx.spend(SpanKind::Send, injection, bytes);
+        let now = self.ctx.lane.clock.now;
+        (out.depart_ns, out.arrive_ns) = (now, now);
+        let f = &mut self.ctx.lane.figures;
+        f.messages_sent += 1;
+        f.bytes_sent += bytes;
+        self.memory().outbox.push(out);
+        self.run.used.store(true, Ordering::Relaxed);
+    }
+
+    /// This PE's copy of `buffer`, once the race detector (when on) has checked and recorded this
+    /// lane's `op` (`Read` or `Write`) of `bytes` of it.
+    fn local_access(
+        &mut self,
+        op: Op,
+        buffer: &Symmetric,
+        bytes: std::ops::Range<u64>,
+        site: Site,
+    ) -> Result<&mut HeapBuffer, KernelError> {
+        let (pe, detector) = (self.ctx.pe_id(), self.run.detector);
+        let copy = self.pe.get_or_insert_default().heap.buffer(pe, buffer, detector)?;
+        if let (Some(shadow), false) = (&mut copy.shadow, bytes.is_empty()) {
+            let sync = self.ctx.lane.sync(self.ctx.task);
+            let stamp = sync.local_access(op, site);
+            let checked = match op {
+                Op::Write => shadow.write(bytes, stamp, sync.clock()),
+                _ => shadow.read(bytes, stamp, sync.clock()),
+            };
+            if let Err(conflict) = checked {
+                return Err(self.conflict(conflict, buffer.name, &stamp));
+            }
+        }
+        self.memory().heap.buffer(pe, buffer, detector)
+    }
+
+    /// The error for what the race detector found on this PE's copy of `buffer`.
+    fn conflict(&self, conflict: Conflict, buffer: &'static str, stamp: &Stamp) -> KernelError {
+        let tasks = &self.lanes.tasks;
+        conflict_error(|s| access(tasks, s), conflict, self.ctx.pe_id(), buffer, stamp)
+    }
+
+    /// Declares `buffer` on this PE.
+    pub(crate) fn declare(&mut self, buffer: &Symmetric) -> Result<(), KernelError> {
+        let (pe, detector) = (self.ctx.pe_id(), self.run.detector);
+        self.memory().heap.buffer(pe, buffer, detector).map(|_| ())
+    }
+
+    /// Reads `len` elements at `offset` of this PE's copy of `buffer`.
+    pub(crate) fn read(
+        &mut self,
+        buffer: &Symmetric,
+        offset: usize,
+        len: usize,
+        site: Site,
+    ) -> Result<Tile, KernelError> {
+        let bytes = self.range(Op::Read, buffer, offset, len, buffer.dtype)?;
+        let pe = self.ctx.pe_id();
+        let copy = self.local_access(Op::Read, buffer, bytes, site)?;
+        copy.data.slice(offset..offset + len).map_err(|source| KernelError::Tile { pe, op: Op::Read, source })
+    }
+
+    /// Writes `tile` at `offset` of this PE's copy of `buffer`.
+    pub(crate) fn write(
+        &mut self,
+        buffer: &Symmetric,
+        offset: usize,
+        tile: &Tile,
+        site: Site,
+    ) -> Result<(), KernelError> {
+        let bytes = self.range(Op::Write, buffer, offset, tile.len(), tile.dtype())?;
+        let pe = self.ctx.pe_id();
+        let copy = self.local_access(Op::Write, buffer, bytes, site)?;
+        copy.data.write_at(offset, tile).map_err(|source| KernelError::Tile { pe, op: Op::Write, source })
+    }
+
+    /// Starts a put (with its signal, if any) into a peer's copy.
+    pub(crate) fn put(&mut self, put: Put<'_>) -> Result<(), KernelError> {
+        let op = if put.signal.is_some() { Op::PutSignal } else { Op::Put };
+        let (route, _) = self.peer(put.peer, op)?;
+        self.range(op, put.buffer, put.offset, put.tile.len(), put.tile.dtype())?;
+        let signal = match put.signal {
+            Some((signal, add)) => Some((check_signal(self.ctx.pe_id(), op, signal)?, add)),
+            None => None,
+        };
+        let (stamp, clock, seq) = if self.run.detector {
+            let sync = self.ctx.sync();
+            match signal {
+                // Its own signal releases the write: the write is ordered with the lane's accesses.
+                Some(_) => {
+                    let stamp = sync.put_signal(put.site);
+                    (Some(stamp), Some(sync.release()), sync.all_puts)
+                }
+                None => {
+                    let stamp = sync.put(put.site);
+                    (Some(stamp), Some(sync.knowledge()), sync.all_puts)
+                }
+            }
+        } else {
+            (None, None, 0)
+        };
+        let tile = put.tile.clone();
+        let op = OneSidedOp::Put { buffer: *put.buffer, offset: put.offset, tile, signal, seq, stamp };
+        self.start(put.peer as u32, route, clock, op);
+        Ok(())
+    }
+
+    /// Reads `len` elements at `offset` of a peer's copy: a request, then the data back.
+    pub(crate) fn poll_get(
+        &mut self,
+        peer: usize,
+        buffer: &Symmetric,
+        offset: usize,
+        len: usize,
+        site: Site,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Tile, KernelError>> {
+        if self.ctx.parked.wait == Wait::Get {
+            let task = self.ctx.task;
+            let replies = self.pe.as_mut().map(|m| &mut m.replies);
+            let Some(at) = replies.as_ref().and_then(|r| r.iter().position(|&(t, ..)| t == task)) else {
+                self.ctx.park(Wait::Get, cx);
+                return Poll::Pending;
+            };
+            let (_, reply, at_ns) = replies.expect("a reply was found").swap_remove(at);
+            self.ctx.parked.wait = Wait::None;
+            let bytes = reply.as_ref().map_or(0, |t| t.bytes() as u64);
+            self.ctx.lane.clock.advance_to(SpanKind::Recv, at_ns, bytes, false);
+            self.ctx.step_done(Op::Get, None);
+            return Poll::Ready(reply);
+        }
+        if let Err(e) = self.ctx.check_steps() {
+            return Poll::Ready(Err(e));
+        }
+        let (route, back) = match self.peer(peer, Op::Get) {
+            Ok(routes) => routes,
+            Err(e) => return Poll::Ready(Err(e)),
+        };
+        if let Err(e) = self.range(Op::Get, buffer, offset, len, buffer.dtype) {
+            return Poll::Ready(Err(e));
+        }
+        let (stamp, clock) = if self.run.detector {
+            let sync = self.ctx.sync();
+            (Some(sync.local_access(Op::Get, site)), Some(sync.knowledge()))
+        } else {
+            (None, None)
+        };
+        let op = OneSidedOp::Get { buffer: *buffer, offset, len, stamp, back, back_ns: 0.0 };
+        self.start(peer as u32, route, clock, op);
+        self.ctx.park(Wait::Get, cx);
+        Poll::Pending
+    }
+
+    /// Raises `signal` of rank `peer` by `add` (its own at once, a peer's when the round is merged).
+    pub(crate) fn signal(&mut self, peer: usize, signal: usize, add: u64) -> Result<(), KernelError> {
+        let signal = check_signal(self.ctx.pe_id(), Op::Signal, signal)?;
+        let rank = self.rank();
+        let own = peer == rank as usize;
+        let route = if own { None } else { Some(self.peer(peer, Op::Signal)?.0) };
+        let clock = if self.run.detector { Some(self.ctx.sync().release()) } else { None };
+        let Some(route) = route else {
+            // A raise of one's own signal (between the lanes of a PE) lands at once.
+            let raise = Raise { add, at_ns: self.ctx.lane.clock.now, generation: self.ctx.lane.generation, clock };
+            self.memory().signals.raise(signal, raise);
+            // SAFETY: rule P: the PE's lanes are this thread's, and only the one polled is borrowed.
+            unsafe {
+                self.lanes.wake(
+                    rank,
+                    Some(self.ctx.task),
+                    |wait| matches!(wait, Wait::Signal { signal: s, .. } if s as usize == signal),
+                );
+            }
+            return Ok(());
+        };
+        self.start(peer as u32, route, clock, OneSidedOp::Signal { signal, add });
+        Ok(())
+    }
+
+    /// Waits until this PE's `signal` holds `until` or more for the lane's generation.
+    pub(crate) fn poll_wait(
+        &mut self,
+        signal: usize,
+        until: u64,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), KernelError>> {
+        let checked = self.ctx.check_steps().and_then(|()| check_signal(self.ctx.pe_id(), Op::WaitSignal, signal));
+        let signal = match checked {
+            Ok(signal) => signal,
+            Err(e) => return Poll::Ready(Err(e)),
+        };
+        let generation = self.ctx.lane.generation;
+        let state = self.pe.get_or_insert_default().signals.get(signal);
+        if state.value(generation) < until {
+            self.ctx.park(Wait::Signal { signal: signal as u32, until }, cx);
+            return Poll::Pending;
+        }
+        state.wait_done(generation, until);
+        let raises = state.reaching(generation, until);
+        if let Some(last) = raises.last() {
+            self.ctx.lane.clock.advance_to(SpanKind::SignalWait, last.at_ns, 0, false);
+        }
+        if self.run.detector && raises.iter().any(|r| r.clock.is_some()) {
+            let sync = self.ctx.lane.sync(self.ctx.task);
+            for raise in &raises {
+                if let Some(clock) = &raise.clock {
+                    sync.acquire(clock);
+                }
+            }
+        }
+        self.ctx.parked.wait = Wait::None;
+        self.ctx.step_done(Op::WaitSignal, None);
+        Poll::Ready(Ok(()))
+    }
+
+    /// Sets this PE's `signal` back to 0.
+    pub(crate) fn reset(&mut self, signal: usize) -> Result<(), KernelError> {
+        let signal = check_signal(self.ctx.pe_id(), Op::ResetSignal, signal)?;
+        *self.memory().signals.get(signal) = Default::default();
+        Ok(())
+    }
+
+    /// Orders the lane's earlier puts before its later puts and signals.
+    pub(crate) fn fence(&mut self) {
+        if let Some(sync) = self.ctx.lane.sync.as_mut() {
+            sync.fence();
+        }
+    }
+
+    /// Waits until the lane's puts have landed.
+    pub(crate) fn poll_quiet(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
+        let task = self.ctx.task;
+        // Puts of this round land when the round is merged.
+        if self.pe.as_ref().is_some_and(|m| m.outbox.iter().any(|o| o.task == task)) {
+            self.ctx.park(Wait::Quiet, cx);
+            return Poll::Pending;
+        }
+        self.ctx.parked.wait = Wait::None;
+        let lane = &mut *self.ctx.lane;
+        lane.clock.advance_to(SpanKind::SignalWait, lane.landed_ns, 0, false);
+        if let Some(sync) = lane.sync.as_mut() {
+            sync.quiet();
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// The ranks rank `rank`'s one-sided operations may address: the peers of its ports, with the queues of
+/// channel 0 to and from each (their routes), sorted by rank.
+fn peers_of(rank: u32, links: &PeLinks, queues: &Queues) -> Vec<(u32, u32, u32)> {
+    let mut peers: Vec<(u32, u32, u32)> = links
+        .ports
+        .iter()
+        .filter_map(|p| queues.get(p.out_queue as usize).map(|q| (q, p)))
+        .filter(|(q, _)| q.sender == rank)
+        .map(|(q, p)| (q.receiver, p.out_queue, p.in_queue))
+        .collect();
+    peers.sort_unstable();
+    peers.dedup_by_key(|p| p.0);
+    peers
+}

@@ -1,0 +1,106 @@
+//! The round protocol: what each thread may touch in each phase of a round, and [`Cells`], the shared
+//! vectors whose `unsafe` the protocol makes sound. Every `unsafe` block of the runtime names the rule
+//! it relies on. Uses nothing of the crate.
+//!
+//! A run goes in rounds ([`crate::rounds`] drives them). Each round has two phases, and between rounds
+//! the driving thread holds the whole run:
+//!
+//! 1. **Poll.** Every task (one lane of a PE) woken in the previous round is polled once. A PE's woken
+//!    lanes are polled together, in lane order, on one thread, and a PE is polled at most once a round.
+//!    *Rule P*: while a PE is polled, its per-PE cells, its lanes' cells and the sides of queues it owns
+//!    (the sending side of a queue it sends into, the receiving side of one it receives from) belong to
+//!    the thread polling it; everything else is only read, and of a queue only what the last merge
+//!    published.
+//! 2. **Merge.** Every PE polled in the round publishes what it did to its queues and wakes the lanes
+//!    waiting on them. *Rule M*: a PE's per-PE cells, its lanes' cells and the queue sides it publishes
+//!    belong to the one thread merging it; the wait cells of other PEs' lanes are only read (a lane is
+//!    woken through a shared reference to its waker).
+//! 3. **Between rounds** *(rule B)*: the driving thread has `&mut` access to the run, so it may touch
+//!    any cell through [`Cells::get`].
+//!
+//! Nothing a PE does in a round is visible to another PE before the merge, so the order of polls within
+//! a round cannot change any result: one thread and many give the same bits.
+
+use std::cell::UnsafeCell;
+use std::sync::Arc;
+
+/// A vector whose elements are handed out mutably by index from a shared reference, under the round
+/// protocol: see the module docs for which thread may touch which element in which phase.
+///
+/// In a run spread over processes a process holds the elements of its own PEs and lanes only: the
+/// vector then maps each index to its cell, and has none for the others'.
+pub(crate) struct Cells<T> {
+    cells: Box<[UnsafeCell<T>]>,
+    /// The cell of each index this process holds ([`Cells::ABSENT`] for the others'); `None`: every
+    /// index, each its own cell.
+    cells_of: Option<Arc<[u32]>>,
+}
+
+// SAFETY: rules P and M give each element to one thread at a time within a round, and elements move
+// across threads only between rounds (rule B), which rayon's joins order.
+unsafe impl<T: Send> Sync for Cells<T> {}
+
+impl<T> Cells<T> {
+    /// The cell of an index another process holds.
+    pub(crate) const ABSENT: u32 = u32::MAX;
+
+    pub(crate) fn new(items: Vec<T>) -> Self {
+        Cells { cells: items.into_iter().map(UnsafeCell::new).collect(), cells_of: None }
+    }
+
+    /// Cells for the indices `cells_of` gives a cell, holding `items` in cell order.
+    pub(crate) fn some(items: Vec<T>, cells_of: Arc<[u32]>) -> Self {
+        Cells { cells: items.into_iter().map(UnsafeCell::new).collect(), cells_of: Some(cells_of) }
+    }
+
+    /// Cells for every index when `cells_of` is `None`, else for those it gives a cell.
+    pub(crate) fn held(items: Vec<T>, cells_of: Option<&Arc<[u32]>>) -> Self {
+        match cells_of {
+            Some(cells_of) => Cells::some(items, Arc::clone(cells_of)),
+            None => Cells::new(items),
+        }
+    }
+
+    /// The cell of `index`.
+    #[inline]
+    pub(crate) fn cell(&self, index: usize) -> usize {
+        match &self.cells_of {
+            None => index,
+            Some(cells) => cells[index] as usize,
+        }
+    }
+
+    /// The element at `index`, mutably.
+    ///
+    /// # Safety
+    /// No other reference to this element may exist while the returned one lives: the caller names the
+    /// rule (P or M) that gives the element to its thread.
+    #[allow(clippy::mut_from_ref)]
+    #[inline]
+    pub(crate) unsafe fn get_mut(&self, index: usize) -> &mut T {
+        // SAFETY: the caller guarantees exclusivity.
+        unsafe { &mut *self.cells[self.cell(index)].get() }
+    }
+
+    /// The element at `index`, shared.
+    ///
+    /// # Safety
+    /// No mutable reference to this element may exist while the returned one lives.
+    #[inline]
+    pub(crate) unsafe fn get_ref(&self, index: usize) -> &T {
+        // SAFETY: the caller guarantees no writer.
+        unsafe { &*self.cells[self.cell(index)].get() }
+    }
+
+    /// Every element held, mutably, in index order; safe because `&mut self` excludes every other
+    /// access (rule B).
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.cells.iter_mut().map(UnsafeCell::get_mut)
+    }
+
+    /// The element at `index`, through exclusive access to the whole vector (rule B).
+    pub(crate) fn get(&mut self, index: usize) -> &mut T {
+        let cell = self.cell(index);
+        self.cells[cell].get_mut()
+    }
+}

@@ -1,0 +1,103 @@
+//! The merge phase and the placement after it: what a round's polls did becomes visible, and the
+//! round's transfers take their channels.
+
+use crate::error::RunError;
+use crate::one_sided::ONE_SIDED;
+use crate::timing::Transfer;
+use crate::two_sided::Crossing;
+
+use super::Execution;
+use super::ready::total_order;
+
+/// A PE's compute with more bookings than this forgets the ones its lanes are past.
+const FORGET_COMPUTE_ABOVE: usize = 64;
+
+impl Execution<'_> {
+    /// Publishes what polled rank `rank`'s lanes did and wakes the lanes waiting on it; lists the
+    /// transfers it started in `sent` (under the timing model) and its queue sides towards other
+    /// processes in `crossing`.
+    ///
+    /// # Safety
+    /// Rule M: the calling thread merges `rank`, and no other thread merges it.
+    pub(crate) unsafe fn merge(&self, rank: u32, sent: &mut Vec<Transfer>, crossing: &mut Vec<Crossing>) {
+        let timed = self.network.is_some();
+        // SAFETY: rule M: this thread merges `rank`, whose cells are its own.
+        let links = unsafe { self.two_sided.pes.get_mut(rank as usize) };
+        // SAFETY: as above.
+        unsafe { links.publish(rank, (&self.two_sided, &self.lanes), timed, sent, crossing) };
+        if timed {
+            // SAFETY: as above.
+            unsafe { self.one_sided.transfers(rank, sent) };
+        }
+        // SAFETY: as above.
+        let pe = unsafe { self.lanes.pes.get_mut(rank as usize) };
+        if let Some(compute) = pe.compute.as_mut().filter(|c| c.len() > FORGET_COMPUTE_ABOVE) {
+            // No lane of the PE can start work before the earliest clock of those still running.
+            let floor = self
+                .lanes
+                .tasks
+                .lanes_of(rank)
+                .filter(|&task| self.ended(task as u32).is_none())
+                // SAFETY: as above: a PE's lanes are touched only by the thread merging the PE.
+                .map(|task| unsafe { self.lanes.states.get_ref(task) }.clock.now)
+                .fold(f64::INFINITY, f64::min);
+            compute.forget_before(floor);
+        }
+    }
+
+    /// Places the round's transfers on their channels, earliest departure first, and stamps each with
+    /// its arrival time (rule B). Sequential, in a fixed order, so times do not depend on the thread
+    /// count; every process of a spread run places every transfer.
+    ///
+    /// # Errors
+    /// An exchange that failed, in a spread run.
+    pub(crate) fn place_transfers(&mut self, transfers: &mut [Transfer]) -> Result<(), RunError> {
+        let Some(network) = &mut self.network else { return Ok(()) };
+        transfers.sort_unstable_by_key(|t| (total_order(t.depart_ns), t.sender, t.queue, t.position));
+        for t in transfers.iter() {
+            let arrive_ns = network.deliver(t.queue, t.depart_ns, t.bytes);
+            if t.position & ONE_SIDED == 0 {
+                // The message is in this process's replica of the queue when its sender or receiver is
+                // here.
+                let queue = self.two_sided.queues.get(t.queue as usize);
+                // SAFETY: rule B: nothing else touches the queue.
+                if let Some(message) = queue.and_then(|q| unsafe { q.message_mut(t.position) }) {
+                    message.arrive_ns = arrive_ns;
+                }
+                continue;
+            }
+            // A get's reply leaves the target when the request has reached it.
+            let back = t.reply.map(|(back, bytes)| network.deliver(back, arrive_ns, bytes));
+            let index = t.position & !ONE_SIDED;
+            let out = if self.lanes.tasks.holds(t.sender) {
+                self.one_sided.pes.get(t.sender as usize).as_mut().map(|m| &mut m.outbox[index as usize])
+            } else {
+                // Another process's: here only when its target is.
+                let spread = self.spread.as_mut().expect("a rank of another process: a spread run");
+                if let Some(task) = t.put_by {
+                    let landed = spread.remote_landed.entry(task).or_insert(0.0);
+                    *landed = landed.max(arrive_ns);
+                }
+                spread.inbox.get_mut(&(t.sender, index))
+            };
+            if let Some(out) = out {
+                out.arrives(arrive_ns, back);
+            }
+        }
+        if network.forget_due {
+            // No message can leave before the clock of the earliest lane still running.
+            let results = &self.results;
+            // Lanes and their results are in the same (cell) order.
+            let mut floor = (self.lanes.states.iter_mut().zip(results.iter()))
+                .filter(|(_, ended)| ended.get().is_none())
+                .map(|(s, _)| s.clock.now)
+                .fold(f64::INFINITY, f64::min);
+            if let Some(spread) = &self.spread {
+                // Every process's model forgets the same bookings: the earliest clock of every process.
+                floor = spread.gather(&floor)?.into_iter().fold(f64::INFINITY, f64::min);
+            }
+            network.forget_before(floor);
+        }
+        Ok(())
+    }
+}

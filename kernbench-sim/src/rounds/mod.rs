@@ -1,0 +1,251 @@
+//! Rounds: the executor that runs every lane's coroutine of an installed run, round by round, to
+//! completion or to the first failure. Uses lanes, both kinds of traffic, the spread and the timing
+//! model; the round protocol says what each phase may touch.
+//!
+//! Each round: every lane woken in the previous round is polled once ([`poll`]); every polled PE
+//! publishes what it did and wakes the lanes waiting on it ([`merge`]); in a spread run the processes
+//! hand over what crossed between them; the round's transfers are placed on their channels; one-sided
+//! operations are applied to their targets; barriers whose lanes have all arrived open. A round in
+//! which nobody was woken while lanes remain means the run is stuck: the caller diagnoses it.
+
+mod merge;
+mod poll;
+mod ready;
+mod view;
+
+pub(crate) use poll::quiet_kernel_panics;
+pub(crate) use ready::ReadyLists;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use async_task::Runnable;
+use kernbench_core::KernelError;
+use rayon::prelude::*;
+
+use crate::error::RunError;
+use crate::lanes::Lanes;
+use crate::one_sided::OneSidedRun;
+use crate::spread::{RoundEnd, Spread};
+use crate::timing::{Network, Transfer};
+use crate::two_sided::{Arrival, Crossing, TwoSided};
+use poll::Outcome;
+use ready::in_task_order;
+
+/// How a task's kernel ended; an error is boxed, or a million tasks that end well would each hold an
+/// error's room.
+pub(crate) type Ended = Result<(), Box<KernelError>>;
+
+/// An installed run: its lanes and each kind of traffic's part, as set-up made them.
+pub(crate) struct Execution<'p> {
+    pub(crate) lanes: Lanes<'p>,
+    /// The call's generation, from which each phase's message generation follows.
+    pub(crate) call_generation: u64,
+    /// Per task this process holds, how its kernel ended.
+    pub(crate) results: Arc<[OnceLock<Ended>]>,
+    pub(crate) two_sided: TwoSided,
+    pub(crate) one_sided: OneSidedRun,
+    /// The channels and routes, when time is simulated.
+    pub(crate) network: Option<Network>,
+    /// The processes of a spread run, when there are several.
+    pub(crate) spread: Option<Spread<'p>>,
+    /// The lowest task that failed in the current round (`u32::MAX`: none).
+    lowest_failure: AtomicU32,
+}
+
+/// How the rounds ended: every lane finished or stuck.
+pub(crate) struct Driven {
+    /// Rounds run.
+    pub(crate) rounds: u64,
+    /// Lanes that finished, in every process.
+    pub(crate) finished: usize,
+}
+
+/// How to poll a round: on a pool of threads when at least `parallel_min_ready` lanes are woken.
+#[derive(Clone, Copy)]
+pub(crate) struct Polling<'t> {
+    pub(crate) pool: Option<&'t rayon::ThreadPool>,
+    pub(crate) parallel_min_ready: usize,
+}
+
+impl<'p> Execution<'p> {
+    pub(crate) fn new(
+        lanes: Lanes<'p>,
+        (call_generation, results): (u64, Arc<[OnceLock<Ended>]>),
+        (two_sided, one_sided): (TwoSided, OneSidedRun),
+        network: Option<Network>,
+        spread: Option<Spread<'p>>,
+    ) -> Execution<'p> {
+        let lowest_failure = AtomicU32::new(u32::MAX);
+        Execution { lanes, call_generation, results, two_sided, one_sided, network, spread, lowest_failure }
+    }
+
+    /// How `task`'s kernel ended, if it has (a task this process holds).
+    pub(crate) fn ended(&self, task: u32) -> Option<&Ended> {
+        self.results[self.lanes.states.cell(task as usize)].get()
+    }
+
+    /// Runs rounds until no lane is woken (in any process).
+    ///
+    /// # Errors
+    /// The lowest failure of the first round with one; an exchange, a placement or an application of
+    /// one-sided operations that failed.
+    pub(crate) fn drive(&mut self, ready: &ReadyLists, polling: Polling<'_>) -> Result<Driven, RunError> {
+        let Polling { pool, parallel_min_ready } = polling;
+        // The round's runnables, taken out one by one as they are polled.
+        let mut round: Vec<Option<Runnable<u32>>> = Vec::new();
+        let mut by_task: Vec<Option<Runnable<u32>>> = Vec::new();
+        let mut polled: Vec<u32> = Vec::new();
+        let mut sent: Vec<Transfer> = Vec::new();
+        let mut crossing: Vec<Crossing> = Vec::new();
+        let (mut finished, mut rounds) = (0usize, 0u64);
+        // Rounds split into jobs of at least this many PEs: fewer are not worth a thread, but a test
+        // that asks for parallel rounds of a few PEs gets them.
+        let min_job = parallel_min_ready.clamp(1, 64);
+        let one_lane_each = self.lanes.tasks.one_lane_each();
+        loop {
+            ready.drain_into(&mut round);
+            // A process of a spread run with nothing to poll still takes part in the round's hand-over:
+            // the run ends when no process polled anything.
+            if round.is_empty() && self.spread.is_none() {
+                break;
+            }
+            let woken = round.len() as u64;
+            in_task_order(&mut round, &mut by_task);
+            let tasks = &self.lanes.tasks;
+            let rank_of = |r: &Option<Runnable<u32>>| r.as_ref().map(|r| tasks.rank(*r.metadata()));
+            polled.clear();
+            if one_lane_each {
+                // A task is its PE's rank.
+                polled.extend(round.iter().filter_map(|r| r.as_ref().map(|r| *r.metadata())));
+            } else {
+                for rank in round.iter().filter_map(rank_of) {
+                    if polled.last() != Some(&rank) {
+                        polled.push(rank);
+                    }
+                }
+            }
+            let this = &*self;
+            let same_pe = |a: &Option<Runnable<u32>>, b: &Option<Runnable<u32>>| rank_of(a) == rank_of(b);
+            let parallel = pool.filter(|_| round.len() >= parallel_min_ready);
+            // A PE's woken lanes are polled together; when every PE runs one lane, a PE is a slot.
+            let outcome = match (parallel, one_lane_each) {
+                (Some(pool), true) => pool.install(|| {
+                    round
+                        .par_iter_mut()
+                        .with_min_len(min_job)
+                        .map(|slot| this.poll_pe(std::slice::from_mut(slot)))
+                        .reduce(Outcome::default, Outcome::merge)
+                }),
+                (Some(pool), false) => pool.install(|| {
+                    round.par_chunk_by_mut(same_pe).map(|pe| this.poll_pe(pe)).reduce(Outcome::default, Outcome::merge)
+                }),
+                (None, true) => round
+                    .iter_mut()
+                    .map(|slot| this.poll_pe(std::slice::from_mut(slot)))
+                    .fold(Outcome::default(), Outcome::merge),
+                (None, false) => {
+                    round.chunk_by_mut(same_pe).map(|pe| this.poll_pe(pe)).fold(Outcome::default(), Outcome::merge)
+                }
+            };
+            round.clear();
+            let failure = outcome.failed.map(|task| (task, self.failure(task)));
+            if self.spread.is_none() {
+                rounds += 1;
+                finished += outcome.finished;
+                if let Some((_, failure)) = failure {
+                    return Err(failure);
+                }
+            }
+            sent.clear();
+            crossing.clear();
+            self.merge_round(
+                &polled,
+                pool.filter(|_| polled.len() >= parallel_min_ready),
+                min_job,
+                (&mut sent, &mut crossing),
+            );
+            let handed = match &mut self.spread {
+                Some(spread) => {
+                    let polls = (woken, outcome.finished as u64, failure);
+                    let parts = (&mut self.lanes, &mut self.two_sided, &self.one_sided);
+                    let Some(end) = spread.hand_over(polls, parts, &polled, &mut sent, &crossing)? else { break };
+                    rounds += 1;
+                    finished += end.finished;
+                    Some(end)
+                }
+                None => None,
+            };
+            self.place_transfers(&mut sent)?;
+            self.deliver(&polled, handed)?;
+        }
+        Ok(Driven { rounds, finished })
+    }
+
+    /// The merge phase: every polled PE's, on `pool` when there is one.
+    fn merge_round(
+        &self,
+        polled: &[u32],
+        pool: Option<&rayon::ThreadPool>,
+        min_job: usize,
+        (sent, crossing): (&mut Vec<Transfer>, &mut Vec<Crossing>),
+    ) {
+        // SAFETY (every merge below): rule M: each polled rank is merged once, by one thread.
+        match pool {
+            Some(pool) => {
+                let parts = pool.install(|| {
+                    polled
+                        .par_iter()
+                        .with_min_len(min_job)
+                        .fold(
+                            || (Vec::new(), Vec::new()),
+                            |mut part, &rank| {
+                                unsafe { self.merge(rank, &mut part.0, &mut part.1) };
+                                part
+                            },
+                        )
+                        .collect::<Vec<_>>()
+                });
+                for (mut part, mut crossed) in parts {
+                    sent.append(&mut part);
+                    crossing.append(&mut crossed);
+                }
+            }
+            None => polled.iter().for_each(|&rank| unsafe { self.merge(rank, sent, crossing) }),
+        }
+    }
+
+    /// After placement (rule B): applies the round's one-sided operations and opens the barriers whose
+    /// lanes have all arrived; in a spread run, with what the hand-over brought.
+    fn deliver(&mut self, polled: &[u32], handed: Option<RoundEnd>) -> Result<(), RunError> {
+        let arrivals: Vec<Arrival> = match handed {
+            Some(end) => {
+                self.one_sided.used.swap(false, Ordering::Relaxed);
+                if end.one_sided {
+                    let spread = self.spread.as_mut().expect("a hand-over: a spread run");
+                    spread.deliver(polled, &mut self.lanes, &mut self.one_sided)?;
+                }
+                end.arrivals
+            }
+            None => {
+                if self.one_sided.used.swap(false, Ordering::Relaxed) {
+                    self.one_sided.deliver(polled, &mut self.lanes)?;
+                }
+                self.two_sided.barriers.take_arrivals()
+            }
+        };
+        if !arrivals.is_empty() {
+            let remote = self.spread.as_ref().map(|s| &s.remote_landed);
+            let landed_elsewhere = |task| remote.and_then(|r| r.get(&task)).copied().unwrap_or(0.0);
+            self.two_sided.barriers.release(arrivals, &mut self.lanes, landed_elsewhere);
+        }
+        Ok(())
+    }
+
+    /// The error `task`'s failed poll left with its lane, naming the lane when its PE runs several.
+    fn failure(&mut self, task: u32) -> RunError {
+        let failure = self.lanes.states.get(task as usize).failure.take();
+        let failure = failure.expect("a failed poll leaves its error with the lane");
+        self.lanes.tasks.in_lane(task, *failure)
+    }
+}

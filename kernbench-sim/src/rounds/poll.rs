@@ -1,0 +1,136 @@
+//! The poll phase: each woken PE's lanes polled once, in lane order, and how the polls ended.
+
+use std::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Once;
+use std::sync::atomic::Ordering;
+
+use async_task::Runnable;
+use kernbench_core::tl;
+
+use super::Execution;
+use super::view::PeView;
+use crate::error::RunError;
+use crate::lanes::LaneCtx;
+
+/// How one poll ended.
+#[derive(Clone, Copy)]
+enum Polled {
+    Pending,
+    Finished,
+    /// The error waits in the lane's `failure`, so outcomes stay small on the hot path.
+    Failed,
+}
+
+/// What a round's polls add up to: lanes that finished, and the lowest task (lane of the run) that
+/// failed.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Outcome {
+    pub(crate) finished: usize,
+    pub(crate) failed: Option<u32>,
+}
+
+impl Outcome {
+    fn add(self, task: u32, polled: Polled) -> Outcome {
+        match polled {
+            Polled::Pending => self,
+            Polled::Finished => Outcome { finished: self.finished + 1, ..self },
+            Polled::Failed => self.merge(Outcome { finished: 0, failed: Some(task) }),
+        }
+    }
+
+    /// Finished counts add; of two failures the lower task's (so the lower rank's) wins, so the
+    /// reported error does not depend on the order of polls.
+    pub(crate) fn merge(self, other: Outcome) -> Outcome {
+        let failed = match (self.failed, other.failed) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Outcome { finished: self.finished + other.finished, failed }
+    }
+}
+
+impl Execution<'_> {
+    /// Polls the woken lanes of one PE once each, in lane order (rule P: they are this thread's).
+    ///
+    /// A lane above the lowest task that already failed this round is not polled: the run ends with
+    /// the lowest failure whatever it would do, so the round need not wait for it (a kernel spinning
+    /// until its watchdog stops it would otherwise spin once per PE). The lowest failing task is never
+    /// skipped, so the error does not depend on the order of polls.
+    pub(crate) fn poll_pe(&self, woken: &mut [Option<Runnable<u32>>]) -> Outcome {
+        let tasks = &self.lanes.tasks;
+        let Some(rank) = woken.first().and_then(|r| r.as_ref()).map(|r| tasks.rank(*r.metadata())) else {
+            return Outcome::default();
+        };
+        // SAFETY: rule P: a PE's woken lanes are polled together, by one thread, so only this thread
+        // touches its cells, and (a task is woken at most once per round) its lanes' cells.
+        let (pe, links, memory) = unsafe {
+            let rank = rank as usize;
+            (self.lanes.pes.get_mut(rank), self.two_sided.pes.get_mut(rank), self.one_sided.pes.get_mut(rank))
+        };
+        let mut outcome = Outcome::default();
+        for runnable in woken.iter_mut().filter_map(Option::take) {
+            let task = *runnable.metadata();
+            if task > self.lowest_failure.load(Ordering::Relaxed) {
+                continue;
+            }
+            // SAFETY: as above.
+            let (lane, parked) =
+                unsafe { (self.lanes.states.get_mut(task as usize), self.lanes.parked.get_mut(task as usize)) };
+            lane.figures.polls += 1;
+            let ctx = LaneCtx { task, pe: &mut *pe, lane, parked, budget: self.lanes.budget };
+            let mut view = PeView { ctx, links: &mut *links, memory: &mut *memory, run: self };
+            let polled = self.poll_lane(&mut view, runnable);
+            if let Polled::Failed = polled {
+                self.lowest_failure.fetch_min(task, Ordering::Relaxed);
+            }
+            outcome = outcome.add(task, polled);
+        }
+        outcome
+    }
+
+    /// Polls one lane's kernel once.
+    #[inline]
+    fn poll_lane(&self, view: &mut PeView<'_, '_>, runnable: Runnable<u32>) -> Polled {
+        let (task, pe) = (view.ctx.task, view.ctx.pe_id());
+        let run = catch_unwind(AssertUnwindSafe(|| tl::enter(view, || runnable.run())));
+        let failure = match run {
+            Err(payload) => RunError::Panicked { pe, message: panic_message(&*payload) },
+            Ok(_) => match self.ended(task) {
+                None => return Polled::Pending,
+                Some(Ok(())) => return Polled::Finished,
+                Some(Err(e)) => RunError::Kernel((**e).clone()),
+            },
+        };
+        view.ctx.lane.failure = Some(Box::new(failure));
+        Polled::Failed
+    }
+}
+
+/// Installs, once per process, a panic hook that stays silent for panics raised while a kernel is
+/// polled (their message is in the run's error; [`tl::polling_kernel`] tells them apart) and hands
+/// every other panic, a runtime's own included, to the hook installed before it.
+///
+/// Once per process rather than for the duration of each run: the hook is process-wide while runs
+/// (tests, sweeps) go on in parallel threads, so a run that put back the previous hook at its end could
+/// silence another run's kernels or drop a hook installed in the meantime. Chaining to the previous hook
+/// keeps every other panic as it was.
+pub(crate) fn quiet_kernel_panics() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !tl::polling_kernel() {
+                previous(info);
+            }
+        }));
+    });
+}
+
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic with a non-string payload".to_owned())
+}

@@ -1,0 +1,200 @@
+//! The [`Backend`] a lane's `tl` calls reach while it is polled: each call goes to the traffic it
+//! belongs to, with the parts of the run that traffic may touch (rule P of the round protocol).
+
+use std::task::{Context, Poll};
+
+use kernbench_core::symmetric::{OneSided, Put, Site, Symmetric};
+use kernbench_core::tl::{Backend, Work, message_generation};
+use kernbench_core::{Buffer, Direction, Dtype, Group, KernelError, Op, Tile, WatchdogBudget};
+
+use super::Execution;
+use crate::lanes::LaneCtx;
+use crate::one_sided::{Initiator, PeOneSided};
+use crate::timing::SpanKind;
+use crate::two_sided::{Endpoint, PeLinks};
+
+/// One lane of one PE for one poll.
+pub(crate) struct PeView<'v, 'a> {
+    pub(crate) ctx: LaneCtx<'v>,
+    pub(crate) links: &'v mut PeLinks,
+    pub(crate) memory: &'v mut Option<Box<PeOneSided>>,
+    pub(crate) run: &'v Execution<'a>,
+}
+
+impl<'v> PeView<'v, '_> {
+    fn endpoint(&mut self) -> Endpoint<'_, 'v> {
+        Endpoint { ctx: &mut self.ctx, links: self.links, run: &self.run.two_sided, tasks: &self.run.lanes.tasks }
+    }
+
+    fn initiator(&mut self) -> Initiator<'_, 'v> {
+        Initiator {
+            ctx: &mut self.ctx,
+            pe: self.memory,
+            links: self.links,
+            queues: &self.run.two_sided.queues,
+            run: &self.run.one_sided,
+            lanes: &self.run.lanes,
+        }
+    }
+
+    fn buffer(&mut self, buffer: Buffer) -> &mut Tile {
+        let pe = &mut *self.ctx.pe;
+        match buffer {
+            Buffer::Input => &mut pe.input,
+            Buffer::Output => &mut pe.output,
+            Buffer::Scratch => &mut pe.scratch,
+        }
+    }
+}
+
+impl Backend for PeView<'_, '_> {
+    fn poll_send(
+        &mut self,
+        direction: Direction,
+        channel: usize,
+        tile: &Tile,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), KernelError>> {
+        self.endpoint().poll_send(direction, channel, tile, cx)
+    }
+
+    fn poll_recv(
+        &mut self,
+        direction: Direction,
+        channel: usize,
+        len: usize,
+        dtype: Dtype,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Tile, KernelError>> {
+        self.endpoint().poll_recv(direction, channel, len, dtype, cx)
+    }
+
+    fn poll_barrier(&mut self, group: Group, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
+        self.endpoint().poll_barrier(group, cx)
+    }
+
+    fn one_sided(&mut self) -> Option<&mut dyn OneSided> {
+        Some(self)
+    }
+
+    fn has(&self, direction: Direction) -> bool {
+        self.links.find(direction).is_some()
+    }
+
+    fn load(&mut self, buffer: Buffer) -> Result<Tile, KernelError> {
+        Ok(self.buffer(buffer).clone())
+    }
+
+    fn store(&mut self, buffer: Buffer, offset: Option<usize>, tile: &Tile) -> Result<(), KernelError> {
+        let pe = self.ctx.pe_id();
+        let target = self.buffer(buffer);
+        let result = match offset {
+            Some(offset) => target.write_at(offset, tile),
+            // Scratch takes any tile; the input and output keep the shape the collective gave them.
+            None if buffer == Buffer::Scratch => {
+                *target = tile.clone();
+                Ok(())
+            }
+            None if target.dtype() != tile.dtype() || target.len() != tile.len() => {
+                return Err(KernelError::StoreMismatch {
+                    pe,
+                    buffer,
+                    expected_dtype: target.dtype(),
+                    expected_len: target.len(),
+                    got_dtype: tile.dtype(),
+                    got_len: tile.len(),
+                });
+            }
+            None => {
+                *target = tile.clone();
+                Ok(())
+            }
+        };
+        result.map_err(|source| KernelError::Tile { pe, op: Op::Store, source })
+    }
+
+    fn loops_left(&self) -> u64 {
+        self.ctx.lane.watch.loops_left
+    }
+
+    fn set_loops_left(&mut self, left: u64) {
+        self.ctx.lane.watch.loops_left = left;
+    }
+
+    fn out_of_loops(&mut self) -> Result<(), KernelError> {
+        Err(self.ctx.watchdog(WatchdogBudget::LoopIterations(self.ctx.budget.loops)))
+    }
+
+    fn note(&mut self, key: &str, value: String) {
+        self.ctx.pe.notes.insert(key.to_owned(), value);
+    }
+
+    fn set_phase(&mut self, phase: u8) {
+        self.ctx.lane.generation = message_generation(self.run.call_generation, phase);
+    }
+
+    fn charge(&mut self, work: Work) {
+        let lane = &mut *self.ctx.lane;
+        let (kind, ns, bytes) = match work {
+            Work::Reduce { elements, dtype } => {
+                lane.figures.reduced_elements += elements as u64;
+                (SpanKind::Reduce, elements as f64 * lane.clock.ns_per_element, (elements * dtype.size()) as u64)
+            }
+            Work::Memory { bytes } => {
+                lane.figures.memory_bytes += bytes as u64;
+                (SpanKind::Memory, bytes as f64 * lane.clock.ns_per_byte, bytes as u64)
+            }
+        };
+        self.ctx.spend(kind, ns, bytes);
+    }
+}
+
+impl OneSided for PeView<'_, '_> {
+    fn declare(&mut self, buffer: &Symmetric) -> Result<(), KernelError> {
+        self.initiator().declare(buffer)
+    }
+
+    fn read(&mut self, buffer: &Symmetric, offset: usize, len: usize, site: Site) -> Result<Tile, KernelError> {
+        self.initiator().read(buffer, offset, len, site)
+    }
+
+    fn write(&mut self, buffer: &Symmetric, offset: usize, tile: &Tile, site: Site) -> Result<(), KernelError> {
+        self.initiator().write(buffer, offset, tile, site)
+    }
+
+    fn put(&mut self, put: Put<'_>) -> Result<(), KernelError> {
+        self.initiator().put(put)
+    }
+
+    fn poll_get(
+        &mut self,
+        peer: usize,
+        buffer: &Symmetric,
+        offset: usize,
+        len: usize,
+        site: Site,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Tile, KernelError>> {
+        self.initiator().poll_get(peer, buffer, offset, len, site, cx)
+    }
+
+    fn signal(&mut self, peer: usize, signal: usize, add: u64) -> Result<(), KernelError> {
+        self.initiator().signal(peer, signal, add)
+    }
+
+    fn poll_wait(&mut self, signal: usize, until: u64, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
+        self.initiator().poll_wait(signal, until, cx)
+    }
+
+    fn reset(&mut self, signal: usize) -> Result<(), KernelError> {
+        self.initiator().reset(signal)
+    }
+
+    fn fence(&mut self) {
+        self.initiator().fence();
+    }
+
+    fn poll_quiet(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
+        self.initiator().poll_quiet(cx)
+    }
+}

@@ -1,0 +1,187 @@
+//! An installed run: every part made from a checked plan and the buffers, the kernels started, the
+//! rounds driven, and the end diagnosed and reported.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
+use kernbench_core::tl::{TlContext, message_generation};
+use kernbench_core::{Dtype, InstallPlan, Launch, PeId, System, Tile, Tl};
+use rayon::prelude::*;
+
+use super::{Call, PeBuffers, RunOptions, Runtime};
+use crate::error::RunError;
+use crate::lanes::{Budget, LaneState, Lanes, Parked, PeCore, Tasks, Watch};
+use crate::one_sided::OneSidedRun;
+use crate::protocol::Cells;
+use crate::race::MessageOrders;
+use crate::report::RunReport;
+use crate::rounds::{Ended, Execution, Polling, ReadyLists, quiet_kernel_panics};
+use crate::spread::Spread;
+use crate::timing::{Bookings, Clock, Network};
+use crate::two_sided::{Barriers, TwoSided, install};
+
+/// Runs `kernel` on the participants `pes` of a checked `plan` with `buffers` (rank order).
+pub(super) fn run(
+    system: &System,
+    options: &RunOptions,
+    (plan, pes): (&InstallPlan, &[PeId]),
+    kernel: &dyn Launch,
+    buffers: Vec<PeBuffers>,
+    call: Call,
+) -> Result<RunReport, RunError> {
+    let spread = match &options.spread {
+        Some(exchange) => Spread::new(&**exchange, system, pes)?,
+        None => None,
+    };
+    let (spread, owners) = spread.map_or((None, None), |(spread, owners)| {
+        let me = spread.me();
+        (Some(spread), Some((owners, me)))
+    });
+    let lanes: Vec<usize> = (0..pes.len()).map(|rank| kernel.lanes(rank, pes.len())).collect();
+    if let Some((rank, &bad)) = lanes.iter().enumerate().find(|(_, n)| !(1..=Runtime::MAX_LANES).contains(*n)) {
+        return Err(RunError::BadLanes { pe: pes[rank], lanes: bad, max: Runtime::MAX_LANES });
+    }
+    let tasks = Tasks::new(pes, &lanes, owners);
+    // Before any PE's task exists, so a pool that cannot be built leaves nothing to clean up.
+    let pool = if options.threads > 1 {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(options.threads).build();
+        Some(pool.map_err(|e| RunError::Threads { threads: options.threads, reason: e.to_string() })?)
+    } else {
+        None
+    };
+    quiet_kernel_panics();
+    let holds = |rank: usize| tasks.holds(rank as u32);
+    let installed = install(system, plan, (system.ipcq_depth(), tasks.channels() as usize), holds);
+    let cells_of = tasks.cells_of();
+    let (by_rank, by_task) = (cells_of.as_ref().map(|c| &c.0), cells_of.as_ref().map(|c| &c.1));
+    let make_network = || {
+        let timing = options.timing.as_ref()?;
+        Some(Network::new(system, timing, pes, installed.routes.iter().copied()))
+    };
+    let make_lanes = || {
+        // One empty scratch buffer for every PE until a kernel asks for one of its own.
+        let no_scratch = Tile::zeros(Dtype::F32, 0);
+        let timed = options.timing.is_some();
+        let cores: Vec<PeCore> = (pes.iter().zip(buffers).zip(&lanes).enumerate())
+            .filter(|&(rank, _)| holds(rank))
+            .map(|(_, ((&pe, b), &n))| PeCore {
+                pe,
+                input: b.input,
+                output: b.output,
+                scratch: no_scratch.clone(),
+                notes: BTreeMap::new(),
+                compute: (n > 1 && timed).then(Bookings::default),
+            })
+            .collect();
+        // Sized up front: a flattened iterator does not know its length, and growing by doubling
+        // copies a million lanes' states again and again.
+        let held: usize = (0..pes.len()).filter(|&rank| holds(rank)).map(|rank| lanes[rank]).sum();
+        let mut states = Vec::with_capacity(held);
+        states.extend(
+            (pes.iter().zip(&lanes).enumerate())
+                .filter(|&(rank, _)| holds(rank))
+                .flat_map(|(_, (&pe, &n))| (0..n as u32).map(move |lane| (pe, lane)))
+                .map(|(pe, lane)| LaneState {
+                    lane,
+                    figures: Default::default(),
+                    generation: message_generation(call.generation, 1),
+                    clock: Clock::new(system, options.timing.as_ref(), pe),
+                    failure: None,
+                    watch: Watch { loops_left: options.loop_budget, steps: 0, last: None },
+                    sync: None,
+                    landed_ns: 0.0,
+                }),
+        );
+        (cores, states)
+    };
+    // The network model and the PEs' states are made side by side when there is a pool.
+    let (network, (cores, states)) = match &pool {
+        Some(pool) => pool.install(|| rayon::join(make_network, make_lanes)),
+        None => (make_network(), make_lanes()),
+    };
+    let held = states.len();
+    let links = installed.links.into_iter().enumerate().filter(|&(rank, _)| holds(rank)).map(|(_, l)| l).collect();
+    let memories = (0..pes.len()).filter(|&rank| holds(rank)).map(|_| None).collect();
+    // A race's two sides may be in two processes: a spread run does not look for races.
+    let detector = options.race_detector && spread.is_none();
+    let mut network = network;
+    let credit_latency = network.as_mut().map(Network::take_route_latency).unwrap_or_default();
+    let two_sided = TwoSided {
+        queues: installed.queues,
+        pes: Cells::held(links, by_rank),
+        credit_latency,
+        orders: MessageOrders::default(),
+        detector,
+        barriers: Barriers::default(),
+    };
+    let one_sided = OneSidedRun::new(Cells::held(memories, by_rank), detector);
+    let lanes = Lanes {
+        pes: Cells::held(cores, by_rank),
+        states: Cells::held(states, by_task),
+        parked: Cells::held((0..held).map(|_| Parked::new()).collect(), by_task),
+        tasks,
+        budget: Budget { loops: options.loop_budget, steps: options.step_budget },
+    };
+    let results: Arc<[OnceLock<Ended>]> = (0..held).map(|_| OnceLock::new()).collect();
+    let mut exec = Execution::new(lanes, (call.generation, results), (two_sided, one_sided), network, spread);
+    let ready = Arc::new(ReadyLists::new(options.threads));
+    start(&exec, (kernel, call, system), &ready, pool.as_ref());
+    let polling = Polling { pool: pool.as_ref(), parallel_min_ready: options.parallel_min_ready };
+    let driven = exec.drive(&ready, polling)?;
+    if driven.finished < exec.lanes.tasks.len() {
+        return Err(RunError::Deadlock(exec.deadlock_report(driven.finished)?));
+    }
+    exec.check_leftovers()?;
+    exec.report(driven.rounds)
+}
+
+/// Starts the kernel of every task this process holds: each is made (and its memory first touched) on
+/// the pool's threads when there is one; the first round puts the woken tasks in task order whichever
+/// thread made them.
+fn start(
+    exec: &Execution<'_>,
+    (kernel, call, system): (&dyn Launch, Call, &System),
+    ready: &Arc<ReadyLists>,
+    pool: Option<&rayon::ThreadPool>,
+) {
+    let tasks = &exec.lanes.tasks;
+    let extents = [system.sips(), system.cubes_per_sip(), system.pes_per_cube()];
+    let start = |task: usize| {
+        let rank = tasks.rank(task as u32);
+        let ctx = TlContext {
+            pe: tasks.pe(rank),
+            extents,
+            rank: rank as usize,
+            size: tasks.pes().len(),
+            op: call.op,
+            root: call.root,
+            generation: call.generation,
+            lane: tasks.lane(task as u32) as usize,
+            lanes: tasks.lanes_of(rank).len(),
+            queue_depth: system.ipcq_depth(),
+        };
+        let future = kernel.launch(Tl::new(ctx));
+        let results = Arc::clone(&exec.results);
+        let cell = exec.lanes.states.cell(task);
+        let schedule = {
+            let ready = Arc::clone(ready);
+            move |runnable| ready.push(runnable)
+        };
+        let (runnable, handle) = async_task::Builder::new().metadata(task as u32).spawn(
+            move |_| async move {
+                let result = future.await;
+                // Set once: the task completes once.
+                let _ = results[cell].set(result.map_err(Box::new));
+            },
+            schedule,
+        );
+        handle.detach();
+        runnable.schedule();
+    };
+    // A spread run starts only this process's PEs.
+    let here = |task: &usize| tasks.holds(tasks.rank(*task as u32));
+    match pool {
+        Some(pool) => pool.install(|| (0..tasks.len()).into_par_iter().with_min_len(1024).filter(here).for_each(start)),
+        None => (0..tasks.len()).filter(here).for_each(start),
+    }
+}

@@ -1,0 +1,180 @@
+//! Set-up: the [`Runtime`] a caller builds, and a run of it, from a plan and buffers to an installed
+//! run, its rounds, its diagnosis and its report. Uses every other part of the crate.
+
+mod install;
+mod options;
+
+pub use options::{DEFAULT_LOOP_BUDGET, DEFAULT_STEP_BUDGET, PARALLEL_MIN_READY, RunOptions};
+
+use kernbench_core::postcondition::{CallFacts, PostconditionError, starting_output};
+use kernbench_core::provenance::{self, Exactness};
+use kernbench_core::tl::MAX_GENERATION;
+use kernbench_core::{Collective, InstallPlan, Launch, PeId, ReduceOp, System, Tile, check_plan};
+
+use crate::error::RunError;
+use crate::report::RunReport;
+
+/// A PE's buffers at the start of a run.
+#[derive(Clone, Debug)]
+pub struct PeBuffers {
+    /// The PE's contribution.
+    pub input: Tile,
+    /// The output buffer, sized and typed by the collective (its contents are the starting value).
+    pub output: Tile,
+}
+
+/// The per-call facts every PE's kernel sees.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Call {
+    /// The reduction operator.
+    pub op: ReduceOp,
+    /// The root rank of a rooted collective.
+    pub root: usize,
+    /// The call's generation; every message carries it, and a receiver rejects another.
+    pub generation: u64,
+}
+
+impl Default for Call {
+    fn default() -> Self {
+        Call { op: ReduceOp::Sum, root: 0, generation: 1 }
+    }
+}
+
+/// Runs kernels on a system.
+///
+/// # Examples
+/// See [`crate::testing::MockRun`] for a whole run in one call.
+#[derive(Clone, Debug)]
+pub struct Runtime<'s> {
+    system: &'s System,
+    options: RunOptions,
+}
+
+impl<'s> Runtime<'s> {
+    /// The most threads a runtime polls PEs on ([`Runtime::threads`]); a run asked for more ends in
+    /// [`RunError::TooManyThreads`] before any thread is started.
+    ///
+    /// Rounds gain nothing from more threads than cores, and each thread costs a stack and a ready
+    /// list; asking the OS for 100,000 made thread creation fail part way, and the process abort or
+    /// hang. 1024 is far above any core count this simulator is run on.
+    pub const MAX_THREADS: usize = 1024;
+
+    /// The most lanes a kernel may run as on one PE ([`Launch::lanes`]); more ends the run in
+    /// [`RunError::BadLanes`]. NCCL runs at most 32 channels, and MSCCL programs a few dozen thread
+    /// blocks per GPU; each lane costs a coroutine, and each channel a queue per directed edge.
+    pub const MAX_LANES: usize = 256;
+
+    /// A runtime for `system` with the default options: one thread, timed, race detector on.
+    pub fn new(system: &'s System) -> Self {
+        Runtime { system, options: RunOptions::default() }
+    }
+
+    fn options_mut(&mut self) -> &mut RunOptions {
+        &mut self.options
+    }
+
+    crate::run_option_setters!(with exchange);
+
+    /// How its runs go.
+    pub fn run_options(&self) -> &RunOptions {
+        &self.options
+    }
+
+    /// The system it runs on.
+    pub fn system(&self) -> &'s System {
+        self.system
+    }
+
+    /// Runs `kernel` on every participant of `plan`, with `buffers` given per participant in rank
+    /// order.
+    ///
+    /// # Errors
+    /// [`RunError`]: a kernel's error, a panic, a deadlock, messages left in queues, buffers and a plan
+    /// that do not fit, a straggler out of range ([`crate::Timing::check`]), or threads that cannot be
+    /// started.
+    pub fn run(
+        &self,
+        plan: &InstallPlan,
+        kernel: &dyn Launch,
+        buffers: Vec<PeBuffers>,
+        call: Call,
+    ) -> Result<RunReport, RunError> {
+        self.options.check(self.system)?;
+        if call.generation == 0 {
+            return Err(RunError::ZeroGeneration);
+        }
+        if call.generation > MAX_GENERATION {
+            return Err(RunError::GenerationTooLarge { generation: call.generation });
+        }
+        let pes: Vec<PeId> = plan.participants().map(|p| p.pe).collect();
+        if call.root >= pes.len() {
+            return Err(RunError::BadRoot { root: call.root, participants: pes.len() });
+        }
+        if buffers.len() != pes.len() {
+            return Err(RunError::BufferCount { participants: pes.len(), buffers: buffers.len() });
+        }
+        check_plan(plan, self.system)?;
+        install::run(self.system, &self.options, (plan, &pes), kernel, buffers, call)
+    }
+
+    /// Runs `kernel` on provenance inputs shaped as `inputs` ([`kernbench_core::provenance`]), untimed,
+    /// and checks that every output element holds exactly the contributions `call`'s collective says,
+    /// the outputs starting as [`starting_output`] makes them.
+    ///
+    /// # Errors
+    /// [`ExactRunError`]: the run's error, or a reference that cannot be made (a root out of range).
+    pub fn run_exact(
+        &self,
+        plan: &InstallPlan,
+        kernel: &dyn Launch,
+        call: (CallFacts, u64),
+        inputs: &[Tile],
+    ) -> Result<Exactness, ExactRunError> {
+        let (facts, generation) = call;
+        let inputs = provenance::inputs(inputs);
+        let n = inputs.len();
+        let before: Vec<Tile> =
+            inputs.iter().enumerate().map(|(rank, input)| starting_output(facts.collective, input, rank, n)).collect();
+        let buffers = inputs.iter().zip(&before).map(|(i, o)| PeBuffers { input: i.clone(), output: o.clone() });
+        let call = Call { op: provenance::call(facts).op, root: facts.root, generation };
+        let run = self.clone().timing(None).run(plan, kernel, buffers.collect(), call)?;
+        let outputs: Vec<Tile> = run.pes().iter().map(|p| p.output.clone()).collect();
+        let pes: Vec<PeId> = run.pes().iter().map(|p| p.pe).collect();
+        Ok(provenance::check(facts, &pes, &inputs, &before, &outputs)?)
+    }
+
+    /// Runs `kernel` ([`Runtime::run`]), then, when `exact` names the call's collective, again on
+    /// provenance inputs shaped as the run's ([`Runtime::run_exact`]): the report, and the exact check's
+    /// verdict or why it gave none.
+    ///
+    /// # Errors
+    /// The first run's [`RunError`].
+    #[allow(clippy::type_complexity)]
+    pub fn run_then_exact(
+        &self,
+        plan: &InstallPlan,
+        kernel: &dyn Launch,
+        buffers: Vec<PeBuffers>,
+        call: Call,
+        exact: Option<Collective>,
+    ) -> Result<(RunReport, Option<Result<Exactness, ExactRunError>>), RunError> {
+        let inputs: Option<Vec<Tile>> = exact.map(|_| buffers.iter().map(|b| b.input.clone()).collect());
+        let report = self.run(plan, kernel, buffers, call)?;
+        let exact = exact.zip(inputs).map(|(collective, inputs)| {
+            let facts = CallFacts { collective, op: call.op, root: call.root };
+            self.run_exact(plan, kernel, (facts, call.generation), &inputs)
+        });
+        Ok((report, exact))
+    }
+}
+
+/// Why a provenance run gave no verdict.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ExactRunError {
+    /// The run failed.
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// The collective's reference could not be made.
+    #[error(transparent)]
+    Reference(#[from] PostconditionError),
+}

@@ -1,0 +1,181 @@
+//! How a run goes: threads, the watchdog's budgets, the race detector, the timing model and the
+//! processes it is spread over. One value, held by [`crate::Runtime`], the test harness's `MockRun`
+//! and the facade's `Communicator`, each with the same builder methods ([`run_option_setters`]).
+
+use std::sync::Arc;
+
+use kernbench_core::System;
+
+use crate::error::RunError;
+use crate::spread::Exchange;
+use crate::timing::Timing;
+
+/// Below this many PEs woken in a round, the round runs on one thread by default: handing work to
+/// other threads costs more than it saves.
+pub const PARALLEL_MIN_READY: usize = 512;
+
+/// Loop iterations a lane's kernel may make in a row without completing a waiting step (a send,
+/// receive, barrier, get or wait) before the watchdog stops it ([`RunOptions::loop_budget`]).
+///
+/// A kernel that loops without taking a step (spinning on a value that never changes, say) reaches it
+/// within a second even in a debug build. The shipped kernels loop at most over their peers, chunks or
+/// steps between two waits: a test runs each of them with a budget thousands of times smaller.
+pub const DEFAULT_LOOP_BUDGET: u64 = 1 << 23;
+
+/// Waiting steps (sends, receives, barriers, gets, waits) a lane's kernel may complete by default
+/// before the watchdog stops it ([`RunOptions::step_budget`]): a kernel sending forever into a peer
+/// that receives forever ends too. The shipped kernels use at most a few hundred per lane at the
+/// sizes the command line runs.
+pub const DEFAULT_STEP_BUDGET: u64 = 1 << 25;
+
+/// How a run goes. Results never depend on the threads, the parallelism threshold or the processes;
+/// the budgets only decide whether a run that takes too long is stopped; the race detector only whether
+/// a race is reported; timing whether time is simulated.
+///
+/// # Examples
+/// ```
+/// use kernbench_sim::RunOptions;
+/// let options = RunOptions::default().threads(2).race_detector(false);
+/// assert_eq!((options.threads, options.race_detector), (2, false));
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct RunOptions {
+    /// Threads to poll PEs on (at least 1, at most [`crate::Runtime::MAX_THREADS`]).
+    pub threads: usize,
+    /// A round is polled on several threads only when at least this many PEs are woken in it.
+    pub parallel_min_ready: usize,
+    /// The timing model's settings, or `None` for a run without simulated time.
+    pub timing: Option<Timing>,
+    /// Loop iterations a lane may make in a row without a waiting step.
+    pub loop_budget: u64,
+    /// Waiting steps a lane may complete.
+    pub step_budget: u64,
+    /// Whether the race detector checks symmetric memory.
+    pub race_detector: bool,
+    /// The processes the run is spread over, if any.
+    pub spread: Option<Arc<dyn Exchange>>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            threads: 1,
+            parallel_min_ready: PARALLEL_MIN_READY,
+            timing: Some(Timing::default()),
+            loop_budget: DEFAULT_LOOP_BUDGET,
+            step_budget: DEFAULT_STEP_BUDGET,
+            race_detector: true,
+            spread: None,
+        }
+    }
+}
+
+impl RunOptions {
+    /// Checks the options against `system` before anything is started.
+    ///
+    /// # Errors
+    /// [`RunError::TooManyThreads`]; [`RunError::BadStraggler`] from [`Timing::check`].
+    pub fn check(&self, system: &System) -> Result<(), RunError> {
+        if self.threads > crate::Runtime::MAX_THREADS {
+            return Err(RunError::TooManyThreads { threads: self.threads, max: crate::Runtime::MAX_THREADS });
+        }
+        match &self.timing {
+            Some(timing) => timing.check(system),
+            None => Ok(()),
+        }
+    }
+
+    fn options_mut(&mut self) -> &mut RunOptions {
+        self
+    }
+
+    crate::run_option_setters!();
+}
+
+/// The builder methods of [`RunOptions`], for a type that holds one and can lend it mutably through
+/// `fn options_mut(&mut self) -> &mut RunOptions`: one definition for [`RunOptions`] itself,
+/// [`crate::Runtime`], `MockRun` and the facade's `Communicator`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! run_option_setters {
+    () => {
+        /// Polls PEs on `threads` threads (at least 1; more than `Runtime::MAX_THREADS` fails the run
+        /// before any thread starts). Results do not depend on it.
+        pub fn threads(mut self, threads: usize) -> Self {
+            self.options_mut().threads = threads.max(1);
+            self
+        }
+
+        /// Polls a round on several threads only when at least `ready` PEs are woken in it (default
+        /// 512). Results do not depend on it.
+        pub fn parallel_min_ready(mut self, ready: usize) -> Self {
+            self.options_mut().parallel_min_ready = ready.max(1);
+            self
+        }
+
+        /// Simulates time with these settings (the default: cut-through, no stragglers, no trace), or
+        /// not at all with `None` (outputs and figures are the same either way).
+        pub fn timing(mut self, timing: ::std::option::Option<$crate::Timing>) -> Self {
+            self.options_mut().timing = timing;
+            self
+        }
+
+        /// Lets each lane's kernel make at most `iterations` loop iterations in a row without completing
+        /// a waiting step (a send, receive, barrier, get or wait; default 2^23); the next ends the run
+        /// with the watchdog's `KernelError::Watchdog`. `#[ccl_kernel]` counts an iteration at the top
+        /// of every `loop`, `while` and `for` body of a kernel or helper, so a kernel that loops without
+        /// end between steps still ends; loops in plain functions it calls are not counted. Results do
+        /// not depend on it, unless it stops the run.
+        pub fn loop_budget(mut self, iterations: u64) -> Self {
+            self.options_mut().loop_budget = iterations;
+            self
+        }
+
+        /// Lets each lane's kernel complete at most `steps` waiting steps (sends, receives, barriers,
+        /// gets, waits; default 2^25); the next ends the run with the watchdog's error. So a kernel that
+        /// never finishes while still taking steps (sending forever into a peer that receives forever)
+        /// ends too. Results do not depend on it, unless it stops the run.
+        pub fn step_budget(mut self, steps: u64) -> Self {
+            self.options_mut().step_budget = steps;
+            self
+        }
+
+        /// Checks every access to symmetric memory against the happens-before order of the run (the
+        /// default), or not (`false`). On, two unordered accesses to the same bytes (one a write) end
+        /// the run in `KernelError::Race`, a read of bytes nobody wrote in `KernelError::Uninitialised`,
+        /// and a put that neither a quiet nor its target's waits completed in `RunError::PutNotLanded`.
+        /// Kernels that use no symmetric memory cost the same either way. A spread run does not look
+        /// for races (a race's two sides may be in two processes).
+        pub fn race_detector(mut self, on: bool) -> Self {
+            self.options_mut().race_detector = on;
+            self
+        }
+
+        /// Spreads each run over the processes of `exchange` (`kernbench_sim::spread`): each process
+        /// holds a contiguous block of SIPs and starts, polls and merges only their PEs; every process
+        /// makes the same calls and gets the same report, bit for bit the report of a run in one process
+        /// (its errors read the same too: the failing PE's process returns the error, the others
+        /// `RunError::Elsewhere` with its message).
+        pub fn spread_over(mut self, exchange: ::std::sync::Arc<dyn $crate::spread::Exchange>) -> Self {
+            self.options_mut().spread = ::std::option::Option::Some(exchange);
+            self
+        }
+
+        /// Every option at once.
+        pub fn options(mut self, options: $crate::RunOptions) -> Self {
+            *self.options_mut() = options;
+            self
+        }
+    };
+    // The builders that had it keep the earlier name of `spread_over`.
+    (with exchange) => {
+        $crate::run_option_setters!();
+
+        /// Spreads each run over the processes of `exchange`: the earlier name of `spread_over`.
+        #[deprecated(note = "renamed to spread_over")]
+        pub fn exchange(self, exchange: ::std::sync::Arc<dyn $crate::spread::Exchange>) -> Self {
+            self.spread_over(exchange)
+        }
+    };
+}

@@ -1,0 +1,147 @@
+//! The spread of a run over processes: which process holds which PEs, what each round's hand-over
+//! carries between them, and the transports that carry it ([`Exchange`]: [`InMemory`], and `Mpi` with
+//! the `mpi` feature). Uses lanes, both kinds of traffic, the timing model's transfers and the wire
+//! format.
+//!
+//! A run spread over several processes ([`crate::RunOptions::spread_over`]) gives each process a
+//! contiguous block of SIPs and every PE in them ([`SipBlocks`]). Every process builds the whole run's
+//! structure (plan, every queue's route, network model) and starts, polls and merges only its own PEs,
+//! holding only their states and the queues they use. A message sent in one round is visible only in
+//! the next, whatever its simulated time, so each round is one bulk-synchronous step: every process
+//! polls its own PEs, then all of them swap, in one [`Exchange::all_to_all`], the round's messages and
+//! returned credits on queues between their blocks (each written into the other side's replica as that
+//! side's merge would have published it), the transfers to place on the channels (in an
+//! [`Exchange::all_gather`] after it when they are many), barrier arrivals, one-sided operations to
+//! each other's PEs, and how many lanes finished or failed. Every process then places every transfer
+//! of the round, in the global order of a single-process run, on its own copy of the network model, so
+//! arrival times, channel figures and traces are the same bits in every process. Counts are summed and
+//! failures chosen by lowest task (never a floating-point reduction), so results, times and errors do
+//! not depend on the number of processes.
+
+mod exchange;
+mod hand_over;
+#[cfg(feature = "mpi")]
+mod mpi;
+
+pub use crate::error::ExchangeError;
+#[allow(deprecated)]
+pub use exchange::Partition;
+pub use exchange::{DEFAULT_TIMEOUT, Exchange, InMemory, SipBlocks, timeout_from_env};
+#[cfg(feature = "mpi")]
+pub use mpi::Mpi;
+
+pub(crate) use hand_over::RoundEnd;
+
+use std::collections::BTreeMap;
+
+use kernbench_core::{PeId, System};
+use rustc_hash::FxHashMap;
+use serde::{Serialize, de::DeserializeOwned};
+
+use crate::error::RunError;
+use crate::lanes::Owners;
+use crate::one_sided::Outgoing;
+
+/// The processes of a spread run, and what this process keeps of the others' between rounds.
+pub(crate) struct Spread<'x> {
+    exchange: &'x dyn Exchange,
+    me: u32,
+    /// One-sided operations of the round from other processes to this one's PEs, by sender rank and
+    /// place in its outbox.
+    pub(crate) inbox: BTreeMap<(u32, u64), Outgoing>,
+    /// When the puts of lanes of other processes landed, for barriers this process releases.
+    pub(crate) remote_landed: FxHashMap<u32, f64>,
+}
+
+impl<'x> Spread<'x> {
+    /// The spread of a run of `pes` over `exchange`'s processes, with the process holding each rank;
+    /// `None` for one process.
+    ///
+    /// # Errors
+    /// [`ExchangeError::TooManyProcesses`] when there are more processes than SIPs.
+    pub(crate) fn new(
+        exchange: &'x dyn Exchange,
+        system: &System,
+        pes: &[PeId],
+    ) -> Result<Option<(Spread<'x>, Owners)>, ExchangeError> {
+        if exchange.processes() <= 1 {
+            return Ok(None);
+        }
+        let blocks = SipBlocks::new(system, exchange.processes())?;
+        let owners = pes.iter().map(|pe| blocks.process_of(pe.sip as usize) as u32).collect();
+        let me = exchange.process() as u32;
+        let spread = Spread { exchange, me, inbox: BTreeMap::new(), remote_landed: FxHashMap::default() };
+        Ok(Some((spread, owners)))
+    }
+
+    /// This process's index.
+    pub(crate) fn me(&self) -> u32 {
+        self.me
+    }
+
+    pub(crate) fn processes(&self) -> usize {
+        self.exchange.processes()
+    }
+
+    /// Every process's `mine`, in process order.
+    pub(crate) fn gather<T: Serialize + DeserializeOwned>(&self, mine: &T) -> Result<Vec<T>, RunError> {
+        let mut all = Vec::with_capacity(self.processes());
+        self.gather_each(mine, |_, theirs| {
+            all.push(theirs);
+            Ok(())
+        })?;
+        Ok(all)
+    }
+
+    /// Hands every process's `mine` to `each` with its process, in process order, each decoded only when
+    /// its turn comes (and its bytes dropped after): a whole run's report is large.
+    pub(crate) fn gather_each<T: Serialize + DeserializeOwned>(
+        &self,
+        mine: &T,
+        mut each: impl FnMut(usize, T) -> Result<(), RunError>,
+    ) -> Result<(), RunError> {
+        let bytes = bincode::serialize(mine).map_err(|e| ExchangeError::Transport(e.to_string()))?;
+        let got = self.exchange.all_gather(bytes)?;
+        for (from, bytes) in got.into_iter().enumerate() {
+            let theirs = bincode::deserialize(&bytes)
+                .map_err(|_| RunError::from(ExchangeError::Malformed { from, what: "a run's end report" }))?;
+            drop(bytes);
+            each(from, theirs)?;
+        }
+        Ok(())
+    }
+
+    /// Agrees on one error between every process: of those with one, the lowest `key` wins. Its
+    /// process returns the error itself; the others [`RunError::Elsewhere`] with its message.
+    pub(crate) fn agree(&self, mine: Option<(u64, RunError)>) -> Result<(), RunError> {
+        let told = mine.as_ref().map(|(key, e)| (*key, e.to_string()));
+        let all = self.gather(&told)?;
+        let lowest = all.into_iter().enumerate().filter_map(|(p, e)| e.map(|(key, m)| (key, p, m))).min();
+        self.winner(lowest, mine.map(|(_, error)| error))
+    }
+
+    /// The agreed error, if any: `lowest` (its key, process and message) against this process's own.
+    fn winner(&self, lowest: Option<(u64, usize, String)>, mine: Option<RunError>) -> Result<(), RunError> {
+        match (lowest, mine) {
+            (None, _) => Ok(()),
+            (Some((_, p, _)), Some(error)) if p == self.me as usize => Err(error),
+            (Some((_, process, message)), _) => Err(RunError::Elsewhere { process, message }),
+        }
+    }
+}
+
+/// `items`, each keyed by its place in the whole run (a task, a queue), in that order; in a spread run,
+/// every process's.
+///
+/// # Errors
+/// An exchange that failed.
+pub(crate) fn in_run_order<T: Serialize + DeserializeOwned>(
+    spread: Option<&Spread<'_>>,
+    mut items: Vec<(u64, T)>,
+) -> Result<Vec<T>, RunError> {
+    if let Some(spread) = spread {
+        items = spread.gather(&items)?.into_iter().flatten().collect();
+        items.sort_by_key(|(key, _)| *key);
+    }
+    Ok(items.into_iter().map(|(_, item)| item).collect())
+}

@@ -1,0 +1,162 @@
+//! Barriers: lanes arrive while they are polled; between rounds each group whose lanes have all
+//! arrived is released at once, at the latest arrival (a lane's arrival waits for its puts to land).
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+
+use kernbench_core::{Group, KernelError, Op, PeId};
+
+use super::send_recv::Endpoint;
+use crate::lanes::{Lanes, Tasks, Wait};
+use crate::race::Released;
+use crate::timing::SpanKind;
+
+/// A lane at a barrier: its task, the group's key, when it arrived and what it released.
+pub(crate) struct Arrival {
+    pub(crate) group: u64,
+    pub(crate) task: u32,
+    pub(crate) at_ns: f64,
+    pub(crate) clock: Option<Released>,
+}
+
+/// The run's barriers.
+#[derive(Default)]
+pub(crate) struct Barriers {
+    /// Whether any lane arrived this round (the check between rounds is then one load).
+    arrived: AtomicBool,
+    /// The round's arrivals.
+    waiters: Mutex<Vec<Arrival>>,
+    /// Lanes per group, counted when a group first meets.
+    group_lanes: BTreeMap<u64, usize>,
+    /// The lanes at each group that has not opened yet.
+    at_barrier: BTreeMap<u64, Vec<Arrival>>,
+}
+
+/// The key of `pe`'s `group`: lanes with the same key wait for each other.
+fn group_key(group: Group, pe: PeId) -> u64 {
+    match group {
+        Group::All => 0,
+        Group::Sip => 1 << 62 | u64::from(pe.sip),
+        Group::Cube => 2 << 62 | u64::from(pe.sip) << 32 | u64::from(pe.cube),
+    }
+}
+
+impl Barriers {
+    /// The round's arrivals, taken (rule B).
+    pub(crate) fn take_arrivals(&mut self) -> Vec<Arrival> {
+        if self.arrived.swap(false, Ordering::Relaxed) {
+            std::mem::take(self.waiters.get_mut().unwrap_or_else(|e| e.into_inner()))
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Releases each group whose lanes have all arrived, at the latest arrival's time, no earlier than
+    /// the arrivals' puts landed (`landed_elsewhere` for the lanes of other processes); under the race
+    /// detector each of its lanes acquires what all of them released. In a spread run every process
+    /// releases every group, and moves on only its own lanes (rule B).
+    pub(crate) fn release(
+        &mut self,
+        arrivals: Vec<Arrival>,
+        lanes: &mut Lanes<'_>,
+        landed_elsewhere: impl Fn(u32) -> f64,
+    ) {
+        let tasks = &lanes.tasks;
+        // The round's arrivals join their groups; only a group someone joined can be complete now.
+        let mut joined_groups = Vec::new();
+        for arrival in arrivals {
+            joined_groups.push(arrival.group);
+            self.at_barrier.entry(arrival.group).or_default().push(arrival);
+        }
+        joined_groups.sort_unstable();
+        joined_groups.dedup();
+        for group in joined_groups {
+            let complete = self.at_barrier.get(&group).map_or(0, Vec::len) >= self.group_lanes(group, tasks);
+            if !complete {
+                continue;
+            }
+            let mut arrivals = self.at_barrier.remove(&group).unwrap_or_default();
+            arrivals.sort_unstable_by_key(|a| a.task);
+            let mut release = 0.0f64;
+            for arrival in &arrivals {
+                let landed = if tasks.holds(tasks.rank(arrival.task)) {
+                    lanes.states.get(arrival.task as usize).landed_ns
+                } else {
+                    landed_elsewhere(arrival.task)
+                };
+                release = release.max(arrival.at_ns.max(landed));
+            }
+            let clocks = arrivals.iter().filter_map(|a| a.clock.as_ref());
+            let joined = arrivals.iter().any(|a| a.clock.is_some()).then(|| Released::join_all(clocks));
+            for arrival in arrivals.iter().filter(|a| tasks.holds(tasks.rank(a.task))) {
+                let task = arrival.task;
+                let lane = lanes.states.get(task as usize);
+                lane.clock.advance_to(SpanKind::Barrier, release, 0, false);
+                if let Some(joined) = &joined {
+                    lane.sync(task).acquire(joined);
+                }
+                let parked = lanes.parked.get(task as usize);
+                parked.wait = Wait::Released;
+                parked.wake_if(|_| true);
+            }
+        }
+    }
+
+    /// How many lanes barrier `group` waits for.
+    fn group_lanes(&mut self, group: u64, tasks: &Tasks<'_>) -> usize {
+        *self.group_lanes.entry(group).or_insert_with(|| {
+            let pes = tasks.pes();
+            (0..pes.len() as u32)
+                .filter(|&rank| {
+                    let pe = pes[rank as usize];
+                    [Group::All, Group::Sip, Group::Cube].iter().any(|&g| group_key(g, pe) == group)
+                })
+                .map(|rank| tasks.lanes_of(rank).len())
+                .sum()
+        })
+    }
+}
+
+impl Endpoint<'_, '_> {
+    /// Waits until every lane of every participant in the lane's `group` has arrived.
+    pub(crate) fn poll_barrier(&mut self, group: Group, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
+        if let Err(e) = self.ctx.check_steps() {
+            return Poll::Ready(Err(e));
+        }
+        match self.ctx.parked.wait {
+            Wait::Released => {
+                self.ctx.parked.wait = Wait::None;
+                self.ctx.step_done(Op::Barrier, None);
+                Poll::Ready(Ok(()))
+            }
+            Wait::Barrier => {
+                self.ctx.park(Wait::Barrier, cx);
+                Poll::Pending
+            }
+            _ => {
+                // A barrier completes the lane's puts: it releases them with everything else the lane
+                // did, and opens only once they have landed.
+                let clock = match self.ctx.lane.sync.as_mut() {
+                    Some(sync) if self.run.detector => {
+                        sync.quiet();
+                        Some(sync.release())
+                    }
+                    _ => None,
+                };
+                let arrival = Arrival {
+                    group: group_key(group, self.ctx.pe_id()),
+                    task: self.ctx.task,
+                    at_ns: self.ctx.lane.clock.now,
+                    clock,
+                };
+                let barriers = &self.run.barriers;
+                barriers.arrived.store(true, Ordering::Relaxed);
+                barriers.waiters.lock().unwrap_or_else(|e| e.into_inner()).push(arrival);
+                self.ctx.park(Wait::Barrier, cx);
+                Poll::Pending
+            }
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! Queues and ports from an install plan.
+
+use kernbench_core::{InstallPlan, PlanLinks, System};
+
+use super::queue::{Queue, Queues};
+use super::{PeLinks, Port};
+
+/// What [`install`] builds.
+pub(crate) struct Installed {
+    /// The queues of the edges it keeps.
+    pub(crate) queues: Queues,
+    /// Every queue's sender and receiver rank, by number.
+    pub(crate) routes: Vec<(u32, u32)>,
+    /// Each PE's ports (empty for the PEs not held).
+    pub(crate) links: Vec<PeLinks>,
+}
+
+/// Builds `channels` queues of `depth` slots per directed neighbour edge and the ports of each PE, for a
+/// checked plan: of the PEs whose ranks `holds` (a spread run holds its process's), and of the queues
+/// with a side in one of them. The queues a PE sends into on direction `d` are those its peer receives
+/// from on the direction that pairs with `d` and names the PE back (the plan's check makes it unique);
+/// an edge's channels are consecutive queues.
+pub(crate) fn install(
+    system: &System,
+    plan: &InstallPlan,
+    (depth, channels): (usize, usize),
+    holds: impl Fn(usize) -> bool,
+) -> Installed {
+    let installs: Vec<_> = plan.participants().collect();
+    let by_peer = PlanLinks::new(system, installs.iter().copied());
+    let mut ports: Vec<Vec<Port>> = (installs.iter().enumerate())
+        .map(|(rank, i)| {
+            let neighbors = i.neighbors.iter().filter(|_| holds(rank));
+            neighbors
+                .map(|n| Port { key: n.direction.key(), direction: n.direction, out_queue: 0, in_queue: 0 })
+                .collect()
+        })
+        .collect();
+    let edges = installs.iter().map(|i| i.neighbors.len()).sum::<usize>() * channels;
+    let (mut queues, mut routes, mut numbers) = (Vec::new(), Vec::with_capacity(edges), Vec::new());
+    for (rank, install) in installs.iter().enumerate() {
+        for (i, entry) in install.neighbors.iter().enumerate() {
+            let Some(peer) = by_peer.rank(entry.peer) else { continue };
+            let back = by_peer.to(peer, install.pe).find(|&(d, _)| entry.direction.pairs_with(d));
+            let Some((recv_dir, back)) = back else { continue };
+            let first = routes.len() as u32;
+            let ends = (rank as u32, peer as u32);
+            let keep = holds(rank) || holds(peer);
+            for channel in 0..channels as u32 {
+                if keep {
+                    numbers.push(routes.len() as u32);
+                    queues.push(Queue::new(ends, (entry.direction, recv_dir), channel, depth));
+                }
+                routes.push(ends);
+            }
+            // Only the ports of PEs held were made.
+            if let Some(port) = ports[rank].get_mut(i) {
+                port.out_queue = first;
+            }
+            if let Some(port) = ports[peer].get_mut(back) {
+                port.in_queue = first;
+            }
+        }
+    }
+    let links = ports
+        .into_iter()
+        .map(|mut ports| {
+            ports.sort_unstable_by_key(|p| p.key);
+            PeLinks { ports, touched: Vec::new() }
+        })
+        .collect();
+    let queues = if numbers.len() == routes.len() { Queues::all(queues) } else { Queues::some(queues, numbers) };
+    Installed { queues, routes, links }
+}

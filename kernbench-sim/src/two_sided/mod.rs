@@ -1,0 +1,82 @@
+//! Two-sided traffic: queues (IPCQs) with credits, the ports a PE reaches them through, send and
+//! receive, barriers, and what the merge of a round publishes. Uses lanes, the round protocol, the
+//! race detector's message orders and the timing model.
+//!
+//! Each directed neighbour edge of the install plan gets a queue of `ipcq_depth` slots per channel.
+//! `send` takes a credit (a free slot) and waits while there is none; `recv` takes the oldest message,
+//! checks its dtype, length and generation, and hands the credit back. The first lane of a PE to send
+//! on a (direction, channel) owns that sending side for the run, and the first to receive its receiving
+//! side, so lanes never take each other's messages or credits.
+
+mod barrier;
+mod install;
+mod publish;
+pub(crate) mod queue;
+mod send_recv;
+
+pub(crate) use barrier::{Arrival, Barriers};
+pub(crate) use install::install;
+pub(crate) use publish::{Crossing, wake_side};
+pub(crate) use send_recv::Endpoint;
+
+use kernbench_core::Direction;
+
+use crate::protocol::Cells;
+use crate::race::MessageOrders;
+use queue::{Queues, Side};
+
+/// The run's two-sided part: its queues and what travels beside them, and its barriers.
+pub(crate) struct TwoSided {
+    pub(crate) queues: Queues,
+    /// Per PE this process holds: its ports and what its lanes touched.
+    pub(crate) pes: Cells<PeLinks>,
+    /// Per queue, how long a credit takes to get back to its sender: its route's latency (empty when
+    /// untimed).
+    pub(crate) credit_latency: Vec<f64>,
+    /// What messages in flight carry of their senders' place in the order, under the race detector.
+    pub(crate) orders: MessageOrders,
+    /// Whether the race detector is on.
+    pub(crate) detector: bool,
+    pub(crate) barriers: Barriers,
+}
+
+/// A direction of a PE and the queues behind it: one per channel, numbered from the first.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Port {
+    /// `direction.key()`, what lookups compare.
+    pub(crate) key: u64,
+    pub(crate) direction: Direction,
+    /// The queue of channel 0 out of the PE; channel `c`'s is `out_queue + c`.
+    pub(crate) out_queue: u32,
+    /// The queue of channel 0 into the PE; channel `c`'s is `in_queue + c`.
+    pub(crate) in_queue: u32,
+}
+
+/// A PE's two-sided part: its ports, and the queue sides its lanes touched this round.
+pub(crate) struct PeLinks {
+    /// Sorted by direction key (so errors list them in order).
+    pub(crate) ports: Vec<Port>,
+    /// Queues the PE's lanes pushed to or popped from in the current round.
+    pub(crate) touched: Vec<(u32, Side)>,
+}
+
+impl PeLinks {
+    /// The port for `direction`: most tables are a handful of entries, where a scan beats a binary
+    /// search; `full` topologies have hundreds.
+    #[inline]
+    pub(crate) fn find(&self, direction: Direction) -> Option<Port> {
+        const SCAN: usize = 16;
+        let (ports, key) = (&self.ports, direction.key());
+        if ports.len() <= SCAN {
+            ports.iter().find(|p| p.key == key).copied()
+        } else {
+            ports.binary_search_by_key(&key, |p| p.key).ok().map(|i| ports[i])
+        }
+    }
+
+    fn touch(&mut self, queue: u32, side: Side) {
+        if self.touched.last() != Some(&(queue, side)) {
+            self.touched.push((queue, side));
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! The bytes that cross between processes of a spread run: a writer and a reader of little-endian
+//! fields, and the codec of tiles and symmetric buffers. Uses nothing of the crate but its errors.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+use kernbench_core::symmetric::Symmetric;
+use kernbench_core::{Dtype, Tile};
+
+use crate::error::ExchangeError;
+
+/// Appends to a hand-over buffer.
+#[derive(Debug, Default)]
+pub(crate) struct Writer {
+    pub(crate) bytes: Vec<u8>,
+}
+
+impl Writer {
+    pub(crate) fn u8(&mut self, v: u8) {
+        self.bytes.push(v);
+    }
+    pub(crate) fn u32(&mut self, v: u32) {
+        self.bytes.extend_from_slice(&v.to_le_bytes());
+    }
+    pub(crate) fn u64(&mut self, v: u64) {
+        self.bytes.extend_from_slice(&v.to_le_bytes());
+    }
+    pub(crate) fn f64(&mut self, v: f64) {
+        self.u64(v.to_bits());
+    }
+    pub(crate) fn bytes(&mut self, v: &[u8]) {
+        self.u64(v.len() as u64);
+        self.bytes.extend_from_slice(v);
+    }
+}
+
+/// Reads a hand-over buffer written by [`Writer`] in another process.
+#[derive(Debug)]
+pub(crate) struct Reader<'a> {
+    bytes: &'a [u8],
+    from: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn new(bytes: &'a [u8], from: usize) -> Self {
+        Reader { bytes, from }
+    }
+    pub(crate) fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+    pub(crate) fn malformed(&self, what: &'static str) -> ExchangeError {
+        ExchangeError::Malformed { from: self.from, what }
+    }
+    fn take(&mut self, n: usize) -> Result<&'a [u8], ExchangeError> {
+        if self.bytes.len() < n {
+            return Err(self.malformed("it ends early"));
+        }
+        let (head, rest) = self.bytes.split_at(n);
+        self.bytes = rest;
+        Ok(head)
+    }
+    pub(crate) fn u8(&mut self) -> Result<u8, ExchangeError> {
+        Ok(self.take(1)?[0])
+    }
+    pub(crate) fn u32(&mut self) -> Result<u32, ExchangeError> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
+    }
+    pub(crate) fn u64(&mut self) -> Result<u64, ExchangeError> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+    }
+    pub(crate) fn f64(&mut self) -> Result<f64, ExchangeError> {
+        self.u64().map(f64::from_bits)
+    }
+    pub(crate) fn bytes(&mut self) -> Result<&'a [u8], ExchangeError> {
+        let n = self.u64()?;
+        self.take(usize::try_from(n).map_err(|_| self.malformed("a length too large"))?)
+    }
+}
+
+pub(crate) fn write_tile(w: &mut Writer, tile: &Tile) {
+    w.u8(dtype_code(tile.dtype()));
+    w.u64(tile.bytes() as u64);
+    tile.write_bytes(&mut w.bytes);
+}
+
+pub(crate) fn read_tile(r: &mut Reader<'_>) -> Result<Tile, ExchangeError> {
+    let dtype = dtype_of(r.u8()?).ok_or_else(|| r.malformed("a tile's dtype"))?;
+    Tile::from_bytes(dtype, r.bytes()?).ok_or_else(|| r.malformed("a tile's data"))
+}
+
+pub(crate) fn write_buffer(w: &mut Writer, buffer: &Symmetric) {
+    w.bytes(buffer.name.as_bytes());
+    w.u8(dtype_code(buffer.dtype));
+    w.u64(buffer.len as u64);
+}
+
+pub(crate) fn read_buffer(r: &mut Reader<'_>) -> Result<Symmetric, ExchangeError> {
+    let name = std::str::from_utf8(r.bytes()?).map_err(|_| r.malformed("a buffer's name"))?;
+    let dtype = dtype_of(r.u8()?).ok_or_else(|| r.malformed("a buffer's dtype"))?;
+    Ok(Symmetric { name: interned(name), dtype, len: r.u64()? as usize })
+}
+
+/// `name` as the `&'static str` a [`Symmetric`] holds: buffer names are a kernel's constants, so each
+/// distinct name is kept once for the life of the process.
+fn interned(name: &str) -> &'static str {
+    static NAMES: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
+    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(&known) = names.get(name) {
+        return known;
+    }
+    let known: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    names.insert(known);
+    known
+}
+
+fn dtype_code(dtype: Dtype) -> u8 {
+    Dtype::ALL.iter().position(|&d| d == dtype).expect("every dtype is in Dtype::ALL") as u8
+}
+
+fn dtype_of(code: u8) -> Option<Dtype> {
+    Dtype::ALL.get(code as usize).copied()
+}
