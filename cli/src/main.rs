@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{CommandFactory, Parser};
+use kernbench_cli::args::Cli;
 use kernbench_cli::commands;
+use kernbench_cli::config::Job;
 use kernbench_cli::sweep::Interrupted;
 
 /// mimalloc serves the runtime's many small, short-lived allocations (a message's tile, a reduced
@@ -28,7 +30,10 @@ const TEST_PANIC: &str = "KERNBENCH_TEST_PANIC";
 /// anything, and panicking about it would only abort.
 macro_rules! say {
     ($($message:tt)*) => {{
-        let _ = writeln!(std::io::stderr(), "kernbench: {}", format_args!($($message)*));
+        // One write of the whole line: the processes of an MPI job share stderr, and a line written in
+        // pieces can interleave with another process's.
+        let line = format!("kernbench: {}\n", format_args!($($message)*));
+        let _ = std::io::stderr().write_all(line.as_bytes());
     }};
 }
 
@@ -40,7 +45,7 @@ fn main() -> ExitCode {
     if std::env::var_os(TEST_PANIC).is_some() {
         panic!("{TEST_PANIC} is set");
     }
-    let cli = match commands::Cli::try_parse() {
+    let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(&e),
     };
@@ -64,17 +69,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Process 0 of a job prints; the others compute the same and stay quiet (errors excepted).
-    let quiet = job.as_ref().is_some_and(|j| j.process() != 0);
-    commands::spread_over(job);
     let mut out = Stdout(std::io::stdout().lock());
-    let result = if quiet {
-        commands::run(cli, &mut std::io::sink(), &stop)
-    } else {
-        commands::run(cli, &mut out, &stop).and_then(|()| Ok(out.flush()?))
-    };
+    let result = commands::run(cli, job.clone(), &mut out, &stop).and_then(|()| Ok(out.flush()?));
     // The last handle on the job: MPI is finalised here, before the exit.
-    commands::spread_over(None);
+    drop(job);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // A reader that went away (`kernbench list | head`) is not an error of ours.
@@ -92,8 +90,8 @@ fn main() -> ExitCode {
 
 /// The processes of the MPI job this program was started in by `mpirun`, when it has several.
 #[cfg(feature = "mpi")]
-fn job() -> Result<Option<Arc<dyn kernbench::sim::exchange::Exchange>>, kernbench::sim::exchange::ExchangeError> {
-    use kernbench::sim::exchange::{Exchange, Mpi};
+fn job() -> Result<Job, kernbench::sim::spread::ExchangeError> {
+    use kernbench::sim::spread::{Exchange, Mpi};
     if !Mpi::launched() {
         return Ok(None);
     }
@@ -103,7 +101,7 @@ fn job() -> Result<Option<Arc<dyn kernbench::sim::exchange::Exchange>>, kernbenc
 
 /// Without MPI support, a program started by `mpirun` runs the whole job in each process: say so once.
 #[cfg(not(feature = "mpi"))]
-fn job() -> Result<Option<Arc<dyn kernbench::sim::exchange::Exchange>>, std::convert::Infallible> {
+fn job() -> Result<Job, std::convert::Infallible> {
     let size = std::env::var("OMPI_COMM_WORLD_SIZE").or_else(|_| std::env::var("PMI_SIZE"));
     let first = std::env::var("OMPI_COMM_WORLD_RANK").or_else(|_| std::env::var("PMI_RANK")).is_ok_and(|r| r == "0");
     if size.is_ok_and(|n| n != "1") && first {
@@ -161,7 +159,7 @@ fn usage_error(e: &clap::Error) -> ExitCode {
         };
     }
     if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-        let names: Vec<String> = commands::Cli::command().get_subcommands().map(|c| c.get_name().to_owned()).collect();
+        let names: Vec<String> = Cli::command().get_subcommands().map(|c| c.get_name().to_owned()).collect();
         say!("missing subcommand: expected one of {} (see kernbench --help)", names.join(", "));
         return ExitCode::from(2);
     }

@@ -11,7 +11,8 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
 use clap::Parser;
-use kernbench_cli::commands::{self, Cli};
+use kernbench_cli::args::Cli;
+use kernbench_cli::commands;
 use proptest::prelude::*;
 use proptest::sample::select;
 
@@ -214,7 +215,7 @@ proptest! {
         }
         let mut out = Vec::new();
         let stop = AtomicBool::new(false);
-        let result = catch_unwind(AssertUnwindSafe(|| commands::run(cli, &mut out, &stop)));
+        let result = catch_unwind(AssertUnwindSafe(|| commands::run(cli, None, &mut out, &stop)));
         let result = result.map_err(|_| TestCaseError::fail(format!("kernbench {args:?} panicked")))?;
         if let Err(e) = result {
             // A JSON decoder's error is its parent's source, and its parent quotes it escaped; the
@@ -230,7 +231,7 @@ proptest! {
 /// The error `args` end in, rendered with its chain as the binary prints it.
 fn error_of(args: &[&str]) -> String {
     let cli = Cli::try_parse_from(args).expect("the arguments parse");
-    let e = commands::run(cli, &mut Vec::new(), &AtomicBool::new(false)).expect_err("the arguments are bad");
+    let e = commands::run(cli, None, &mut Vec::new(), &AtomicBool::new(false)).expect_err("the arguments are bad");
     format!("{e:#}")
 }
 

@@ -1,0 +1,297 @@
+//! The command line as clap reads it: every command's arguments, as text, with the groups several
+//! commands share. Nothing here is checked beyond its type; [`crate::config`] loads and validates what
+//! the calls run on.
+//!
+//! Uses nothing of this crate.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// Write, run, time and tune collective-communication kernels on a simulated accelerator.
+#[derive(Debug, Parser)]
+#[command(name = "kernbench", version)]
+pub struct Cli {
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run collectives on a system and check each against its postcondition.
+    Run(RunArgs),
+    /// Sweep a collective over sizes and algorithms and print an nccl-tests table of simulated times.
+    Bench(BenchArgs),
+    /// Find the fastest algorithm per size on a system and write it as selection rules.
+    Tune(TuneArgs),
+    /// Write a Chrome / Perfetto trace of one simulated call.
+    Trace(TraceArgs),
+    /// Draw bus bandwidth against size for several algorithms, as an SVG.
+    Plot(PlotArgs),
+    /// Say which rule picks which algorithm for a collective and a size, and what every algorithm
+    /// of the collective would take there.
+    Explain(ExplainArgs),
+    /// Run an MSCCL-IR XML algorithm: check it against its collective's postcondition at every size
+    /// and print an nccl-tests table of its simulated times.
+    Msccl(MscclArgs),
+    /// List the algorithms, kernels, topologies, mappers and validators.
+    List,
+    /// Print a system and an algorithm's install plan on it.
+    Plan(PlanArgs),
+}
+
+/// The system to run on and the registry that chooses the algorithms.
+#[derive(Debug, clap::Args)]
+pub struct SystemArgs {
+    /// A system JSON file (default: the built-in system).
+    #[arg(long)]
+    pub system: Option<PathBuf>,
+    /// A complete registry JSON file, such as `kernbench tune --out` writes (default: the shipped ccl.json).
+    #[arg(long)]
+    pub registry: Option<PathBuf>,
+}
+
+/// How much memory a call may need and how many messages it may send.
+#[derive(Debug, clap::Args)]
+pub struct LimitArgs {
+    /// Refuse a call whose estimated peak memory passes SIZE bytes (K/M/G suffixes); default: the
+    /// memory available (MemAvailable of /proc/meminfo; no limit where that is unknown).
+    #[arg(long, value_name = "SIZE")]
+    pub max_memory: Option<String>,
+    /// Refuse a call whose estimated message count passes COUNT (see kernbench::estimate); default:
+    /// 67108864 (2^26).
+    #[arg(long, value_name = "COUNT", default_value_t = kernbench::estimate::DEFAULT_MAX_MESSAGES)]
+    pub max_messages: u64,
+}
+
+/// Everything the simulator runs with: the system, the registry, the limits and the threads.
+#[derive(Debug, clap::Args)]
+pub struct RunnerArgs {
+    /// The system and the registry.
+    #[command(flatten)]
+    pub system: SystemArgs,
+    /// The memory and message limits.
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// Threads to poll PEs on.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+}
+
+/// The element type of the data and the reduction applied to it.
+#[derive(Debug, clap::Args)]
+pub struct ElementArgs {
+    /// Element type: f32, f16, bf16, i32, i64.
+    #[arg(long, default_value = "f32")]
+    pub dtype: String,
+    /// Reduction: sum, prod, max, min, avg.
+    #[arg(long, default_value = "sum")]
+    pub op: String,
+}
+
+/// A sweep: one collective over algorithms and sizes, where and on what data (`bench`, `plot`).
+#[derive(Debug, clap::Args)]
+pub struct SweepArgs {
+    /// The collective: all_reduce, all_gather, reduce_scatter, broadcast, reduce or all_to_all.
+    pub collective: String,
+    /// `auto` (the registry's choice per size), `all` (every algorithm of the collective), or a
+    /// comma-separated list of algorithms, variants of their parameters (`ring:lanes=8:chunks=1`) and
+    /// `auto`.
+    #[arg(long, default_value = "auto")]
+    pub algos: String,
+    /// nccl-tests sizes in bytes per rank: FROM..TO doubles from FROM to TO; or a comma-separated list.
+    /// The runtime moves real data, so large sizes take real time and memory.
+    #[arg(long, default_value = "1K..16M")]
+    pub sizes: String,
+    /// The system, registry, limits and threads.
+    #[command(flatten)]
+    pub runner: RunnerArgs,
+    /// The element type and reduction.
+    #[command(flatten)]
+    pub elements: ElementArgs,
+}
+
+/// How a sweep's table is checked and printed (`bench`, `msccl`).
+#[derive(Debug, clap::Args)]
+pub struct TableArgs {
+    /// Print the rows as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Check exactly too (see `run --exact`): elements holding wrong contributions count as wrong.
+    #[arg(long)]
+    pub exact: bool,
+}
+
+/// `kernbench run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The collective (all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all), or `all`.
+    pub collective: String,
+    /// Run this algorithm instead of the registry's choice.
+    #[arg(long)]
+    pub algo: Option<String>,
+    /// The system, registry, limits and threads.
+    #[command(flatten)]
+    pub runner: RunnerArgs,
+    /// Bytes per rank, as nccl-tests counts them (an all-gather's gathered output); several sizes
+    /// separated by commas, with K/M/G suffixes (powers of 1024).
+    #[arg(long, default_value = "1K,64K,1M")]
+    pub bytes: String,
+    /// The element type and reduction.
+    #[command(flatten)]
+    pub elements: ElementArgs,
+    /// Root rank of broadcast and reduce.
+    #[arg(long, default_value_t = 0)]
+    pub root: usize,
+    /// Where each rank's data sits: one_pe (the SIP leader), multi_pe (every PE a block) or
+    /// cube_leaders (every cube's PE 0 a block).
+    #[arg(long, default_value = "one_pe")]
+    pub layout: String,
+    /// Check exactly too: run each call again on provenance inputs and say whether every output
+    /// element holds each of its contributions exactly once (beside the numeric check).
+    #[arg(long)]
+    pub exact: bool,
+}
+
+/// `kernbench bench`.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// The collective, algorithms, sizes, system and data.
+    #[command(flatten)]
+    pub sweep: SweepArgs,
+    /// Root rank of broadcast and reduce.
+    #[arg(long, default_value_t = 0)]
+    pub root: usize,
+    /// JSON or a table, and the exact check.
+    #[command(flatten)]
+    pub table: TableArgs,
+}
+
+/// `kernbench msccl`.
+#[derive(Debug, clap::Args)]
+// Help set here is shown as written: clap drops the final period only from doc comments.
+#[command(mut_arg("json", |a| a.help("Print the rows as JSON instead of a table (the fields of `bench --json`)")))]
+pub struct MscclArgs {
+    /// The MSCCL-IR XML file (as msccl-tools writes it, or any dialect NCCL's or RCCL's MSCCL reader
+    /// takes).
+    pub file: PathBuf,
+    /// A system JSON file (default: a fully-connected system of one SIP per GPU of the file).
+    #[arg(long)]
+    pub system: Option<PathBuf>,
+    /// nccl-tests sizes in bytes per rank, as for `bench`.
+    #[arg(long, default_value = "1K..16M")]
+    pub sizes: String,
+    /// The memory and message limits.
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// Threads to poll PEs on.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// The element type and reduction.
+    #[command(flatten)]
+    pub elements: ElementArgs,
+    /// JSON or a table, and the exact check.
+    #[command(flatten)]
+    pub table: TableArgs,
+}
+
+/// `kernbench tune`.
+#[derive(Debug, clap::Args)]
+pub struct TuneArgs {
+    /// The collective to tune, or `all`.
+    pub collective: String,
+    /// The sizes to tune at (as for `bench`).
+    #[arg(long, default_value = "1K..16M")]
+    pub sizes: String,
+    /// Tune among these algorithms (and variants, as for `bench`) only, comma-separated (default:
+    /// every algorithm of the collective that runs on the one-PE layout).
+    #[arg(long)]
+    pub algos: Option<String>,
+    /// The system, registry, limits and threads.
+    #[command(flatten)]
+    pub runner: RunnerArgs,
+    /// The element type and reduction.
+    #[command(flatten)]
+    pub elements: ElementArgs,
+    /// Write the registry with the tuned rules here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Write the tuned rules here as kernbench's rules CSV (kernbench's algorithm names, bytes per
+    /// rank).
+    #[arg(long)]
+    pub rules_csv: Option<PathBuf>,
+    /// Write the tuned rules that NCCL has algorithms for here, as a configuration file of NCCL's
+    /// example tuner plugin (NCCL_TUNER_CONFIG_FILE).
+    #[arg(long)]
+    pub nccl_tuner: Option<PathBuf>,
+}
+
+/// `kernbench trace`.
+#[derive(Debug, clap::Args)]
+pub struct TraceArgs {
+    /// The collective.
+    pub collective: String,
+    /// The algorithm, or `auto` for the registry's choice.
+    #[arg(long, default_value = "auto")]
+    pub algo: String,
+    /// The nccl-tests size of the call, in bytes per rank.
+    #[arg(long, default_value = "1M")]
+    pub bytes: String,
+    /// The system and the registry.
+    #[command(flatten)]
+    pub system: SystemArgs,
+    /// The memory and message limits.
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// The element type and reduction.
+    #[command(flatten)]
+    pub elements: ElementArgs,
+    /// Root rank of broadcast and reduce.
+    #[arg(long, default_value_t = 0)]
+    pub root: usize,
+    /// Where to write the trace (open it at ui.perfetto.dev or chrome://tracing).
+    #[arg(long, default_value = "trace.json")]
+    pub out: PathBuf,
+}
+
+/// `kernbench explain`.
+#[derive(Debug, clap::Args)]
+pub struct ExplainArgs {
+    /// The collective.
+    pub collective: String,
+    /// The nccl-tests size, in bytes per rank (K/M/G suffixes, as for `bench`).
+    pub size: String,
+    /// The system and the registry.
+    #[command(flatten)]
+    pub system: SystemArgs,
+}
+
+/// `kernbench plot`: a sweep drawn, every algorithm unless `--algos` says otherwise.
+#[derive(Debug, clap::Args)]
+// Help set here is shown as written: clap drops the final period only from doc comments.
+#[command(mut_arg("collective", |a| a.help("The collective")))]
+#[command(mut_arg("algos", |a| a.default_value("all").help("The algorithms to draw, as for `bench`")))]
+#[command(mut_arg("sizes", |a| a.help("The sizes, as for `bench`")))]
+pub struct PlotArgs {
+    /// The collective, algorithms, sizes, system and data.
+    #[command(flatten)]
+    pub sweep: SweepArgs,
+    /// Where to write the SVG.
+    #[arg(long, default_value = "busbw.svg")]
+    pub out: PathBuf,
+}
+
+/// `kernbench plan`.
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    /// The algorithm (see `kernbench list`).
+    pub algorithm: String,
+    /// A system JSON file (default: the built-in system).
+    #[arg(long)]
+    pub system: Option<PathBuf>,
+    /// Print every SIP's PEs, not only SIP 0's.
+    #[arg(long)]
+    pub all: bool,
+}

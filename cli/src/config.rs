@@ -1,0 +1,191 @@
+//! What a command's calls run with, validated: the system and the registry loaded, the limits parsed
+//! and the MPI job of the process, built once from the arguments ([`crate::args`]) before any call;
+//! and the parsers of the other values the commands share (collectives, element types).
+//!
+//! Uses [`crate::args`], [`crate::files`], [`crate::memory`] and [`crate::sweep`].
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use kernbench::sim::spread::Exchange;
+use kernbench::{Collective, Communicator, Dtype, ReduceOp, Registry, System};
+
+use crate::args::{ElementArgs, LimitArgs, RunnerArgs, SweepArgs, SystemArgs};
+use crate::files::OutputFile;
+use crate::memory;
+use crate::sweep::{Series, Sweep, SweepError, parse_size, parse_sizes, with_variants};
+
+/// The processes of the MPI job this process is one of (`mpirun -np N kernbench ...`), when there are
+/// several; `None`: this process alone.
+pub type Job = Option<Arc<dyn Exchange>>;
+
+/// The system, registry, limits and threads a command's calls run with, and the processes of the MPI
+/// job they are spread over. Every part was loaded or parsed when it was made, so a bad file or value
+/// fails there, before any call, and [`Config::communicator`] cannot fail.
+///
+/// # Examples
+/// ```
+/// use kernbench_cli::config::Config;
+/// let system = kernbench::System::shape(2, 1, 1, 1).unwrap();
+/// let config = Config::new(system, kernbench::algorithms::default_registry(), None);
+/// let comm = config.communicator();
+/// assert_eq!(comm.system().sips(), 2);
+/// assert!(config.leads());
+/// ```
+#[derive(Debug)]
+pub struct Config {
+    system: System,
+    registry: Registry,
+    /// The most memory a call may need, in bytes; `None` for no limit.
+    max_memory: Option<u64>,
+    /// The most messages a call may send; `None` for no limit.
+    max_messages: Option<u64>,
+    threads: usize,
+    /// The processes the calls are spread over.
+    job: Job,
+}
+
+impl Config {
+    /// Calls on `system` with `registry`, on one thread, with a communicator's default limits, spread
+    /// over the processes of `job` (`None`: this process alone).
+    pub fn new(system: System, registry: Registry, job: Job) -> Config {
+        let max_messages = Some(kernbench::estimate::DEFAULT_MAX_MESSAGES);
+        Config { system, registry, max_memory: None, max_messages, threads: 1, job }
+    }
+
+    /// The system and the registry `args` name, loaded (by default the built-in system and the shipped
+    /// registry), as [`Config::new`] takes them.
+    ///
+    /// # Errors
+    /// A file that cannot be read or does not hold a valid system or registry.
+    pub fn load(args: &SystemArgs, job: Job) -> Result<Config> {
+        let system = load_system(args.system.as_deref())?;
+        let registry = match &args.registry {
+            Some(path) => Registry::from_file(path, &kernbench::algorithms::kernels())?,
+            None => kernbench::algorithms::default_registry(),
+        };
+        Ok(Config::new(system, registry, job))
+    }
+
+    /// [`Config::load`] with the limits and threads of `args`.
+    ///
+    /// # Errors
+    /// As [`Config::load`] and [`Config::limits`].
+    pub fn runner(args: &RunnerArgs, job: Job) -> Result<Config> {
+        Ok(Config::load(&args.system, job)?.limits(&args.limits)?.threads(args.threads))
+    }
+
+    /// The sweep `args` describe (from root 0), and the configuration it runs with, whose registry
+    /// holds the algorithm variants `--algos` names.
+    ///
+    /// # Errors
+    /// A bad collective, algorithm, size, element type or reduction, and as [`Config::runner`].
+    pub fn sweep(args: &SweepArgs, job: Job) -> Result<(Config, Sweep)> {
+        let collective: Collective = args.collective.parse()?;
+        let config = Config::runner(&args.runner, job)?.with_variants(&args.algos, collective)?;
+        let series = Series::parse_list(&args.algos, &config.registry, collective)?;
+        let sizes = parse_sizes(&args.sizes)?;
+        let (dtype, op) = elements(&args.elements)?;
+        let sweep = Sweep::new(collective, series, sizes).dtype(dtype).op(op).max_memory(config.max_memory);
+        Ok((config, sweep))
+    }
+
+    /// The limits `args` set: `--max-memory` or else the memory available, and `--max-messages`.
+    ///
+    /// # Errors
+    /// A `--max-memory` that is not a size.
+    pub fn limits(mut self, args: &LimitArgs) -> Result<Config> {
+        self.max_memory = match &args.max_memory {
+            Some(text) => Some(parse_size(text).context("bad --max-memory")?),
+            None => memory::available(),
+        };
+        self.max_messages = Some(args.max_messages);
+        Ok(self)
+    }
+
+    /// Calls polled on `threads` threads.
+    pub fn threads(mut self, threads: usize) -> Config {
+        self.threads = threads;
+        self
+    }
+
+    /// The registry with the algorithm variants (`ring:lanes=8`) that an `--algos` list for
+    /// `collective` names added, as [`with_variants`] adds them.
+    ///
+    /// # Errors
+    /// As [`with_variants`].
+    pub fn with_variants(mut self, algos: &str, collective: Collective) -> Result<Config, SweepError> {
+        self.registry = with_variants(algos, &self.registry, collective)?;
+        Ok(self)
+    }
+
+    /// The system.
+    pub fn system(&self) -> &System {
+        &self.system
+    }
+
+    /// The most memory a call may need, in bytes; `None` for no limit.
+    pub fn max_memory(&self) -> Option<u64> {
+        self.max_memory
+    }
+
+    /// A communicator on the system with the registry, the limits and the threads, spreading its calls
+    /// over the job's processes.
+    pub fn communicator(&self) -> Communicator {
+        let comm = Communicator::with_registry(self.system.clone(), self.registry.clone())
+            .threads(self.threads)
+            .max_memory(self.max_memory)
+            .max_messages(self.max_messages);
+        match &self.job {
+            Some(job) => comm.spread_over(Arc::clone(job)),
+            None => comm,
+        }
+    }
+
+    /// Whether this process prints and writes files: see [`leads`].
+    pub fn leads(&self) -> bool {
+        leads(&self.job)
+    }
+
+    /// Writes `contents` to `file` if this process [leads](Config::leads).
+    ///
+    /// # Errors
+    /// As [`OutputFile::write`].
+    pub fn write(&self, file: &OutputFile, contents: &[u8]) -> Result<()> {
+        if self.leads() { file.write(contents) } else { Ok(()) }
+    }
+}
+
+/// Whether a process of `job` prints and writes files: a process alone does, and in a job of several
+/// only process 0, while the others compute the same and stay quiet (errors excepted).
+pub fn leads(job: &Job) -> bool {
+    job.as_ref().is_none_or(|job| job.process() == 0)
+}
+
+/// The system in the JSON file at `path`, or the built-in system.
+///
+/// # Errors
+/// A file that cannot be read or does not hold a valid system.
+pub fn load_system(path: Option<&Path>) -> Result<System> {
+    match path {
+        Some(path) => Ok(System::from_file(path)?),
+        None => Ok(System::builtin()),
+    }
+}
+
+/// One collective, or every one for `all`.
+///
+/// # Errors
+/// A name that is neither.
+pub fn collectives(name: &str) -> Result<Vec<Collective>> {
+    if name == "all" { Ok(Collective::ALL.to_vec()) } else { Ok(vec![name.parse()?]) }
+}
+
+/// The element type and the reduction `args` name.
+///
+/// # Errors
+/// A name that is not one of them.
+pub fn elements(args: &ElementArgs) -> Result<(Dtype, ReduceOp)> {
+    Ok((args.dtype.parse()?, args.op.parse()?))
+}
