@@ -359,12 +359,7 @@ pub fn format_size(bytes: u64) -> String {
 /// assert_eq!(kernbench_cli::sweep::busbw_factor(Collective::Broadcast, 4), 1.0);
 /// ```
 pub fn busbw_factor(collective: Collective, ranks: usize) -> f64 {
-    let n = ranks.max(1) as f64;
-    match collective {
-        Collective::AllReduce => 2.0 * (n - 1.0) / n,
-        Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => (n - 1.0) / n,
-        Collective::Broadcast | Collective::Reduce => 1.0,
-    }
+    collective.busbw_factor(ranks)
 }
 
 /// A lower bound on the simulated time of `collective` with every rank's input `elements` long, on

@@ -24,8 +24,9 @@ use std::ops::Range;
 use std::panic::Location;
 use std::task::{Context, Poll};
 
-use crate::kernel::{Dtype, KernelError, Op, Tile};
+use crate::kernel::{KernelError, Op};
 use crate::machine::PeId;
+use crate::tile::{Dtype, Tile};
 
 /// A buffer of the symmetric heap: the name every participant knows it by, its dtype and length in
 /// elements. `tl.symmetric(name, dtype, len)` declares it on the calling PE; a peer's put to it

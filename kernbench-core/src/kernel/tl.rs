@@ -35,8 +35,9 @@ use std::task::{Context, Poll};
 use serde::{Deserialize, Serialize};
 
 use crate::kernel::symmetric::{Group, OneSided, Put, Site, Symmetric};
-use crate::kernel::{Dtype, KernelError, Op, ReduceOp, Tile, TileError};
+use crate::kernel::{KernelError, Op};
 use crate::machine::{Direction, PeId};
+use crate::tile::{Dtype, ReduceOp, Tile, TileError};
 
 /// One of a PE's buffers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

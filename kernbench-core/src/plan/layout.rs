@@ -13,8 +13,8 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use crate::kernel::{Dtype, Tile, TileError, chunk_range};
 use crate::machine::{PeId, System};
+use crate::tile::{Dtype, Tile, TileError, chunk_range};
 
 /// How one level (cubes of a SIP, or PEs of a cube) shares the part it is given.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -2,7 +2,7 @@
 //! an arity, and where one site stands. One rule, used by every algorithm and test that needs it.
 //!
 //! `n` sites split into `min(arity, n)` contiguous groups (at least one) whose sizes differ by at most
-//! one, bigger groups first: the near-equal split of [`chunk_range`](crate::kernel::chunk_range). The first site
+//! one, bigger groups first: the near-equal split of [`chunk_range`](crate::tile::chunk_range). The first site
 //! of a group is its representative.
 //!
 //! ```text
@@ -12,7 +12,7 @@
 
 use std::ops::Range;
 
-use crate::kernel::chunk_start;
+use crate::tile::chunk_start;
 
 /// `n` sites split into top-level groups for an arity.
 ///

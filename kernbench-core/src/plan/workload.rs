@@ -1,9 +1,9 @@
 //! Sample tensors for runs from the command line, examples and tests: deterministic small values that every
 //! dtype holds exactly, so any correct algorithm gives the reference's bits.
 
-use crate::kernel::{Dtype, ReduceOp, Tile};
 use crate::machine::System;
 use crate::plan::{DistTensor, DpPolicy, LayoutError, Split};
+use crate::tile::{Dtype, ReduceOp, Tile};
 
 /// Every PE of a SIP holds an equal column block of the SIP's tensor (`multi_pe_sip_local` layouts).
 pub const EVERY_PE: DpPolicy = DpPolicy::new(Split::ColumnWise, Split::ColumnWise);

@@ -33,7 +33,8 @@
 //! A two-rank all-reduce: each rank adds the other's chunk into its own, in place.
 //!
 //! ```
-//! use kernbench_core::kernel::{Buffer, Collective};
+//! use kernbench_core::Collective;
+//! use kernbench_core::kernel::Buffer;
 //! use kernbench_core::program::{ProgramBuilder, StepKind, check};
 //!
 //! let mut p = ProgramBuilder::new("pair", Collective::AllReduce, 2, 2, true)?;
@@ -56,7 +57,8 @@ use std::panic::Location;
 
 use super::check::{ProgramError, check};
 use super::{ChunkRef, Program, Protocol, RankProgram, Step, StepKind, ThreadBlock};
-use crate::kernel::{Buffer, Collective};
+use crate::collective::Collective;
+use crate::kernel::Buffer;
 
 /// A place in the source: where an operation of the builder was called.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

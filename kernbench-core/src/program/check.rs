@@ -622,7 +622,7 @@ fn find_cycle(program: &Program, steps: &Steps, sent_by: &[Option<usize>]) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel::Collective;
+    use crate::collective::Collective;
     use crate::program::{ChunkRef, Protocol, RankProgram, ThreadBlock, msccl};
 
     const RING_ALLREDUCE: &str = include_str!("../../../tests/fixtures/msccl/ring_allreduce.xml");

@@ -15,7 +15,8 @@
 
 use super::Program;
 use super::builder::{BuildError, Chunk, ChunkError, ProgramBuilder};
-use crate::kernel::{Buffer, Collective};
+use crate::collective::Collective;
+use crate::kernel::Buffer;
 
 /// A ring over some ranks, on one channel, with the block of chunks (first chunk, count) that ends up
 /// reduced at each position of the ring.

@@ -29,7 +29,8 @@ pub use msccl::MscclError;
 
 use std::fmt;
 
-use crate::kernel::{Buffer, Collective};
+use crate::collective::Collective;
+use crate::kernel::Buffer;
 
 /// What a step does. `src` and `dst` are the step's source and destination chunks; `recv` takes the
 /// next message of the thread block's receive connection, `send` pushes onto its send connection, `⊕`

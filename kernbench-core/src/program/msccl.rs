@@ -35,7 +35,8 @@ use std::path::{Path, PathBuf};
 
 use super::check::{ProgramError, check};
 use super::{ChunkRef, Program, Protocol, RankProgram, Step, StepKind, ThreadBlock};
-use crate::kernel::{Buffer, Collective};
+use crate::collective::Collective;
+use crate::kernel::Buffer;
 use crate::quote::Quoted;
 
 /// The element of an MSCCL-IR document an error is in.

@@ -4,7 +4,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::kernel::{Collective, KernelDef, Launch, Params};
+use crate::collective::Collective;
+use crate::kernel::{KernelDef, Launch, Params};
 use crate::machine::System;
 use crate::names::Builtin;
 use crate::plan::{InstallPlan, Layout, MapperFn, PlanError, TopologyFn, ValidationError, ValidatorFn};
