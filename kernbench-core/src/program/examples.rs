@@ -1,6 +1,6 @@
 //! Collective algorithms written with the [`ProgramBuilder`]: MSCCLang's ring all-reduce, an
 //! all-to-all through scratch, an in-place ring all-gather and the MSCCLang paper's hierarchical
-//! all-reduce. Uses [`builder`](super::builder) and, from `kernel`, [`Buffer`] and [`Collective`].
+//! all-reduce. Uses [`builder`](super::builder), [`Buffer`] from `kernel` and [`Collective`].
 //!
 //! # Examples
 //!
