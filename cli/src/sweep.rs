@@ -36,7 +36,7 @@ use serde::Serialize;
 
 use crate::memory;
 
-use kernbench::workload::{policy_for_mapper, sample_tensor, shards_per_sip};
+use kernbench::samples::{sample_tensor, shards_per_sip};
 use kernbench::{CallOptions, CallReport, CommError, Communicator};
 
 /// Why a sweep (or its arguments) failed. Each message is one line, naming what was given and what
@@ -591,7 +591,7 @@ impl Sweep {
             Series::Algorithm(name) => {
                 let algorithm = Arc::clone(comm.registry().get(name).map_err(|e| call_error(e.into()))?);
                 let plan = comm.plan(&algorithm).map_err(call_error)?;
-                (policy_for_mapper(algorithm.mapper.name()), plan.len())
+                (algorithm.mapper.layout(), plan.len())
             }
         };
         check_memory(&system, self.collective, size, (policy, ranks), self.max_memory)?;

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Waker};
 
-use kernbench_core::symmetric::{OneSided, Put, Site, Symmetric};
+use kernbench_core::symmetric::{CallSite as Site, OneSided, Put, Symmetric};
 use kernbench_core::tl::{Backend, Work, message_generation};
 use kernbench_core::{Buffer, Direction, Dtype, Group, KernelError, Op, PeId, Tile, WatchdogBudget};
 use serde::{Deserialize, Serialize};

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kernbench_core::Op;
-use kernbench_core::symmetric::Site;
+use kernbench_core::symmetric::CallSite as Site;
 use rustc_hash::FxHashMap;
 
 /// What a lane knows of other lanes: for each slot it has heard of, the latest epoch.

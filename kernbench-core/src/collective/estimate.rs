@@ -62,9 +62,8 @@
 //! ```
 //!
 //! The rings, the direct exchanges and the 2-D mesh send more than linearly many messages in all: a
-//! 1 KiB `ring` all-reduce (4 lanes of 2 pieces) on a ring of 4,096 SIPs sends about 2^28 messages
-//! and runs for minutes, where the same on 16 SIPs sends under 2,000. [`DEFAULT_MAX_MESSAGES`] bounds
-//! them.
+//! 1 KiB `ring` all-reduce (4 lanes of 2 pieces) on a ring of 4,096 SIPs sends about 2^28 messages,
+//! where the same on 16 SIPs sends under 2,000. [`DEFAULT_MAX_MESSAGES`] bounds them.
 
 use serde_json::{Map, Value};
 
@@ -75,10 +74,9 @@ use crate::plan::{InstallPlan, mesh_2d_grid};
 const FIXED_BYTES: u64 = 64 << 20;
 
 /// The most messages a call may send unless its caller allows more (the facade's
-/// `Communicator::max_messages`): 2^26, about 67 million. The
-/// simulator moves about 10 million messages a second at best (the README's Speed section), so a call
-/// at the limit runs for some seconds to a minute; the shipped commands and tests send at most a few
-/// hundred thousand, and the 4,096-SIP ring all-reduce of the [module docs](self) about 2^28.
+/// `Communicator::max_messages`): 2^26, about 67 million, a long run at the simulator's message rate
+/// (the README's Speed section). The shipped commands and tests send at most a few hundred thousand,
+/// and the 4,096-SIP ring all-reduce of the [module docs](self) about 2^28.
 pub const DEFAULT_MAX_MESSAGES: u64 = 1 << 26;
 
 /// The estimated peak memory, in bytes, of one call of `collective` over `ranks` ranks that each

@@ -85,9 +85,13 @@ impl fmt::Display for Group {
 
 /// Where in a kernel's source an operation was called: `file:line:column`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Site(pub &'static Location<'static>);
+pub struct CallSite(pub &'static Location<'static>);
 
-impl fmt::Display for Site {
+/// The old name of [`CallSite`].
+#[deprecated(note = "renamed to CallSite")]
+pub type Site = CallSite;
+
+impl fmt::Display for CallSite {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}:{}", self.0.file(), self.0.line(), self.0.column())
     }
@@ -103,7 +107,7 @@ pub struct Access {
     /// `put`, `put_signal`, `get`, `read` or `write`.
     pub op: Op,
     /// The call in the kernel's source.
-    pub site: Site,
+    pub site: CallSite,
 }
 
 impl fmt::Display for Access {
@@ -175,7 +179,7 @@ pub struct Put<'a> {
     /// `(signal, add)`: a signal of the peer raised by `add` once the data has landed.
     pub signal: Option<(usize, u64)>,
     /// The call in the kernel.
-    pub site: Site,
+    pub site: CallSite,
 }
 
 /// What a runtime with symmetric memory provides, beside [`Backend`](crate::tl::Backend)'s messages.
@@ -184,9 +188,9 @@ pub trait OneSided {
     /// Declares `buffer` on this PE (a no-op when it exists with the same shape).
     fn declare(&mut self, buffer: &Symmetric) -> Result<(), KernelError>;
     /// Reads elements `offset..offset + len` of this PE's copy of `buffer`.
-    fn read(&mut self, buffer: &Symmetric, offset: usize, len: usize, site: Site) -> Result<Tile, KernelError>;
+    fn read(&mut self, buffer: &Symmetric, offset: usize, len: usize, site: CallSite) -> Result<Tile, KernelError>;
     /// Writes `tile` into this PE's copy of `buffer` at `offset`.
-    fn write(&mut self, buffer: &Symmetric, offset: usize, tile: &Tile, site: Site) -> Result<(), KernelError>;
+    fn write(&mut self, buffer: &Symmetric, offset: usize, tile: &Tile, site: CallSite) -> Result<(), KernelError>;
     /// Starts a put; it lands on the peer after the time its bytes take on the route.
     fn put(&mut self, put: Put<'_>) -> Result<(), KernelError>;
     /// Reads `len` elements of the peer's copy of `buffer` from `offset`: a request, then the data.
@@ -196,7 +200,7 @@ pub trait OneSided {
         buffer: &Symmetric,
         offset: usize,
         len: usize,
-        site: Site,
+        site: CallSite,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Tile, KernelError>>;
     /// Raises the peer's `signal` by `add` (a small message).

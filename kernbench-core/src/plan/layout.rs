@@ -92,8 +92,14 @@ pub struct DpPolicy {
 }
 
 impl DpPolicy {
-    /// The whole SIP tensor on (cube 0, PE 0): one shard per SIP.
+    /// The whole SIP tensor on (cube 0, PE 0): one shard per SIP (the layout of `leader_only`).
     pub const LEADER: DpPolicy = DpPolicy { cube: Split::Leader, pe: Split::Leader };
+
+    /// An equal column block on every cube's PE 0 (the layout of `cube_leaders`).
+    pub const CUBE_LEADERS: DpPolicy = DpPolicy { cube: Split::ColumnWise, pe: Split::Leader };
+
+    /// An equal column block on every PE of the SIP (the layout of `all_pes`: `multi_pe_sip_local`).
+    pub const EVERY_PE: DpPolicy = DpPolicy { cube: Split::ColumnWise, pe: Split::ColumnWise };
 
     /// A policy from its two splits.
     pub const fn new(cube: Split, pe: Split) -> DpPolicy {

@@ -345,7 +345,7 @@ fn groups_by<K: PartialEq>(participants: &[PeId], key: impl Fn(PeId) -> K) -> Ve
     groups
 }
 
-/// ADR-0029's three levels: the participating PEs of each cube form an `E`/`W` ring (in PE order);
+/// Three levels, one ring each, for the hierarchical all-reduce: the participating PEs of each cube form an `E`/`W` ring (in PE order);
 /// the lowest participant of each cube is its cube leader, and the cube leaders of a SIP form an
 /// `N` (next) / `S` (previous) ring; the lowest participant of each SIP is its SIP leader, and the
 /// SIP leaders form a `sip_next` / `sip_prev` ring. A level with one member has no links, so one SIP,
@@ -371,7 +371,7 @@ pub fn hierarchical_3level(system: &System, participants: &[PeId]) -> Result<Top
     Ok(topo)
 }
 
-/// ADR-0032's path: one participant per cube (its cube leader), linked to the participants of its
+/// The cube mesh of each SIP and a ring of SIPs, for the inter-cube all-reduce: one participant per cube (its cube leader), linked to the participants of its
 /// mesh neighbours, `E`/`W` for x±1 and `N`/`S` for y±1, without wraparound; the participant of
 /// cube 0 of each SIP is its SIP leader, and the SIP leaders form a `sip_next` / `sip_prev` ring.
 ///

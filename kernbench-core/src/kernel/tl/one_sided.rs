@@ -6,7 +6,7 @@ use std::task::Poll;
 
 use super::Tl;
 use super::backend::{Work, with};
-use crate::kernel::symmetric::{OneSided, Put, Site, Symmetric};
+use crate::kernel::symmetric::{CallSite, OneSided, Put, Symmetric};
 use crate::kernel::{KernelError, Op};
 use crate::tile::{Dtype, Tile};
 
@@ -32,7 +32,7 @@ impl Tl {
     /// of bytes nobody wrote.
     #[track_caller]
     pub fn read(&self, buffer: &Symmetric, offset: usize, len: usize) -> Result<Tile, KernelError> {
-        let site = Site(std::panic::Location::caller());
+        let site = CallSite(std::panic::Location::caller());
         let tile = self.one_sided(Op::Read, |b| b.read(buffer, offset, len, site))?;
         with(|b| b.charge(Work::Memory { bytes: tile.bytes() }));
         Ok(tile)
@@ -44,7 +44,7 @@ impl Tl {
     /// As [`Tl::read`]; a tile of another dtype is [`KernelError::BadSymmetricAccess`].
     #[track_caller]
     pub fn write(&self, buffer: &Symmetric, offset: usize, tile: &Tile) -> Result<(), KernelError> {
-        let site = Site(std::panic::Location::caller());
+        let site = CallSite(std::panic::Location::caller());
         self.one_sided(Op::Write, |b| b.write(buffer, offset, tile, site))?;
         with(|b| b.charge(Work::Memory { bytes: tile.bytes() }));
         Ok(())
@@ -59,7 +59,7 @@ impl Tl {
     /// [`KernelError::BadSymmetricAccess`] for a range past the end or another dtype.
     #[track_caller]
     pub fn put(&self, peer: usize, buffer: &Symmetric, offset: usize, tile: &Tile) -> Result<(), KernelError> {
-        let site = Site(std::panic::Location::caller());
+        let site = CallSite(std::panic::Location::caller());
         self.one_sided(Op::Put, |b| b.put(Put { peer, buffer, offset, tile, signal: None, site }))
     }
 
@@ -78,7 +78,7 @@ impl Tl {
         signal: usize,
         add: u64,
     ) -> Result<(), KernelError> {
-        let site = Site(std::panic::Location::caller());
+        let site = CallSite(std::panic::Location::caller());
         self.one_sided(Op::PutSignal, |b| b.put(Put { peer, buffer, offset, tile, signal: Some((signal, add)), site }))
     }
 
@@ -95,7 +95,7 @@ impl Tl {
         offset: usize,
         len: usize,
     ) -> impl Future<Output = Result<Tile, KernelError>> + '_ {
-        let (site, buffer) = (Site(std::panic::Location::caller()), *buffer);
+        let (site, buffer) = (CallSite(std::panic::Location::caller()), *buffer);
         poll_fn(move |cx| {
             with(|b| match b.one_sided() {
                 Some(one_sided) => one_sided.poll_get(peer, &buffer, offset, len, site, cx),
