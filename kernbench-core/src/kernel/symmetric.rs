@@ -11,7 +11,7 @@
 //!   messages do.
 //!
 //! Signals are counters per PE (`0..MAX_SIGNALS`). A raise carries its raiser's message generation
-//! (call and phase, [`crate::tl::message_generation`]) and counts only for waits of the same, so a
+//! (call and phase, [`crate::kernel::tl::message_generation`]) and counts only for waits of the same, so a
 //! flag of another phase or call never satisfies a wait. A runtime makes the heap at the start of a
 //! call and drops it at the end.
 //!
@@ -182,7 +182,7 @@ pub struct Put<'a> {
     pub site: CallSite,
 }
 
-/// What a runtime with symmetric memory provides, beside [`Backend`](crate::tl::Backend)'s messages.
+/// What a runtime with symmetric memory provides, beside [`Backend`](crate::kernel::tl::Backend)'s messages.
 /// `poll_*` methods follow [`std::future::Future::poll`].
 pub trait OneSided {
     /// Declares `buffer` on this PE (a no-op when it exists with the same shape).

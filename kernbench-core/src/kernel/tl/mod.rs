@@ -84,7 +84,7 @@ pub struct TlContext {
     pub generation: u64,
     /// Which of the PE's lanes this is: 0..`lanes`.
     pub lane: usize,
-    /// How many lanes the kernel runs as on this PE ([`crate::Launch::lanes`]).
+    /// How many lanes the kernel runs as on this PE ([`crate::kernel::Launch::lanes`]).
     pub lanes: usize,
     /// The slots of each queue: how many messages a lane may send on a channel before its receiver
     /// takes one.

@@ -1,3 +1,5 @@
+//! [`check`] against the fixtures and against hand-made programs, one rule broken at a time.
+
 use super::*;
 use crate::collective::Collective;
 use crate::program::{ChunkRef, Protocol, RankProgram, Step, ThreadBlock, msccl};
