@@ -6,7 +6,7 @@
 //! ```
 
 use kernbench::prelude::*;
-use kernbench::workload::sample_tensor;
+use kernbench::samples::sample_tensor;
 use kernbench::{Communicator, DpPolicy, KernelSet, RegistrySpec, System};
 
 /// Chain all-reduce: partial sums flow east from rank 0 to the last rank, which sends the total back

@@ -296,7 +296,7 @@ impl Communicator {
     ///
     /// # Examples
     /// ```
-    /// use kernbench::{CommError, Communicator, DpPolicy, ReduceOp, System, workload::sample_tensor};
+    /// use kernbench::{CommError, Communicator, DpPolicy, ReduceOp, System, samples::sample_tensor};
     /// let system = System::shape(4, 1, 1, 1).unwrap();
     /// let mut tensor = sample_tensor(&system, 1 << 20, kernbench::Dtype::F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
     /// let mut comm = Communicator::new(system).max_memory(Some(16 << 20));

@@ -1,117 +1,15 @@
-//! Estimates of what a call will cost before it runs, its peak memory and its messages, so that a call
-//! that cannot fit or would run for hours is refused before anything is allocated. Uses the machine,
-//! the plan and the registry's algorithms; the [`Communicator`](crate::Communicator) and the CLI check
-//! their limits with it.
-//!
-//! # Peak memory
-//!
-//! [`peak_memory`] counts what a call keeps alive at once (measured with `/usr/bin/time -v` on release
-//! builds of `kernbench run COLLECTIVE --bytes SIZE`, 4 SIPs of the built-in system, f32, allocator set
-//! up by `kernbench::sim::keep_freed_memory`):
-//!
-//! ```text
-//! collective       size  inputs I  outputs O  reference R  peak RSS   peak - (I + O + R)
-//! all_reduce       512M  2048M     2048M      512M         5188M      0.28 I
-//! all_reduce       128M   512M      512M      128M         1300M      0.29 I
-//! all_gather        64M    64M      256M       64M          725M      1.33 O
-//! broadcast         64M   256M      256M        0M          836M      1.27 O
-//! all_to_all        64M   256M      256M       64M          901M      1.27 O
-//! reduce_scatter    64M   256M       64M       64M          548M      0.64 I
-//! reduce            64M   256M       64M       64M          452M      0.27 I
-//! ```
-//!
-//! `I` is every rank's input, `O` every rank's output (for reduce, only the root's is new), `R` the
-//! postcondition's reference (one reduced rank for the reductions, the gathered tensor once for
-//! all-gather, one rank's blocks at a time for all-to-all, nothing for broadcast, whose reference
-//! shares the root's input). The rest is messages in flight, the kernels' working copies and the
-//! allocator's slack: at most 3/4 of `I` for the reducing collectives and 3/2 of `O` for the ones that
-//! forward data, plus a fixed 64 MiB (a tiny run peaks at 5 MB). The estimate is an upper bound on
-//! these measurements, not a prediction of each one.
-//!
-//! # Messages
-//!
-//! [`messages`] counts the messages a call sends: its participants `N` times the most any one of them
-//! sends, from the shipped kernels' schedules, with `c` the algorithm's `chunks` and `l` its `lanes`
-//! parameter (1 where it has none; the kernels clamp both to the data and the queue depth, so the
-//! estimate is an upper bound) and `d = ceil(log2 N)`:
-//!
-//! ```text
-//! kernel                                    messages a rank sends    in all, grows as
-//! ring_allreduce                            2 (N - 1) c l            N^2
-//! bidirectional_ring_allreduce              4 (N - 1) c l            N^2
-//! ring_allgather, ring_reduce_scatter       (N - 1) c l              N^2
-//! one_shot_allreduce, pairwise_alltoall     N - 1                    N^2
-//! symmetric_one_shot_allreduce, symmetric_allgather, symmetric_alltoall
-//!                                           N - 1 puts               N^2
-//! symmetric_two_shot_allreduce              2 (N - 1) puts           N^2
-//! chunk_ring_allreduce                      2 (N - 1) channels       N^2
-//! chunk_hierarchical_allreduce              2 (N - 1)                N^2
-//! chunk_alltoall, chunk_allgather_in_place  N - 1                    N^2
-//!   (chunk programs: per slice of each chunk, 1 MiB for `Simple`)
-//! hierarchical_all_to_all                   N + 1                    N^2
-//! mesh_2d_allreduce                         2 (cols - 1) + 2 (rows - 1)  N^1.5 (mesh_2d_grid(N))
-//! intercube_allreduce                       2 (S - 1) + 4, S SIPs    N S
-//! recursive_doubling_*, recursive_halving_reduce_scatter, bruck_allgather   d + 2     N log N
-//! rabenseifner_allreduce                    2 d + 2                  N log N
-//! tree_allreduce                            3 c                      N
-//! double_binary_tree_allreduce              6 c                      N
-//! tree_broadcast                            3                        N
-//! ring_broadcast, ring_reduce               c                        N
-//! hierarchical_allreduce                    9 c (3 levels, 1 up, 2 down)   N
-//! any other kernel                          its plan neighbours (each at least once)
-//! ```
-//!
-//! The rings, the direct exchanges and the 2-D mesh send more than linearly many messages in all: a
-//! 1 KiB `ring` all-reduce (4 lanes of 2 pieces) on a ring of 4,096 SIPs sends about 2^28 messages
-//! and runs for minutes, where the same on 16 SIPs sends under 2,000. [`DEFAULT_MAX_MESSAGES`] bounds
-//! them.
+//! Estimates of what a call will cost before it runs, its peak memory and its messages, for a
+//! registry's algorithm: [`kernbench_core::collective::estimate`] (where the measurements and formulas
+//! behind them are) given the algorithm's kernel and parameters. The [`Communicator`](crate::Communicator)
+//! and the CLI check their limits with it.
 
-use kernbench_core::{Algorithm, Collective, InstallPlan, mesh_2d_grid};
+use kernbench_core::collective::estimate;
+use kernbench_core::{Algorithm, InstallPlan};
 
-/// The fixed part of a run's peak: the process, its threads and the plan, with room to spare.
-const FIXED_BYTES: u64 = 64 << 20;
-
-/// The most messages a call may send unless its communicator allows more
-/// ([`Communicator::max_messages`](crate::Communicator::max_messages)): 2^26, about 67 million. The
-/// simulator moves about 10 million messages a second at best (the README's Speed section), so a call
-/// at the limit runs for some seconds to a minute; the shipped commands and tests send at most a few
-/// hundred thousand, and the 4,096-SIP ring all-reduce of the [module docs](self) about 2^28.
-pub const DEFAULT_MAX_MESSAGES: u64 = 1 << 26;
-
-/// The estimated peak memory, in bytes, of one call of `collective` over `ranks` ranks that each
-/// hold `input_bytes` bytes of input (see the [module docs](self) for the measurements behind it).
-/// Saturates at `u64::MAX` rather than overflow.
-///
-/// # Examples
-/// ```
-/// use kernbench::Collective;
-/// use kernbench::estimate::peak_memory;
-/// // 4 ranks of 512 MiB: 2 GiB in, 2 GiB out, 512 MiB of reference, 1.5 GiB in flight, 64 MiB.
-/// assert_eq!(peak_memory(Collective::AllReduce, 4, 512 << 20), (6 << 30) + (64 << 20));
-/// ```
-pub fn peak_memory(collective: Collective, ranks: usize, input_bytes: u64) -> u64 {
-    let n = ranks.max(1) as u64;
-    let inputs = input_bytes.saturating_mul(n);
-    let (outputs, reference) = match collective {
-        Collective::AllReduce => (inputs, input_bytes),
-        // Only the root writes its output; the others keep sharing their input's buffer.
-        Collective::Reduce | Collective::ReduceScatter => (input_bytes, input_bytes),
-        Collective::AllGather => (inputs.saturating_mul(n), inputs),
-        Collective::Broadcast => (inputs, 0),
-        Collective::AllToAll => (inputs, input_bytes),
-    };
-    let in_flight = match collective {
-        Collective::AllReduce | Collective::Reduce | Collective::ReduceScatter => (inputs / 4).saturating_mul(3),
-        Collective::AllGather | Collective::Broadcast | Collective::AllToAll => (outputs / 2).saturating_mul(3),
-    };
-    [inputs, outputs, reference, in_flight, FIXED_BYTES].into_iter().fold(0, u64::saturating_add)
-}
+pub use kernbench_core::collective::estimate::{DEFAULT_MAX_MESSAGES, human, peak_memory};
 
 /// The symmetric heap, in bytes, that one call of `algorithm` on `ranks` ranks of `input_bytes` each
-/// allocates in all, beside [`peak_memory`]: every rank's copy of the buffers the one-sided kernels
-/// declare (an inbox of every rank's input for the one-shot all-reduce and the all-gather, one part
-/// per rank and the gathered result for the two-shot, a block per rank for the all-to-all); 0 for
-/// kernels that declare none. Saturates at `u64::MAX` rather than overflow.
+/// allocates in all: [`estimate::symmetric_heap`] of its kernel.
 ///
 /// # Examples
 /// ```
@@ -122,20 +20,11 @@ pub fn peak_memory(collective: Collective, ranks: usize, input_bytes: u64) -> u6
 /// assert_eq!(symmetric_heap(registry.get("ring").unwrap(), 4, 1 << 20), 0);
 /// ```
 pub fn symmetric_heap(algorithm: &Algorithm, ranks: usize, input_bytes: u64) -> u64 {
-    let n = ranks.max(1) as u64;
-    let part = input_bytes.div_ceil(n);
-    let per_rank = match algorithm.kernel.name {
-        "symmetric_one_shot_allreduce" | "symmetric_allgather" => n.saturating_mul(input_bytes),
-        "symmetric_two_shot_allreduce" => n.saturating_mul(part).saturating_add(input_bytes),
-        "symmetric_alltoall" => n.saturating_mul(part),
-        _ => 0,
-    };
-    per_rank.saturating_mul(n)
+    estimate::symmetric_heap(algorithm.kernel.name, ranks, input_bytes)
 }
 
 /// The estimated number of messages one call of `algorithm` sends on `plan` (its plan on the
-/// system), whatever the size: the formula of its kernel in the [module docs](self). Saturates at
-/// `u64::MAX` rather than overflow.
+/// system), whatever the size: [`estimate::messages`] of its kernel and parameters.
 ///
 /// # Examples
 /// ```
@@ -148,53 +37,5 @@ pub fn symmetric_heap(algorithm: &Algorithm, ranks: usize, input_bytes: u64) -> 
 /// assert_eq!(messages(ring, &plan), 16 * 2 * 15 * 2 * 4);
 /// ```
 pub fn messages(algorithm: &Algorithm, plan: &InstallPlan) -> u64 {
-    let n = plan.len() as u64;
-    let param = |name: &str| algorithm.params.get(name).and_then(serde_json::Value::as_u64).unwrap_or(1).max(1);
-    let (c, l) = (param("chunks"), param("lanes"));
-    let steps = n.saturating_sub(1);
-    let d = u64::from(n.max(1).next_power_of_two().trailing_zeros());
-    let per_rank = match algorithm.kernel.name {
-        "ring_allreduce" => 2 * steps,
-        "bidirectional_ring_allreduce" => 4 * steps,
-        "ring_allgather" | "ring_reduce_scatter" => steps,
-        "one_shot_allreduce" | "pairwise_alltoall" => steps,
-        "symmetric_one_shot_allreduce" | "symmetric_allgather" | "symmetric_alltoall" => steps,
-        "symmetric_two_shot_allreduce" => 2 * steps,
-        "chunk_ring_allreduce" => 2 * steps * param("channels"),
-        "chunk_hierarchical_allreduce" => 2 * steps,
-        "chunk_alltoall" | "chunk_allgather_in_place" => steps,
-        "hierarchical_all_to_all" => n + 1,
-        "mesh_2d_allreduce" => {
-            let (rows, cols) = mesh_2d_grid(plan.len().max(1));
-            2 * (cols as u64 - 1) + 2 * (rows as u64 - 1)
-        }
-        "intercube_allreduce" => 2 * (plan.sips.len() as u64).saturating_sub(1) + 4,
-        "recursive_doubling_allreduce"
-        | "recursive_doubling_allgather"
-        | "recursive_halving_reduce_scatter"
-        | "bruck_allgather" => d + 2,
-        "rabenseifner_allreduce" => 2 * d + 2,
-        "tree_allreduce" | "tree_broadcast" => 3,
-        "double_binary_tree_allreduce" => 6,
-        "ring_broadcast" | "ring_reduce" => 1,
-        "hierarchical_allreduce" => 9,
-        _ => return plan.participants().map(|p| p.neighbors.len() as u64).fold(0, u64::saturating_add),
-    };
-    [n, per_rank, c, l].into_iter().fold(1, u64::saturating_mul)
-}
-
-/// `bytes` for people: in GiB, MiB or KiB with two decimals, or in bytes below 1 KiB.
-///
-/// # Examples
-/// ```
-/// use kernbench::estimate::human;
-/// assert_eq!(human(3 << 29), "1.50 GiB");
-/// assert_eq!(human(512), "512 B");
-/// ```
-pub fn human(bytes: u64) -> String {
-    const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
-    match UNITS.iter().find(|&&(size, _)| bytes >= size) {
-        Some(&(size, unit)) => format!("{:.2} {unit}", bytes as f64 / size as f64),
-        None => format!("{bytes} B"),
-    }
+    estimate::messages(algorithm.kernel.name, &algorithm.params, plan)
 }

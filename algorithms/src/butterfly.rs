@@ -82,16 +82,6 @@ fn combine_ordered(tl: &Tl, mine: Tile, theirs: Tile, mine_first: bool, op: Redu
     acc
 }
 
-/// The core rank's data with its extra's reduced in (its own first), if it has an extra.
-#[ccl_kernel(helper, crate = "kernbench_core")]
-fn fold_in_extra(tl: &Tl, cube: Cube, mut data: Tile, op: ReduceOp) -> Tile {
-    if cube.extra().is_some() {
-        let theirs = tl.recv(cube.fold(), data.len(), data.dtype());
-        tl.reduce(&mut data, &theirs, op);
-    }
-    data
-}
-
 /// An extra rank's whole part: hands `data` to its core partner and stores what comes back, `len`
 /// elements, as its output.
 #[ccl_kernel(helper, crate = "kernbench_core")]
@@ -99,6 +89,40 @@ fn delegate_to_partner(tl: &Tl, cube: Cube, data: &Tile, len: usize) {
     tl.send(cube.fold(), data);
     let result = tl.recv(cube.fold(), len, data.dtype());
     tl.store(Output, &result);
+}
+
+/// The data a core rank reduces: its input with its extra's reduced in (its own first), if it has an
+/// extra. `None` on an extra rank, which [delegates](delegate_to_partner) its part, a result of
+/// `result_len` elements.
+#[ccl_kernel(helper, crate = "kernbench_core")]
+fn fold_extras(tl: &Tl, cube: Cube, mut data: Tile, result_len: usize, op: ReduceOp) -> Option<Tile> {
+    if cube.is_extra() {
+        delegate_to_partner(tl, cube, &data, result_len);
+        return None;
+    }
+    if cube.extra().is_some() {
+        let theirs = tl.recv(cube.fold(), data.len(), data.dtype());
+        tl.reduce(&mut data, &theirs, op);
+    }
+    Some(data)
+}
+
+/// One step of recursive halving across dimension `k`: sends the partner `given` (the pieces of the
+/// half this rank gives up) as one message, and combines each of `kept` (the pieces of the half it
+/// keeps) with its share of the partner's message, the lower rank's data first.
+#[ccl_kernel(helper, crate = "kernbench_core")]
+fn exchange_halves(tl: &Tl, cube: Cube, k: usize, given: &[Tile], kept: Vec<Tile>, op: ReduceOp) -> Vec<Tile> {
+    let message = tl.concat(given);
+    tl.send(dim(k), &message);
+    let got = tl.recv(dim(k), kept.iter().map(Tile::len).sum(), message.dtype());
+    let mut combined = Vec::with_capacity(kept.len());
+    let mut offset = 0;
+    for piece in kept {
+        let theirs = tl.slice(&got, offset, piece.len());
+        offset += theirs.len();
+        combined.push(combine_ordered(tl, piece, theirs, cube.is_lower(k), op));
+    }
+    combined
 }
 
 /// Sends a core rank's `result` to its extra, if it has one.
@@ -118,11 +142,10 @@ pub fn recursive_doubling_allreduce(tl: &Tl) {
     let cube = Cube::new(tl.rank(), tl.size());
     let op = tl.op();
     let data = tl.load(Input);
-    if cube.is_extra() {
-        delegate_to_partner(tl, cube, &data, data.len());
+    let len = data.len();
+    let Some(mut acc) = fold_extras(tl, cube, data, len, op) else {
         return;
-    }
-    let mut acc = fold_in_extra(tl, cube, data, op);
+    };
     for k in 0..cube.dims {
         tl.send(dim(k), &acc);
         let theirs = tl.recv(dim(k), acc.len(), acc.dtype());
@@ -143,22 +166,19 @@ pub fn rabenseifner_allreduce(tl: &Tl) {
     let cube = Cube::new(tl.rank(), tl.size());
     let op = tl.op();
     let data = tl.load(Input);
-    if cube.is_extra() {
-        delegate_to_partner(tl, cube, &data, data.len());
-        return;
-    }
     let (len, dtype) = (data.len(), data.dtype());
+    let Some(mut acc) = fold_extras(tl, cube, data, len, op) else {
+        return;
+    };
     let start = |segment: usize| chunk_start(len, segment, cube.core);
-    let mut acc = fold_in_extra(tl, cube, data, op);
-    // `acc` holds segments `lo..hi`; each step keeps the half on this rank's side of dimension `k`.
+    // `acc` holds segments `lo..hi`; each step keeps the half on this rank's side of dimension `k`,
+    // reduced as one piece.
     let (mut lo, mut hi) = (0, cube.core);
     for k in (0..cube.dims).rev() {
         let ((keep_lo, keep_hi), (give_lo, give_hi)) = cube.halve(k, lo, hi);
         let kept = tl.slice(&acc, start(keep_lo) - start(lo), start(keep_hi) - start(keep_lo));
         let given = tl.slice(&acc, start(give_lo) - start(lo), start(give_hi) - start(give_lo));
-        tl.send(dim(k), &given);
-        let theirs = tl.recv(dim(k), kept.len(), dtype);
-        acc = combine_ordered(tl, kept, theirs, cube.is_lower(k), op);
+        acc = exchange_halves(tl, cube, k, &[given], vec![kept], op).remove(0);
         (lo, hi) = (keep_lo, keep_hi);
     }
     // Segment `rank` is final: finish it once, here, and share it.
@@ -223,28 +243,20 @@ pub fn recursive_halving_reduce_scatter(tl: &Tl) {
     let cube = Cube::new(tl.rank(), tl.size());
     let op = tl.op();
     let data = tl.load(Input);
-    let dtype = data.dtype();
-    if cube.is_extra() {
-        let len = tl.chunk(&data, cube.rank, cube.count).len();
-        delegate_to_partner(tl, cube, &data, len);
+    let own_part = tl.chunk(&data, cube.rank, cube.count).len();
+    let Some(acc) = fold_extras(tl, cube, data, own_part, op) else {
         return;
-    }
-    let acc = fold_in_extra(tl, cube, data, op);
+    };
     let mut parts = split(tl, &acc, cube.count);
-    // This rank still reduces the parts of core ranks `lo..hi` and their extras.
+    // This rank still reduces the parts of core ranks `lo..hi` and their extras, each on its own.
     let (mut lo, mut hi) = (0, cube.core);
     for k in (0..cube.dims).rev() {
         let ((keep_lo, keep_hi), (give_lo, give_hi)) = cube.halve(k, lo, hi);
         let given: Vec<Tile> = cube.members(give_lo, give_hi - give_lo).into_iter().map(|p| parts[p].clone()).collect();
-        let message = tl.concat(&given);
-        tl.send(dim(k), &message);
         let kept = cube.members(keep_lo, keep_hi - keep_lo);
-        let got = tl.recv(dim(k), kept.iter().map(|&p| parts[p].len()).sum(), dtype);
-        let mut offset = 0;
-        for p in kept {
-            let theirs = tl.slice(&got, offset, parts[p].len());
-            offset += theirs.len();
-            parts[p] = combine_ordered(tl, parts[p].clone(), theirs, cube.is_lower(k), op);
+        let combined = exchange_halves(tl, cube, k, &given, kept.iter().map(|&p| parts[p].clone()).collect(), op);
+        for (p, part) in kept.into_iter().zip(combined) {
+            parts[p] = part;
         }
         (lo, hi) = (keep_lo, keep_hi);
     }

@@ -1,8 +1,8 @@
-//! ADR-0029's hierarchical all-reduce: intra-cube ring, cube leaders, SIP leaders, broadcast back.
+//! The hierarchical all-reduce: intra-cube ring, cube leaders, SIP leaders, broadcast back.
 //!
 //! Runs on `hierarchical_3level` with `all_pes` (every PE holds one tile: `multi_pe_sip_local`). Each
 //! level is a ring whose member 0 collects the level's partial result from both sides at once (the
-//! bidirectional ring reduce of the ADR, `ceil((n - 1) / 2)` steps), then hands it to the next level up;
+//! bidirectional ring reduce, `ceil((n - 1) / 2)` steps), then hands it to the next level up;
 //! the result comes back down the same rings. The data streams through the levels in pieces.
 
 use kernbench_core::TlContext;
@@ -75,7 +75,7 @@ fn ring_broadcast_from_leader(tl: &Tl, acc: Tile, ring: Ring) -> Tile {
     result
 }
 
-/// Hierarchical all-reduce (ADR-0029): intra-cube ring, cube-leader ring, SIP-leader ring, and the
+/// Hierarchical all-reduce: intra-cube ring, cube-leader ring, SIP-leader ring, and the
 /// result broadcast back down the same rings.
 ///
 /// The data goes in `chunks` pieces (clamped to `1..=len`) that stream through every level: each PE

@@ -1,10 +1,9 @@
 //! Hierarchical all-to-all in three phases: gather each group's rows to its representative, exchange
-//! padded blocks among the representatives, scatter each column back down the group (the HPX design of
-//! discussion #7200).
+//! padded blocks among the representatives, scatter each column back down the group.
 //!
-//! Site `i`'s input is row `i` of an `N x N` matrix of blocks; site `j` must end with column `j`. The
-//! sites split into top-level groups ([`Partition`]: `min(arity, N)` contiguous groups, bigger first);
-//! the first site of a group is its representative.
+//! Rank `i`'s input is row `i` of an `N x N` matrix of blocks; rank `j` must end with column `j`. The
+//! ranks split into top-level groups ([`GroupSplit`]: `min(arity, N)` contiguous groups, bigger first);
+//! the first rank of a group is its representative.
 //!
 //! ```text
 //!  N = 11, arity 4: groups [0 1 2] [3 4 5] [6 7 8] [9 10]
@@ -26,20 +25,20 @@
 //! is padded to `G` rows of `G * Bmax` elements (`G` the largest group's size, `Bmax` the longest
 //! block's length): each row holds its real blocks first, packed in destination order, then zeros;
 //! missing rows are zeros. The receiver crops with the real sizes: `|g|` rows, and in each the blocks of
-//! its own group's sites.
+//! its own group's ranks.
 //!
 //! # Flat fallback
 //!
-//! With a single group (an arity of 1, or one site) or fewer sites than `flat_below`, every site runs
-//! the flat pairwise exchange of [`pairwise_alltoall`](fn@crate::pairwise_alltoall) instead. Every site
+//! With a single group (an arity of 1, or one rank) or fewer ranks than `flat_below`, every rank runs
+//! the flat pairwise exchange of [`pairwise_alltoall`](fn@crate::pairwise_alltoall) instead. Every rank
 //! records which path ran: `tl.note("path", "flat" | "hierarchical")`.
 //!
 //! # Memory
 //!
 //! Each representative records `tl.note("peak_bytes", ...)`: the most bytes of tiles it held at once.
-//! It counts its own input (the first of its rows) but not its output buffer, which every site has. In
+//! It counts its own input (the first of its rows) but not its output buffer, which every rank has. In
 //! elements (times the dtype's size for bytes), with row length `L`, `b_d` the length of block `d`
-//! (`Bmax = b_0`), `g` the size of its own group, `h` its first site, `G` the largest group's size and
+//! (`Bmax = b_0`), `g` the size of its own group, `h` its first rank, `G` the largest group's size and
 //! `A` the number of groups:
 //!
 //! ```text
@@ -51,12 +50,12 @@
 //! ```
 //!
 //! When every block is `B` bytes (`L = N` blocks) this is `((g + 1) N + (A - 1) G²) B`. For `N = 256`
-//! and arity 4 that is `(65 * 256 + 3 * 64²) B = 28 928 B`, about `0.44 N² B` (the HPX design's
-//! estimate, `(2 / a + 1 / a²) N² B`, is `0.56 N² B`), where a site of the flat all-to-all holds its
+//! and arity 4 that is `(65 * 256 + 3 * 64²) B = 28 928 B`, about `0.44 N² B` (the cruder
+//! estimate `(2 / a + 1 / a²) N² B` gives `0.56 N² B`), where a rank of the flat all-to-all holds its
 //! `N B` input. Size the arity to keep it within a representative's memory.
 
 use kernbench_core::chunk_start;
-use kernbench_core::partition::Partition;
+use kernbench_core::partition::GroupSplit;
 use kernbench_core::prelude::*;
 
 use crate::direct::{pairwise_exchange, peer};
@@ -64,15 +63,15 @@ use crate::direct::{pairwise_exchange, peer};
 /// Hierarchical all-to-all: members hand their rows to their group's representative, the
 /// representatives exchange padded sub-matrices, and each sends every member its column.
 ///
-/// Topology `full`, any mapper, up to 1024 sites. `arity` is the number of top-level groups; 0 means
+/// Topology `full`, any mapper, up to 1024 ranks. `arity` is the number of top-level groups; 0 means
 /// one group per SIP (`num_programs(2)`), which on `all_pes` makes each SIP's PEs a group (and an
-/// arity of SIPs times cubes per SIP makes each cube's PEs one). Fewer sites than `flat_below`, or a
+/// arity of SIPs times cubes per SIP makes each cube's PEs one). Fewer ranks than `flat_below`, or a
 /// single group, run the flat pairwise exchange.
 #[ccl_kernel(crate = "kernbench_core")]
 pub fn hierarchical_all_to_all(tl: &Tl, arity: usize, flat_below: usize) {
     let (rank, n) = (tl.rank(), tl.size());
     let arity = if arity == 0 { tl.num_programs(2) } else { arity };
-    let groups = Partition::new(n, arity);
+    let groups = GroupSplit::new(n, arity);
     if groups.len() <= 1 || n < flat_below {
         tl.note("path", "flat");
         pairwise_exchange(tl);
@@ -100,21 +99,21 @@ pub fn hierarchical_all_to_all(tl: &Tl, arity: usize, flat_below: usize) {
     tl.note("peak_bytes", held.peak);
 }
 
-/// The shape of the exchange, the same at every site.
+/// The shape of the exchange, the same at every rank.
 #[derive(Clone, Copy, Debug)]
 struct Grid {
     /// The top-level groups.
-    groups: Partition,
-    /// Elements of a row (every site's input): `N` near-equal blocks.
+    groups: GroupSplit,
+    /// Elements of a row (every rank's input): `N` near-equal blocks.
     row: usize,
     /// The dtype of every row.
     dtype: Dtype,
 }
 
 impl Grid {
-    /// The number of sites.
-    fn sites(&self) -> usize {
-        self.groups.sites()
+    /// The number of ranks.
+    fn ranks(&self) -> usize {
+        self.groups.ranks()
     }
 
     /// Group `group`'s representative.
@@ -122,15 +121,15 @@ impl Grid {
         self.groups.group(group).start
     }
 
-    /// Where site `site`'s block lies in a row.
-    fn block(&self, site: usize) -> std::ops::Range<usize> {
-        chunk_start(self.row, site, self.sites())..chunk_start(self.row, site + 1, self.sites())
+    /// Where rank `rank`'s block lies in a row.
+    fn block(&self, rank: usize) -> std::ops::Range<usize> {
+        chunk_start(self.row, rank, self.ranks())..chunk_start(self.row, rank + 1, self.ranks())
     }
 
-    /// Where group `group`'s blocks lie in a row: one run, its sites being contiguous.
+    /// Where group `group`'s blocks lie in a row: one run, its ranks being contiguous.
     fn columns(&self, group: usize) -> std::ops::Range<usize> {
-        let sites = self.groups.group(group);
-        chunk_start(self.row, sites.start, self.sites())..chunk_start(self.row, sites.end, self.sites())
+        let ranks = self.groups.group(group);
+        chunk_start(self.row, ranks.start, self.ranks())..chunk_start(self.row, ranks.end, self.ranks())
     }
 
     /// Elements of one row of a padded phase-2 message: room for the largest group's blocks at the
@@ -139,7 +138,7 @@ impl Grid {
         self.groups.largest() * self.block(0).len()
     }
 
-    /// Elements of a padded phase-2 message: a padded row for each site of the largest group.
+    /// Elements of a padded phase-2 message: a padded row for each rank of the largest group.
     fn padded(&self) -> usize {
         self.groups.largest() * self.padded_row()
     }
@@ -163,15 +162,15 @@ impl Held {
     }
 }
 
-/// Phase 1 at a representative: its own row and every member's, in site order.
+/// Phase 1 at a representative: its own row and every member's, in rank order.
 #[ccl_kernel(helper, crate = "kernbench_core")]
 fn gather_rows(tl: &Tl, grid: &Grid, group: usize, own: Tile, held: &mut Held) -> Vec<Tile> {
-    let sites = grid.groups.group(group);
-    let mut rows = Vec::with_capacity(sites.len());
+    let ranks = grid.groups.group(group);
+    let mut rows = Vec::with_capacity(ranks.len());
     held.hold(&own);
     rows.push(own);
-    for site in sites.skip(1) {
-        let row = tl.recv(peer(site), grid.row, grid.dtype);
+    for rank in ranks.skip(1) {
+        let row = tl.recv(peer(rank), grid.row, grid.dtype);
         held.hold(&row);
         rows.push(row);
     }
@@ -227,15 +226,15 @@ fn padded_blocks(tl: &Tl, grid: &Grid, rows: &[Tile], to: usize, filler: &Tile) 
     tl.concat(&pieces)
 }
 
-/// Phase 3: each site of this group gets its column (its own block of every row, in site order) in one
+/// Phase 3: each rank of this group gets its column (its own block of every row, in rank order) in one
 /// message, built when it is sent; the representative stores its own.
 #[ccl_kernel(helper, crate = "kernbench_core")]
 fn scatter_columns(tl: &Tl, grid: &Grid, group: usize, rows: &[Tile], received: &[Option<Tile>], held: &mut Held) {
-    let sites = grid.groups.group(group);
+    let ranks = grid.groups.group(group);
     let first = grid.columns(group).start;
-    for site in sites.clone() {
-        let block = grid.block(site);
-        let mut pieces = Vec::with_capacity(grid.sites());
+    for rank in ranks.clone() {
+        let block = grid.block(rank);
+        let mut pieces = Vec::with_capacity(grid.ranks());
         for (from, message) in received.iter().enumerate() {
             match message {
                 None => {
@@ -253,10 +252,10 @@ fn scatter_columns(tl: &Tl, grid: &Grid, group: usize, rows: &[Tile], received: 
         }
         let column = tl.concat(&pieces);
         held.hold(&column);
-        if site == sites.start {
+        if rank == ranks.start {
             tl.store(Output, &column);
         } else {
-            tl.send(peer(site), &column);
+            tl.send(peer(rank), &column);
         }
         held.release(&column);
     }

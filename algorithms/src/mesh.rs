@@ -1,5 +1,5 @@
 //! Two-dimensional all-reduces: over the `mesh_2d` grid of ranks, and over the cube mesh of each SIP
-//! (`intercube`, ADR-0032's path).
+//! (`intercube`: along the mesh rows and columns to cube 0, then a ring of SIPs).
 //!
 //! Both end with every rank holding bits computed once, in one order, and handed on unchanged, so
 //! every rank holds the same bits.
@@ -42,7 +42,7 @@ pub fn mesh_2d_allreduce(tl: &Tl) {
     tl.store(Output, &tl.concat(&parts));
 }
 
-/// Inter-cube all-reduce (ADR-0032): reduce along each mesh row to x = 0, down column x = 0 to cube 0,
+/// Inter-cube all-reduce: reduce along each mesh row to x = 0, down column x = 0 to cube 0,
 /// ring all-reduce among the SIP leaders, and broadcast back up the column and along the rows.
 ///
 /// Topology `intercube` with mapper `cube_leaders` (one PE per cube, every cube of every SIP) or

@@ -16,9 +16,8 @@ use kernbench_cli::sweep::Interrupted;
 
 /// mimalloc serves the runtime's many small, short-lived allocations (a message's tile, a reduced
 /// piece) with fewer instructions than the system allocator, and large ones from memory the OS hands
-/// over cheaply: with it a 1,024-SIP ring all-reduce at 1 MiB per rank took about a third less time
-/// and the first 64 MiB ring all-reduce of a process a tenth, against glibc's allocator kept from
-/// returning memory by [`kernbench::sim::keep_freed_memory`].
+/// over cheaply (the README's Speed section has the figures), without the trade-off of glibc's
+/// allocator kept from returning memory by [`kernbench::sim::keep_freed_memory`].
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -32,7 +32,7 @@ use serde::Serialize;
 
 use crate::memory;
 
-use kernbench::workload::{policy_for_mapper, shards_per_sip};
+use kernbench::samples::shards_per_sip;
 use kernbench::{CallOptions, CallReport, CommError, Communicator};
 
 mod error;
@@ -238,12 +238,7 @@ pub fn format_size(bytes: u64) -> String {
 /// assert_eq!(kernbench_cli::sweep::busbw_factor(Collective::Broadcast, 4), 1.0);
 /// ```
 pub fn busbw_factor(collective: Collective, ranks: usize) -> f64 {
-    let n = ranks.max(1) as f64;
-    match collective {
-        Collective::AllReduce => 2.0 * (n - 1.0) / n,
-        Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => (n - 1.0) / n,
-        Collective::Broadcast | Collective::Reduce => 1.0,
-    }
+    collective.busbw_factor(ranks)
 }
 
 /// A lower bound on the simulated time of `collective` with every rank's input `elements` long, on
@@ -401,7 +396,7 @@ impl Sweep {
     ///
     /// # Examples
     /// ```
-    /// use kernbench::{Collective, Communicator, System, workload::EVERY_PE};
+    /// use kernbench::{Collective, Communicator, System, samples::EVERY_PE};
     /// use kernbench_cli::sweep::{Series, Sweep};
     /// let mut comm = Communicator::new(System::shape(2, 1, 1, 4).unwrap());
     /// let sweep = Sweep::new(Collective::AllReduce, vec![Series::Auto], vec![1024]).layout(EVERY_PE);
@@ -515,7 +510,7 @@ impl Sweep {
                 let algorithm =
                     Arc::clone(comm.registry().get(name).map_err(|e| self.call_error(series, size, e.into()))?);
                 let plan = comm.plan(&algorithm).map_err(|e| self.call_error(series, size, e))?;
-                (policy_for_mapper(algorithm.mapper.name()), plan.len())
+                (algorithm.mapper.layout(), plan.len())
             }
             // Unless the sweep names a layout, `auto` runs on the one-PE layout, the layout every rank of
             // every collective can take.

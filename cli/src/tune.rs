@@ -27,7 +27,7 @@ use serde::Serialize;
 use crate::memory;
 use crate::sweep::{Row, Series, Sweep, SweepError};
 use kernbench::Communicator;
-use kernbench::workload::sample_tensor;
+use kernbench::samples::sample_tensor;
 
 /// A range of bytes per rank and the algorithm that was fastest in it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -6,10 +6,15 @@
 //! | module | what lives there | uses |
 //! |---|---|---|
 //! | [`machine`] | system specs, PE ids, directions, routes | nothing of ours |
-//! | [`kernel`] | `tl`, symmetric memory, tiles, dtypes, kernel definitions, collectives, postconditions, time bounds | `machine` |
-//! | [`plan`] | mappers, topologies, install plans, validators, layouts, partitions | `machine`, `kernel` |
-//! | [`program`] | chunk programs (MSCCL's model), MSCCL-IR XML in and out, the kernel that runs them | `machine`, `kernel` |
-//! | [`registry`] | typed algorithms, selection rules, the JSON format | `machine`, `kernel`, `plan` |
+//! | [`tile`] | tiles, dtypes, reduction operators, near-equal chunks | nothing of ours |
+//! | [`plan`] | mappers (with the layout each needs), topologies, install plans, validators, layouts, group splits, sample tensors | `machine`, `tile` |
+//! | [`collective`] | collective kinds, postconditions, provenance, time bounds, cost estimates | `machine`, `tile`, `plan` |
+//! | [`kernel`] | `tl`, symmetric memory, kernel definitions, run-time errors | `machine`, `tile` (and names `collective`'s items for code that imports them from it) |
+//! | [`program`] | chunk programs (MSCCL's model), MSCCL-IR XML in and out, the kernel that runs them | `machine`, `tile`, `collective`, `kernel` |
+//! | [`registry`] | typed algorithms, selection rules, the JSON format | `machine`, `collective`, `kernel`, `plan` |
+//!
+//! Beside them, private helpers every module may use: named tables of built-ins (`names`), quoting
+//! in messages (`quote`) and reading files (`files`).
 //!
 //! ```text
 //! system
@@ -22,6 +27,7 @@
 
 #![warn(unreachable_pub)]
 
+pub mod collective;
 mod files;
 pub mod kernel;
 pub mod machine;
@@ -30,6 +36,7 @@ pub mod plan;
 pub mod program;
 mod quote;
 pub mod registry;
+pub mod tile;
 
 pub use machine::route;
 pub use machine::{
@@ -37,24 +44,32 @@ pub use machine::{
     PeerIndexError, Route, SipInterconnect, SpecError, System, SystemSpec,
 };
 
+pub use tile::{
+    Dtype, Element, ParseDtypeError, ParseReduceOpError, ReduceOp, Tile, TileError, bf16, chunk_range, chunk_start, f16,
+};
+
+pub use collective::{Collective, ParseCollectiveError};
+pub use collective::{bound, postcondition, provenance};
+
 pub use kernbench_macros::ccl_kernel;
 pub use kernel::{
-    ArgsError, Buffer, Collective, Dtype, Element, Group, Instantiate, KernelDef, KernelError, KernelFuture, KernelSet,
-    Launch, Op, ParamDef, Params, ParseCollectiveError, ParseDtypeError, ParseReduceOpError, ReduceOp, Symmetric, Tile,
-    TileError, Tl, TlContext, UnknownKernel, WatchdogBudget, bf16, chunk_range, chunk_start, f16,
+    ArgsError, Buffer, Group, Instantiate, KernelDef, KernelError, KernelFuture, KernelSet, Launch, Op, ParamDef,
+    Params, Symmetric, Tl, TlContext, UnknownKernel, WatchdogBudget,
 };
-pub use kernel::{bound, postcondition, provenance, symmetric, tl};
+pub use kernel::{symmetric, tl};
 
 pub use files::MAX_FILE_BYTES;
 pub use names::{Builtin, NamedItem, UnknownName};
+#[doc(hidden)]
+pub use plan::workload;
 pub use plan::{
     DistTensor, DpPolicy, FULL_MAX_PARTICIPANTS, HYPERCUBE_MAX_PARTICIPANTS, InstallPlan, Layout, LayoutError,
-    LayoutKind, MAPPERS, MapperFn, NeighborTableEntry, PeInstall, PlanError, PlanLinks, SipPlan, Split, TOPOLOGIES,
-    Topology, TopologyFn, VALIDATORS, ValidationError, ValidatorFn, all_pes, any, check_plan, cube_leaders,
+    LayoutKind, MAPPERS, Mapper, MapperFn, NeighborTableEntry, PeInstall, PlanError, PlanLinks, SipPlan, Split,
+    TOPOLOGIES, Topology, TopologyFn, VALIDATORS, ValidationError, ValidatorFn, all_pes, any, check_plan, cube_leaders,
     double_binary_tree, full, hierarchical_3level, hypercube, intercube, leader_only, mapper_by_name, mesh_2d,
     mesh_2d_grid, multi_pe_sip_local, replicated, ring_1d, single_shard, topology_by_name, tree, validator_by_name,
 };
-pub use plan::{partition, workload};
+pub use plan::{partition, samples};
 pub use quote::Quoted;
 
 pub use registry::{
@@ -64,10 +79,11 @@ pub use registry::{
 /// Everything a kernel author needs: `use kernbench::prelude::*;`.
 pub mod prelude {
     pub use crate::kernel::Buffer::{self, Input, Output, Scratch};
-    pub use crate::kernel::Dtype::{self, BF16, F16, F32, I32, I64};
-    pub use crate::kernel::{Group, KernelError, ReduceOp, Symmetric, Tile, Tl, bf16, f16};
+    pub use crate::kernel::{Group, KernelError, Symmetric, Tl};
     pub use crate::machine::Direction::{self, E, N, S, W};
     pub use crate::machine::PeId;
+    pub use crate::tile::Dtype::{self, BF16, F16, F32, I32, I64};
+    pub use crate::tile::{ReduceOp, Tile, bf16, f16};
     pub use kernbench_macros::ccl_kernel;
 }
 

@@ -1,7 +1,8 @@
 //! Named tables of built-in topologies, mappers and validators, and the error for a name none of them has.
 //!
-//! Each table is a list of [`Builtin`]s: a [`NamedItem`] (what `kernbench list` prints) with the
-//! function it names, so the listing and the lookup can never disagree. A registry resolves each name
+//! Each table is a list of [`Builtin`]s: a [`NamedItem`] (what `kernbench list` prints) with what it
+//! names (a function, or for a mapper its function and layout), so the listing and the lookup can
+//! never disagree. A registry resolves each name
 //! once into its `Builtin` and keeps that. Shared by every concept module; uses only `quote`.
 
 use std::fmt;
@@ -37,8 +38,9 @@ pub struct UnknownName {
     pub known: Vec<&'static str>,
 }
 
-/// A built-in topology, mapper or validator: its name and summary with the function itself, so what
-/// holds one never looks the name up again.
+/// A built-in topology, mapper or validator: its name and summary with what it names (a topology's or
+/// validator's function, a mapper's [`Mapper`](crate::plan::Mapper)), so what holds one never looks
+/// the name up again.
 #[derive(Clone, Copy)]
 pub struct Builtin<F> {
     /// Its name and summary.

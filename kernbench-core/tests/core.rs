@@ -1,5 +1,5 @@
 //! kernbench-core's tests, in one binary: the machine model (system specs, routes, topologies, mappers,
-//! install plans, layouts, validators, partitions and the registry), tiles, and postconditions.
+//! install plans, layouts, validators, group splits and the registry), tiles, and postconditions.
 //! Scenarios are functions over their parameters; the `#[test]`s call them.
 
 #[path = "core/layout.rs"]

@@ -6,7 +6,8 @@
 //! # A first kernel
 //!
 //! A kernel is a function whose first parameter is the `tl` handle of the PE it runs on. It reads like
-//! Triton: no `async`, no `.await`, no `?`. Every PE of the topology runs the same function.
+//! Triton: no `async` and no `.await`, and `?` only on the kernel's own `Result`s (see below). Every PE
+//! of the topology runs the same function.
 //!
 //! ```ignore
 //! use kernbench::prelude::*;
@@ -123,7 +124,8 @@
 //! - `tl` calls are written without `.await` or `?` (the macro knows which methods wait and which can
 //!   fail), and not inside closures or `async` blocks, which the
 //!   macro cannot await into: write a `for` loop rather than `for_each` or `map`. Inside macros whose
-//!   arguments are expressions (`assert_eq!(tl.size(), 4)`, `println!`), they are awaited as anywhere.
+//!   arguments are expressions (`assert_eq!(tl.load(Input).len(), 4)`, `println!`), they are
+//!   completed as anywhere.
 //! - A helper may take any types (generics and patterns included) and return a value.
 //! - What a kernel holds across a `tl` call must be `Send`: a runtime may poll each PE on any thread.
 //! - A kernel is an item of a module (not of a function body or an `impl` block): its generated module

@@ -37,9 +37,9 @@ impl VisitMut for Steps<'_> {
         if matches!(expr, Expr::Closure(_) | Expr::Async(_)) {
             return;
         }
-        // Arguments first, so nested steps are awaited where they stand:
-        // Input:  tl.recv(W, tl.size(), F32)
-        // Output: tl.recv(W, tl.size().await?, F32).await?
+        // Arguments first, so nested steps are completed where they stand:
+        // Input:  tl.send(E, &tl.load(Input))
+        // Output: tl.send(E, &tl.load(Input)?).await?
         // The author's own `?`, told from those the rewrite adds to the steps below it.
         let authors_try = matches!(expr, Expr::Try(_));
         visit_mut::visit_expr_mut(self, expr);
@@ -77,8 +77,8 @@ impl VisitMut for Steps<'_> {
     fn visit_item_mut(&mut self, _: &mut Item) {}
 
     fn visit_macro_mut(&mut self, mac: &mut Macro) {
-        // Input:  assert_eq!(tl.size(), 4);
-        // Output: assert_eq!(tl.size().await?, 4);
+        // Input:  assert_eq!(tl.recv(W, 4, F32).len(), 4);
+        // Output: assert_eq!(tl.recv(W, 4, F32).await?.len(), 4);
         // Macros whose arguments are not expressions are left alone (the checks reject `tl.` in them).
         let Some(mut args) = macro_args(mac) else {
             return;
@@ -136,7 +136,7 @@ fn ok(private: &TokenStream, value: Expr, span: Span) -> Expr {
 /// Output: { ...; Ok(acc) }
 ///
 /// Input:  { ...; tl.store(Output, &acc) }        (returns nothing)
-/// Output: { ...; tl.store(Output, &acc).await?; return Ok(()); }
+/// Output: { ...; tl.store(Output, &acc)?; return Ok(()); }
 ///
 /// A block ending in `return` is left as it is: it never reaches its end.
 fn wrap_tail(private: &TokenStream, block: &mut Block, returns_value: bool) {

@@ -134,10 +134,10 @@ pub use spread as exchange;
 /// Tiles of a large collective are allocated and freed by the megabyte. Memory fresh from the OS must be
 /// zeroed (and on a virtual machine, backed by the host) before first use, which can cost more than the
 /// collective itself; reused memory costs nothing. Programs on glibc that run many large collectives
-/// call this once at start: later calls of a size run about twice as fast, but the first can be slower
-/// (large buffers then come from the heap, which took 1.5 s for a 64 MiB ring all-reduce where glibc's
-/// own choice took 0.2 s on a 2-core VM). The `kernbench` binary runs on mimalloc instead. Affects only
-/// glibc on Linux; elsewhere it does nothing.
+/// call this once at start: later calls of a size run faster, but the first can be slower (large
+/// buffers then come from the heap, whose growth costs more than glibc's own mapping of them; the
+/// README's Speed section has the figures). The `kernbench` binary runs on mimalloc instead. Affects
+/// only glibc on Linux; elsewhere it does nothing.
 pub fn keep_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes allocator tuning parameters; any value is valid for these two.

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kernbench_core::Op;
-use kernbench_core::symmetric::Site;
+use kernbench_core::symmetric::CallSite;
 use rustc_hash::FxHashMap;
 
 /// What a lane knows of other lanes: for each slot it has heard of, the latest epoch.
@@ -121,7 +121,7 @@ pub(crate) struct Stamp {
     pub(crate) slot: u32,
     pub(crate) epoch: u32,
     pub(crate) op: Op,
-    pub(crate) site: Site,
+    pub(crate) site: CallSite,
 }
 
 impl Stamp {
@@ -203,19 +203,19 @@ impl LaneSync {
     }
 
     /// The stamp of a local access (a read, a write, a get, a put-with-signal's write) made now.
-    pub(crate) fn local_access(&self, op: Op, site: Site) -> Stamp {
+    pub(crate) fn local_access(&self, op: Op, site: CallSite) -> Stamp {
         Stamp { task: self.task, slot: local_slot(self.task), epoch: self.local, op, site }
     }
 
     /// The stamp of a plain put made now.
-    pub(crate) fn put(&mut self, site: Site) -> Stamp {
+    pub(crate) fn put(&mut self, site: CallSite) -> Stamp {
         self.puts += 1;
         self.all_puts += 1;
         Stamp { task: self.task, slot: put_slot(self.task), epoch: self.puts, op: Op::Put, site }
     }
 
     /// The stamp of a put-with-signal made now: its own signal releases it.
-    pub(crate) fn put_signal(&mut self, site: Site) -> Stamp {
+    pub(crate) fn put_signal(&mut self, site: CallSite) -> Stamp {
         self.all_puts += 1;
         self.local_access(Op::PutSignal, site)
     }
@@ -359,8 +359,8 @@ mod tests {
 
     use super::*;
 
-    fn site() -> Site {
-        Site(Location::caller())
+    fn site() -> CallSite {
+        CallSite(Location::caller())
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::sync::atomic::AtomicBool;
 
 use anyhow::{Result, bail};
-use kernbench::workload::{CUBE_LEADERS, EVERY_PE};
+use kernbench::samples::{CUBE_LEADERS, EVERY_PE};
 use kernbench::{Collective, DpPolicy, Quoted};
 
 use super::progress::{RoundingNotes, check_stop};

@@ -4,7 +4,7 @@
 //! Uses [`super::error`].
 
 use kernbench::estimate;
-use kernbench::workload::{sample_tensor, shards_per_sip};
+use kernbench::samples::{sample_tensor, shards_per_sip};
 use kernbench::{Collective, DistTensor, DpPolicy, Dtype, LayoutError, ReduceOp, System};
 use serde::Serialize;
 
@@ -75,7 +75,7 @@ pub fn check_memory(
 ///
 /// # Examples
 /// ```
-/// use kernbench::{Collective, Dtype, ReduceOp, System, workload::EVERY_PE};
+/// use kernbench::{Collective, Dtype, ReduceOp, System, samples::EVERY_PE};
 /// use kernbench_cli::sweep::point_tensor;
 /// let system = System::shape(2, 1, 1, 4).unwrap();
 /// let data = (Dtype::F32, ReduceOp::Sum);
@@ -134,7 +134,7 @@ pub fn point_tensor(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kernbench::workload::EVERY_PE;
+    use kernbench::samples::EVERY_PE;
 
     #[test]
     fn a_point_too_large_to_allocate_is_an_error_for_every_collective() {

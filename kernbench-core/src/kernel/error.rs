@@ -2,10 +2,11 @@
 
 use std::fmt;
 
+use crate::kernel::Buffer;
 use crate::kernel::symmetric::{Race, Symmetric, Uninitialised};
-use crate::kernel::{Buffer, Dtype, TileError};
 use crate::machine::{Direction, PeId};
 use crate::names::comma_list;
+use crate::tile::{Dtype, TileError};
 
 /// A `tl` operation, as named in errors and traces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

@@ -11,7 +11,7 @@
 //!   messages do.
 //!
 //! Signals are counters per PE (`0..MAX_SIGNALS`). A raise carries its raiser's message generation
-//! (call and phase, [`crate::tl::message_generation`]) and counts only for waits of the same, so a
+//! (call and phase, [`crate::kernel::tl::message_generation`]) and counts only for waits of the same, so a
 //! flag of another phase or call never satisfies a wait. A runtime makes the heap at the start of a
 //! call and drops it at the end.
 //!
@@ -24,8 +24,9 @@ use std::ops::Range;
 use std::panic::Location;
 use std::task::{Context, Poll};
 
-use crate::kernel::{Dtype, KernelError, Op, Tile};
+use crate::kernel::{KernelError, Op};
 use crate::machine::PeId;
+use crate::tile::{Dtype, Tile};
 
 /// A buffer of the symmetric heap: the name every participant knows it by, its dtype and length in
 /// elements. `tl.symmetric(name, dtype, len)` declares it on the calling PE; a peer's put to it
@@ -84,9 +85,13 @@ impl fmt::Display for Group {
 
 /// Where in a kernel's source an operation was called: `file:line:column`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Site(pub &'static Location<'static>);
+pub struct CallSite(pub &'static Location<'static>);
 
-impl fmt::Display for Site {
+/// The old name of [`CallSite`].
+#[deprecated(note = "renamed to CallSite")]
+pub type Site = CallSite;
+
+impl fmt::Display for CallSite {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}:{}", self.0.file(), self.0.line(), self.0.column())
     }
@@ -102,7 +107,7 @@ pub struct Access {
     /// `put`, `put_signal`, `get`, `read` or `write`.
     pub op: Op,
     /// The call in the kernel's source.
-    pub site: Site,
+    pub site: CallSite,
 }
 
 impl fmt::Display for Access {
@@ -174,18 +179,18 @@ pub struct Put<'a> {
     /// `(signal, add)`: a signal of the peer raised by `add` once the data has landed.
     pub signal: Option<(usize, u64)>,
     /// The call in the kernel.
-    pub site: Site,
+    pub site: CallSite,
 }
 
-/// What a runtime with symmetric memory provides, beside [`Backend`](crate::tl::Backend)'s messages.
+/// What a runtime with symmetric memory provides, beside [`Backend`](crate::kernel::tl::Backend)'s messages.
 /// `poll_*` methods follow [`std::future::Future::poll`].
 pub trait OneSided {
     /// Declares `buffer` on this PE (a no-op when it exists with the same shape).
     fn declare(&mut self, buffer: &Symmetric) -> Result<(), KernelError>;
     /// Reads elements `offset..offset + len` of this PE's copy of `buffer`.
-    fn read(&mut self, buffer: &Symmetric, offset: usize, len: usize, site: Site) -> Result<Tile, KernelError>;
+    fn read(&mut self, buffer: &Symmetric, offset: usize, len: usize, site: CallSite) -> Result<Tile, KernelError>;
     /// Writes `tile` into this PE's copy of `buffer` at `offset`.
-    fn write(&mut self, buffer: &Symmetric, offset: usize, tile: &Tile, site: Site) -> Result<(), KernelError>;
+    fn write(&mut self, buffer: &Symmetric, offset: usize, tile: &Tile, site: CallSite) -> Result<(), KernelError>;
     /// Starts a put; it lands on the peer after the time its bytes take on the route.
     fn put(&mut self, put: Put<'_>) -> Result<(), KernelError>;
     /// Reads `len` elements of the peer's copy of `buffer` from `offset`: a request, then the data.
@@ -195,7 +200,7 @@ pub trait OneSided {
         buffer: &Symmetric,
         offset: usize,
         len: usize,
-        site: Site,
+        site: CallSite,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Tile, KernelError>>;
     /// Raises the peer's `signal` by `add` (a small message).

@@ -1,4 +1,5 @@
-//! The machine: what the simulated accelerator is made of and how its parts are linked.
+//! The machine: what the simulated accelerator is made of and how its parts are linked. Uses nothing
+//! of the crate's but its bounded file reader.
 //!
 //! ```text
 //! system
@@ -9,8 +10,7 @@
 //!
 //! A [`SystemSpec`] is a system as a JSON file writes it; a [`System`] is one that passed every check.
 //! [`PeId`] names a PE, [`Direction`] names a neighbour as a kernel sees it, and [`route`] finds the
-//! physical channels a message between two PEs crosses. This module uses nothing else of the crate's but
-//! its bounded file reader.
+//! physical channels a message between two PEs crosses.
 
 mod direction;
 mod ids;

@@ -332,10 +332,9 @@ impl System {
     ///
     /// A plan and a run of the hierarchical all-reduce take about 3.2 KiB per PE at their peak (release
     /// build, 4 f32 per PE: 0.79 GiB for 2^18 PEs; 3.14 GiB for 2^20 on one thread, 3.48 GiB on two;
-    /// 12.6 GiB for 2^22, in 91 s on one thread), so 2^23 would need 26-28 GiB. Topologies with more
-    /// neighbours per PE need more per PE and state their own, lower bounds (`hypercube` and `full`,
-    /// in the plan's topologies). Before this bound was lowered from 2^24, a 16M-PE system was
-    /// accepted, and its run aborted out of memory after up to 55 s.
+    /// 12.6 GiB for 2^22 on one thread), so 2^23 would need 26-28 GiB, and a larger system's run would
+    /// end out of memory rather than be refused. Topologies with more neighbours per PE need more per
+    /// PE and state their own, lower bounds (`hypercube` and `full`, in the plan's topologies).
     pub const MAX_PES: usize = 1 << 22;
 
     /// The most slots an IPCQ may have.

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::machine::{Direction, LinkClass, PeId, System};
 use crate::names::Builtin;
 use crate::names::{UnknownName, comma_list};
-use crate::plan::{MapperFn, Topology, TopologyFn, mapper_by_name, topology_by_name};
+use crate::plan::{Mapper, Topology, TopologyFn, mapper_by_name, topology_by_name};
 
 /// One neighbour of a PE: the direction the kernel names, the peer PE it reaches, and the link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -248,9 +248,9 @@ impl InstallPlan {
     pub fn build_with(
         system: &System,
         topology: Builtin<TopologyFn>,
-        mapper: Builtin<MapperFn>,
+        mapper: Builtin<Mapper>,
     ) -> Result<InstallPlan, PlanError> {
-        let links = (topology.function)(system, &(mapper.function)(system))?;
+        let links = (topology.function)(system, &mapper.participants(system))?;
         InstallPlan::from_topology(system, &links, topology.name(), mapper.name())
     }
 

@@ -13,8 +13,8 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use crate::kernel::{Dtype, Tile, TileError, chunk_range};
 use crate::machine::{PeId, System};
+use crate::tile::{Dtype, Tile, TileError, chunk_range};
 
 /// How one level (cubes of a SIP, or PEs of a cube) shares the part it is given.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -92,8 +92,14 @@ pub struct DpPolicy {
 }
 
 impl DpPolicy {
-    /// The whole SIP tensor on (cube 0, PE 0): one shard per SIP.
+    /// The whole SIP tensor on (cube 0, PE 0): one shard per SIP (the layout of `leader_only`).
     pub const LEADER: DpPolicy = DpPolicy { cube: Split::Leader, pe: Split::Leader };
+
+    /// An equal column block on every cube's PE 0 (the layout of `cube_leaders`).
+    pub const CUBE_LEADERS: DpPolicy = DpPolicy { cube: Split::ColumnWise, pe: Split::Leader };
+
+    /// An equal column block on every PE of the SIP (the layout of `all_pes`: `multi_pe_sip_local`).
+    pub const EVERY_PE: DpPolicy = DpPolicy { cube: Split::ColumnWise, pe: Split::ColumnWise };
 
     /// A policy from its two splits.
     pub const fn new(cube: Split, pe: Split) -> DpPolicy {

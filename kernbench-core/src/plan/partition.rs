@@ -1,9 +1,10 @@
-//! Top-level groups of a hierarchical collective: how `n` sites (ranks, or PEs) split into groups for
-//! an arity, and where one site stands. One rule, used by every algorithm and test that needs it.
+//! Top-level groups of a hierarchical collective: how `n` ranks split into groups for an arity
+//! ([`GroupSplit`]), and where one rank stands ([`Place`]). One rule, used by every algorithm and test
+//! that needs it. Uses [`tile`](crate::tile)'s near-equal chunks.
 //!
-//! `n` sites split into `min(arity, n)` contiguous groups (at least one) whose sizes differ by at most
-//! one, bigger groups first: the near-equal split of [`chunk_range`](crate::kernel::chunk_range). The first site
-//! of a group is its representative.
+//! `n` ranks split into `min(arity, n)` contiguous groups (at least one) whose sizes differ by at most
+//! one, bigger groups first: the near-equal split of [`chunk_range`](crate::tile::chunk_range). The
+//! first rank of a group is its representative.
 //!
 //! ```text
 //! n = 11, arity 4:   [0 1 2] [3 4 5] [6 7 8] [9 10]      representatives 0, 3, 6, 9
@@ -12,47 +13,61 @@
 
 use std::ops::Range;
 
-use crate::kernel::chunk_start;
+use crate::tile::chunk_start;
 
-/// `n` sites split into top-level groups for an arity.
+/// `n` ranks split into near-equal top-level groups for an arity.
 ///
 /// # Examples
 /// ```
-/// use kernbench_core::partition::Partition;
-/// let p = Partition::new(11, 4);
+/// use kernbench_core::partition::GroupSplit;
+/// let p = GroupSplit::new(11, 4);
 /// assert_eq!(p.len(), 4);
 /// assert_eq!(p.groups().map(|g| g.len()).collect::<Vec<_>>(), [3, 3, 3, 2]);
 /// assert_eq!(p.group(3), 9..11);
 /// assert_eq!(p.largest(), 3);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Partition {
-    sites: usize,
+pub struct GroupSplit {
+    ranks: usize,
     groups: usize,
 }
 
-/// Where one site stands in a [`Partition`].
+/// Where one rank stands in a [`GroupSplit`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Site {
+pub struct Place {
     /// Its group.
     pub group: usize,
     /// Its position in the group (0 for the representative).
     pub index_in_group: usize,
-    /// Whether it is its group's representative: the group's first site.
+    /// Whether it is its group's representative: the group's first rank.
     pub representative: bool,
 }
 
-impl Partition {
-    /// `sites` split into `min(arity, sites)` groups; an arity of 0 or 1 gives one group, and no sites
+/// The old name of [`GroupSplit`].
+#[deprecated(note = "renamed to GroupSplit")]
+pub type Partition = GroupSplit;
+
+/// The old name of [`Place`].
+#[deprecated(note = "renamed to Place")]
+pub type Site = Place;
+
+impl GroupSplit {
+    /// `ranks` split into `min(arity, ranks)` groups; an arity of 0 or 1 gives one group, and no ranks
     /// give no groups.
-    pub fn new(sites: usize, arity: usize) -> Partition {
-        let groups = if sites == 0 { 0 } else { arity.clamp(1, sites) };
-        Partition { sites, groups }
+    pub fn new(ranks: usize, arity: usize) -> GroupSplit {
+        let groups = if ranks == 0 { 0 } else { arity.clamp(1, ranks) };
+        GroupSplit { ranks, groups }
     }
 
-    /// The number of sites.
+    /// The number of ranks.
+    pub fn ranks(&self) -> usize {
+        self.ranks
+    }
+
+    /// The number of ranks, by its old name.
+    #[deprecated(note = "renamed to ranks")]
     pub fn sites(&self) -> usize {
-        self.sites
+        self.ranks
     }
 
     /// The number of groups.
@@ -60,53 +75,53 @@ impl Partition {
         self.groups
     }
 
-    /// Whether there are no groups (no sites).
+    /// Whether there are no groups (no ranks).
     pub fn is_empty(&self) -> bool {
         self.groups == 0
     }
 
-    /// The sites of group `group`.
+    /// The ranks of group `group`.
     ///
     /// # Panics
-    /// When `group` is not below [`Partition::len`].
+    /// When `group` is not below [`GroupSplit::len`].
     pub fn group(&self, group: usize) -> Range<usize> {
         assert!(group < self.groups, "group {group} does not exist: there are {} groups", self.groups);
-        chunk_start(self.sites, group, self.groups)..chunk_start(self.sites, group + 1, self.groups)
+        chunk_start(self.ranks, group, self.groups)..chunk_start(self.ranks, group + 1, self.groups)
     }
 
-    /// Every group's sites, in order.
+    /// Every group's ranks, in order.
     pub fn groups(&self) -> impl Iterator<Item = Range<usize>> + '_ {
         (0..self.groups).map(|g| self.group(g))
     }
 
-    /// The size of the largest group (the first), 0 without sites.
+    /// The size of the largest group (the first), 0 without ranks.
     pub fn largest(&self) -> usize {
         if self.is_empty() { 0 } else { self.group(0).len() }
     }
 
-    /// Where `site` stands: its group, its position there, and whether it represents the group.
+    /// Where `rank` stands: its group, its position there, and whether it represents the group.
     ///
     /// # Examples
     /// ```
-    /// use kernbench_core::partition::{Partition, Site};
-    /// let p = Partition::new(5, 4);
-    /// assert_eq!(p.classify(1), Site { group: 0, index_in_group: 1, representative: false });
-    /// assert_eq!(p.classify(2), Site { group: 1, index_in_group: 0, representative: true });
+    /// use kernbench_core::partition::{GroupSplit, Place};
+    /// let p = GroupSplit::new(5, 4);
+    /// assert_eq!(p.classify(1), Place { group: 0, index_in_group: 1, representative: false });
+    /// assert_eq!(p.classify(2), Place { group: 1, index_in_group: 0, representative: true });
     /// ```
     ///
     /// # Panics
-    /// When `site` is not below [`Partition::sites`].
-    pub fn classify(&self, site: usize) -> Site {
-        assert!(site < self.sites, "site {site} does not exist: there are {} sites", self.sites);
+    /// When `rank` is not below [`GroupSplit::ranks`].
+    pub fn classify(&self, rank: usize) -> Place {
+        assert!(rank < self.ranks, "rank {rank} does not exist: there are {} ranks", self.ranks);
         let group = (0..self.groups)
-            .find(|&g| site < chunk_start(self.sites, g + 1, self.groups))
-            .expect("the last group ends at the last site");
-        let index_in_group = site - chunk_start(self.sites, group, self.groups);
-        Site { group, index_in_group, representative: index_in_group == 0 }
+            .find(|&g| rank < chunk_start(self.ranks, g + 1, self.groups))
+            .expect("the last group ends at the last rank");
+        let index_in_group = rank - chunk_start(self.ranks, group, self.groups);
+        Place { group, index_in_group, representative: index_in_group == 0 }
     }
 }
 
-/// The top-level groups of `n` sites for `arity`: see [`Partition::new`].
+/// The top-level groups of `n` ranks for `arity`: see [`GroupSplit::new`].
 ///
 /// # Examples
 /// ```
@@ -115,20 +130,20 @@ impl Partition {
 /// assert_eq!(groups(3, 8), [0..1, 1..2, 2..3]);
 /// ```
 pub fn groups(n: usize, arity: usize) -> Vec<Range<usize>> {
-    Partition::new(n, arity).groups().collect()
+    GroupSplit::new(n, arity).groups().collect()
 }
 
-/// Where `site` of `n` stands among the groups for `arity`: see [`Partition::classify`].
+/// Where `rank` of `n` stands among the groups for `arity`: see [`GroupSplit::classify`].
 ///
 /// # Examples
 /// ```
 /// use kernbench_core::partition::classify;
-/// let site = classify(10, 11, 4);
-/// assert_eq!((site.group, site.index_in_group, site.representative), (3, 1, false));
+/// let place = classify(10, 11, 4);
+/// assert_eq!((place.group, place.index_in_group, place.representative), (3, 1, false));
 /// ```
 ///
 /// # Panics
-/// When `site >= n`.
-pub fn classify(site: usize, n: usize, arity: usize) -> Site {
-    Partition::new(n, arity).classify(site)
+/// When `rank >= n`.
+pub fn classify(rank: usize, n: usize, arity: usize) -> Place {
+    GroupSplit::new(n, arity).classify(rank)
 }

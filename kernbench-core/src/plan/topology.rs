@@ -257,10 +257,9 @@ pub fn double_binary_tree(system: &System, participants: &[PeId]) -> Result<Topo
 }
 
 /// The most participants [`hypercube`] links. Each rank has log2(n) neighbours, so its tables and
-/// queues grow as n log2(n): a plan and a run of the recursive-doubling all-reduce took 5.7 GiB for
-/// 2^18 participants (about 1.3 KiB per PE per dimension, against 3.2 KiB per PE in all for the
-/// hierarchical all-reduce), so 2^19 need about 12 GiB and 2^20 would need about 25 GiB, more than the
-/// 24 GiB machine this simulator is developed on.
+/// queues grow as n log2(n): a plan and a run of the recursive-doubling all-reduce hold about 1.3 KiB
+/// per PE per dimension (against 3.2 KiB per PE in all for the hierarchical all-reduce), so 2^19
+/// participants need about 12 GiB and 2^20 about 25 GiB, more than a 24 GiB machine holds.
 pub const HYPERCUBE_MAX_PARTICIPANTS: usize = 1 << 19;
 
 /// Recursive doubling: with `p2` the largest power of two not above `n`, ranks below `p2` link
@@ -345,7 +344,7 @@ fn groups_by<K: PartialEq>(participants: &[PeId], key: impl Fn(PeId) -> K) -> Ve
     groups
 }
 
-/// ADR-0029's three levels: the participating PEs of each cube form an `E`/`W` ring (in PE order);
+/// Three levels, one ring each, for the hierarchical all-reduce: the participating PEs of each cube form an `E`/`W` ring (in PE order);
 /// the lowest participant of each cube is its cube leader, and the cube leaders of a SIP form an
 /// `N` (next) / `S` (previous) ring; the lowest participant of each SIP is its SIP leader, and the
 /// SIP leaders form a `sip_next` / `sip_prev` ring. A level with one member has no links, so one SIP,
@@ -371,7 +370,7 @@ pub fn hierarchical_3level(system: &System, participants: &[PeId]) -> Result<Top
     Ok(topo)
 }
 
-/// ADR-0032's path: one participant per cube (its cube leader), linked to the participants of its
+/// The cube mesh of each SIP and a ring of SIPs, for the inter-cube all-reduce: one participant per cube (its cube leader), linked to the participants of its
 /// mesh neighbours, `E`/`W` for x±1 and `N`/`S` for y±1, without wraparound; the participant of
 /// cube 0 of each SIP is its SIP leader, and the SIP leaders form a `sip_next` / `sip_prev` ring.
 ///

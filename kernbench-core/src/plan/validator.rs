@@ -178,7 +178,7 @@ pub fn single_shard(plan: &InstallPlan, layout: &Layout) -> Result<(), Validatio
 }
 
 /// Every participating PE holds one shard, all shards have the same length, and no shard lives on a
-/// PE outside the plan (ADR-0029: the hierarchical all-reduce's layout).
+/// PE outside the plan: the layout of the hierarchical all-reduce, where every PE holds one tile.
 ///
 /// # Errors
 /// [`ValidationError::ShardOffParticipant`], [`ValidationError::MissingShard`] or

@@ -1,6 +1,6 @@
 //! Collective algorithms written with the [`ProgramBuilder`]: MSCCLang's ring all-reduce, an
 //! all-to-all through scratch, an in-place ring all-gather and the MSCCLang paper's hierarchical
-//! all-reduce. Uses [`builder`](super::builder) and, from `kernel`, [`Buffer`] and [`Collective`].
+//! all-reduce. Uses [`builder`](super::builder), [`Buffer`] from `kernel` and [`Collective`].
 //!
 //! # Examples
 //!
@@ -15,7 +15,8 @@
 
 use super::Program;
 use super::builder::{BuildError, Chunk, ChunkError, ProgramBuilder};
-use crate::kernel::{Buffer, Collective};
+use crate::collective::Collective;
+use crate::kernel::Buffer;
 
 /// A ring over some ranks, on one channel, with the block of chunks (first chunk, count) that ends up
 /// reduced at each position of the ring.

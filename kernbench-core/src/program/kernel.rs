@@ -18,12 +18,11 @@ use std::fmt;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use crate::kernel::{
-    ArgsError, Buffer, Collective, Dtype, KernelDef, KernelError, KernelFuture, Launch, ParamDef, Params, ReduceOp,
-    Tile, Tl,
-};
+use crate::collective::Collective;
+use crate::kernel::{ArgsError, Buffer, KernelDef, KernelError, KernelFuture, Launch, ParamDef, Params, Tl};
 use crate::machine::Direction;
 use crate::program::{ChunkRef, Program, Step, StepKind, msccl};
+use crate::tile::{Dtype, ReduceOp, Tile};
 
 /// The PE signal the lanes raise when they finish.
 const FINISHED: usize = 0;

@@ -1,5 +1,8 @@
 //! Chunk programs: collective algorithms as MSCCL writes them, per rank a list of thread blocks, each a
-//! list of steps over chunks of the rank's input, output and scratch buffers.
+//! list of steps over chunks of the rank's input, output and scratch buffers. Uses
+//! [`machine`](crate::machine), [`tile`](crate::tile), [`collective`](crate::collective) and
+//! [`kernel`](crate::kernel): a program runs as a kernel written against the same `tl` API as any
+//! other, so it is a module of the core beside that API, not a crate of its own.
 //!
 //! [`Program`] is the one form every source compiles to: an MSCCL-IR XML file ([`msccl`]) is read into
 //! it and written from it, and [`ProgramKernel`] runs it on any backend as a kernel whose lanes are its
@@ -29,7 +32,8 @@ pub use msccl::MscclError;
 
 use std::fmt;
 
-use crate::kernel::{Buffer, Collective};
+use crate::collective::Collective;
+use crate::kernel::Buffer;
 
 /// What a step does. `src` and `dst` are the step's source and destination chunks; `recv` takes the
 /// next message of the thread block's receive connection, `send` pushes onto its send connection, `⊕`

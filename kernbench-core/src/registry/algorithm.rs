@@ -4,10 +4,11 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::kernel::{Collective, KernelDef, Launch, Params};
+use crate::collective::Collective;
+use crate::kernel::{KernelDef, Launch, Params};
 use crate::machine::System;
 use crate::names::Builtin;
-use crate::plan::{InstallPlan, Layout, MapperFn, PlanError, TopologyFn, ValidationError, ValidatorFn};
+use crate::plan::{InstallPlan, Layout, Mapper, PlanError, TopologyFn, ValidationError, ValidatorFn};
 use crate::registry::{AlgorithmSpec, BufferKind};
 
 /// One algorithm of a [`Registry`](crate::registry::Registry), resolved when the registry was loaded:
@@ -25,7 +26,7 @@ pub struct Algorithm {
     /// The topology that links its participants.
     pub topology: Builtin<TopologyFn>,
     /// The mapper that chooses its participants.
-    pub mapper: Builtin<MapperFn>,
+    pub mapper: Builtin<Mapper>,
     /// The validator that checks a tensor's layout against its plan.
     pub validator: Builtin<ValidatorFn>,
     /// Where the kernel keeps its data.

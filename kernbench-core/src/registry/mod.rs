@@ -1,14 +1,14 @@
 //! The algorithm registry (`ccl.json`): which kernel, topology, mapper and validator make up each
-//! algorithm, and which algorithm to pick for a collective, a size and a layout.
+//! algorithm, and which algorithm to pick for a collective, a size and a layout. Uses
+//! [`machine`](crate::machine), [`collective`](crate::collective) (the kinds it selects for),
+//! [`kernel`](crate::kernel) (the kernels it binds) and [`plan`](crate::plan).
 //!
 //! Two stages: a [`RegistrySpec`] is what the JSON says, names and all; a [`Registry`] is that spec
 //! resolved against a [`KernelSet`] into [`Algorithm`]s that hold their kernel (arguments bound),
 //! topology, mapper and validator as values. An unknown name fails once, at load, with the names
 //! that would be valid; nothing is looked up by name after that.
 //!
-//! Rules are tried in order and the first that matches wins. Messages count rules from 1. Uses every
-//! other concept module: [`machine`](crate::machine), [`kernel`](crate::kernel) and
-//! [`plan`](crate::plan).
+//! Rules are tried in order and the first that matches wins. Messages count rules from 1.
 
 mod algorithm;
 mod spec;
@@ -22,7 +22,8 @@ use serde::Serialize;
 pub use algorithm::Algorithm;
 pub use spec::{AlgorithmSpec, BufferKind, RegistrySpec, SelectionRule};
 
-use crate::kernel::{ArgsError, Collective, KernelSet, UnknownKernel};
+use crate::collective::Collective;
+use crate::kernel::{ArgsError, KernelSet, UnknownKernel};
 use crate::names::UnknownName;
 use crate::plan::{LayoutKind, mapper_by_name, topology_by_name, validator_by_name};
 use crate::quote::Quoted;

@@ -8,7 +8,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::kernel::{Collective, Params};
+use crate::collective::Collective;
+use crate::kernel::Params;
 use crate::plan::LayoutKind;
 
 /// Where a kernel keeps its working data.

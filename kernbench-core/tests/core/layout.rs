@@ -1,4 +1,4 @@
-//! Distributed tensors (distribute / gather for every split) and validators (ADR T5).
+//! Distributed tensors (distribute / gather for every split) and validators.
 
 use std::collections::BTreeMap;
 

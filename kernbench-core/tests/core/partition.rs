@@ -1,9 +1,9 @@
 //! Top-level groups of hierarchical collectives, against a hand-written table and over every small
-//! site count and arity.
+//! rank count and arity.
 
-use kernbench_core::partition::{Partition, Site, classify, groups};
+use kernbench_core::partition::{GroupSplit, Place, classify, groups};
 
-/// `(n, arity, group sizes)`: balanced splits, and the unbalanced ones of the HPX design (§7.4 and the
+/// `(n, arity, group sizes)`: balanced splits, and unbalanced ones (11 ranks in 4 groups, and the
 /// singleton groups of N = 5).
 const TABLE: &[(usize, usize, &[usize])] =
     &[(8, 2, &[4, 4]), (16, 4, &[4, 4, 4, 4]), (11, 4, &[3, 3, 3, 2]), (5, 4, &[2, 1, 1, 1])];
@@ -21,12 +21,12 @@ fn groups_follow_the_table() {
 #[test]
 fn every_site_is_classified_as_the_table_says() {
     for &(n, arity, sizes) in TABLE {
-        let mut site = 0;
+        let mut rank = 0;
         for (group, &size) in sizes.iter().enumerate() {
             for index_in_group in 0..size {
-                let want = Site { group, index_in_group, representative: index_in_group == 0 };
-                assert_eq!(classify(site, n, arity), want, "site {site} of n = {n}, arity {arity}");
-                site += 1;
+                let want = Place { group, index_in_group, representative: index_in_group == 0 };
+                assert_eq!(classify(rank, n, arity), want, "rank {rank} of n = {n}, arity {arity}");
+                rank += 1;
             }
         }
     }
@@ -36,34 +36,34 @@ fn every_site_is_classified_as_the_table_says() {
 fn the_worked_example_has_representatives_0_3_6_9() {
     let reps: Vec<usize> = (0..11).filter(|&s| classify(s, 11, 4).representative).collect();
     assert_eq!(reps, [0, 3, 6, 9]);
-    assert_eq!(Partition::new(11, 4).largest(), 3);
+    assert_eq!(GroupSplit::new(11, 4).largest(), 3);
 }
 
 #[test]
 fn an_arity_above_the_site_count_gives_one_site_per_group_never_an_empty_group() {
     assert_eq!(groups(3, 8), [0..1, 1..2, 2..3]);
-    let one = Partition::new(1, 4);
+    let one = GroupSplit::new(1, 4);
     assert_eq!((one.len(), one.group(0)), (1, 0..1));
 }
 
 #[test]
 fn arity_zero_or_one_gives_one_group_and_no_sites_give_none() {
     for arity in [0, 1] {
-        let p = Partition::new(7, arity);
+        let p = GroupSplit::new(7, arity);
         assert_eq!((p.len(), p.group(0)), (1, 0..7), "arity {arity}");
     }
     assert!(groups(0, 4).is_empty());
-    assert!(Partition::new(0, 4).is_empty());
-    assert_eq!(Partition::new(0, 4).largest(), 0);
+    assert!(GroupSplit::new(0, 4).is_empty());
+    assert_eq!(GroupSplit::new(0, 4).largest(), 0);
 }
 
 /// Contiguous, covering, sizes within one of each other with the bigger first, `min(arity, n)` groups,
-/// and `classify` agreeing with `groups` for every site.
+/// and `classify` agreeing with `groups` for every rank.
 #[test]
 fn every_small_partition_is_near_equal_contiguous_and_agrees_with_classify() {
     for n in 1..=40 {
         for arity in 0..=45 {
-            let p = Partition::new(n, arity);
+            let p = GroupSplit::new(n, arity);
             let gs = groups(n, arity);
             assert_eq!(gs.len(), arity.clamp(1, n), "n = {n}, arity {arity}");
             assert_eq!(p.len(), gs.len());
@@ -75,25 +75,25 @@ fn every_small_partition_is_near_equal_contiguous_and_agrees_with_classify() {
                 if g > 0 {
                     assert!(range.len() <= gs[g - 1].len(), "n = {n}, arity {arity}: a bigger group after a smaller");
                 }
-                for site in range.clone() {
-                    let s = p.classify(site);
+                for rank in range.clone() {
+                    let s = p.classify(rank);
                     assert_eq!(
                         (s.group, s.index_in_group),
-                        (g, site - range.start),
-                        "site {site}, n = {n}, arity {arity}"
+                        (g, rank - range.start),
+                        "rank {rank}, n = {n}, arity {arity}"
                     );
-                    assert_eq!(s.representative, site == range.start);
+                    assert_eq!(s.representative, rank == range.start);
                 }
                 next = range.end;
             }
-            assert_eq!(next, n, "n = {n}, arity {arity}: the groups do not cover the sites");
+            assert_eq!(next, n, "n = {n}, arity {arity}: the groups do not cover the ranks");
             assert_eq!(p.largest(), gs[0].len());
         }
     }
 }
 
 #[test]
-#[should_panic(expected = "site 5 does not exist: there are 5 sites")]
+#[should_panic(expected = "rank 5 does not exist: there are 5 ranks")]
 fn classifying_a_site_past_the_end_panics_naming_it() {
     classify(5, 5, 2);
 }

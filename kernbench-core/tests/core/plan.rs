@@ -1,4 +1,4 @@
-//! Install plans: ADR T2 (hierarchical x all_pes), routes in the tables, and what check_plan rejects.
+//! Install plans: the hierarchical topology with every PE taking part, routes in the tables, and what check_plan rejects.
 
 use kernbench_core::Direction::{self, *};
 use kernbench_core::{
@@ -7,8 +7,8 @@ use kernbench_core::{
 
 use crate::{assert_mentions, connected, system};
 
-/// ADR T2's plan: hierarchical_allreduce on 2 SIPs x 2x2 cubes x 4 PEs.
-fn t2_plan() -> (System, InstallPlan) {
+/// The hierarchical all-reduce's plan on 2 SIPs x 2x2 cubes x 4 PEs.
+fn hierarchical_plan() -> (System, InstallPlan) {
     let system = system(2, 2, 2, 4);
     let plan = InstallPlan::build(&system, "hierarchical_3level", "all_pes").unwrap();
     (system, plan)
@@ -19,8 +19,8 @@ fn directions(install: &PeInstall) -> Vec<Direction> {
 }
 
 #[test]
-fn t2_every_pe_participates() {
-    let (system, plan) = t2_plan();
+fn hierarchical_every_pe_participates() {
+    let (system, plan) = hierarchical_plan();
     let pes: Vec<PeId> = plan.participants().map(|p| p.pe).collect();
     assert_eq!(pes, system.all_pes().collect::<Vec<_>>());
     assert_eq!(plan.sips.len(), 2);
@@ -28,8 +28,8 @@ fn t2_every_pe_participates() {
 }
 
 #[test]
-fn t2_only_pe_0_of_each_cube_has_n_s() {
-    let (_, plan) = t2_plan();
+fn hierarchical_only_pe_0_of_each_cube_has_n_s() {
+    let (_, plan) = hierarchical_plan();
     for p in plan.participants() {
         let has_ns = directions(p).iter().any(|d| matches!(d, N | S));
         assert_eq!(has_ns, p.pe.pe == 0, "{}", p.pe);
@@ -37,8 +37,8 @@ fn t2_only_pe_0_of_each_cube_has_n_s() {
 }
 
 #[test]
-fn t2_only_cube_0_pe_0_has_sip_links() {
-    let (_, plan) = t2_plan();
+fn hierarchical_only_cube_0_pe_0_has_sip_links() {
+    let (_, plan) = hierarchical_plan();
     for p in plan.participants() {
         let has_sip = directions(p).iter().any(|d| matches!(d, SipNext | SipPrev));
         assert_eq!(has_sip, p.pe.cube == 0 && p.pe.pe == 0, "{}", p.pe);
@@ -46,8 +46,8 @@ fn t2_only_cube_0_pe_0_has_sip_links() {
 }
 
 #[test]
-fn t2_other_pes_have_only_e_w() {
-    let (_, plan) = t2_plan();
+fn hierarchical_other_pes_have_only_e_w() {
+    let (_, plan) = hierarchical_plan();
     for p in plan.participants().filter(|p| p.pe.pe != 0) {
         let mut d = directions(p);
         d.sort();
@@ -56,8 +56,8 @@ fn t2_other_pes_have_only_e_w() {
 }
 
 #[test]
-fn t2_leader_links_reach_the_right_peers_over_the_right_classes() {
-    let (_, plan) = t2_plan();
+fn hierarchical_leader_links_reach_the_right_peers_over_the_right_classes() {
+    let (_, plan) = hierarchical_plan();
     let leader = plan.find(PeId::new(1, 0, 0)).unwrap();
     let entry = |d: Direction| *leader.neighbors.iter().find(|n| n.direction == d).unwrap();
     assert_eq!(
@@ -78,8 +78,8 @@ fn t2_leader_links_reach_the_right_peers_over_the_right_classes() {
 }
 
 #[test]
-fn t2_plan_is_connected() {
-    assert!(connected(&t2_plan().1));
+fn hierarchical_plan_is_connected() {
+    assert!(connected(&hierarchical_plan().1));
 }
 
 #[test]

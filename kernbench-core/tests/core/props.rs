@@ -37,7 +37,7 @@ const FULL_TESTED_UP_TO: usize = 300;
 fn every_plan_is_sound(system: &System) -> Result<(), TestCaseError> {
     for topology in TOPOLOGIES {
         for mapper in MAPPERS {
-            let participants = (mapper_by_name(mapper.name).unwrap().function)(system).len();
+            let participants = mapper_by_name(mapper.name).unwrap().participants(system).len();
             let context = format!("{} x {} on {}", topology.name, mapper.name, system.describe());
             let result = match (topology.name, mapper.name) {
                 ("full", _) if participants > FULL_MAX_PARTICIPANTS => {

@@ -839,7 +839,7 @@ fn a_tile_above_max_bytes_is_too_large_before_any_allocation() {
 }
 
 #[test]
-fn a_tile_may_hold_the_largest_tensor_a_workload_describes() {
+fn a_tile_may_hold_the_largest_distributed_tensor() {
     assert_eq!(Tile::MAX_BYTES as u64, kernbench_core::DistTensor::MAX_BYTES);
 }
 

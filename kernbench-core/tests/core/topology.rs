@@ -1,4 +1,4 @@
-//! ADR T1: each topology's shape on small participant sets, hand-checked, and its plan symmetric.
+//! Each topology's shape on small participant sets, hand-checked, and its plan symmetric.
 
 use std::collections::BTreeSet;
 

@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
-use kernbench_core::symmetric::{Put, Site, Symmetric};
+use kernbench_core::symmetric::{CallSite, Put, Symmetric};
 use kernbench_core::{Dtype, KernelError, Op, Tile};
 
 use super::heap::{HeapBuffer, Raise, check_signal};
@@ -99,7 +99,7 @@ impl Initiator<'_, '_> {
         op: Op,
         buffer: &Symmetric,
         bytes: std::ops::Range<u64>,
-        site: Site,
+        site: CallSite,
     ) -> Result<&mut HeapBuffer, KernelError> {
         let (pe, detector) = (self.ctx.pe_id(), self.run.detector);
         let copy = self.pe.get_or_insert_default().heap.buffer(pe, buffer, detector)?;
@@ -135,7 +135,7 @@ impl Initiator<'_, '_> {
         buffer: &Symmetric,
         offset: usize,
         len: usize,
-        site: Site,
+        site: CallSite,
     ) -> Result<Tile, KernelError> {
         let bytes = self.range(Op::Read, buffer, offset, len, buffer.dtype)?;
         let pe = self.ctx.pe_id();
@@ -149,7 +149,7 @@ impl Initiator<'_, '_> {
         buffer: &Symmetric,
         offset: usize,
         tile: &Tile,
-        site: Site,
+        site: CallSite,
     ) -> Result<(), KernelError> {
         let bytes = self.range(Op::Write, buffer, offset, tile.len(), tile.dtype())?;
         let pe = self.ctx.pe_id();
@@ -195,7 +195,7 @@ impl Initiator<'_, '_> {
         buffer: &Symmetric,
         offset: usize,
         len: usize,
-        site: Site,
+        site: CallSite,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Tile, KernelError>> {
         if self.ctx.parked.wait == Wait::Get {

@@ -3,7 +3,7 @@
 
 use std::task::{Context, Poll};
 
-use kernbench_core::symmetric::{OneSided, Put, Site, Symmetric};
+use kernbench_core::symmetric::{CallSite, OneSided, Put, Symmetric};
 use kernbench_core::tl::{Backend, Work, message_generation};
 use kernbench_core::{Buffer, Direction, Dtype, Group, KernelError, Op, Tile, WatchdogBudget};
 
@@ -154,11 +154,11 @@ impl OneSided for PeView<'_, '_> {
         self.initiator().declare(buffer)
     }
 
-    fn read(&mut self, buffer: &Symmetric, offset: usize, len: usize, site: Site) -> Result<Tile, KernelError> {
+    fn read(&mut self, buffer: &Symmetric, offset: usize, len: usize, site: CallSite) -> Result<Tile, KernelError> {
         self.initiator().read(buffer, offset, len, site)
     }
 
-    fn write(&mut self, buffer: &Symmetric, offset: usize, tile: &Tile, site: Site) -> Result<(), KernelError> {
+    fn write(&mut self, buffer: &Symmetric, offset: usize, tile: &Tile, site: CallSite) -> Result<(), KernelError> {
         self.initiator().write(buffer, offset, tile, site)
     }
 
@@ -172,7 +172,7 @@ impl OneSided for PeView<'_, '_> {
         buffer: &Symmetric,
         offset: usize,
         len: usize,
-        site: Site,
+        site: CallSite,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Tile, KernelError>> {
         self.initiator().poll_get(peer, buffer, offset, len, site, cx)

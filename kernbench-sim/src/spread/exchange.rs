@@ -15,8 +15,8 @@ use crate::error::ExchangeError;
 
 /// How long a process waits for the others at one hand-over before giving up, unless told otherwise
 /// (`KERNBENCH_EXCHANGE_TIMEOUT`, in seconds): far longer than any one round of the shipped benchmarks
-/// (the million-PE run's 385 rounds take 10-20 s in all on the 2-core development machine), short
-/// enough that a process whose peer died ends with [`ExchangeError::Timeout`] instead of hanging.
+/// (the million-PE run's 385 rounds take seconds in all), short enough that a process whose peer died
+/// ends with [`ExchangeError::Timeout`] instead of hanging.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The exchange timeout: `KERNBENCH_EXCHANGE_TIMEOUT` seconds when set, else [`DEFAULT_TIMEOUT`].

@@ -1,28 +1,28 @@
-//! The hierarchical all-to-all: the transpose identity on both paths over the HPX design's site counts
-//! and arities, PE-level groups of a multi-SIP system, the generations its phases use, mixed collectives
+//! The hierarchical all-to-all: the transpose identity on both paths over small rank counts and
+//! arities, PE-level groups of a multi-SIP system, the generations its phases use, mixed collectives
 //! on one communicator, bad input, and the representatives' peak memory against its formula.
 
 use kernbench::algorithms::hierarchical_all_to_all;
-use kernbench::partition::Partition;
+use kernbench::partition::GroupSplit;
 use kernbench::postcondition::{CallFacts, check};
 use kernbench::prelude::*;
+use kernbench::samples::{EVERY_PE, sample_tensor};
 use kernbench::sim::testing::{MockError, MockRun};
 use kernbench::sim::{Call, RunError, RunReport};
-use kernbench::workload::{EVERY_PE, sample_tensor};
 use kernbench::{CallOptions, Collective, CommError, Communicator, DpPolicy, System, SystemSpec, mapper_by_name};
 use serde_json::json;
 
-/// The HPX design's site counts (§12.2) per arity.
+/// Rank counts per arity: splits into equal groups and unequal ones, around powers of two.
 const ARITY_2: [usize; 10] = [2, 3, 4, 5, 6, 7, 8, 9, 11, 15];
 const ARITY_4: [usize; 8] = [5, 6, 7, 9, 10, 11, 13, 15];
 
-/// Element `e` of the block site `i` sends to site `j`: names both sites, exact in i64 and f32.
+/// Element `e` of the block rank `i` sends to rank `j`: names both ranks, exact in i64 and f32.
 fn encode(i: usize, j: usize, e: usize) -> f64 {
     ((i * 1000 + j) * 100 + e) as f64
 }
 
-/// `n` sites as `n` SIPs of one PE each.
-fn sites(n: usize) -> System {
+/// `n` ranks as `n` SIPs of one PE each.
+fn one_pe_sips(n: usize) -> System {
     System::shape(n, 1, 1, 1).expect("a valid shape")
 }
 
@@ -31,41 +31,41 @@ fn forced(arity: usize, n: usize, hierarchical: bool) -> serde_json::Value {
     json!({"arity": arity, "flat_below": if hierarchical { 0 } else { n + 1 }})
 }
 
-/// Runs the kernel on `mapper`'s PEs of `system` with every site `i` sending `encode(i, j, e)` for
-/// `e < block` to every site `j`, checks that every site `j` received `encode(i, j, e)` from every `i`
+/// Runs the kernel on `mapper`'s PEs of `system` with every rank `i` sending `encode(i, j, e)` for
+/// `e < block` to every rank `j`, checks that every rank `j` received `encode(i, j, e)` from every `i`
 /// (the transpose), and returns the report.
 fn transpose(system: &System, mapper: &str, params: serde_json::Value, block: usize, dtype: Dtype) -> RunReport {
-    let n = (mapper_by_name(mapper).expect("a built-in mapper").function)(system).len();
+    let n = mapper_by_name(mapper).expect("a built-in mapper").participants(system).len();
     let row = |i: usize| -> Vec<f64> { (0..n).flat_map(|j| (0..block).map(move |e| encode(i, j, e))).collect() };
-    let what = format!("{n} sites ({mapper} on {}), {params}, blocks of {block} {dtype}", system.describe());
+    let what = format!("{n} ranks ({mapper} on {}), {params}, blocks of {block} {dtype}", system.describe());
     let report = MockRun::new(system, "full", mapper, &hierarchical_all_to_all::KERNEL)
         .params(params.clone())
         .inputs(|_, rank| Tile::from_f64s(dtype, &row(rank)))
         .outputs(|_, _, input| Tile::zeros(dtype, input.len()))
         .run()
         .unwrap_or_else(|e| panic!("{what}: {e}"));
-    for (j, site) in report.pes().iter().enumerate() {
-        let got = site.output.to_f64_vec();
+    for (j, rank) in report.pes().iter().enumerate() {
+        let got = rank.output.to_f64_vec();
         let want: Vec<f64> = (0..n).flat_map(|i| (0..block).map(move |e| encode(i, j, e))).collect();
         if let Some(k) = (0..want.len()).find(|&k| got.get(k) != Some(&want[k])) {
-            panic!("{what}: site {j} element {k} (from site {}) holds {:?}, want {}", k / block, got.get(k), want[k]);
+            panic!("{what}: rank {j} element {k} (from rank {}) holds {:?}, want {}", k / block, got.get(k), want[k]);
         }
     }
     report
 }
 
-/// Asserts that every one of the `n` sites recorded `path`.
+/// Asserts that every one of the `n` ranks recorded `path`.
 fn assert_path(report: &RunReport, path: &str, n: usize, what: &str) {
-    assert_eq!(report.note("path"), [(path, n)].into(), "{what}: the sites' paths");
+    assert_eq!(report.note("path"), [(path, n)].into(), "{what}: the ranks' paths");
 }
 
-/// The transpose identity for every site count of `counts`, on the forced path.
+/// The transpose identity for every rank count of `counts`, on the forced path.
 fn transposes(arity: usize, counts: &[usize], hierarchical: bool) {
     let path = if hierarchical { "hierarchical" } else { "flat" };
     for &n in counts {
         for (block, dtype) in [(1, F32), (3, I64)] {
-            let report = transpose(&sites(n), "leader_only", forced(arity, n, hierarchical), block, dtype);
-            assert_path(&report, path, n, &format!("arity {arity}, {n} sites, block {block}"));
+            let report = transpose(&one_pe_sips(n), "leader_only", forced(arity, n, hierarchical), block, dtype);
+            assert_path(&report, path, n, &format!("arity {arity}, {n} ranks, block {block}"));
         }
     }
 }
@@ -93,29 +93,29 @@ fn arity_4_transposes_on_the_flat_path() {
 #[test]
 fn arity_1_or_a_single_site_runs_the_flat_path_whatever_the_threshold() {
     for n in [1, 2, 7] {
-        assert_path(&transpose(&sites(n), "leader_only", forced(1, n, true), 2, I64), "flat", n, "arity 1");
+        assert_path(&transpose(&one_pe_sips(n), "leader_only", forced(1, n, true), 2, I64), "flat", n, "arity 1");
     }
-    assert_path(&transpose(&sites(1), "leader_only", forced(4, 1, true), 2, I64), "flat", 1, "one site");
+    assert_path(&transpose(&one_pe_sips(1), "leader_only", forced(4, 1, true), 2, I64), "flat", 1, "one rank");
 }
 
 #[test]
 fn the_threshold_switches_paths_at_flat_below() {
     for (n, path) in [(7, "flat"), (8, "hierarchical"), (9, "hierarchical")] {
         let params = json!({"arity": 4, "flat_below": 8});
-        assert_path(&transpose(&sites(n), "leader_only", params, 2, I64), path, n, &format!("{n} sites"));
+        assert_path(&transpose(&one_pe_sips(n), "leader_only", params, 2, I64), path, n, &format!("{n} ranks"));
     }
 }
 
-/// Runs the hierarchical path on `n` sites with rows of `len` elements of `dtype` (any length: blocks
+/// Runs the hierarchical path on `n` ranks with rows of `len` elements of `dtype` (any length: blocks
 /// are the near-equal split) and checks the all-to-all postcondition.
 fn holds_for_rows_of(n: usize, arity: usize, len: usize, dtype: Dtype) {
-    let system = sites(n);
+    let system = one_pe_sips(n);
     let inputs: Vec<Tile> = (0..n)
         .map(|i| Tile::from_f64s(dtype, &(0..len).map(|e| ((i * 100 + e) % 251) as f64).collect::<Vec<_>>()))
         .collect();
     let before: Vec<Tile> =
         (0..n).map(|r| Tile::zeros(dtype, n * kernbench::chunk_range(len, r, n).unwrap().len())).collect();
-    let what = format!("{n} sites, arity {arity}, rows of {len} {dtype}");
+    let what = format!("{n} ranks, arity {arity}, rows of {len} {dtype}");
     let report = MockRun::new(&system, "full", "leader_only", &hierarchical_all_to_all::KERNEL)
         .params(forced(arity, n, true))
         .inputs(|_, rank| inputs[rank].clone())
@@ -151,7 +151,7 @@ fn holds_for_every_dtype_and_for_empty_and_short_rows() {
 
 #[test]
 fn pe_level_groups_of_a_multi_sip_system_are_its_sips() {
-    // 3 SIPs of 2 cubes of 2 PEs: 12 sites, one group per SIP, represented by the SIP leader.
+    // 3 SIPs of 2 cubes of 2 PEs: 12 ranks, one group per SIP, represented by the SIP leader.
     let system = System::shape(3, 2, 1, 2).unwrap();
     for arity in [3, 0] {
         for block in [1, 4] {
@@ -195,7 +195,7 @@ fn queues_of_one_slot_do_not_deadlock() {
 
 #[test]
 fn runs_twice_with_identical_reports_on_any_thread_count() {
-    let system = sites(11);
+    let system = one_pe_sips(11);
     let run = |threads| {
         MockRun::new(&system, "full", "leader_only", &hierarchical_all_to_all::KERNEL)
             .params(forced(4, 11, true))
@@ -209,7 +209,7 @@ fn runs_twice_with_identical_reports_on_any_thread_count() {
     assert_eq!(run(1), run(3));
 }
 
-/// Site `from` sends site `to` a stray copy of its input in phase `stray_phase`, then every site runs
+/// Rank `from` sends rank `to` a stray copy of its input in phase `stray_phase`, then every rank runs
 /// the hierarchical all-to-all (arity 2, never flat). The receive that meets the stray message fails,
 /// naming the generation it expected: the generation of its phase.
 #[ccl_kernel]
@@ -222,10 +222,10 @@ fn stray_then_all_to_all(tl: &Tl, from: usize, to: usize, stray_phase: u8) {
     hierarchical_all_to_all(tl, 2, 0);
 }
 
-/// The generation a receive expected when it met a stray message, on 6 sites (groups 0..3 and 3..6,
+/// The generation a receive expected when it met a stray message, on 6 ranks (groups 0..3 and 3..6,
 /// representatives 0 and 3) in call `call`.
 fn expected_generation(call: u64, from: usize, to: usize, stray_phase: u8) -> (PeId, u64, u64) {
-    let system = sites(6);
+    let system = one_pe_sips(6);
     let result = MockRun::new(&system, "full", "leader_only", &stray_then_all_to_all::KERNEL)
         .params(json!({"from": from, "to": to, "stray_phase": stray_phase}))
         .inputs(|_, rank| Tile::filled(I64, 12, rank as f64))
@@ -264,8 +264,8 @@ fn all_to_all_named(
 
 #[test]
 fn all_gather_all_to_all_all_reduce_all_to_all_on_one_communicator_then_a_reused_generation_fails() {
-    // 9 sites: the registry's hierarchical_all_to_all (arity 4, flat below 8) takes its hierarchical path.
-    let system = sites(9);
+    // 9 ranks: the registry's hierarchical_all_to_all (arity 4, flat below 8) takes its hierarchical path.
+    let system = one_pe_sips(9);
     let mut comm = Communicator::new(system.clone());
     let tensor = sample_tensor(&system, 9 * 4 * 4, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
     let (_, gathered) = comm.all_gather(&tensor).unwrap();
@@ -292,7 +292,7 @@ fn all_gather_all_to_all_all_reduce_all_to_all_on_one_communicator_then_a_reused
 
 #[test]
 fn a_contribution_that_is_not_n_blocks_is_an_error_naming_the_rank_and_lengths() {
-    let system = sites(9);
+    let system = one_pe_sips(9);
     let tensor = sample_tensor(&system, 10 * 4, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
     let mut comm = Communicator::new(system);
     let err = all_to_all_named(&mut comm, &tensor, "hierarchical_all_to_all", None).unwrap_err();
@@ -305,7 +305,7 @@ fn a_contribution_that_is_not_n_blocks_is_an_error_naming_the_rank_and_lengths()
 /// The peak bytes the module docs give for the representative of `group`: `g L + (A - 1) G² Bmax +
 /// max(G Bmax, N b_h)` elements, written out here from the block lengths.
 fn peak_formula(n: usize, arity: usize, len: usize, element: usize, group: usize) -> usize {
-    let groups = Partition::new(n, arity);
+    let groups = GroupSplit::new(n, arity);
     let block = |d: usize| len / n + usize::from(d < len % n);
     let (g, big, count, first) = (groups.group(group).len(), groups.largest(), groups.len(), groups.group(group).start);
     let bmax = block(0);
@@ -313,12 +313,12 @@ fn peak_formula(n: usize, arity: usize, len: usize, element: usize, group: usize
 }
 
 /// Every representative's recorded peak, by group.
-fn recorded_peaks(report: &RunReport, groups: Partition) -> Vec<usize> {
+fn recorded_peaks(report: &RunReport, groups: GroupSplit) -> Vec<usize> {
     groups
         .groups()
         .map(|g| {
-            let site = &report.pes()[g.start];
-            site.notes.get("peak_bytes").expect("representatives record their peak").parse().unwrap()
+            let rank = &report.pes()[g.start];
+            rank.notes.get("peak_bytes").expect("representatives record their peak").parse().unwrap()
         })
         .collect()
 }
@@ -326,16 +326,16 @@ fn recorded_peaks(report: &RunReport, groups: Partition) -> Vec<usize> {
 #[test]
 fn representatives_record_the_peak_bytes_of_the_formula() {
     for (n, arity, len) in [(8, 2, 8), (11, 4, 22), (11, 4, 25), (15, 2, 45), (5, 4, 5), (13, 4, 29), (16, 4, 64)] {
-        let system = sites(n);
+        let system = one_pe_sips(n);
         let report = MockRun::new(&system, "full", "leader_only", &hierarchical_all_to_all::KERNEL)
             .params(forced(arity, n, true))
             .inputs(|_, rank| Tile::filled(I64, len, rank as f64))
             .outputs(|_, rank, _| Tile::zeros(I64, n * kernbench::chunk_range(len, rank, n).unwrap().len()))
             .run()
             .unwrap();
-        let groups = Partition::new(n, arity);
+        let groups = GroupSplit::new(n, arity);
         let want: Vec<usize> = (0..groups.len()).map(|g| peak_formula(n, arity, len, 8, g)).collect();
-        assert_eq!(recorded_peaks(&report, groups), want, "{n} sites, arity {arity}, rows of {len}");
+        assert_eq!(recorded_peaks(&report, groups), want, "{n} ranks, arity {arity}, rows of {len}");
         let recorders = report.pes().iter().filter(|p| p.notes.contains_key("peak_bytes")).count();
         assert_eq!(recorders, groups.len(), "only representatives record a peak");
     }
@@ -344,24 +344,24 @@ fn representatives_record_the_peak_bytes_of_the_formula() {
 #[test]
 fn with_equal_blocks_the_peak_is_g_plus_1_rows_and_a_minus_1_padded_squares() {
     // N = 11, arity 4, blocks of 2 i64 (B = 16 bytes): ((g + 1) N + (A - 1) G²) B.
-    let report = transpose(&sites(11), "leader_only", forced(4, 11, true), 2, I64);
+    let report = transpose(&one_pe_sips(11), "leader_only", forced(4, 11, true), 2, I64);
     let b = 16;
-    assert_eq!(recorded_peaks(&report, Partition::new(11, 4)), [71 * b, 71 * b, 71 * b, 60 * b]);
+    assert_eq!(recorded_peaks(&report, GroupSplit::new(11, 4)), [71 * b, 71 * b, 71 * b, 60 * b]);
 }
 
 #[test]
 fn hierarchy_sends_2_n_minus_a_plus_a_a_minus_1_messages_where_flat_sends_n_n_minus_1() {
     for (n, arity) in [(8, 2), (11, 4), (16, 4), (15, 2), (32, 4)] {
         let count = |hierarchical| {
-            let report = transpose(&sites(n), "leader_only", forced(arity, n, hierarchical), 2, I64);
+            let report = transpose(&one_pe_sips(n), "leader_only", forced(arity, n, hierarchical), 2, I64);
             let most = report.pes().iter().map(|p| p.figures.messages_sent).max().unwrap();
             (report.totals().messages_sent, most)
         };
-        let groups = Partition::new(n, arity);
+        let groups = GroupSplit::new(n, arity);
         let a = groups.len() as u64;
         let (n, big) = (n as u64, groups.largest() as u64);
         // The busiest sender is a representative of a largest group: its phase-2 and phase-3 messages.
-        assert_eq!(count(true), (2 * (n - a) + a * (a - 1), (a - 1) + (big - 1)), "{n} sites, arity {arity}");
-        assert_eq!(count(false), (n * (n - 1), n - 1), "{n} sites, flat");
+        assert_eq!(count(true), (2 * (n - a) + a * (a - 1), (a - 1) + (big - 1)), "{n} ranks, arity {arity}");
+        assert_eq!(count(false), (n * (n - 1), n - 1), "{n} ranks, flat");
     }
 }

@@ -3,7 +3,7 @@
 
 use kernbench::postcondition::Postcondition;
 use kernbench::prelude::*;
-use kernbench::workload::{CUBE_LEADERS, EVERY_PE, policy_for_mapper, sample_tensor};
+use kernbench::samples::{CUBE_LEADERS, EVERY_PE, sample_tensor};
 use kernbench::{CallOptions, Collective, CommError, Communicator, DpPolicy, LayoutKind, PlanError, System};
 
 fn comm(system: &System) -> Communicator {
@@ -14,7 +14,7 @@ fn comm(system: &System) -> Communicator {
 fn run_named(system: &System, algorithm: &str, dtype: Dtype, op: ReduceOp, bytes: u64, root: usize) -> Postcondition {
     let mut comm = comm(system);
     let entry = comm.registry().get(algorithm).unwrap().clone();
-    let tensor = sample_tensor(system, bytes, dtype, op, policy_for_mapper(entry.mapper.name())).unwrap();
+    let tensor = sample_tensor(system, bytes, dtype, op, entry.mapper.layout()).unwrap();
     let options = CallOptions { algorithm: Some(algorithm.to_owned()), generation: None };
     let (_, report) = comm
         .call(entry.collective, &tensor, op, root, &options)

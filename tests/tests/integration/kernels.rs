@@ -60,7 +60,7 @@ impl Machine {
     }
 
     fn participants(&self) -> usize {
-        (mapper_by_name(self.mapper).expect("a built-in mapper").function)(&self.system).len()
+        mapper_by_name(self.mapper).expect("a built-in mapper").participants(&self.system).len()
     }
 }
 

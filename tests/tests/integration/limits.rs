@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use kernbench::estimate::{self, DEFAULT_MAX_MESSAGES};
 use kernbench::prelude::*;
+use kernbench::samples::sample_tensor;
 use kernbench::sim::{RunError, Straggler, Timing};
-use kernbench::workload::{policy_for_mapper, sample_tensor};
 use kernbench::{CallOptions, Collective, CommError, Communicator, DpPolicy, System};
 
 fn named(algorithm: &str) -> CallOptions {
@@ -124,7 +124,7 @@ fn the_message_estimate_bounds_every_shipped_algorithm() {
             let system = System::shape(sips, w, h, pes).unwrap();
             let Ok(plan) = algorithm.plan(&system) else { continue };
             let estimate = estimate::messages(algorithm, &plan);
-            let policy = policy_for_mapper(algorithm.mapper.name());
+            let policy = algorithm.mapper.layout();
             let blocks = (plan.len() * plan.len()) as u64;
             for bytes in [4 * blocks, 4096 * blocks] {
                 let tensor = sample_tensor(&system, bytes, F32, ReduceOp::Sum, policy).unwrap();

@@ -363,7 +363,7 @@ fn the_chunk_program_ring_takes_the_time_of_the_rust_ring_with_the_same_schedule
     // `chunk_ring` (MSCCLang's ring, one channel) and `ring_low_latency` (the Rust ring, one piece on
     // one lane) move the same chunks over the same links in the same order; the program also copies
     // each rank's reduced chunk to its output (a `cpy`), a load and store the Rust ring does not make.
-    use kernbench::workload::sample_tensor;
+    use kernbench::samples::sample_tensor;
     use kernbench::{CallOptions, Communicator, DpPolicy};
     for system in [System::builtin(), System::shape(8, 1, 1, 1).unwrap()] {
         let mut comm = Communicator::new(system.clone());

@@ -146,7 +146,7 @@ fn imported_msccl_programs_run_exactly_too() {
 
 #[test]
 fn an_exact_communicator_says_so_in_every_report_and_counts_the_run_in_its_memory_estimate() {
-    use kernbench::workload::sample_tensor;
+    use kernbench::samples::sample_tensor;
     use kernbench::{CallOptions, CommError, Communicator, DpPolicy};
     let system = System::shape(4, 1, 1, 1).unwrap();
     let mut tensor = sample_tensor(&system, 1 << 20, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();

@@ -1,5 +1,5 @@
 //! The mock runtime: credits, diagnosed failures with deliberately broken kernels, determinism across
-//! thread counts, and the ADR's T3 (hierarchical all-reduce on 16 PEs).
+//! thread counts, and the hierarchical all-reduce on 16 PEs, each holding `rank + 1`.
 
 use kernbench::prelude::*;
 use kernbench::sim::testing::{MockError, MockRun};
@@ -331,8 +331,8 @@ fn a_barrier_some_pe_never_reaches_is_a_deadlock() {
     assert!(report.blocked.iter().all(|b| b.op == Op::Barrier), "{err}");
 }
 
-/// The ADR's T3 on `system`: every PE's tile is rank + 1; every PE must end with the sum.
-fn t3(system: &System, dtype: Dtype, threads: usize) -> RunReport {
+/// The hierarchical all-reduce on `system`: every PE's tile is rank + 1; every PE must end with the sum.
+fn hierarchical_rank_sum(system: &System, dtype: Dtype, threads: usize) -> RunReport {
     let report =
         MockRun::new(system, "hierarchical_3level", "all_pes", &kernbench::algorithms::hierarchical_allreduce::KERNEL)
             .params(json!({"chunks": 2}))
@@ -349,38 +349,42 @@ fn t3(system: &System, dtype: Dtype, threads: usize) -> RunReport {
     report
 }
 
-fn t3_system() -> System {
+fn sixteen_pes() -> System {
     System::shape(2, 2, 1, 4).unwrap()
 }
 
 #[test]
-fn t3_hierarchical_allreduce_sums_1_to_16_in_f32() {
-    let report = t3(&t3_system(), F32, 1);
+fn hierarchical_allreduce_sums_1_to_16_in_f32() {
+    let report = hierarchical_rank_sum(&sixteen_pes(), F32, 1);
     assert_eq!(report.output(PeId::new(1, 1, 3)), Some(&Tile::filled(F32, 128, 136.0)));
 }
 
 #[test]
-fn t3_hierarchical_allreduce_sums_1_to_16_in_f16() {
-    let report = t3(&t3_system(), F16, 1);
+fn hierarchical_allreduce_sums_1_to_16_in_f16() {
+    let report = hierarchical_rank_sum(&sixteen_pes(), F16, 1);
     assert_eq!(report.output(PeId::new(0, 0, 0)), Some(&Tile::filled(F16, 128, 136.0)));
 }
 
 #[test]
-fn t3_is_identical_single_and_multi_threaded() {
+fn hierarchical_allreduce_is_identical_single_and_multi_threaded() {
     for dtype in [F32, F16] {
-        assert_eq!(t3(&t3_system(), dtype, 1), t3(&t3_system(), dtype, 2), "{dtype}");
+        assert_eq!(
+            hierarchical_rank_sum(&sixteen_pes(), dtype, 1),
+            hierarchical_rank_sum(&sixteen_pes(), dtype, 2),
+            "{dtype}"
+        );
     }
 }
 
 #[test]
 fn a_thousand_pe_run_is_identical_on_one_thread_and_two() {
     let system = System::shape(4, 4, 4, 16).unwrap();
-    assert_eq!(t3(&system, F32, 1), t3(&system, F32, 2));
+    assert_eq!(hierarchical_rank_sum(&system, F32, 1), hierarchical_rank_sum(&system, F32, 2));
 }
 
 #[test]
 fn a_hundred_thousand_threads_are_refused_quickly_before_any_is_started() {
-    let system = t3_system();
+    let system = sixteen_pes();
     let kernel = &kernbench::algorithms::hierarchical_allreduce::KERNEL;
     for threads in [100_000, Runtime::MAX_THREADS + 1] {
         let start = std::time::Instant::now();
@@ -395,8 +399,8 @@ fn a_hundred_thousand_threads_are_refused_quickly_before_any_is_started() {
         assert!(error.to_string().contains(&format!("expected 1..={}", Runtime::MAX_THREADS)), "{error}");
     }
     assert_eq!(
-        t3(&system, F32, Runtime::MAX_THREADS),
-        t3(&system, F32, 1),
+        hierarchical_rank_sum(&system, F32, Runtime::MAX_THREADS),
+        hierarchical_rank_sum(&system, F32, 1),
         "the largest thread count allowed runs, with the same result"
     );
 }

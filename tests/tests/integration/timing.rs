@@ -112,206 +112,238 @@ fn assert_one_hop(system: &System, topology: &str) {
 
 // --- contention-free closed forms ---
 
-/// Ring all-reduce, one chunk: 2(p-1) steps of a message of N/p bytes.
-fn ring_allreduce_case(p: usize) {
-    let system = sips(p, "ring");
-    assert_one_hop(&system, "ring_1d");
-    let n = 1 << 16;
-    let bytes = (n * 4) as f64;
-    let report =
-        run_leaders(&system, "ring_1d", &kernbench::algorithms::ring_allreduce::KERNEL, json!({"chunks": 1}), n, n);
-    let pf = p as f64;
-    let want = 2.0 * (pf - 1.0) * (A + bytes / (pf * B));
-    let wrong =
-        [2.0 * pf * (A + bytes / (pf * B)), 2.0 * (pf - 1.0) * (A + bytes / B), 2.0 * (pf - 1.0) * bytes / (pf * B)];
-    assert_closed_form(&format!("ring all-reduce, p = {p}"), completion(&report), want, &wrong);
+/// A contention-free closed form: `kernel` over `topology` on the leaders of [`sips`]`(p, interconnect)`,
+/// every rank holding `elements` f32 (output sized `output`), against `forms(p, bytes)` for `bytes`
+/// of input a rank: the closed form and the nearby wrong ones.
+struct ClosedForm {
+    /// The algorithm, for messages.
+    name: &'static str,
+    kernel: &'static KernelDef,
+    topology: &'static str,
+    interconnect: &'static str,
+    params: serde_json::Value,
+    p: usize,
+    elements: usize,
+    output: usize,
+    forms: fn(f64, f64) -> (f64, Vec<f64>),
+}
+
+/// Runs `case` and checks its completion time against its closed form, naming the case.
+fn closed_form_case(case: &ClosedForm) {
+    let system = sips(case.p, case.interconnect);
+    assert_one_hop(&system, case.topology);
+    let report = run_leaders(&system, case.topology, case.kernel, case.params.clone(), case.elements, case.output);
+    let (want, wrong) = (case.forms)(case.p as f64, (case.elements * 4) as f64);
+    assert_closed_form(&format!("{}, p = {}", case.name, case.p), completion(&report), want, &wrong);
+}
+
+/// Every algorithm with a closed form on a contention-free system, `n` elements a rank.
+fn closed_forms() -> Vec<ClosedForm> {
+    use kernbench::algorithms::*;
+    let mut cases = Vec::new();
+    for p in [4, 8] {
+        // Ring all-reduce, one chunk: 2(p-1) steps of a message of N/p bytes.
+        cases.push(ClosedForm {
+            name: "ring all-reduce",
+            kernel: &ring_allreduce::KERNEL,
+            topology: "ring_1d",
+            interconnect: "ring",
+            params: json!({"chunks": 1}),
+            p,
+            elements: 1 << 16,
+            output: 1 << 16,
+            forms: |p, n| {
+                let want = 2.0 * (p - 1.0) * (A + n / (p * B));
+                (want, vec![2.0 * p * (A + n / (p * B)), 2.0 * (p - 1.0) * (A + n / B), 2.0 * (p - 1.0) * n / (p * B)])
+            },
+        });
+        // Recursive doubling: log2(p) exchanges of all N bytes with a one-hop partner.
+        cases.push(ClosedForm {
+            name: "recursive doubling",
+            kernel: &recursive_doubling_allreduce::KERNEL,
+            topology: "hypercube",
+            interconnect: "fully_connected",
+            params: json!({}),
+            p,
+            elements: 1 << 16,
+            output: 1 << 16,
+            forms: |p, n| {
+                let log = p.log2();
+                (log * (A + n / B), vec![(p - 1.0) * (A + n / B), log * (A + n / (p * B)), (log + 1.0) * (A + n / B)])
+            },
+        });
+    }
+    // Rabenseifner: a reduce-scatter of log2(p) steps of N/2, N/4, ..., N/p, and an all-gather the same
+    // back: 2 log2(p) a + 2 (p-1)/p N/b.
+    cases.push(ClosedForm {
+        name: "rabenseifner",
+        kernel: &rabenseifner_allreduce::KERNEL,
+        topology: "hypercube",
+        interconnect: "fully_connected",
+        params: json!({}),
+        p: 8,
+        elements: 1 << 16,
+        output: 1 << 16,
+        forms: |p, n| {
+            let log = p.log2();
+            let want = 2.0 * log * A + 2.0 * (p - 1.0) / p * n / B;
+            (want, vec![2.0 * log * A + 2.0 * n / B, log * A + 2.0 * (p - 1.0) / p * n / B])
+        },
+    });
+    // Ring all-gather: (p-1)(a + m/b) for m bytes contributed per rank.
+    cases.push(ClosedForm {
+        name: "ring all-gather",
+        kernel: &ring_allgather::KERNEL,
+        topology: "ring_1d",
+        interconnect: "ring",
+        params: json!({"chunks": 1}),
+        p: 4,
+        elements: 1 << 14,
+        output: 4 << 14,
+        forms: |p, m| ((p - 1.0) * (A + m / B), vec![p * (A + m / B), (p - 1.0) * (A + p * m / B)]),
+    });
+    // Recursive-doubling all-gather: step k sends 2^k blocks, log2(p) a + (p-1) m/b.
+    cases.push(ClosedForm {
+        name: "recursive-doubling all-gather",
+        kernel: &recursive_doubling_allgather::KERNEL,
+        topology: "hypercube",
+        interconnect: "fully_connected",
+        params: json!({}),
+        p: 8,
+        elements: 1 << 12,
+        output: 8 << 12,
+        forms: |p, m| {
+            let log = p.log2();
+            (log * A + (p - 1.0) * m / B, vec![log * (A + m / B), log * A + p * m / B])
+        },
+    });
+    // Ring reduce-scatter: p-1 steps of N/p.
+    cases.push(ClosedForm {
+        name: "ring reduce-scatter",
+        kernel: &ring_reduce_scatter::KERNEL,
+        topology: "ring_1d",
+        interconnect: "ring",
+        params: json!({"chunks": 1}),
+        p: 4,
+        elements: 1 << 16,
+        output: 1 << 14,
+        forms: |p, n| {
+            let step = A + n / (p * B);
+            ((p - 1.0) * step, vec![p * step, 2.0 * (p - 1.0) * step])
+        },
+    });
+    // Recursive-halving reduce-scatter: the message halves each step, log2(p) a + (p-1)/p N/b.
+    cases.push(ClosedForm {
+        name: "recursive-halving reduce-scatter",
+        kernel: &recursive_halving_reduce_scatter::KERNEL,
+        topology: "hypercube",
+        interconnect: "fully_connected",
+        params: json!({}),
+        p: 8,
+        elements: 1 << 16,
+        output: 1 << 13,
+        forms: |p, n| {
+            let log = p.log2();
+            (log * A + (p - 1.0) / p * n / B, vec![log * (A + n / B), log * A + n / B])
+        },
+    });
+    // Binary-tree broadcast from rank 0 over a full tree of height h = log2(p + 1) - 1: at every level the
+    // parent injects to its two children in turn, so the right-most leaf gets the data after
+    // h(2o + L + N/b).
+    for p in [7, 15] {
+        cases.push(ClosedForm {
+            name: "tree broadcast",
+            kernel: &tree_broadcast::KERNEL,
+            topology: "tree",
+            interconnect: "fully_connected",
+            params: json!({}),
+            p,
+            elements: 1 << 14,
+            output: 1 << 14,
+            forms: |p, n| {
+                let height = (p + 1.0).log2() - 1.0;
+                (height * (2.0 * O + L + n / B), vec![height * (A + n / B), p.log2() * (2.0 * O + L + n / B)])
+            },
+        });
+    }
+    // Tree all-reduce, one piece over a full tree of height h: h(a + N/b) up (children send at once),
+    // h(2o + L + N/b) down (a parent injects to its children in turn).
+    cases.push(ClosedForm {
+        name: "tree all-reduce",
+        kernel: &tree_allreduce::KERNEL,
+        topology: "tree",
+        interconnect: "fully_connected",
+        params: json!({"chunks": 1}),
+        p: 7,
+        elements: 1 << 14,
+        output: 1 << 14,
+        forms: |p, n| {
+            let (up, down) = (A + n / B, 2.0 * O + L + n / B);
+            let h = (p + 1.0).log2() - 1.0;
+            (h * up + h * down, vec![2.0 * h * up, 2.0 * h * down])
+        },
+    });
+    // Pipelined ring broadcast, k = 8 chunks of N/k bytes down a chain of p ranks: the last chunk
+    // reaches the end after (p-1)(o + L) + (p + k - 2) N/(k b), as long as a chunk's transfer covers an
+    // injection and the credit's round trip (3 N/(k b) >= o + 2L) so neither stalls the pipe.
+    cases.push(ClosedForm {
+        name: "pipelined ring broadcast, k = 8",
+        kernel: &ring_broadcast::KERNEL,
+        topology: "ring_1d",
+        interconnect: "ring",
+        params: json!({"chunks": 8}),
+        p: 4,
+        elements: 1 << 16,
+        output: 1 << 16,
+        forms: |p, n| {
+            let k = 8.0;
+            let chunk = n / (k * B);
+            assert!(3.0 * chunk >= O + 2.0 * L && chunk >= O, "a chunk covers an injection and a credit");
+            let want = (p - 1.0) * (O + L) + (p + k - 2.0) * chunk;
+            (want, vec![(p - 1.0) * (A + n / B), (p - 1.0) * (O + L) + (p + k - 1.0) * chunk])
+        },
+    });
+    // One-shot all-reduce: every rank injects p - 1 copies back to back on separate channels; the last
+    // one leaves after (p-1) o and arrives L + N/b later.
+    cases.push(ClosedForm {
+        name: "one-shot all-reduce",
+        kernel: &one_shot_allreduce::KERNEL,
+        topology: "full",
+        interconnect: "fully_connected",
+        params: json!({}),
+        p: 4,
+        elements: 1 << 14,
+        output: 1 << 14,
+        forms: |p, n| {
+            let want = (p - 1.0) * O + L + n / B;
+            (want, vec![(p - 1.0) * (A + n / B), A + n / B, (p - 1.0) * O + L + (p - 1.0) * n / B])
+        },
+    });
+    // Pairwise all-to-all: p - 1 steps of one block.
+    cases.push(ClosedForm {
+        name: "pairwise all-to-all",
+        kernel: &pairwise_alltoall::KERNEL,
+        topology: "full",
+        interconnect: "fully_connected",
+        params: json!({}),
+        p: 4,
+        elements: 1 << 16,
+        output: 1 << 16,
+        forms: |p, n| {
+            let step = A + n / (p * B);
+            ((p - 1.0) * step, vec![p * step, (p - 1.0) * (A + n / B)])
+        },
+    });
+    cases
 }
 
 #[test]
-fn ring_allreduce_takes_2_p_minus_1_steps_of_a_plus_n_over_p_b() {
-    ring_allreduce_case(4);
-    ring_allreduce_case(8);
-}
-
-/// Recursive doubling: log2(p) exchanges of all N bytes with a one-hop partner.
-fn recursive_doubling_case(p: usize) {
-    let system = sips(p, "fully_connected");
-    assert_one_hop(&system, "hypercube");
-    let n = 1 << 16;
-    let bytes = (n * 4) as f64;
-    let kernel = &kernbench::algorithms::recursive_doubling_allreduce::KERNEL;
-    let report = run_leaders(&system, "hypercube", kernel, json!({}), n, n);
-    let (pf, log) = (p as f64, (p as f64).log2());
-    let want = log * (A + bytes / B);
-    let wrong = [(pf - 1.0) * (A + bytes / B), log * (A + bytes / (pf * B)), (log + 1.0) * (A + bytes / B)];
-    assert_closed_form(&format!("recursive doubling, p = {p}"), completion(&report), want, &wrong);
-}
-
-#[test]
-fn recursive_doubling_takes_log2_p_steps_of_a_plus_n_over_b() {
-    recursive_doubling_case(4);
-    recursive_doubling_case(8);
-}
-
-#[test]
-fn rabenseifner_halves_then_doubles() {
-    // Reduce-scatter: log2(p) steps of N/2, N/4, ..., N/p; all-gather the same back:
-    // 2 log2(p) a + 2 (p-1)/p N/b.
-    let p = 8;
-    let system = sips(p, "fully_connected");
-    assert_one_hop(&system, "hypercube");
-    let n = 1 << 16;
-    let bytes = (n * 4) as f64;
-    let kernel = &kernbench::algorithms::rabenseifner_allreduce::KERNEL;
-    let report = run_leaders(&system, "hypercube", kernel, json!({}), n, n);
-    let (pf, log) = (p as f64, (p as f64).log2());
-    let want = 2.0 * log * A + 2.0 * (pf - 1.0) / pf * bytes / B;
-    let wrong = [2.0 * log * A + 2.0 * bytes / B, log * A + 2.0 * (pf - 1.0) / pf * bytes / B];
-    assert_closed_form("rabenseifner, p = 8", completion(&report), want, &wrong);
-}
-
-#[test]
-fn ring_allgather_takes_p_minus_1_steps_of_one_block() {
-    // (p-1)(a + m/b) for m bytes contributed per rank.
-    let p = 4;
-    let system = sips(p, "ring");
-    let m = 1 << 14;
-    let bytes = (m * 4) as f64;
-    let report =
-        run_leaders(&system, "ring_1d", &kernbench::algorithms::ring_allgather::KERNEL, json!({"chunks": 1}), m, m * p);
-    let pf = p as f64;
-    let want = (pf - 1.0) * (A + bytes / B);
-    let wrong = [pf * (A + bytes / B), (pf - 1.0) * (A + pf * bytes / B)];
-    assert_closed_form("ring all-gather, p = 4", completion(&report), want, &wrong);
-}
-
-#[test]
-fn recursive_doubling_allgather_doubles_the_message_each_step() {
-    // Step k sends 2^k blocks: log2(p) a + (p-1) m/b.
-    let p = 8;
-    let system = sips(p, "fully_connected");
-    let m = 1 << 12;
-    let bytes = (m * 4) as f64;
-    let kernel = &kernbench::algorithms::recursive_doubling_allgather::KERNEL;
-    let report = run_leaders(&system, "hypercube", kernel, json!({}), m, m * p);
-    let (pf, log) = (p as f64, (p as f64).log2());
-    let want = log * A + (pf - 1.0) * bytes / B;
-    let wrong = [log * (A + bytes / B), log * A + pf * bytes / B];
-    assert_closed_form("recursive-doubling all-gather, p = 8", completion(&report), want, &wrong);
-}
-
-#[test]
-fn ring_reduce_scatter_takes_p_minus_1_steps_of_n_over_p() {
-    let p = 4;
-    let system = sips(p, "ring");
-    let n = 1 << 16;
-    let bytes = (n * 4) as f64;
-    let kernel = &kernbench::algorithms::ring_reduce_scatter::KERNEL;
-    let report = run_leaders(&system, "ring_1d", kernel, json!({"chunks": 1}), n, n / p);
-    let pf = p as f64;
-    let want = (pf - 1.0) * (A + bytes / (pf * B));
-    let wrong = [pf * (A + bytes / (pf * B)), 2.0 * (pf - 1.0) * (A + bytes / (pf * B))];
-    assert_closed_form("ring reduce-scatter, p = 4", completion(&report), want, &wrong);
-}
-
-#[test]
-fn recursive_halving_reduce_scatter_halves_the_message_each_step() {
-    // log2(p) a + (p-1)/p N/b.
-    let p = 8;
-    let system = sips(p, "fully_connected");
-    let n = 1 << 16;
-    let bytes = (n * 4) as f64;
-    let kernel = &kernbench::algorithms::recursive_halving_reduce_scatter::KERNEL;
-    let report = run_leaders(&system, "hypercube", kernel, json!({}), n, n / p);
-    let (pf, log) = (p as f64, (p as f64).log2());
-    let want = log * A + (pf - 1.0) / pf * bytes / B;
-    let wrong = [log * (A + bytes / B), log * A + bytes / B];
-    assert_closed_form("recursive-halving reduce-scatter, p = 8", completion(&report), want, &wrong);
-}
-
-/// Binary-tree broadcast from rank 0 over a full tree of height h: at every level the parent injects
-/// to its two children in turn, so the right-most leaf gets the data after h(2o + L + N/b).
-fn tree_broadcast_case(p: usize, height: f64) {
-    let system = sips(p, "fully_connected");
-    assert_one_hop(&system, "tree");
-    let n = 1 << 14;
-    let bytes = (n * 4) as f64;
-    let report = run_leaders(&system, "tree", &kernbench::algorithms::tree_broadcast::KERNEL, json!({}), n, n);
-    let want = height * (2.0 * O + L + bytes / B);
-    let wrong = [height * (A + bytes / B), (p as f64).log2() * (2.0 * O + L + bytes / B)];
-    assert_closed_form(&format!("tree broadcast, p = {p}"), completion(&report), want, &wrong);
-}
-
-#[test]
-fn tree_broadcast_takes_the_height_times_two_injections_and_one_message() {
-    tree_broadcast_case(7, 2.0);
-    tree_broadcast_case(15, 3.0);
-}
-
-#[test]
-fn tree_allreduce_reduces_up_and_broadcasts_down() {
-    // One piece over a full tree of height h: h(a + N/b) up (children send at once), h(2o + L + N/b)
-    // down (a parent injects to its children in turn).
-    let p = 7;
-    let system = sips(p, "fully_connected");
-    let n = 1 << 14;
-    let bytes = (n * 4) as f64;
-    let kernel = &kernbench::algorithms::tree_allreduce::KERNEL;
-    let report = run_leaders(&system, "tree", kernel, json!({"chunks": 1}), n, n);
-    let h = 2.0;
-    let want = h * (A + bytes / B) + h * (2.0 * O + L + bytes / B);
-    let wrong = [2.0 * h * (A + bytes / B), 2.0 * h * (2.0 * O + L + bytes / B)];
-    assert_closed_form("tree all-reduce, p = 7", completion(&report), want, &wrong);
-}
-
-#[test]
-fn pipelined_ring_broadcast_fills_the_chain_then_streams() {
-    // k chunks of N/k bytes down a chain of p ranks: the last chunk reaches the end after
-    // (p-1)(o + L) + (p + k - 2) N/(k b), as long as a chunk's transfer covers an injection and the
-    // credit's round trip (3 N/(k b) >= o + 2L) so neither stalls the pipe.
-    let (p, k) = (4, 8);
-    let system = sips(p, "ring");
-    let n = 1 << 16;
-    let bytes = (n * 4) as f64;
-    let chunk = bytes / (k as f64 * B);
-    assert!(3.0 * chunk >= O + 2.0 * L && chunk >= O);
-    let kernel = &kernbench::algorithms::ring_broadcast::KERNEL;
-    let report = run_leaders(&system, "ring_1d", kernel, json!({"chunks": k}), n, n);
-    let (pf, kf) = (p as f64, k as f64);
-    let want = (pf - 1.0) * (O + L) + (pf + kf - 2.0) * chunk;
-    let wrong = [(pf - 1.0) * (A + bytes / B), (pf - 1.0) * (O + L) + (pf + kf - 1.0) * chunk];
-    assert_closed_form("pipelined ring broadcast, p = 4, k = 8", completion(&report), want, &wrong);
-}
-
-#[test]
-fn one_shot_allreduce_costs_p_minus_1_injections_and_one_message() {
-    // Every rank injects p - 1 copies back to back on separate channels; the last one leaves after
-    // (p-1) o and arrives L + N/b later.
-    let p = 4;
-    let system = sips(p, "fully_connected");
-    assert_one_hop(&system, "full");
-    let n = 1 << 14;
-    let bytes = (n * 4) as f64;
-    let kernel = &kernbench::algorithms::one_shot_allreduce::KERNEL;
-    let report = run_leaders(&system, "full", kernel, json!({}), n, n);
-    let pf = p as f64;
-    let want = (pf - 1.0) * O + L + bytes / B;
-    let wrong = [(pf - 1.0) * (A + bytes / B), A + bytes / B, (pf - 1.0) * O + L + (pf - 1.0) * bytes / B];
-    assert_closed_form("one-shot all-reduce, p = 4", completion(&report), want, &wrong);
-}
-
-#[test]
-fn pairwise_alltoall_takes_p_minus_1_steps_of_one_block() {
-    let p = 4;
-    let system = sips(p, "fully_connected");
-    let n = 1 << 16;
-    let bytes = (n * 4) as f64;
-    let kernel = &kernbench::algorithms::pairwise_alltoall::KERNEL;
-    let report = run_leaders(&system, "full", kernel, json!({}), n, n);
-    let pf = p as f64;
-    let want = (pf - 1.0) * (A + bytes / (pf * B));
-    let wrong = [pf * (A + bytes / (pf * B)), (pf - 1.0) * (A + bytes / B)];
-    assert_closed_form("pairwise all-to-all, p = 4", completion(&report), want, &wrong);
+fn every_contention_free_algorithm_takes_its_closed_form() {
+    let cases = closed_forms();
+    assert_eq!(cases.len(), 15, "every case of the table");
+    for case in &cases {
+        closed_form_case(case);
+    }
 }
 
 // --- pipelining ---

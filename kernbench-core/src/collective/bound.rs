@@ -1,7 +1,7 @@
 //! Lower bounds on a collective's time: how soon any kernel could finish it on a given system, the
 //! numerator of a sweep's `sol`.
 //!
-//! It lives beside [`postcondition`](crate::kernel::postcondition): a postcondition says what every
+//! It lives beside [`postcondition`](super::postcondition): a postcondition says what every
 //! kernel of a collective must compute, a bound how soon any kernel could have computed it. It is
 //! the collective's needs (what must move between ranks) set against the machine's means (its
 //! channels, from [`System::fan_out`], and its routes), so it uses [`machine`](crate::machine) and
@@ -9,7 +9,7 @@
 //!
 //! # The timing rules it rests on
 //!
-//! From the timing model (DESIGN section 5, `kernbench-sim`'s `timing`): a send costs its PE the
+//! From the timing model (`kernbench-sim`'s `timing`): a send costs its PE the
 //! injection overhead `o` before the message leaves; the message crosses every channel (one
 //! direction of one link) of its route, holding each for `bytes / bandwidth` and paying each one's
 //! latency after it; a channel carries one message at a time; a run ends when its last PE has
@@ -85,8 +85,9 @@
 
 use serde::Serialize;
 
-use crate::kernel::{Collective, chunk_range};
+use super::Collective;
 use crate::machine::{LinkClass, Node, PeId, SipInterconnect, System};
+use crate::tile::chunk_range;
 
 /// A collective call as the bound sees it: what must move, between which PEs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

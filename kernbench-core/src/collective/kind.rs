@@ -1,4 +1,4 @@
-//! The collective operations the registry selects algorithms for.
+//! The kinds of collective operation the registry selects algorithms for.
 
 use std::fmt;
 use std::str::FromStr;
@@ -54,6 +54,32 @@ impl Collective {
             Collective::Broadcast => "broadcast",
             Collective::Reduce => "reduce",
             Collective::AllToAll => "all_to_all",
+        }
+    }
+
+    /// nccl-tests' bus-bandwidth factor over `ranks` ranks: `busbw = algbw * factor`, so that busbw is
+    /// the bandwidth a rank's link needs for the collective's time, whatever the collective.
+    ///
+    /// | collective | factor |
+    /// | --- | --- |
+    /// | all_reduce | 2(n-1)/n |
+    /// | all_gather, reduce_scatter, all_to_all | (n-1)/n |
+    /// | broadcast, reduce | 1 |
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench_core::Collective;
+    /// assert_eq!(Collective::AllReduce.busbw_factor(4), 1.5);
+    /// assert_eq!(Collective::AllGather.busbw_factor(8), 0.875);
+    /// assert_eq!(Collective::Broadcast.busbw_factor(4), 1.0);
+    /// assert_eq!(Collective::AllReduce.busbw_factor(1), 0.0);
+    /// ```
+    pub fn busbw_factor(self, ranks: usize) -> f64 {
+        let n = ranks.max(1) as f64;
+        match self {
+            Collective::AllReduce => 2.0 * (n - 1.0) / n,
+            Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => (n - 1.0) / n,
+            Collective::Broadcast | Collective::Reduce => 1.0,
         }
     }
 }

@@ -81,7 +81,7 @@ impl FromStr for Dtype {
 
 /// A reduction operator.
 ///
-/// `Avg` accumulates as a sum; [`crate::kernel::Tile::finish_reduction`] divides by the number of
+/// `Avg` accumulates as a sum; [`Tile::finish_reduction`](super::Tile::finish_reduction) divides by the number of
 /// contributions once, at the end, so every algorithm rounds the same way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

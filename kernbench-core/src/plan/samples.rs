@@ -1,38 +1,38 @@
-//! Sample tensors for runs from the command line, examples and tests: deterministic small values that every
-//! dtype holds exactly, so any correct algorithm gives the reference's bits.
+//! Sample tensors for runs from the command line, examples and tests: deterministic small values that
+//! every dtype holds exactly, so any correct algorithm gives the reference's bits. Uses the rest of
+//! [`plan`](super), [`machine`](crate::machine) and [`tile`](crate::tile).
 
-use crate::kernel::{Dtype, ReduceOp, Tile};
 use crate::machine::System;
-use crate::plan::{DistTensor, DpPolicy, LayoutError, Split};
+use crate::plan::{DistTensor, DpPolicy, LayoutError, Split, mapper_by_name};
+use crate::tile::{Dtype, ReduceOp, Tile};
 
-/// Every PE of a SIP holds an equal column block of the SIP's tensor (`multi_pe_sip_local` layouts).
-pub const EVERY_PE: DpPolicy = DpPolicy::new(Split::ColumnWise, Split::ColumnWise);
+/// Every PE of a SIP holds an equal column block of the SIP's tensor: [`DpPolicy::EVERY_PE`].
+pub const EVERY_PE: DpPolicy = DpPolicy::EVERY_PE;
 
-/// Every cube's PE 0 holds an equal column block (the layout of `cube_leaders` algorithms).
-pub const CUBE_LEADERS: DpPolicy = DpPolicy::new(Split::ColumnWise, Split::Leader);
+/// Every cube's PE 0 holds an equal column block: [`DpPolicy::CUBE_LEADERS`].
+pub const CUBE_LEADERS: DpPolicy = DpPolicy::CUBE_LEADERS;
 
-/// The layout an algorithm's mapper needs: the SIP leader's for `leader_only` (and any mapper this
-/// does not know), a block per cube leader for `cube_leaders`, a block per PE for `all_pes`.
+/// The layout the built-in mapper called `mapper` needs ([`Mapper::layout`](crate::plan::Mapper)),
+/// or the SIP leader's for a name no mapper has.
 ///
 /// # Examples
 /// ```
-/// use kernbench_core::workload::{EVERY_PE, policy_for_mapper};
-/// assert_eq!(policy_for_mapper("all_pes"), EVERY_PE);
-/// assert_eq!(policy_for_mapper("leader_only"), kernbench_core::DpPolicy::LEADER);
+/// # #![allow(deprecated)]
+/// use kernbench_core::DpPolicy;
+/// use kernbench_core::samples::policy_for_mapper;
+/// assert_eq!(policy_for_mapper("all_pes"), DpPolicy::EVERY_PE);
+/// assert_eq!(policy_for_mapper("leader_only"), DpPolicy::LEADER);
 /// ```
+#[deprecated(note = "a mapper carries its layout: use `mapper_by_name(name)?.layout()` or `algorithm.mapper.layout()`")]
 pub fn policy_for_mapper(mapper: &str) -> DpPolicy {
-    match mapper {
-        "all_pes" => EVERY_PE,
-        "cube_leaders" => CUBE_LEADERS,
-        _ => DpPolicy::LEADER,
-    }
+    mapper_by_name(mapper).map_or(DpPolicy::LEADER, |mapper| mapper.layout())
 }
 
 /// How many PEs of a SIP hold a shard of its tensor under `policy`.
 ///
 /// # Examples
 /// ```
-/// use kernbench_core::{System, workload::{CUBE_LEADERS, shards_per_sip}};
+/// use kernbench_core::{System, samples::{CUBE_LEADERS, shards_per_sip}};
 /// let system = System::shape(2, 2, 2, 4).unwrap();
 /// assert_eq!(shards_per_sip(&system, CUBE_LEADERS), 4);
 /// ```
@@ -54,7 +54,7 @@ pub fn shards_per_sip(system: &System, policy: DpPolicy) -> usize {
 ///
 /// # Examples
 /// ```
-/// use kernbench_core::{Dtype, ReduceOp, System, workload::{EVERY_PE, sample_tensor}};
+/// use kernbench_core::{Dtype, ReduceOp, System, samples::{EVERY_PE, sample_tensor}};
 /// let system = System::shape(2, 1, 1, 4).unwrap();
 /// let t = sample_tensor(&system, 100, Dtype::F32, ReduceOp::Sum, EVERY_PE).unwrap();
 /// assert_eq!(t.shape(), (1, 28)); // 25 elements, rounded up to a multiple of 4 PEs

@@ -2,8 +2,8 @@
 //! straightforward way from the inputs, and the check of a run's outputs against it.
 //!
 //! Collectives are defined over the participants of an algorithm's plan, in rank order: for all-reduce,
-//! every participant ends with the reduction of every participant's input (ADR-0029's T3: 16 PEs
-//! holding `rank + 1` all end with 136).
+//! every participant ends with the reduction of every participant's input (16 PEs holding `rank + 1`
+//! all end with 136).
 //!
 //! Integer results, every non-reducing collective, `max`/`min`, and what `reduce` leaves on the ranks
 //! that are not its root must match bit for bit. A floating-point `sum`, `avg` or `prod` may round
@@ -14,7 +14,8 @@
 
 use std::fmt;
 
-use crate::kernel::{Collective, Dtype, ReduceOp, Tile, TileError, chunk_range};
+use super::Collective;
+use crate::tile::{Dtype, ReduceOp, Tile, TileError, chunk_range};
 
 /// The facts of one collective call that its postcondition depends on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -154,18 +155,39 @@ pub struct Mismatch {
     pub want: String,
 }
 
-/// Whether a run's outputs satisfy the collective's postcondition.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Postcondition {
+/// Whether a check of a run's outputs held: how many elements were wrong, and the first of them.
+/// [`Postcondition`] (numeric) and [`Exactness`](super::provenance::Exactness) (by provenance) are this
+/// verdict, each with its own kind of first mismatch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict<M> {
     /// Whether every output matched.
     pub held: bool,
     /// How many elements (or whole outputs, for a shape mismatch) were wrong: nccl-tests' `#wrong`.
     pub wrong: usize,
     /// The first wrong element, for the error message.
-    pub first: Option<Mismatch>,
+    pub first: Option<M>,
 }
 
-impl fmt::Display for Postcondition {
+impl<M> Verdict<M> {
+    /// Nothing wrong (yet).
+    pub const fn held() -> Verdict<M> {
+        Verdict { held: true, wrong: 0, first: None }
+    }
+
+    /// Counts `count` wrong elements; `first` describes them if they are the first found.
+    pub(crate) fn note(&mut self, count: usize, first: impl FnOnce() -> M) {
+        self.held = false;
+        self.wrong += count;
+        if self.first.is_none() {
+            self.first = Some(first());
+        }
+    }
+}
+
+/// Whether a run's outputs satisfy the collective's postcondition, to the rounding it allows.
+pub type Postcondition = Verdict<Mismatch>;
+
+impl fmt::Display for Verdict<Mismatch> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.first {
             None => f.write_str("postcondition held"),
@@ -192,35 +214,29 @@ pub fn check(
 ) -> Result<Postcondition, PostconditionError> {
     let references = References::new(call, inputs, before)?;
     let ranks = inputs.len();
-    let mut result = Postcondition { held: true, wrong: 0, first: None };
-    let note = |m: Mismatch, count: usize, result: &mut Postcondition| {
-        result.held = false;
-        result.wrong += count;
-        result.first.get_or_insert(m);
-    };
+    let mut result = Postcondition::held();
     let tolerance = Tolerance::new(call, inputs);
     for (rank, got) in outputs.iter().enumerate().take(ranks) {
         let want = &references.of(rank)?;
         if got.dtype() != want.dtype() || got.len() != want.len() {
             let shape = |t: &Tile| format!("{}[{}]", t.dtype(), t.len());
-            note(Mismatch { rank, index: None, got: shape(got), want: shape(want) }, 1, &mut result);
+            result.note(1, || Mismatch { rank, index: None, got: shape(got), want: shape(want) });
             continue;
         }
         let rounded = tolerance.applies_to(rank);
         got.for_each_difference(want, |index, gv, wv| {
             if !(rounded && tolerance.accepts(gv, wv, index, rank)) {
-                note(Mismatch { rank, index: Some(index), got: gv.to_string(), want: wv.to_string() }, 1, &mut result);
+                result.note(1, || Mismatch { rank, index: Some(index), got: gv.to_string(), want: wv.to_string() });
             }
         })?;
     }
     if outputs.len() != ranks {
-        let m = Mismatch {
+        result.note(outputs.len().abs_diff(ranks), || Mismatch {
             rank: outputs.len().min(ranks),
             index: None,
             got: format!("{} outputs", outputs.len()),
             want: format!("{ranks} outputs"),
-        };
-        note(m, outputs.len().abs_diff(ranks), &mut result);
+        });
     }
     Ok(result)
 }

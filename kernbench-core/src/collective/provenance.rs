@@ -19,9 +19,9 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use crate::kernel::postcondition::{CallFacts, PostconditionError, reference};
-use crate::kernel::{Dtype, ReduceOp, Tile};
+use super::postcondition::{CallFacts, PostconditionError, Verdict, reference};
 use crate::machine::PeId;
+use crate::tile::{Dtype, ReduceOp, Tile};
 
 /// The signature of contribution `(rank, index)`: SplitMix64 of the pair, never 0.
 pub fn contribution(rank: usize, index: usize) -> i64 {
@@ -104,17 +104,9 @@ pub struct ExactMismatch {
 }
 
 /// Whether every output element holds exactly the contributions the collective says.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Exactness {
-    /// Whether every element did.
-    pub held: bool,
-    /// How many elements did not.
-    pub wrong: usize,
-    /// The first that did not.
-    pub first: Option<ExactMismatch>,
-}
+pub type Exactness = Verdict<ExactMismatch>;
 
-impl fmt::Display for Exactness {
+impl fmt::Display for Verdict<ExactMismatch> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.first {
             None => f.write_str("exact: every element holds each of its contributions once"),
@@ -148,25 +140,18 @@ pub fn check(
     outputs: &[Tile],
 ) -> Result<Exactness, PostconditionError> {
     let want = reference(self::call(call), inputs, before)?;
-    let mut result = Exactness { held: true, wrong: 0, first: None };
+    let mut result = Exactness::held();
     let mut explain = Explainer::new(inputs);
     for (rank, (got, want)) in outputs.iter().zip(&want).enumerate() {
         let (Ok(got), Ok(want)) = (got.as_slice::<i64>(), want.as_slice::<i64>()) else { continue };
+        let pe = pes.get(rank).copied();
         if got.len() != want.len() {
-            result.held = false;
-            result.wrong += 1;
-            let pe = pes.get(rank).copied();
-            result.first.get_or_insert(ExactMismatch { rank, pe, element: None, finding: Finding::Unexplained });
+            result.note(1, || ExactMismatch { rank, pe, element: None, finding: Finding::Unexplained });
             continue;
         }
         for (element, (&g, &w)) in got.iter().zip(want).enumerate() {
             if g != w {
-                result.held = false;
-                result.wrong += 1;
-                if result.first.is_none() {
-                    let (pe, finding) = (pes.get(rank).copied(), explain.finding(g, w));
-                    result.first = Some(ExactMismatch { rank, pe, element: Some(element), finding });
-                }
+                result.note(1, || ExactMismatch { rank, pe, element: Some(element), finding: explain.finding(g, w) });
             }
         }
     }

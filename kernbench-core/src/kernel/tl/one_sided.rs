@@ -1,0 +1,170 @@
+//! One-sided operations on [`symmetric`](crate::kernel::symmetric) memory: declaring buffers,
+//! reading and writing this PE's copy, puts to and gets from peers, signals, fences and quiets.
+
+use std::future::{Future, poll_fn};
+use std::task::Poll;
+
+use super::Tl;
+use super::backend::{Work, with};
+use crate::kernel::symmetric::{CallSite, OneSided, Put, Symmetric};
+use crate::kernel::{KernelError, Op};
+use crate::tile::{Dtype, Tile};
+
+impl Tl {
+    /// Declares the symmetric buffer `name` of `len` elements of `dtype` on this PE and returns its
+    /// handle; every PE that takes part declares it with the same shape (a size derived from the input,
+    /// `tl.buffer_len(Input)`, is the same everywhere). A peer may put into it before this PE declares
+    /// it: the buffer exists from the start of the run, as registered memory does.
+    ///
+    /// # Errors
+    /// [`KernelError::SymmetricMismatch`] when it exists with another shape.
+    pub fn symmetric(&self, name: &'static str, dtype: Dtype, len: usize) -> Result<Symmetric, KernelError> {
+        let buffer = Symmetric { name, dtype, len };
+        self.one_sided(Op::Declare, |b| b.declare(&buffer))?;
+        Ok(buffer)
+    }
+
+    /// Reads `len` elements of this PE's copy of `buffer` from `offset`, charged as a load.
+    ///
+    /// # Errors
+    /// [`KernelError::BadSymmetricAccess`] past the end; [`KernelError::Race`] or
+    /// [`KernelError::Uninitialised`] when the race detector finds the read unordered with a write, or
+    /// of bytes nobody wrote.
+    #[track_caller]
+    pub fn read(&self, buffer: &Symmetric, offset: usize, len: usize) -> Result<Tile, KernelError> {
+        let site = CallSite(std::panic::Location::caller());
+        let tile = self.one_sided(Op::Read, |b| b.read(buffer, offset, len, site))?;
+        with(|b| b.charge(Work::Memory { bytes: tile.bytes() }));
+        Ok(tile)
+    }
+
+    /// Writes `tile` into this PE's copy of `buffer` at `offset`, charged as a store.
+    ///
+    /// # Errors
+    /// As [`Tl::read`]; a tile of another dtype is [`KernelError::BadSymmetricAccess`].
+    #[track_caller]
+    pub fn write(&self, buffer: &Symmetric, offset: usize, tile: &Tile) -> Result<(), KernelError> {
+        let site = CallSite(std::panic::Location::caller());
+        self.one_sided(Op::Write, |b| b.write(buffer, offset, tile, site))?;
+        with(|b| b.charge(Work::Memory { bytes: tile.bytes() }));
+        Ok(())
+    }
+
+    /// Writes `tile` into rank `peer`'s copy of `buffer` at `offset`, without waiting: the bytes take
+    /// the route's time as a send of them would. Nothing tells the peer they have landed: follow with
+    /// `tl.fence()` and `tl.signal`, or use [`Tl::put_signal`].
+    ///
+    /// # Errors
+    /// [`KernelError::NotAPeer`] for a rank the install plan does not reach,
+    /// [`KernelError::BadSymmetricAccess`] for a range past the end or another dtype.
+    #[track_caller]
+    pub fn put(&self, peer: usize, buffer: &Symmetric, offset: usize, tile: &Tile) -> Result<(), KernelError> {
+        let site = CallSite(std::panic::Location::caller());
+        self.one_sided(Op::Put, |b| b.put(Put { peer, buffer, offset, tile, signal: None, site }))
+    }
+
+    /// [`Tl::put`], then raises the peer's `signal` by `add` once the data has landed: a waiter that
+    /// sees the raise sees the data.
+    ///
+    /// # Errors
+    /// As [`Tl::put`], and [`KernelError::NoSuchSignal`].
+    #[track_caller]
+    pub fn put_signal(
+        &self,
+        peer: usize,
+        buffer: &Symmetric,
+        offset: usize,
+        tile: &Tile,
+        signal: usize,
+        add: u64,
+    ) -> Result<(), KernelError> {
+        let site = CallSite(std::panic::Location::caller());
+        self.one_sided(Op::PutSignal, |b| b.put(Put { peer, buffer, offset, tile, signal: Some((signal, add)), site }))
+    }
+
+    /// Reads `len` elements of rank `peer`'s copy of `buffer` from `offset`: a request crosses to the
+    /// peer and the data comes back.
+    ///
+    /// # Errors
+    /// As [`Tl::put`], and as [`Tl::read`] for what the peer holds.
+    #[track_caller]
+    pub fn get(
+        &self,
+        peer: usize,
+        buffer: &Symmetric,
+        offset: usize,
+        len: usize,
+    ) -> impl Future<Output = Result<Tile, KernelError>> + '_ {
+        let (site, buffer) = (CallSite(std::panic::Location::caller()), *buffer);
+        poll_fn(move |cx| {
+            with(|b| match b.one_sided() {
+                Some(one_sided) => one_sided.poll_get(peer, &buffer, offset, len, site, cx),
+                None => Poll::Ready(Err(KernelError::Unsupported { pe: self.ctx.pe, op: Op::Get })),
+            })
+        })
+    }
+
+    /// Raises rank `peer`'s `signal` by `add`; `peer` may be this PE's own rank, a raise between its
+    /// lanes that lands at once. Puts of this lane before it are ordered before it only through
+    /// `tl.fence()` or `tl.quiet()`.
+    ///
+    /// # Errors
+    /// [`KernelError::NotAPeer`], [`KernelError::NoSuchSignal`].
+    pub fn signal(&self, peer: usize, signal: usize, add: u64) -> Result<(), KernelError> {
+        self.one_sided(Op::Signal, |b| b.signal(peer, signal, add))
+    }
+
+    /// Waits until this PE's `signal` holds at least `value`.
+    ///
+    /// # Errors
+    /// [`KernelError::NoSuchSignal`].
+    pub async fn wait_until(&self, signal: usize, value: u64) -> Result<(), KernelError> {
+        poll_fn(|cx| {
+            with(|b| match b.one_sided() {
+                Some(one_sided) => one_sided.poll_wait(signal, value, cx),
+                None => Poll::Ready(Err(KernelError::Unsupported { pe: self.ctx.pe, op: Op::WaitSignal })),
+            })
+        })
+        .await
+    }
+
+    /// Sets this PE's `signal` back to 0, for the next use.
+    ///
+    /// # Errors
+    /// [`KernelError::NoSuchSignal`].
+    pub fn reset_signal(&self, signal: usize) -> Result<(), KernelError> {
+        self.one_sided(Op::ResetSignal, |b| b.reset(signal))
+    }
+
+    /// Orders this lane's puts so far before its later puts and signals (NVSHMEM's `fence`).
+    pub fn fence(&self) {
+        with(|b| {
+            if let Some(one_sided) = b.one_sided() {
+                one_sided.fence();
+            }
+        });
+    }
+
+    /// Waits until every put of this lane has landed (NVSHMEM's `quiet`).
+    pub async fn quiet(&self) -> Result<(), KernelError> {
+        poll_fn(|cx| {
+            with(|b| match b.one_sided() {
+                Some(one_sided) => one_sided.poll_quiet(cx),
+                None => Poll::Ready(Err(KernelError::Unsupported { pe: self.ctx.pe, op: Op::Quiet })),
+            })
+        })
+        .await
+    }
+
+    /// Runs `f` on the backend's symmetric memory, or fails `op` when it has none.
+    fn one_sided<R>(
+        &self,
+        op: Op,
+        f: impl FnOnce(&mut dyn OneSided) -> Result<R, KernelError>,
+    ) -> Result<R, KernelError> {
+        with(|b| match b.one_sided() {
+            Some(one_sided) => f(one_sided),
+            None => Err(KernelError::Unsupported { pe: self.ctx.pe, op }),
+        })
+    }
+}

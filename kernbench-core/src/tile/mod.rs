@@ -1,0 +1,175 @@
+//! Tiles: dtype-tagged contiguous data that kernels send, receive and reduce, with the dtypes and
+//! reduction operators they hold and the near-equal chunks they are cut into. Uses nothing of ours.
+//!
+//! A tile is a view (`start..start + len`) of a shared, reference-counted buffer. Slicing and sending
+//! share the buffer; the first write to a shared buffer copies the viewed range (copy on write), so a
+//! sender that keeps reducing into its tile never changes what a receiver already holds.
+//!
+//! This file holds the [`Tile`] and how one is made; the others how its elements are stored, its
+//! conversions, its views and chunks, and its arithmetic.
+
+mod arith;
+mod convert;
+mod dtype;
+mod error;
+mod storage;
+mod view;
+
+use std::sync::Arc;
+
+pub use dtype::{Dtype, ParseDtypeError, ParseReduceOpError, ReduceOp};
+pub use error::TileError;
+/// Half-precision element types (from the `half` crate), for `F16` and `BF16` tiles.
+pub use half::{bf16, f16};
+pub use storage::Element;
+pub use view::{chunk_range, chunk_start};
+
+use storage::{Storage_, buffer, with_element};
+
+/// Dtype-tagged contiguous data: a view of a shared buffer.
+///
+/// # Examples
+/// ```
+/// use kernbench_core::{ReduceOp, Tile};
+/// let mut acc = Tile::from_vec(vec![1.0f32, 2.0, 3.0, 4.0]);
+/// let other = Tile::from_vec(vec![10.0f32; 4]);
+/// acc.reduce_in_place(&other, ReduceOp::Sum).unwrap();
+/// assert_eq!(acc.as_slice::<f32>().unwrap(), &[11.0, 12.0, 13.0, 14.0]);
+///
+/// let half = acc.chunk(1, 2).unwrap(); // zero-copy
+/// assert!(half.shares_buffer_with(&acc));
+/// assert_eq!(half.as_slice::<f32>().unwrap(), &[13.0, 14.0]);
+///
+/// let mismatch = Tile::from_vec(vec![1i32; 4]);
+/// assert!(acc.reduce_in_place(&mismatch, ReduceOp::Sum).is_err());
+/// ```
+#[derive(Clone)]
+pub struct Tile {
+    data: Arc<Storage_>,
+    start: usize,
+    len: usize,
+}
+
+impl Tile {
+    /// The most bytes one tile may hold: 64 GiB, as much as the largest tensor a `DistTensor` may hold
+    /// (`DistTensor::MAX_BYTES`), so no collective needs a larger tile. Larger requests fail with
+    /// [`TileError::TooLarge`] before the allocator is asked, so an absurd length ends in an error, not in
+    /// an abort of the process.
+    pub const MAX_BYTES: usize = 1 << 36;
+
+    /// A tile owning `values`.
+    pub fn from_vec<T: Element>(values: Vec<T>) -> Tile {
+        let len = values.len();
+        Tile { data: Arc::new(T::wrap(values)), start: 0, len }
+    }
+
+    /// `len` zeros of `dtype`.
+    ///
+    /// # Panics
+    /// As [`Tile::filled`].
+    pub fn zeros(dtype: Dtype, len: usize) -> Tile {
+        Tile::filled(dtype, len, 0.0)
+    }
+
+    /// `len` zeros of `dtype`, or an error where [`Tile::zeros`] would panic.
+    ///
+    /// # Errors
+    /// As [`Tile::try_filled`].
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench_core::{Dtype, Tile, TileError};
+    /// assert_eq!(Tile::try_zeros(Dtype::I32, 3).unwrap().to_vec::<i32>().unwrap(), [0, 0, 0]);
+    /// let absurd = Tile::try_zeros(Dtype::F32, 1 << 36).unwrap_err();
+    /// assert!(matches!(absurd, TileError::TooLarge { bytes, .. } if bytes == 1 << 38), "{absurd}");
+    /// ```
+    pub fn try_zeros(dtype: Dtype, len: usize) -> Result<Tile, TileError> {
+        Tile::try_filled(dtype, len, 0.0)
+    }
+
+    /// `len` copies of `value` converted to `dtype` (rounded to nearest; integers truncated).
+    ///
+    /// # Panics
+    /// When [`Tile::try_filled`] fails: for more than [`Tile::MAX_BYTES`], or when memory is used up.
+    pub fn filled(dtype: Dtype, len: usize, value: f64) -> Tile {
+        Tile::try_filled(dtype, len, value).unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    /// `len` copies of `value` converted to `dtype`, or an error where [`Tile::filled`] would panic.
+    ///
+    /// # Errors
+    /// [`TileError::TooLarge`] above [`Tile::MAX_BYTES`], [`TileError::OutOfMemory`] when the allocator
+    /// cannot provide the buffer.
+    pub fn try_filled(dtype: Dtype, len: usize, value: f64) -> Result<Tile, TileError> {
+        with_element!(dtype, T => {
+            let mut values: Vec<T> = buffer(len)?;
+            values.resize(len, <T as Element>::from_f64(value));
+            Ok(Tile::from_vec(values))
+        })
+    }
+
+    /// A tile of `len` elements of `dtype` repeating `period` (converted once: rounded to nearest,
+    /// integers truncated) from its start: element `i` is `period[i % period.len()]`; zeros for an empty
+    /// `period`. Written by doubling copies of what is already there, so a large sample costs about a
+    /// memcpy, with no `f64` copy of it.
+    ///
+    /// # Errors
+    /// As [`Tile::try_filled`].
+    pub(crate) fn try_repeating(dtype: Dtype, len: usize, period: &[f64]) -> Result<Tile, TileError> {
+        if period.is_empty() {
+            return Tile::try_zeros(dtype, len);
+        }
+        with_element!(dtype, T => {
+            let mut values: Vec<T> = buffer(len)?;
+            values.extend(period.iter().take(len).map(|&v| <T as Element>::from_f64(v)));
+            // A whole number of periods so far, so a copy of a prefix continues the pattern.
+            while values.len() < len {
+                values.extend_from_within(..values.len().min(len - values.len()));
+            }
+            Ok(Tile::from_vec(values))
+        })
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> Dtype {
+        self.data.dtype()
+    }
+
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the tile has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The size of the elements in bytes.
+    pub fn bytes(&self) -> usize {
+        self.len * self.dtype().size()
+    }
+
+    /// Whether two tiles view the same buffer (a slice or a sent copy of a tile does, until either is
+    /// written).
+    pub fn shares_buffer_with(&self, other: &Tile) -> bool {
+        Arc::ptr_eq(&self.data, &other.data)
+    }
+
+    /// The viewed elements; the caller has matched `T` to the dtype.
+    fn typed<T: Element>(&self) -> &[T] {
+        &T::view(&self.data).expect("dtype dispatched by the caller")[self.start..self.start + self.len]
+    }
+
+    /// The viewed elements, writable: takes a private copy of the range first if the buffer is shared.
+    fn typed_mut<T: Element>(&mut self) -> &mut [T] {
+        if Arc::get_mut(&mut self.data).is_none() {
+            let own = self.typed::<T>().to_vec();
+            self.data = Arc::new(T::wrap(own));
+            self.start = 0;
+        }
+        let data = Arc::get_mut(&mut self.data).expect("unique after copy on write");
+        let (start, len) = (self.start, self.len);
+        &mut T::view_mut(data).expect("dtype dispatched by the caller")[start..start + len]
+    }
+}
