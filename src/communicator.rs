@@ -18,13 +18,13 @@ use kernbench_core::postcondition::{self, CallFacts, Postcondition, Postconditio
 use kernbench_core::provenance::Exactness;
 use kernbench_core::tl::MAX_GENERATION;
 use kernbench_core::{
-    Algorithm, Collective, DistTensor, InstallPlan, Layout, LayoutError, PeId, PlanError, ReduceOp, Registry,
+    Algorithm, CheckedPlan, Collective, DistTensor, Layout, LayoutError, PeId, PlanError, ReduceOp, Registry,
     RegistryError, System, Tile, ValidationError,
 };
 use kernbench_sim::spread::Exchange;
 use kernbench_sim::{Call, ExactRunError, PeBuffers, RunError, RunOptions, RunReport, Runtime};
 
-use crate::estimate;
+use crate::estimate::{self, Estimate};
 
 /// Why a collective call did not run. The postcondition failing is not an error: it is in the
 /// [`CallReport`], with where it failed.
@@ -141,6 +141,13 @@ pub enum CommError {
         /// The limit.
         limit: u64,
     },
+    /// A prepared call was given a tensor of another layout than the one it was prepared for (the
+    /// caller's fault).
+    #[error("the tensor's layout is not the one {algorithm} was prepared for: prepare the call for this tensor")]
+    LayoutNotPrepared {
+        /// The algorithm prepared.
+        algorithm: String,
+    },
     /// The reference the outputs are checked against cannot be computed from the inputs.
     #[error("the inputs do not fit {collective}: {source}")]
     Reference {
@@ -196,17 +203,21 @@ pub struct CallReport {
     /// holds exactly the contributions the collective says.
     pub exact: Option<Exactness>,
     /// The plan it ran on.
-    pub plan: Arc<InstallPlan>,
+    pub plan: Arc<CheckedPlan>,
     /// Per-PE outputs and figures.
     pub run: RunReport,
 }
 
 impl fmt::Display for CallReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut verdict = if self.postcondition.held { "correct".to_owned() } else { self.postcondition.to_string() };
-        if let Some(exact) = &self.exact {
-            verdict = format!("{verdict} ({exact})");
-        }
+        // Correct only when every check held; otherwise each check that failed, and only those.
+        let verdict = match (&self.postcondition, &self.exact) {
+            (numeric, None) if numeric.held => "correct".to_owned(),
+            (numeric, Some(exact)) if numeric.held && exact.held => format!("correct ({exact})"),
+            (numeric, Some(exact)) if numeric.held => exact.to_string(),
+            (numeric, Some(exact)) if !exact.held => format!("{numeric}; {exact}"),
+            (numeric, _) => numeric.to_string(),
+        };
         let time = self.run.completion_ns().map_or(String::new(), |ns| format!(", {ns:.0} ns simulated"));
         write!(
             f,
@@ -233,6 +244,37 @@ pub struct CallOptions {
     pub generation: Option<u64>,
 }
 
+/// A call made ready to run ([`Communicator::prepare`]): its algorithm, why it was chosen, the checked
+/// plan it runs on, the layout of the tensor it takes and its estimate, each resolved once;
+/// [`Communicator::run_prepared`] runs it on any tensor of that layout.
+#[derive(Clone, Debug)]
+pub struct PreparedCall {
+    /// The collective.
+    pub collective: Collective,
+    /// The algorithm that runs.
+    pub algorithm: Arc<Algorithm>,
+    /// Why: the selection rule that matched, or that the caller named it.
+    pub reason: String,
+    /// The plan it runs on.
+    pub plan: Arc<CheckedPlan>,
+    /// The layout of the tensor it takes.
+    pub layout: Layout,
+    /// What it is estimated to cost.
+    pub estimate: Estimate,
+}
+
+impl PreparedCall {
+    /// The ranks: the participants of its plan.
+    pub fn ranks(&self) -> usize {
+        self.plan.len()
+    }
+
+    /// Bytes of each SIP's tensor: what the selection rules compare.
+    pub fn bytes_per_sip(&self) -> u64 {
+        (self.layout.sip_elements() * self.layout.dtype.size()) as u64
+    }
+}
+
 /// Collectives over one system with one registry: the user's entry point.
 ///
 /// # Examples
@@ -251,7 +293,7 @@ pub struct Communicator {
     system: System,
     registry: Registry,
     /// Each algorithm's plan on `system`, built the first time the algorithm is asked for.
-    plans: HashMap<String, Result<Arc<InstallPlan>, PlanError>>,
+    plans: HashMap<String, Result<Arc<CheckedPlan>, PlanError>>,
     last_generation: u64,
     options: RunOptions,
     max_memory: Option<u64>,
@@ -407,7 +449,8 @@ impl Communicator {
         Ok(report)
     }
 
-    /// Runs `collective` on `tensor`'s shards: the general form of every method above.
+    /// Runs `collective` on `tensor`'s shards: the general form of every method above;
+    /// [`Communicator::prepare`] for the tensor's layout, then [`Communicator::run_prepared`].
     ///
     /// # Errors
     /// [`CommError`].
@@ -419,11 +462,37 @@ impl Communicator {
         root: usize,
         options: &CallOptions,
     ) -> Result<(DistTensor, CallReport), CommError> {
-        let layout = tensor.layout();
-        let bytes_per_sip = (layout.sip_elements() * tensor.dtype().size()) as u64;
-        let (algorithm, reason, plan) = match &options.algorithm {
-            Some(name) => {
-                let algorithm = Arc::clone(self.registry.get(name)?);
+        let algorithm = options.algorithm.as_deref().map(|name| self.algorithm(name)).transpose()?;
+        let prepared = self.prepare(collective, &tensor.layout(), algorithm)?;
+        self.run_prepared(&prepared, tensor, op, root, options.generation)
+    }
+
+    /// The registry's algorithm named `name`.
+    ///
+    /// # Errors
+    /// [`CommError::Registry`] naming the algorithms there are.
+    pub fn algorithm(&self, name: &str) -> Result<Arc<Algorithm>, CommError> {
+        Ok(Arc::clone(self.registry.get(name)?))
+    }
+
+    /// Prepares a call of `collective` on a tensor of `layout` ([`Layout::of`] gives the layout of a
+    /// tensor not yet made): runs `algorithm`, or the first algorithm whose selection rule matches the
+    /// size and whose validator takes the layout; plans it on the system (once per algorithm, shared by
+    /// every later call); and estimates what the call costs, refusing it when that passes this
+    /// communicator's limits, before anything is allocated.
+    ///
+    /// # Errors
+    /// [`CommError::WrongCollective`], [`CommError::Plan`], [`CommError::Validation`],
+    /// [`CommError::NoAlgorithmFits`], [`CommError::Registry`] when no rule matches,
+    /// [`CommError::TooManyMessages`], [`CommError::TooMuchMemory`].
+    pub fn prepare(
+        &mut self,
+        collective: Collective,
+        layout: &Layout,
+        algorithm: Option<Arc<Algorithm>>,
+    ) -> Result<PreparedCall, CommError> {
+        let (algorithm, reason, plan) = match algorithm {
+            Some(algorithm) => {
                 if algorithm.collective != collective {
                     return Err(CommError::WrongCollective {
                         algorithm: algorithm.name.clone(),
@@ -431,12 +500,47 @@ impl Communicator {
                         asked: collective,
                     });
                 }
-                let plan = self.fit(&algorithm, &layout)?;
+                let plan = self.fit(&algorithm, layout)?;
                 (algorithm, "named by the caller".to_owned(), plan)
             }
-            None => self.choose(collective, bytes_per_sip, &layout)?,
+            None => {
+                let bytes_per_sip = (layout.sip_elements() * layout.dtype.size()) as u64;
+                self.choose(collective, bytes_per_sip, layout)?
+            }
         };
-        self.check_limits(collective, &algorithm, &plan, tensor)?;
+        let estimate = estimate::call(collective, &algorithm, &plan, layout, self.exact);
+        let ranks = plan.len();
+        if let Some(limit) = self.max_messages.filter(|&limit| estimate.messages > limit) {
+            let (algorithm, estimate) = (algorithm.name.clone(), estimate.messages);
+            return Err(CommError::TooManyMessages { algorithm, participants: ranks, estimate, limit });
+        }
+        if let Some(limit) = self.max_memory.filter(|&limit| estimate.memory > limit) {
+            let (input_bytes, estimate) = (estimate.input_bytes, estimate.memory);
+            return Err(CommError::TooMuchMemory { collective, ranks, input_bytes, estimate, limit });
+        }
+        Ok(PreparedCall { collective, algorithm, reason, plan, layout: layout.clone(), estimate })
+    }
+
+    /// Runs a call [`Communicator::prepare`] made on `tensor`, which must have the layout it was prepared
+    /// for, in the communicator's next generation or `generation` (after the last one).
+    ///
+    /// # Errors
+    /// [`CommError::LayoutNotPrepared`] for a tensor of another layout, [`CommError::BadRoot`],
+    /// [`CommError::Inputs`], [`CommError::Generation`], [`CommError::Run`],
+    /// [`CommError::ExactRun`], [`CommError::Reference`], [`CommError::Layout`].
+    pub fn run_prepared(
+        &mut self,
+        prepared: &PreparedCall,
+        tensor: &DistTensor,
+        op: ReduceOp,
+        root: usize,
+        generation: Option<u64>,
+    ) -> Result<(DistTensor, CallReport), CommError> {
+        let PreparedCall { collective, algorithm, reason, plan, .. } = prepared;
+        let collective = *collective;
+        if tensor.layout() != prepared.layout {
+            return Err(CommError::LayoutNotPrepared { algorithm: algorithm.name.clone() });
+        }
         let inputs: Vec<Tile> = plan
             .participants()
             .map(|p| tensor.shard(p.pe).cloned().unwrap_or_else(|| Tile::zeros(tensor.dtype(), 0)))
@@ -451,13 +555,13 @@ impl Communicator {
         let pes: Vec<_> = plan.participants().map(|p| p.pe).collect();
         check_inputs(collective, &pes, &inputs)?;
         let before: Vec<Tile> = (0..n).map(|rank| starting_output(collective, &inputs[rank], rank, n)).collect();
-        let generation = self.take_generation(options.generation)?;
+        let generation = self.take_generation(generation)?;
         let buffers =
             inputs.iter().zip(&before).map(|(i, o)| PeBuffers { input: i.clone(), output: o.clone() }).collect();
         let runtime = Runtime::new(&self.system).options(self.options.clone());
         let call = Call { op, root, generation };
         let exact = self.exact.then_some(collective);
-        let (run, exact) = runtime.run_then_exact(&plan, algorithm.launch(), buffers, call, exact)?;
+        let (run, exact) = runtime.run_then_exact(plan, algorithm.launch(), buffers, call, exact)?;
         let outputs: Vec<Tile> = run.pes().iter().map(|p| p.output.clone()).collect();
         let element = tensor.dtype().size() as u64;
         let size = inputs.iter().chain(&outputs).map(|t| t.len() as u64 * element).max().unwrap_or(0);
@@ -468,54 +572,17 @@ impl Communicator {
         let report = CallReport {
             collective,
             algorithm: algorithm.name.clone(),
-            reason,
+            reason: reason.clone(),
             generation,
-            bytes_per_sip,
+            bytes_per_sip: prepared.bytes_per_sip(),
             size,
             op,
             postcondition,
             exact,
-            plan,
+            plan: Arc::clone(plan),
             run,
         };
         Ok((out, report))
-    }
-
-    /// Refuses a call of `algorithm` on `plan` whose timing, memory or messages this communicator does
-    /// not allow, before the call allocates anything.
-    fn check_limits(
-        &self,
-        collective: Collective,
-        algorithm: &Algorithm,
-        plan: &InstallPlan,
-        tensor: &DistTensor,
-    ) -> Result<(), CommError> {
-        self.options.check(&self.system)?;
-        let ranks = plan.len();
-        if let Some(limit) = self.max_messages {
-            let estimate = estimate::messages(algorithm, plan);
-            if estimate > limit {
-                let algorithm = algorithm.name.clone();
-                return Err(CommError::TooManyMessages { algorithm, participants: ranks, estimate, limit });
-            }
-        }
-        if let Some(limit) = self.max_memory {
-            let element = tensor.dtype().size() as u64;
-            let input_bytes =
-                plan.participants().filter_map(|p| tensor.shard(p.pe)).map(|t| t.len() as u64 * element).max();
-            let input_bytes = input_bytes.unwrap_or(0);
-            let mut estimate = estimate::peak_memory(collective, ranks, input_bytes)
-                .saturating_add(estimate::symmetric_heap(algorithm, ranks, input_bytes));
-            if self.exact {
-                // The provenance run's own: 8-byte signatures in place of the elements.
-                let signatures = input_bytes / element.max(1) * 8;
-                estimate = estimate.saturating_add(estimate::peak_memory(collective, ranks, signatures));
-            }
-            if estimate > limit {
-                return Err(CommError::TooMuchMemory { collective, ranks, input_bytes, estimate, limit });
-            }
-        }
-        Ok(())
     }
 
     /// The install plan of `algorithm` on this communicator's system, built on first use and shared
@@ -523,14 +590,14 @@ impl Communicator {
     ///
     /// # Errors
     /// [`CommError::Plan`] when its topology and mapper make no plan for this system.
-    pub fn plan(&mut self, algorithm: &Algorithm) -> Result<Arc<InstallPlan>, CommError> {
+    pub fn plan(&mut self, algorithm: &Algorithm) -> Result<Arc<CheckedPlan>, CommError> {
         let system = &self.system;
         let cached = self.plans.entry(algorithm.name.clone()).or_insert_with(|| algorithm.plan(system).map(Arc::new));
         Ok(cached.clone()?)
     }
 
     /// The plan of `algorithm` on this system, if the tensor's layout fits its validator.
-    fn fit(&mut self, algorithm: &Algorithm, layout: &Layout) -> Result<Arc<InstallPlan>, CommError> {
+    fn fit(&mut self, algorithm: &Algorithm, layout: &Layout) -> Result<Arc<CheckedPlan>, CommError> {
         let plan = self.plan(algorithm)?;
         algorithm
             .validate(&plan, layout)
@@ -546,7 +613,7 @@ impl Communicator {
         collective: Collective,
         bytes: u64,
         layout: &Layout,
-    ) -> Result<(Arc<Algorithm>, String, Arc<InstallPlan>), CommError> {
+    ) -> Result<(Arc<Algorithm>, String, Arc<CheckedPlan>), CommError> {
         let matching: Vec<(Arc<Algorithm>, String)> = self
             .registry
             .matching(collective, bytes, layout.kind())

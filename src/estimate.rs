@@ -4,7 +4,7 @@
 //! and the CLI check their limits with it.
 
 use kernbench_core::collective::estimate;
-use kernbench_core::{Algorithm, InstallPlan};
+use kernbench_core::{Algorithm, Collective, InstallPlan, Layout};
 
 pub use kernbench_core::collective::estimate::{DEFAULT_MAX_MESSAGES, human, peak_memory};
 
@@ -38,4 +38,54 @@ pub fn symmetric_heap(algorithm: &Algorithm, ranks: usize, input_bytes: u64) -> 
 /// ```
 pub fn messages(algorithm: &Algorithm, plan: &InstallPlan) -> u64 {
     estimate::messages(algorithm.kernel.name, &algorithm.params, plan)
+}
+
+/// What one call is estimated to cost, known before it runs: its ranks' largest input, its peak memory
+/// and its messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Estimate {
+    /// The largest input of a rank, in bytes.
+    pub input_bytes: u64,
+    /// The peak memory ([`peak_memory`], the algorithm's [`symmetric_heap`], and an exact check's
+    /// provenance run), in bytes.
+    pub memory: u64,
+    /// The messages it sends ([`messages`]).
+    pub messages: u64,
+}
+
+/// The estimate of one call of `collective` by `algorithm` on `plan`, its ranks holding the shards of
+/// `layout`; `exact` when the call is checked exactly too (its provenance run holds 8-byte signatures in
+/// place of the elements).
+///
+/// # Examples
+/// ```
+/// use kernbench::{Collective, DpPolicy, Dtype, Layout, System};
+/// let system = System::shape(4, 1, 1, 1).unwrap();
+/// let registry = kernbench::algorithms::default_registry();
+/// let one_shot = registry.get("symmetric_one_shot").unwrap();
+/// let plan = one_shot.plan(&system).unwrap();
+/// let layout = Layout::of(&system, Dtype::F32, 1, 1 << 18, DpPolicy::LEADER).unwrap();
+/// let e = kernbench::estimate::call(Collective::AllReduce, one_shot, &plan, &layout, false);
+/// assert_eq!(e.input_bytes, 1 << 20);
+/// // The data's peak and an inbox of every rank's input on each of 4 ranks.
+/// assert_eq!(e.memory, kernbench::estimate::peak_memory(Collective::AllReduce, 4, 1 << 20) + (16 << 20));
+/// ```
+pub fn call(
+    collective: Collective,
+    algorithm: &Algorithm,
+    plan: &InstallPlan,
+    layout: &Layout,
+    exact: bool,
+) -> Estimate {
+    let element = layout.dtype.size() as u64;
+    let largest = plan.participants().filter_map(|p| layout.shards.get(&p.pe)).max().copied().unwrap_or(0);
+    let input_bytes = largest as u64 * element;
+    let ranks = plan.len();
+    let mut memory =
+        peak_memory(collective, ranks, input_bytes).saturating_add(symmetric_heap(algorithm, ranks, input_bytes));
+    if exact {
+        let signatures = largest as u64 * 8;
+        memory = memory.saturating_add(peak_memory(collective, ranks, signatures));
+    }
+    Estimate { input_bytes, memory, messages: messages(algorithm, plan) }
 }

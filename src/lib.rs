@@ -29,4 +29,4 @@ pub mod algorithms {
 mod communicator;
 pub mod estimate;
 
-pub use communicator::{CallOptions, CallReport, CommError, Communicator};
+pub use communicator::{CallOptions, CallReport, CommError, Communicator, PreparedCall};

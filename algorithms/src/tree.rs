@@ -1,5 +1,5 @@
-//! Tree algorithms on `tree` and `double_binary_tree`: pipelined all-reduce over one binary tree or
-//! over two mirrored ones at once, and broadcast from any root.
+//! Tree algorithms: pipelined all-reduce over one binary tree (`tree`) or over two mirrored ones at once
+//! (`double_binary_tree`), and a binomial-tree broadcast from any root (`circulant`).
 //!
 //! An all-reduce reduces each piece of the data up the tree (every member adds its children's partial
 //! results to its own) and broadcasts the root's result back down. Pieces are streamed: a member at
@@ -55,14 +55,6 @@ impl HeapTree {
 /// The depth of heap position `position`.
 fn depth_of(position: usize) -> usize {
     (position + 1).ilog2() as usize
-}
-
-/// Whether heap position `ancestor` is `position` or one of its ancestors.
-fn is_ancestor_or_self(ancestor: usize, mut position: usize) -> bool {
-    while position > ancestor {
-        position = (position - 1) / 2;
-    }
-    position == ancestor
 }
 
 /// Reduces one piece up `tree`: own data, then child 0's partial result, then child 1's. Returns the
@@ -150,36 +142,30 @@ pub fn double_binary_tree_allreduce(tl: &Tl, chunks: usize) {
     tl.store(Output, &tl.concat(&pieces.concat()));
 }
 
-/// Tree broadcast from any root: the root's data goes up its path to rank 0, and every rank on that
-/// path hands it down to its other subtree.
+/// Binomial-tree broadcast from any root. Ranks are numbered from the root, `v = (rank - root) mod n`:
+/// rank `v` gets the data from `v - 2^j` (`2^j` the highest power of two in `v`) and passes it on to
+/// `v + 2^k` for every `k > j` with `v + 2^k < n`, the nearest first (the largest subtree first). Its
+/// edges are the root-0 tree's turned round the ring, so on a ring or a switch the broadcast takes the
+/// same time from every root.
 ///
-/// Topology `tree`, any mapper, any number of ranks and any root among them (the runtime rejects a
-/// root that is not a rank before any kernel runs).
+/// Topology `circulant` (or `full`), any mapper, any number of ranks and any root among them (the
+/// runtime rejects a root that is not a rank before any kernel runs).
 #[ccl_kernel(crate = "kernbench_core")]
 pub fn tree_broadcast(tl: &Tl) {
-    let tree = HeapTree { index: 0, position: tl.rank(), count: tl.size() };
-    let root = tl.root();
+    let (rank, n, root) = (tl.rank(), tl.size(), tl.root());
     let data = tl.load(Input);
-    // A rank is on the path when the root is in its subtree: it gets the data from below, passes it
-    // up, and sends it down only to the child off the path.
-    let on_path = is_ancestor_or_self(tree.position, root);
-    let result = if on_path {
-        let mut result = data;
-        for (k, child) in tree.children() {
-            if is_ancestor_or_self(child, root) {
-                result = tl.recv(Direction::Child(0, k), result.len(), result.dtype());
-            }
-        }
-        if let Some(parent) = tree.parent() {
-            tl.send(parent, &result);
-        }
-        result
+    let v = (rank + n - root) % n;
+    let peer = |v: usize| Direction::peer((v + root) % n);
+    let (result, first) = if v == 0 {
+        (data, 0)
     } else {
-        tl.recv(Direction::Parent(0), data.len(), data.dtype())
+        let highest = v.ilog2();
+        (tl.recv(peer(v - (1 << highest))?, data.len(), data.dtype()), highest + 1)
     };
-    for (k, child) in tree.children() {
-        if !is_ancestor_or_self(child, root) {
-            tl.send(Direction::Child(0, k), &result);
+    for k in first..usize::BITS {
+        match v.checked_add(1 << k).filter(|&child| child < n) {
+            Some(child) => tl.send(peer(child)?, &result),
+            None => break,
         }
     }
     tl.store(Output, &result);

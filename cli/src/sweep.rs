@@ -23,23 +23,21 @@
 //! - `#wrong` is the number of wrong output elements, from the postcondition check.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use kernbench::bound::{self, CallShape, Limit, TimeBound};
-use kernbench::{Collective, DistTensor, DpPolicy, Dtype, InstallPlan, PeId, ReduceOp, Registry, System};
+use kernbench::samples::{sample_tensor, shards_per_sip};
+use kernbench::{CallReport, CommError, Communicator, PreparedCall};
+use kernbench::{Collective, DistTensor, DpPolicy, Dtype, InstallPlan, Layout, PeId, ReduceOp, Registry, System};
 use serde::Serialize;
 
 use crate::memory;
-
-use kernbench::samples::shards_per_sip;
-use kernbench::{CallOptions, CallReport, CommError, Communicator};
 
 mod error;
 mod tensor;
 
 pub use error::{Interrupted, SweepError};
-pub use tensor::{Rounding, check_memory, point_tensor};
+pub use tensor::{Rounding, point_size, point_tensor};
 
 /// What a point of a sweep runs: whatever the registry selects, or a named algorithm.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -505,13 +503,13 @@ impl Sweep {
     /// [`SweepError::Call`] for an algorithm the communicator does not have or cannot plan,
     /// [`SweepError::TooMuchMemory`], and [`SweepError::Layout`] when the tensor cannot be made.
     pub fn point<'s>(&self, comm: &mut Communicator, series: &'s Series, size: u64) -> Result<Point<'s>, SweepError> {
-        let (policy, ranks) = match (self.layout, series) {
-            (None, Series::Algorithm(name)) => {
-                let algorithm =
-                    Arc::clone(comm.registry().get(name).map_err(|e| self.call_error(series, size, e.into()))?);
-                let plan = comm.plan(&algorithm).map_err(|e| self.call_error(series, size, e))?;
-                (algorithm.mapper.layout(), plan.len())
-            }
+        let call_error = |e| self.call_error(series, size, e);
+        let algorithm = match series {
+            Series::Algorithm(name) => Some(comm.algorithm(name).map_err(call_error)?),
+            Series::Auto => None,
+        };
+        let (policy, ranks) = match (self.layout, &algorithm) {
+            (None, Some(algorithm)) => (algorithm.mapper.layout(), comm.plan(algorithm).map_err(call_error)?.len()),
             // Unless the sweep names a layout, `auto` runs on the one-PE layout, the layout every rank of
             // every collective can take.
             (layout, _) => {
@@ -519,10 +517,21 @@ impl Sweep {
                 (policy, comm.system().sips() * shards_per_sip(comm.system(), policy))
             }
         };
-        let system = comm.system();
-        check_memory(system, self.collective, size, (policy, ranks), self.max_memory)?;
-        let (tensor, rounded) = point_tensor(system, self.collective, size, (self.dtype, self.op), policy, ranks)?;
-        Ok(Point { series, size, policy, ranks, tensor, rounded })
+        let system = comm.system().clone();
+        let (bytes, rounded) = point_size(&system, self.collective, size, self.dtype, policy, ranks);
+        let elements = usize::try_from(bytes / self.dtype.size() as u64).unwrap_or(usize::MAX);
+        let layout = Layout::of(&system, self.dtype, 1, elements, policy)?;
+        let too_much =
+            |estimate, limit| SweepError::TooMuchMemory { collective: self.collective, size, estimate, limit };
+        let prepared = comm.prepare(self.collective, &layout, algorithm).map_err(|e| match e {
+            CommError::TooMuchMemory { estimate, limit, .. } => too_much(estimate, limit),
+            e => call_error(e),
+        })?;
+        if let Some(limit) = self.max_memory.filter(|&limit| prepared.estimate.memory > limit) {
+            return Err(too_much(prepared.estimate.memory, limit));
+        }
+        let tensor = sample_tensor(&system, bytes, self.dtype, self.op, policy)?;
+        Ok(Point { series, size, policy, ranks, prepared, tensor, rounded })
     }
 
     /// Calls a point [`Sweep::point`] made and returns its row and the call's full report.
@@ -531,19 +540,12 @@ impl Sweep {
     /// [`SweepError::Call`] when the call fails, and [`SweepError::Untimed`] when the communicator does
     /// not simulate time.
     pub fn call_point(&self, comm: &mut Communicator, point: Point<'_>) -> Result<(Row, CallReport), SweepError> {
-        let Point { series, size, policy, ranks, tensor, rounded } = point;
+        let Point { series, size, policy, ranks, prepared, tensor, rounded } = point;
         let system = comm.system().clone();
         let shard_elements = (tensor.shape().1 / shards_per_sip(&system, policy)) as u64;
         let element = self.dtype.size() as u64;
-        let options = CallOptions {
-            algorithm: match series {
-                Series::Auto => None,
-                Series::Algorithm(name) => Some(name.clone()),
-            },
-            generation: None,
-        };
         let (_, report) = comm
-            .call(self.collective, &tensor, self.op, self.root, &options)
+            .run_prepared(&prepared, &tensor, self.op, self.root, None)
             .map_err(|e| self.call_error(series, size, e))?;
         let time_ns = report.run.completion_ns().ok_or(SweepError::Untimed)?;
         let bound =
@@ -592,6 +594,8 @@ pub struct Point<'s> {
     policy: DpPolicy,
     /// The collective's ranks: the PEs that hold data.
     ranks: usize,
+    /// The call, prepared.
+    prepared: PreparedCall,
     tensor: DistTensor,
     /// How the point's size was rounded, when it was.
     pub rounded: Option<Rounding>,
@@ -618,6 +622,8 @@ pub fn table_footer(rows: &[Row]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
 
     #[test]
@@ -665,6 +671,35 @@ mod tests {
         let rows = sweep.run(&mut comm, |_| {}).unwrap();
         // 250 f32 rounded up to 252, three blocks of 84.
         assert_eq!((rows[0].bytes_per_rank, rows[0].wrong), (1008, 0));
+    }
+
+    #[test]
+    fn a_sweeps_points_share_the_plan_their_algorithm_was_prepared_with() {
+        let system = System::shape(4, 1, 1, 1).unwrap();
+        let mut comm = Communicator::new(system);
+        let ring = Series::Algorithm("ring".into());
+        let sweep = Sweep::new(Collective::AllReduce, vec![ring.clone()], vec![1024, 4096]);
+        let (_, small) = sweep.call(&mut comm, &ring, 1024).unwrap();
+        let (_, large) = sweep.call(&mut comm, &ring, 4096).unwrap();
+        assert!(Arc::ptr_eq(&small.plan, &large.plan), "the plan was built again");
+    }
+
+    #[test]
+    fn a_points_memory_check_is_the_calls_estimate_with_the_algorithms_symmetric_heap() {
+        let system = System::shape(4, 1, 1, 1).unwrap();
+        let mut comm = Communicator::new(system.clone());
+        let one_shot = comm.algorithm("symmetric_one_shot").unwrap();
+        let plan = comm.plan(&one_shot).unwrap();
+        let layout = Layout::of(&system, Dtype::F32, 1, 1 << 18, DpPolicy::LEADER).unwrap();
+        let estimate = kernbench::estimate::call(Collective::AllReduce, &one_shot, &plan, &layout, false).memory;
+        // Every rank's inbox holds every rank's input: more than the data alone.
+        assert!(estimate > kernbench::estimate::peak_memory(Collective::AllReduce, 4, 1 << 20));
+        let series = Series::Algorithm("symmetric_one_shot".into());
+        let sweep =
+            |limit| Sweep::new(Collective::AllReduce, vec![series.clone()], vec![1 << 20]).max_memory(Some(limit));
+        let refused = sweep(estimate - 1).call(&mut comm, &series, 1 << 20).unwrap_err();
+        assert!(matches!(refused, SweepError::TooMuchMemory { estimate: e, .. } if e == estimate), "{refused}");
+        sweep(estimate).call(&mut comm, &series, 1 << 20).expect("a point within the limit runs");
     }
 
     #[test]

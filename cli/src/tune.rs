@@ -21,13 +21,12 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use kernbench::{Collective, DpPolicy, Dtype, LayoutKind, ReduceOp, Registry, RegistryError, SelectionRule};
+use kernbench::{Collective, DpPolicy, Dtype, Layout, LayoutKind, ReduceOp, Registry, RegistryError, SelectionRule};
 use serde::Serialize;
 
 use crate::memory;
 use crate::sweep::{Row, Series, Sweep, SweepError};
 use kernbench::Communicator;
-use kernbench::samples::sample_tensor;
 
 /// A range of bytes per rank and the algorithm that was fastest in it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -92,12 +91,11 @@ impl Tuner {
     ///
     /// # Errors
     /// [`SweepError::NoCandidates`] when no algorithm of the collective runs on that layout, and
-    /// [`SweepError::Layout`] when the one-PE tensor that layouts are checked with cannot be made.
+    /// [`SweepError::Layout`] when the one-PE layout they are checked with cannot be made.
     pub fn new(comm: &mut Communicator, collective: Collective) -> Result<Tuner, SweepError> {
         let system = comm.system();
         // One element per rank splits into whole blocks for every collective, all-to-all included.
-        let probe = sample_tensor(system, system.sips() as u64 * 4, Dtype::F32, ReduceOp::Sum, DpPolicy::LEADER)?;
-        let layout = probe.layout();
+        let layout = Layout::of(system, Dtype::F32, 1, system.sips(), DpPolicy::LEADER)?;
         let algorithms: Vec<_> =
             comm.registry().algorithms().filter(|a| a.collective == collective).map(Arc::clone).collect();
         // The plans are the communicator's, so the runs that follow reuse them.

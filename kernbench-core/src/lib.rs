@@ -63,11 +63,12 @@ pub use names::{Builtin, NamedItem, UnknownName};
 #[doc(hidden)]
 pub use plan::workload;
 pub use plan::{
-    DistTensor, DpPolicy, FULL_MAX_PARTICIPANTS, HYPERCUBE_MAX_PARTICIPANTS, InstallPlan, Layout, LayoutError,
-    LayoutKind, MAPPERS, Mapper, MapperFn, NeighborTableEntry, PeInstall, PlanError, PlanLinks, SipPlan, Split,
-    TOPOLOGIES, Topology, TopologyFn, VALIDATORS, ValidationError, ValidatorFn, all_pes, any, check_plan, cube_leaders,
-    double_binary_tree, full, hierarchical_3level, hypercube, intercube, leader_only, mapper_by_name, mesh_2d,
-    mesh_2d_grid, multi_pe_sip_local, replicated, ring_1d, single_shard, topology_by_name, tree, validator_by_name,
+    CheckedPlan, DistTensor, DpPolicy, FULL_MAX_PARTICIPANTS, HYPERCUBE_MAX_PARTICIPANTS, InstallPlan, Layout,
+    LayoutError, LayoutKind, MAPPERS, Mapper, MapperFn, NeighborTableEntry, PeInstall, PlanError, PlanLinks, SipPlan,
+    Split, TOPOLOGIES, Topology, TopologyFn, VALIDATORS, ValidationError, ValidatorFn, all_pes, any, check_plan,
+    circulant, cube_leaders, double_binary_tree, full, hierarchical_3level, hypercube, intercube, leader_only,
+    mapper_by_name, mesh_2d, mesh_2d_grid, multi_pe_sip_local, replicated, ring_1d, single_shard, topology_by_name,
+    tree, validator_by_name,
 };
 pub use plan::{partition, samples};
 pub use quote::Quoted;

@@ -11,7 +11,7 @@ use crate::error::{ExchangeError, RunError};
 use crate::lanes::{LaneState, PeFigures};
 use crate::protocol::Cells;
 use crate::rounds::Execution;
-use crate::timing::{Clock, PeTime, Span, TimeReport, Trace};
+use crate::timing::{Clock, PeTime, TimeReport, Trace};
 use crate::two_sided::queue::Queues;
 
 /// One participating PE at the end of a run.
@@ -220,46 +220,7 @@ pub(crate) struct PeShare {
     pub(crate) figures: PeFigures,
     pub(crate) lanes: Vec<PeFigures>,
     pub(crate) notes: BTreeMap<String, String>,
-    pub(crate) time: Option<TimeShare>,
-}
-
-/// A [`PeTime`] on the wire: bincode needs every field written (`PeTime` skips empty lanes in JSON).
-#[derive(Serialize, Deserialize)]
-pub(crate) struct TimeShare {
-    finish_ns: f64,
-    busy_ns: f64,
-    blocked_ns: f64,
-    idle_ns: f64,
-    spans: Vec<Span>,
-    lanes: Vec<TimeShare>,
-}
-
-impl From<PeTime> for TimeShare {
-    fn from(t: PeTime) -> Self {
-        let lanes = t.lanes.into_iter().map(TimeShare::from).collect();
-        TimeShare {
-            finish_ns: t.finish_ns,
-            busy_ns: t.busy_ns,
-            blocked_ns: t.blocked_ns,
-            idle_ns: t.idle_ns,
-            spans: t.spans,
-            lanes,
-        }
-    }
-}
-
-impl From<TimeShare> for PeTime {
-    fn from(t: TimeShare) -> Self {
-        let lanes = t.lanes.into_iter().map(PeTime::from).collect();
-        PeTime {
-            finish_ns: t.finish_ns,
-            busy_ns: t.busy_ns,
-            blocked_ns: t.blocked_ns,
-            idle_ns: t.idle_ns,
-            spans: t.spans,
-            lanes,
-        }
-    }
+    pub(crate) time: Option<PeTime>,
 }
 
 impl PeShare {
@@ -273,7 +234,7 @@ impl PeShare {
             figures: report.figures,
             lanes: std::mem::take(&mut report.lanes),
             notes: std::mem::take(&mut report.notes),
-            time: time.map(TimeShare::from),
+            time,
         }
     }
 
@@ -282,6 +243,6 @@ impl PeShare {
         let output = Tile::from_bytes(self.dtype, &self.output)
             .ok_or(ExchangeError::Malformed { from, what: "a PE's output" })?;
         let report = PeReport { pe, output, figures: self.figures, lanes: self.lanes, notes: self.notes };
-        Ok((report, self.time.map(PeTime::from)))
+        Ok((report, self.time))
     }
 }

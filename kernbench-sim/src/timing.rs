@@ -181,8 +181,8 @@ pub struct PeTime {
     pub idle_ns: f64,
     /// Its spans, when the run was traced.
     pub spans: Vec<Span>,
-    /// Each lane's time, in lane order, when the PE runs several.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Each lane's time, in lane order, when the PE runs several (empty when it runs one).
+    #[serde(default)]
     pub lanes: Vec<PeTime>,
 }
 

@@ -6,12 +6,12 @@ use std::io::Write;
 use std::sync::atomic::AtomicBool;
 
 use anyhow::Result;
-use kernbench::{Collective, DpPolicy, Dtype, LayoutKind, ReduceOp};
+use kernbench::{Collective, DpPolicy, Dtype, LayoutKind};
 
 use super::progress::{RoundingNotes, check_stop};
 use crate::args::ExplainArgs;
 use crate::config::{Config, Job};
-use crate::sweep::{Series, Sweep, SweepError, parse_size, point_tensor};
+use crate::sweep::{Series, Sweep, SweepError, parse_size, point_size};
 
 pub(super) fn run(args: &ExplainArgs, job: Job, out: &mut dyn Write, stop: &AtomicBool) -> Result<()> {
     let collective: Collective = args.collective.parse()?;
@@ -23,12 +23,9 @@ pub(super) fn run(args: &ExplainArgs, job: Job, out: &mut dyn Write, stop: &Atom
     let system = config.system();
     writeln!(out, "{collective} of {size} bytes per SIP (one-PE layout) on {}", system.describe())?;
     // The bytes per SIP the rules compare: those of the one-PE tensor `auto` runs on.
-    let (tensor, rounded) =
-        point_tensor(system, collective, size, (Dtype::F32, ReduceOp::Sum), DpPolicy::LEADER, system.sips())?;
+    let (bytes_per_rank, rounded) = point_size(system, collective, size, Dtype::F32, DpPolicy::LEADER, system.sips());
     let mut notes = RoundingNotes::default();
     notes.note(rounded.as_ref(), None);
-    let (rows, columns) = tensor.shape();
-    let bytes_per_rank = (rows * columns * tensor.dtype().size()) as u64;
     let chosen = match sweep.call(&mut comm, &Series::Auto, size) {
         Ok((_, report)) => Ok(report),
         Err(SweepError::Call { source, .. }) => Err(source),

@@ -1,14 +1,11 @@
-//! The tensor of a sweep's point: whether it fits in the memory limit, and how its nccl-tests size is
-//! laid out over the PEs that hold data and rounded to do so.
+//! The tensor of a sweep's point: how its nccl-tests size is laid out over the PEs that hold data and
+//! rounded to do so.
 //!
 //! Uses [`super::error`].
 
-use kernbench::estimate;
 use kernbench::samples::{sample_tensor, shards_per_sip};
 use kernbench::{Collective, DistTensor, DpPolicy, Dtype, LayoutError, ReduceOp, System};
 use serde::Serialize;
-
-use super::error::SweepError;
 
 /// A size that does not run as asked, as nccl-tests rounds its sizes: what was asked, what runs and
 /// why.
@@ -27,42 +24,6 @@ impl std::fmt::Display for Rounding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "size {} runs as {} bytes: {}", self.asked, self.runs, self.why)
     }
-}
-
-/// Refuses a point of `size` bytes per rank (as [`point_tensor`] reads it) over `ranks` ranks laid
-/// out by `policy` when its [estimated peak](estimate::peak_memory) passes `limit`; `None` is no limit.
-///
-/// # Errors
-/// [`SweepError::TooMuchMemory`], with the estimate and the limit.
-///
-/// # Examples
-/// ```
-/// use kernbench::{Collective, DpPolicy, System};
-/// use kernbench_cli::sweep::{SweepError, check_memory};
-/// let system = System::shape(4, 1, 1, 4).unwrap();
-/// let point = (DpPolicy::LEADER, 4);
-/// assert!(check_memory(&system, Collective::AllReduce, 1 << 20, point, Some(1 << 30)).is_ok());
-/// let refused = check_memory(&system, Collective::AllReduce, 1 << 20, point, Some(1 << 20)).unwrap_err();
-/// assert!(matches!(refused, SweepError::TooMuchMemory { limit, .. } if limit == 1 << 20), "{refused}");
-/// ```
-pub fn check_memory(
-    system: &System,
-    collective: Collective,
-    size: u64,
-    (policy, ranks): (DpPolicy, usize),
-    limit: Option<u64>,
-) -> Result<(), SweepError> {
-    let Some(limit) = limit else { return Ok(()) };
-    let mut input_bytes = size / shards_per_sip(system, policy).max(1) as u64;
-    if collective == Collective::AllGather {
-        // nccl-tests' size of an all-gather is its output: each rank contributes one part of it.
-        input_bytes /= ranks.max(1) as u64;
-    }
-    let estimate = estimate::peak_memory(collective, ranks, input_bytes);
-    if estimate > limit {
-        return Err(SweepError::TooMuchMemory { collective, size, estimate, limit });
-    }
-    Ok(())
 }
 
 /// The sample tensor of a point of nccl-tests size `size` of `collective`, laid out as `policy`, with
@@ -96,6 +57,20 @@ pub fn point_tensor(
     policy: DpPolicy,
     ranks: usize,
 ) -> Result<(DistTensor, Option<Rounding>), LayoutError> {
+    let (bytes, rounded) = point_size(system, collective, size, dtype, policy, ranks);
+    Ok((sample_tensor(system, bytes, dtype, op, policy)?, rounded))
+}
+
+/// The bytes of each SIP's tensor at a point of nccl-tests size `size` ([`point_tensor`] makes that
+/// tensor), with how `size` was rounded to get there, if it was.
+pub fn point_size(
+    system: &System,
+    collective: Collective,
+    size: u64,
+    dtype: Dtype,
+    policy: DpPolicy,
+    ranks: usize,
+) -> (u64, Option<Rounding>) {
     let (shards, ranks, element) = (shards_per_sip(system, policy) as u64, ranks.max(1) as u64, dtype.size() as u64);
     let mut why = Vec::new();
     if size % element != 0 {
@@ -128,7 +103,7 @@ pub fn point_tensor(
     let runs = bytes.saturating_mul(gathered);
     // Too few elements for even one per PE is rounded up to one, which the checks above name.
     let rounded = (runs != size).then(|| Rounding { asked: size, runs, why: why.join("; ") });
-    Ok((sample_tensor(system, bytes, dtype, op, policy)?, rounded))
+    (bytes, rounded)
 }
 
 #[cfg(test)]

@@ -51,11 +51,11 @@
 //! hierarchical_all_to_all                   N + 1                    N^2
 //! mesh_2d_allreduce                         2 (cols - 1) + 2 (rows - 1)  N^1.5 (mesh_2d_grid(N))
 //! intercube_allreduce                       2 (S - 1) + 4, S SIPs    N S
-//! recursive_doubling_*, recursive_halving_reduce_scatter, bruck_allgather   d + 2     N log N
+//! recursive_doubling_*, recursive_halving_reduce_scatter, bruck_allgather, tree_broadcast
+//!                                           d + 2                    N log N
 //! rabenseifner_allreduce                    2 d + 2                  N log N
 //! tree_allreduce                            3 c                      N
 //! double_binary_tree_allreduce              6 c                      N
-//! tree_broadcast                            3                        N
 //! ring_broadcast, ring_reduce               c                        N
 //! hierarchical_allreduce                    9 c (3 levels, 1 up, 2 down)   N
 //! any other kernel                          its plan neighbours (each at least once)
@@ -171,9 +171,10 @@ pub fn messages(kernel: &str, params: &Map<String, Value>, plan: &InstallPlan) -
         "recursive_doubling_allreduce"
         | "recursive_doubling_allgather"
         | "recursive_halving_reduce_scatter"
-        | "bruck_allgather" => d + 2,
+        | "bruck_allgather"
+        | "tree_broadcast" => d + 2,
         "rabenseifner_allreduce" => 2 * d + 2,
-        "tree_allreduce" | "tree_broadcast" => 3,
+        "tree_allreduce" => 3,
         "double_binary_tree_allreduce" => 6,
         "ring_broadcast" | "ring_reduce" => 1,
         "hierarchical_allreduce" => 9,

@@ -1,9 +1,9 @@
 //! Install plans: per SIP, per participating PE, the neighbour table a kernel's directions resolve to.
 //!
 //! A plan is built in three steps (mapper -> topology -> routes) and then checked with
-//! [`check_plan`], so a runtime can trust every plan it is handed: every peer exists and takes part,
-//! every link is listed from both ends in directions that pair up, no PE names a direction twice or
-//! itself.
+//! [`check_plan`]: every peer exists and takes part, every link is listed from both ends in directions
+//! that pair up, no PE names a direction twice or itself. What the build returns is a [`CheckedPlan`],
+//! which only a check makes, so a runtime trusts every plan it is handed without checking it again.
 
 use serde::{Deserialize, Serialize};
 
@@ -66,6 +66,14 @@ pub enum PlanError {
     /// A topology or mapper name that does not exist.
     #[error(transparent)]
     UnknownName(#[from] UnknownName),
+    /// A plan checked on a system of another shape than the one it is to run on (the caller's fault).
+    #[error("the plan was checked on a system of {plan}, not this one of {system}: build it for this system")]
+    OtherSystem {
+        /// The shape it was checked on.
+        plan: String,
+        /// The system it was to run on.
+        system: String,
+    },
     /// The mapper chose no PE, so there is nothing to run.
     #[error("no participating PEs: a plan needs at least one")]
     NoParticipants,
@@ -205,6 +213,72 @@ pub enum PlanError {
     },
 }
 
+/// An install plan that passed [`check_plan`] on a system of its shape. Only [`CheckedPlan::check`]
+/// (and the builds of [`InstallPlan`], which call it) makes one, so whoever is handed one need not check
+/// it again; it reads as the plan it holds.
+///
+/// # Examples
+/// ```
+/// use kernbench_core::{CheckedPlan, InstallPlan, System};
+/// let system = System::shape(4, 1, 1, 1).unwrap();
+/// let plan: CheckedPlan = InstallPlan::build(&system, "ring_1d", "leader_only").unwrap();
+/// assert_eq!(plan.len(), 4);
+/// // A plan made by hand is checked into one.
+/// let again = CheckedPlan::check(plan.clone().into_inner(), &system).unwrap();
+/// assert_eq!(again, plan);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckedPlan {
+    plan: InstallPlan,
+    /// The shape of the system it was checked on: SIPs, cubes per SIP, PEs per cube.
+    extents: (u32, u32, u32),
+}
+
+impl CheckedPlan {
+    /// `plan`, once [`check_plan`] finds nothing wrong with it on `system`.
+    ///
+    /// # Errors
+    /// What [`check_plan`] finds.
+    pub fn check(plan: InstallPlan, system: &System) -> Result<CheckedPlan, PlanError> {
+        check_plan(&plan, system)?;
+        Ok(CheckedPlan { plan, extents: system.extents() })
+    }
+
+    /// Whether it was checked on a system of `system`'s shape, so that it may run there.
+    ///
+    /// # Errors
+    /// [`PlanError::OtherSystem`] naming both shapes.
+    pub fn fits(&self, system: &System) -> Result<(), PlanError> {
+        if self.extents == system.extents() {
+            return Ok(());
+        }
+        let (sips, cubes, pes) = self.extents;
+        Err(PlanError::OtherSystem {
+            plan: format!("{sips} SIPs x {cubes} cubes x {pes} PEs"),
+            system: system.describe(),
+        })
+    }
+
+    /// The plan.
+    pub fn into_inner(self) -> InstallPlan {
+        self.plan
+    }
+}
+
+impl std::ops::Deref for CheckedPlan {
+    type Target = InstallPlan;
+
+    fn deref(&self) -> &InstallPlan {
+        &self.plan
+    }
+}
+
+impl Serialize for CheckedPlan {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.plan.serialize(serializer)
+    }
+}
+
 impl InstallPlan {
     /// Every participating PE, in rank order.
     pub fn participants(&self) -> impl ExactSizeIterator<Item = &PeInstall> + '_ {
@@ -237,7 +311,7 @@ impl InstallPlan {
     /// assert_eq!(first.neighbors[0].direction, Direction::E);
     /// assert_eq!(first.neighbors[0].link, LinkClass::InterSip);
     /// ```
-    pub fn build(system: &System, topology_name: &str, mapper_name: &str) -> Result<InstallPlan, PlanError> {
+    pub fn build(system: &System, topology_name: &str, mapper_name: &str) -> Result<CheckedPlan, PlanError> {
         InstallPlan::build_with(system, topology_by_name(topology_name)?, mapper_by_name(mapper_name)?)
     }
 
@@ -249,7 +323,7 @@ impl InstallPlan {
         system: &System,
         topology: Builtin<TopologyFn>,
         mapper: Builtin<Mapper>,
-    ) -> Result<InstallPlan, PlanError> {
+    ) -> Result<CheckedPlan, PlanError> {
         let links = (topology.function)(system, &mapper.participants(system))?;
         InstallPlan::from_topology(system, &links, topology.name(), mapper.name())
     }
@@ -265,7 +339,7 @@ impl InstallPlan {
         topology: &Topology,
         topology_name: &str,
         mapper_name: &str,
-    ) -> Result<InstallPlan, PlanError> {
+    ) -> Result<CheckedPlan, PlanError> {
         let len = topology.participants.len();
         if topology.neighbors.len() != len {
             return Err(PlanError::NeighborListCount { participants: len, lists: topology.neighbors.len() });
@@ -301,8 +375,7 @@ impl InstallPlan {
             }
             sip_plan.pes.push(PeInstall { pe, rank, neighbors });
         }
-        check_plan(&plan, system)?;
-        Ok(plan)
+        CheckedPlan::check(plan, system)
     }
 
     /// The install of a participating PE.

@@ -154,6 +154,37 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// The layout a tensor of `rows x cols` elements of `dtype` per SIP has once spread over `system`
+    /// as `policy` says ([`DistTensor::distribute`]), without any data: what a call can be prepared for
+    /// before its tensor exists.
+    ///
+    /// # Errors
+    /// [`LayoutError::ShapeOverflow`], and a split of the tensor the policy cannot make.
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench_core::{Dtype, DpPolicy, Layout, LayoutKind, System};
+    /// let system = System::shape(2, 1, 1, 4).unwrap();
+    /// let layout = Layout::of(&system, Dtype::F32, 1, 64, DpPolicy::EVERY_PE).unwrap();
+    /// assert_eq!((layout.shards.len(), layout.kind()), (8, LayoutKind::MultiPe));
+    /// assert!(layout.shards.values().all(|&elements| elements == 16));
+    /// ```
+    pub fn of(
+        system: &System,
+        dtype: Dtype,
+        rows: usize,
+        cols: usize,
+        policy: DpPolicy,
+    ) -> Result<Layout, LayoutError> {
+        let (sips, cubes, pes) = system.extents();
+        sip_len(rows, cols)?;
+        let parts = Placement::Policy { policy, sips, cubes, pes }.parts(rows, cols)?;
+        let shards = (0..sips)
+            .flat_map(|sip| parts.iter().map(move |(cube, pe, block)| (PeId::new(sip, *cube, *pe), block.len())))
+            .collect();
+        Ok(Layout { dtype, rows, cols, shards })
+    }
+
     /// Elements of one SIP's whole tensor: `rows * cols`.
     pub fn sip_elements(&self) -> usize {
         self.rows.saturating_mul(self.cols)

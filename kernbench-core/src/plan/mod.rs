@@ -26,12 +26,12 @@ mod validator;
 #[doc(hidden)]
 pub use samples as workload;
 
-pub use install::{InstallPlan, NeighborTableEntry, PeInstall, PlanError, PlanLinks, SipPlan, check_plan};
+pub use install::{CheckedPlan, InstallPlan, NeighborTableEntry, PeInstall, PlanError, PlanLinks, SipPlan, check_plan};
 pub use layout::{DistTensor, DpPolicy, Layout, LayoutError, LayoutKind, Split};
 pub use mapper::{MAPPERS, Mapper, MapperFn, all_pes, cube_leaders, leader_only, mapper_by_name};
 pub use topology::{
-    FULL_MAX_PARTICIPANTS, HYPERCUBE_MAX_PARTICIPANTS, TOPOLOGIES, Topology, TopologyFn, double_binary_tree, full,
-    hierarchical_3level, hypercube, intercube, mesh_2d, mesh_2d_grid, ring_1d, topology_by_name, tree,
+    FULL_MAX_PARTICIPANTS, HYPERCUBE_MAX_PARTICIPANTS, TOPOLOGIES, Topology, TopologyFn, circulant, double_binary_tree,
+    full, hierarchical_3level, hypercube, intercube, mesh_2d, mesh_2d_grid, ring_1d, topology_by_name, tree,
 };
 pub use validator::{
     VALIDATORS, ValidationError, ValidatorFn, any, multi_pe_sip_local, replicated, single_shard, validator_by_name,

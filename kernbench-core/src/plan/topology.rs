@@ -85,7 +85,7 @@ impl Topology {
 /// topology cannot link this set (saying why).
 pub type TopologyFn = fn(&System, &[PeId]) -> Result<Topology, PlanError>;
 
-const TABLE: [Builtin<TopologyFn>; 8] = [
+const TABLE: [Builtin<TopologyFn>; 9] = [
     Builtin {
         item: NamedItem { name: "ring_1d", summary: "one ring over all participants: E to rank+1, W to rank-1" },
         function: ring_1d,
@@ -112,6 +112,13 @@ const TABLE: [Builtin<TopologyFn>; 8] = [
     Builtin {
         item: NamedItem { name: "full", summary: "every rank has a direct peer<j> to every other rank" },
         function: full,
+    },
+    Builtin {
+        item: NamedItem {
+            name: "circulant",
+            summary: "a direct peer<j> to every rank r + 2^k and r - 2^k (mod n): ranks numbered from any root",
+        },
+        function: circulant,
     },
     Builtin {
         item: NamedItem {
@@ -328,6 +335,51 @@ pub fn full(system: &System, participants: &[PeId]) -> Result<Topology, PlanErro
     for (i, list) in topo.neighbors.iter_mut().enumerate() {
         // j < 1024, so it fits a u32.
         list.extend((0..n).filter(|&j| j != i).map(|j| (Direction::Peer(j as u32), j)));
+    }
+    Ok(topo)
+}
+
+/// Every rank `r` has a direct peer `peer<j>` to the ranks `r + 2^k` and `r - 2^k` (mod n) for every
+/// `2^k < n`, as `full` names them, so a kernel written for `full` that only uses those peers runs on
+/// either: about 2 log2(n) neighbours a rank. These are the links of an algorithm that numbers its ranks
+/// from a root, `v = (rank - root) mod n`, and steps by powers of two (a binomial tree from any root):
+/// its edges are the same whatever the root, rotated, so on a ring or a switch its time does not depend
+/// on the root. At most [`HYPERCUBE_MAX_PARTICIPANTS`] participants, whose tables grow as n log2(n) too.
+///
+/// # Errors
+/// As [`TopologyFn`], and [`PlanError::Unsupported`] above [`HYPERCUBE_MAX_PARTICIPANTS`]
+/// participants.
+///
+/// # Examples
+/// ```
+/// use kernbench_core::{Direction, PeId, System, circulant};
+/// let system = System::shape(8, 1, 1, 1).unwrap();
+/// let pes: Vec<PeId> = system.all_pes().collect();
+/// let topo = circulant(&system, &pes).unwrap();
+/// let peers: Vec<usize> = topo.neighbors[0].iter().map(|&(_, rank)| rank).collect();
+/// assert_eq!(peers, [1, 2, 4, 6, 7]);
+/// assert_eq!(topo.neighbors[0][0].0, Direction::Peer(1));
+/// ```
+pub fn circulant(system: &System, participants: &[PeId]) -> Result<Topology, PlanError> {
+    let mut topo = Topology::unlinked(sorted_participants(system, participants)?);
+    let n = topo.len();
+    if n > HYPERCUBE_MAX_PARTICIPANTS {
+        return Err(PlanError::Unsupported {
+            topology: "circulant",
+            reason: format!(
+                "{n} participants would need about {} links; expected at most {HYPERCUBE_MAX_PARTICIPANTS} participants \
+                 (choose mapper leader_only or cube_leaders, or another topology)",
+                2 * n * n.ilog2() as usize
+            ),
+        });
+    }
+    let steps: Vec<usize> = (0..usize::BITS).map(|k| 1usize << k).take_while(|&step| step < n).collect();
+    for (r, list) in topo.neighbors.iter_mut().enumerate() {
+        let mut peers: Vec<usize> = steps.iter().flat_map(|&step| [(r + step) % n, (r + n - step) % n]).collect();
+        peers.sort_unstable();
+        peers.dedup();
+        // At most 2^19 ranks, so a rank fits a u32.
+        list.extend(peers.into_iter().map(|j| (Direction::Peer(j as u32), j)));
     }
     Ok(topo)
 }

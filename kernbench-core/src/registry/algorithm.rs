@@ -8,7 +8,7 @@ use crate::collective::Collective;
 use crate::kernel::{KernelDef, Launch, Params};
 use crate::machine::System;
 use crate::names::Builtin;
-use crate::plan::{InstallPlan, Layout, Mapper, PlanError, TopologyFn, ValidationError, ValidatorFn};
+use crate::plan::{CheckedPlan, InstallPlan, Layout, Mapper, PlanError, TopologyFn, ValidationError, ValidatorFn};
 use crate::registry::{AlgorithmSpec, BufferKind};
 
 /// One algorithm of a [`Registry`](crate::registry::Registry), resolved when the registry was loaded:
@@ -46,7 +46,7 @@ impl Algorithm {
     ///
     /// # Errors
     /// As [`InstallPlan::build_with`].
-    pub fn plan(&self, system: &System) -> Result<InstallPlan, PlanError> {
+    pub fn plan(&self, system: &System) -> Result<CheckedPlan, PlanError> {
         InstallPlan::build_with(system, self.topology, self.mapper)
     }
 

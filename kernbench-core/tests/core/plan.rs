@@ -2,13 +2,13 @@
 
 use kernbench_core::Direction::{self, *};
 use kernbench_core::{
-    InstallPlan, LinkClass, NeighborTableEntry, PeId, PeInstall, PlanError, SipPlan, System, check_plan,
+    CheckedPlan, InstallPlan, LinkClass, NeighborTableEntry, PeId, PeInstall, PlanError, SipPlan, System, check_plan,
 };
 
 use crate::{assert_mentions, connected, system};
 
 /// The hierarchical all-reduce's plan on 2 SIPs x 2x2 cubes x 4 PEs.
-fn hierarchical_plan() -> (System, InstallPlan) {
+fn hierarchical_plan() -> (System, CheckedPlan) {
     let system = system(2, 2, 2, 4);
     let plan = InstallPlan::build(&system, "hierarchical_3level", "all_pes").unwrap();
     (system, plan)

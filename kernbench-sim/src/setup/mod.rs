@@ -9,7 +9,7 @@ pub use options::{DEFAULT_LOOP_BUDGET, DEFAULT_STEP_BUDGET, PARALLEL_MIN_READY, 
 use kernbench_core::postcondition::{CallFacts, PostconditionError, starting_output};
 use kernbench_core::provenance::{self, Exactness};
 use kernbench_core::tl::MAX_GENERATION;
-use kernbench_core::{Collective, InstallPlan, Launch, PeId, ReduceOp, System, Tile, check_plan};
+use kernbench_core::{CheckedPlan, Collective, Launch, PeId, ReduceOp, System, Tile};
 
 use crate::error::RunError;
 use crate::report::RunReport;
@@ -89,12 +89,12 @@ impl<'s> Runtime<'s> {
     /// order.
     ///
     /// # Errors
-    /// [`RunError`]: a kernel's error, a panic, a deadlock, messages left in queues, buffers and a plan
-    /// that do not fit, a straggler out of range ([`crate::Timing::check`]), or threads that cannot be
-    /// started.
+    /// [`RunError`]: a kernel's error, a panic, a deadlock, messages left in queues, buffers or a plan
+    /// that do not fit (a plan checked on a system of another shape), a straggler out of range
+    /// ([`crate::Timing::check`]), or threads that cannot be started.
     pub fn run(
         &self,
-        plan: &InstallPlan,
+        plan: &CheckedPlan,
         kernel: &dyn Launch,
         buffers: Vec<PeBuffers>,
         call: Call,
@@ -113,7 +113,7 @@ impl<'s> Runtime<'s> {
         if buffers.len() != pes.len() {
             return Err(RunError::BufferCount { participants: pes.len(), buffers: buffers.len() });
         }
-        check_plan(plan, self.system)?;
+        plan.fits(self.system)?;
         install::run(self.system, &self.options, (plan, &pes), kernel, buffers, call)
     }
 
@@ -125,7 +125,7 @@ impl<'s> Runtime<'s> {
     /// [`ExactRunError`]: the run's error, or a reference that cannot be made (a root out of range).
     pub fn run_exact(
         &self,
-        plan: &InstallPlan,
+        plan: &CheckedPlan,
         kernel: &dyn Launch,
         call: (CallFacts, u64),
         inputs: &[Tile],
@@ -152,7 +152,7 @@ impl<'s> Runtime<'s> {
     #[allow(clippy::type_complexity)]
     pub fn run_then_exact(
         &self,
-        plan: &InstallPlan,
+        plan: &CheckedPlan,
         kernel: &dyn Launch,
         buffers: Vec<PeBuffers>,
         call: Call,

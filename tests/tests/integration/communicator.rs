@@ -302,3 +302,19 @@ fn a_report_says_its_size_as_nccl_tests_does() {
     let (_, scattered) = comm.reduce_scatter(&tensor, ReduceOp::Sum).unwrap();
     assert_eq!((scattered.bytes_per_sip, scattered.size), (256, 256));
 }
+
+#[test]
+fn a_prepared_call_runs_on_every_tensor_of_its_layout_and_refuses_another() {
+    let system = System::shape(4, 1, 1, 1).unwrap();
+    let mut comm = Communicator::new(system.clone());
+    let tensor = sample_tensor(&system, 1024, Dtype::F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
+    let prepared = comm.prepare(Collective::AllReduce, &tensor.layout(), None).unwrap();
+    for _ in 0..2 {
+        let (_, report) = comm.run_prepared(&prepared, &tensor, ReduceOp::Sum, 0, None).unwrap();
+        assert!(report.postcondition.held, "{report}");
+        assert_eq!(report.algorithm, prepared.algorithm.name);
+    }
+    let other = sample_tensor(&system, 2048, Dtype::F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
+    let refused = comm.run_prepared(&prepared, &other, ReduceOp::Sum, 0, None).unwrap_err();
+    assert!(matches!(refused, CommError::LayoutNotPrepared { .. }), "{refused}");
+}

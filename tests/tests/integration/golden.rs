@@ -35,7 +35,7 @@ const LOOP_BUDGET: u64 = kernbench::sim::DEFAULT_LOOP_BUDGET >> 10;
 
 /// The shipped systems by name: the built-in one, then every file of `configs/systems/` in order,
 /// except one whose spec is the built-in one's, which is noted in `out` instead of timed twice.
-fn systems(out: &mut String) -> Vec<(String, System)> {
+pub(crate) fn systems(out: &mut String) -> Vec<(String, System)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/systems");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))

@@ -148,7 +148,7 @@ fn recursive_halving_reduce_scatter() -> Algo {
 }
 
 fn tree_broadcast() -> Algo {
-    Algo::new(&alg::tree_broadcast::KERNEL, "tree", Collective::Broadcast)
+    Algo::new(&alg::tree_broadcast::KERNEL, "circulant", Collective::Broadcast)
 }
 
 fn pairwise_alltoall() -> Algo {
@@ -546,7 +546,7 @@ fn the_all_to_alls_hold_when_blocks_differ_in_length() {
 fn a_root_that_is_not_a_rank_is_refused_before_any_kernel_runs() {
     let machine = Machine::flat(5);
     let cases = [
-        ("tree", &alg::tree_broadcast::KERNEL, json!({})),
+        ("circulant", &alg::tree_broadcast::KERNEL, json!({})),
         ("ring_1d", &alg::ring_reduce::KERNEL, json!({"chunks": 2})),
     ];
     for (topology, kernel, params) in cases {

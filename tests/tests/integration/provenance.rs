@@ -165,3 +165,31 @@ fn an_exact_communicator_says_so_in_every_report_and_counts_the_run_in_its_memor
     let err = comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &options).unwrap_err();
     assert!(matches!(err, CommError::TooMuchMemory { .. }), "{err}");
 }
+
+#[test]
+fn a_report_whose_exact_check_failed_is_not_called_correct() {
+    use kernbench::samples::sample_tensor;
+    use kernbench::{CallOptions, Communicator, DpPolicy, KernelSet, RegistrySpec};
+    let mut kernels = KernelSet::new();
+    kernels.register(&counts_its_own_twice::KERNEL);
+    let spec: RegistrySpec = serde_json::from_value(serde_json::json!({
+        "algorithms": {"twice": {
+            "collective": "all_reduce", "kernel": "counts_its_own_twice", "topology": "full",
+            "mapper": "leader_only", "validator": "single_shard", "buffer_kind": "hbm", "params": {},
+            "summary": "counts its own input twice"
+        }},
+        "selection": {}
+    }))
+    .unwrap();
+    let mut registry = kernbench::algorithms::default_registry();
+    registry.merge(spec, &kernels).unwrap();
+    let system = System::shape(4, 1, 1, 1).unwrap();
+    let tensor = sample_tensor(&system, 64, I32, ReduceOp::Max, DpPolicy::LEADER).unwrap();
+    let mut comm = Communicator::with_registry(system, registry).exact(true);
+    let options = CallOptions { algorithm: Some("twice".to_owned()), generation: None };
+    let (_, report) = comm.call(Collective::AllReduce, &tensor, ReduceOp::Max, 0, &options).unwrap();
+    // Under max the numbers hold; the provenance run sees the contribution counted twice.
+    assert!(report.postcondition.held && report.exact.as_ref().is_some_and(|e| !e.held), "{report}");
+    let line = report.to_string();
+    assert!(!line.contains("correct") && line.contains(": exact postcondition failed: "), "{line}");
+}

@@ -247,22 +247,22 @@ fn closed_forms() -> Vec<ClosedForm> {
             (log * A + (p - 1.0) / p * n / B, vec![log * (A + n / B), log * A + n / B])
         },
     });
-    // Binary-tree broadcast from rank 0 over a full tree of height h = log2(p + 1) - 1: at every level the
-    // parent injects to its two children in turn, so the right-most leaf gets the data after
-    // h(2o + L + N/b).
-    for p in [7, 15] {
+    // Binomial-tree broadcast from rank 0 over p = 2^d ranks: a rank passes the data on to every
+    // `v + 2^k` above its highest bit, nearest first, injecting one message after another, so the rank
+    // whose bits are all set gets it last, after d(o + L + N/b) = d(a + N/b).
+    for p in [8, 16] {
         cases.push(ClosedForm {
             name: "tree broadcast",
             kernel: &tree_broadcast::KERNEL,
-            topology: "tree",
+            topology: "circulant",
             interconnect: "fully_connected",
             params: json!({}),
             p,
             elements: 1 << 14,
             output: 1 << 14,
             forms: |p, n| {
-                let height = (p + 1.0).log2() - 1.0;
-                (height * (2.0 * O + L + n / B), vec![height * (A + n / B), p.log2() * (2.0 * O + L + n / B)])
+                let d = p.log2();
+                (d * (A + n / B), vec![d * (2.0 * O + L + n / B), (d + 1.0) * (A + n / B)])
             },
         });
     }
