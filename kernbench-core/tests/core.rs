@@ -22,7 +22,7 @@ mod route;
 mod spec;
 #[path = "core/spec_props.rs"]
 mod spec_props;
-#[path = "core/tiles.rs"]
+#[path = "core/tiles/mod.rs"]
 mod tiles;
 #[path = "core/topology.rs"]
 mod topology;

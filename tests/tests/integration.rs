@@ -36,5 +36,5 @@ mod runtime;
 mod spread;
 #[path = "integration/symmetric.rs"]
 mod symmetric;
-#[path = "integration/timing.rs"]
+#[path = "integration/timing/mod.rs"]
 mod timing;

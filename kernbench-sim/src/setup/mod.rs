@@ -2,6 +2,7 @@
 //! run, its rounds, its diagnosis and its report. Uses every other part of the crate.
 
 mod install;
+#[macro_use]
 mod options;
 
 pub use options::{DEFAULT_LOOP_BUDGET, DEFAULT_STEP_BUDGET, PARALLEL_MIN_READY, RunOptions};
@@ -57,7 +58,7 @@ impl<'s> Runtime<'s> {
     /// Rounds gain nothing from more threads than cores, and each thread costs a stack and a ready
     /// list; asking the OS for 100,000 made thread creation fail part way, and the process abort or
     /// hang. 1024 is far above any core count this simulator is run on.
-    pub const MAX_THREADS: usize = 1024;
+    pub const MAX_THREADS: usize = options::MAX_THREADS;
 
     /// The most lanes a kernel may run as on one PE ([`Launch::lanes`]); more ends the run in
     /// [`RunError::BadLanes`]. NCCL runs at most 32 channels, and MSCCL programs a few dozen thread
@@ -73,7 +74,7 @@ impl<'s> Runtime<'s> {
         &mut self.options
     }
 
-    crate::run_option_setters!(with exchange);
+    run_option_setters!(with exchange);
 
     /// How its runs go.
     pub fn run_options(&self) -> &RunOptions {

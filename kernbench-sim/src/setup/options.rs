@@ -10,6 +10,9 @@ use crate::error::RunError;
 use crate::spread::Exchange;
 use crate::timing::Timing;
 
+/// The most threads a run polls PEs on: see [`crate::Runtime::MAX_THREADS`].
+pub(crate) const MAX_THREADS: usize = 1024;
+
 /// Below this many PEs woken in a round, the round runs on one thread by default: handing work to
 /// other threads costs more than it saves.
 pub const PARALLEL_MIN_READY: usize = 512;
@@ -69,28 +72,6 @@ impl Default for RunOptions {
             spread: None,
         }
     }
-}
-
-impl RunOptions {
-    /// Checks the options against `system` before anything is started.
-    ///
-    /// # Errors
-    /// [`RunError::TooManyThreads`]; [`RunError::BadStraggler`] from [`Timing::check`].
-    pub fn check(&self, system: &System) -> Result<(), RunError> {
-        if self.threads > crate::Runtime::MAX_THREADS {
-            return Err(RunError::TooManyThreads { threads: self.threads, max: crate::Runtime::MAX_THREADS });
-        }
-        match &self.timing {
-            Some(timing) => timing.check(system),
-            None => Ok(()),
-        }
-    }
-
-    fn options_mut(&mut self) -> &mut RunOptions {
-        self
-    }
-
-    crate::run_option_setters!();
 }
 
 /// The builder methods of [`RunOptions`], for a type that holds one and can lend it mutably through
@@ -178,4 +159,26 @@ macro_rules! run_option_setters {
             self.spread_over(exchange)
         }
     };
+}
+
+impl RunOptions {
+    /// Checks the options against `system` before anything is started.
+    ///
+    /// # Errors
+    /// [`RunError::TooManyThreads`]; [`RunError::BadStraggler`] from [`Timing::check`].
+    pub fn check(&self, system: &System) -> Result<(), RunError> {
+        if self.threads > MAX_THREADS {
+            return Err(RunError::TooManyThreads { threads: self.threads, max: MAX_THREADS });
+        }
+        match &self.timing {
+            Some(timing) => timing.check(system),
+            None => Ok(()),
+        }
+    }
+
+    fn options_mut(&mut self) -> &mut RunOptions {
+        self
+    }
+
+    run_option_setters!();
 }

@@ -1,0 +1,313 @@
+//! Zero-copy views with copy on write, chunk boundaries, and the end of a reduction.
+
+use super::*;
+
+// ---------------------------------------------------------------------------------------------------
+// Zero copy and copy on write.
+// ---------------------------------------------------------------------------------------------------
+
+const SIX: [f64; 6] = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+
+#[test]
+fn slice_chunk_and_clone_share_the_buffer() {
+    for dtype in Dtype::ALL {
+        let tile = tile_of(dtype, &SIX);
+        let slice = tile.slice(1..4).unwrap();
+        let chunk = tile.chunk(2, 3).unwrap();
+        assert!(slice.shares_buffer_with(&tile) && chunk.shares_buffer_with(&tile), "{dtype}");
+        assert!(slice.shares_buffer_with(&chunk) && tile.clone().shares_buffer_with(&tile), "{dtype}");
+        assert_eq!(slice.to_f64_vec(), [2.0, 3.0, 4.0], "{dtype}");
+        assert_eq!(chunk.to_f64_vec(), [5.0, 6.0], "{dtype}");
+        assert!(!tile.shares_buffer_with(&tile_of(dtype, &SIX)), "{dtype}: separate buffers of equal values");
+    }
+}
+
+/// A write into a view of a shared buffer copies that view first: the other views keep their values
+/// and stop sharing with it.
+fn writing_a_shared_view_copies_it(dtype: Dtype) {
+    let parent = tile_of(dtype, &SIX);
+    let mut view = parent.chunk(1, 2).unwrap();
+    view.reduce_in_place(&tile_of(dtype, &[10.0; 3]), ReduceOp::Sum).unwrap();
+    assert_eq!(view.to_f64_vec(), [14.0, 15.0, 16.0], "{dtype}: the written view");
+    assert_eq!(parent.to_f64_vec(), SIX, "{dtype}: the parent saw its view's reduction");
+    assert!(!view.shares_buffer_with(&parent), "{dtype}");
+
+    let mut parent = parent;
+    let view = parent.slice(0..3).unwrap();
+    parent.write_at(1, &tile_of(dtype, &[0.0, 0.0])).unwrap();
+    assert_eq!(parent.to_f64_vec(), [1.0, 0.0, 0.0, 4.0, 5.0, 6.0], "{dtype}: the written parent");
+    assert_eq!(view.to_f64_vec(), [1.0, 2.0, 3.0], "{dtype}: a view saw its parent's write");
+    assert!(!view.shares_buffer_with(&parent), "{dtype}");
+}
+
+#[test]
+fn writing_a_shared_view_copies_it_every_dtype() {
+    for dtype in Dtype::ALL {
+        writing_a_shared_view_copies_it(dtype);
+    }
+}
+
+#[test]
+fn finishing_a_shared_avg_copies_it() {
+    let parent = Tile::from_vec(vec![4i32, 8]);
+    let mut view = parent.clone();
+    view.finish_reduction(ReduceOp::Avg, 2).unwrap();
+    assert_eq!(view.to_vec::<i32>().unwrap(), [2, 4]);
+    assert_eq!(parent.to_vec::<i32>().unwrap(), [4, 8]);
+}
+
+#[test]
+fn write_at_from_a_view_of_the_same_buffer() {
+    let mut tile = Tile::from_vec(vec![1i32, 2, 3, 4, 5]);
+    let src = tile.slice(0..2).unwrap();
+    tile.write_at(3, &src).unwrap();
+    assert_eq!(tile.to_vec::<i32>().unwrap(), [1, 2, 3, 1, 2]);
+    assert_eq!(src.to_vec::<i32>().unwrap(), [1, 2]);
+}
+
+#[test]
+fn reducing_a_uniquely_held_tile_stays_in_place() {
+    for dtype in Dtype::ALL {
+        let mut acc = tile_of(dtype, &SIX);
+        let other = tile_of(dtype, &SIX);
+        let before = data_ptr(&acc);
+        acc.reduce_in_place(&other, ReduceOp::Max).unwrap();
+        acc.write_at(0, &tile_of(dtype, &[7.0])).unwrap();
+        assert_eq!(data_ptr(&acc), before, "{dtype}: a uniquely held tile was copied");
+        assert!(!acc.shares_buffer_with(&other), "{dtype}");
+        assert_eq!(acc.to_f64_vec(), [7.0, 2.0, 3.0, 4.0, 5.0, 6.0], "{dtype}");
+    }
+}
+
+#[test]
+fn reducing_a_uniquely_held_chunk_stays_in_place() {
+    let mut chunk = Tile::from_vec(vec![1i64, 2, 3, 4, 5]).chunk(1, 2).unwrap();
+    let before = data_ptr(&chunk);
+    chunk.reduce_in_place(&Tile::from_vec(vec![10i64, 20]), ReduceOp::Sum).unwrap();
+    assert_eq!(data_ptr(&chunk), before);
+    assert_eq!(chunk.to_vec::<i64>().unwrap(), [14, 25]);
+}
+
+#[test]
+fn reducing_a_tile_with_a_clone_of_itself_doubles_it() {
+    for dtype in Dtype::ALL {
+        let mut tile = tile_of(dtype, &[1.0, -2.0, 3.5]);
+        let clone = tile.clone();
+        tile.reduce_in_place(&clone, ReduceOp::Sum).unwrap();
+        let doubled = if dtype.is_float() { [2.0, -4.0, 7.0] } else { [2.0, -4.0, 6.0] };
+        assert_eq!(tile.to_f64_vec(), doubled, "{dtype}");
+        assert_eq!(clone, tile_of(dtype, &[1.0, -2.0, 3.5]), "{dtype}: the clone changed");
+    }
+}
+
+#[test]
+fn reducing_one_chunk_with_another_of_the_same_buffer() {
+    let whole = Tile::from_vec(vec![1.0f32, 2.0, 3.0, 10.0, 20.0, 30.0]);
+    let mut low = whole.chunk(0, 2).unwrap();
+    low.reduce_in_place(&whole.chunk(1, 2).unwrap(), ReduceOp::Sum).unwrap();
+    assert_eq!(low.to_vec::<f32>().unwrap(), [11.0, 22.0, 33.0]);
+    assert_eq!(whole.to_vec::<f32>().unwrap(), [1.0, 2.0, 3.0, 10.0, 20.0, 30.0]);
+}
+
+#[test]
+fn add_leaves_both_operands_and_shares_neither() {
+    let (a, b) = (Tile::from_vec(vec![1i32, 2]), Tile::from_vec(vec![10i32, 20]));
+    let sum = (&a + &b).unwrap();
+    assert_eq!(sum.to_vec::<i32>().unwrap(), [11, 22]);
+    assert_eq!((a.to_vec::<i32>().unwrap(), b.to_vec::<i32>().unwrap()), (vec![1, 2], vec![10, 20]));
+    assert!(!sum.shares_buffer_with(&a) && !sum.shares_buffer_with(&b));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Chunk boundaries.
+// ---------------------------------------------------------------------------------------------------
+
+/// (len, count, every chunk boundary): chunk `i` is `bounds[i]..bounds[i + 1]`, so `bounds` holds
+/// `count + 1` entries and ends at `len`.
+const CHUNK_TABLE: &[(usize, usize, &[usize])] = &[
+    (10, 4, &[0, 3, 6, 8, 10]),
+    (12, 4, &[0, 3, 6, 9, 12]),
+    (7, 3, &[0, 3, 5, 7]),
+    (5, 1, &[0, 5]),
+    (1, 1, &[0, 1]),
+    (3, 5, &[0, 1, 2, 3, 3, 3]),
+    (1, 3, &[0, 1, 1, 1]),
+    (0, 3, &[0, 0, 0, 0]),
+    (0, 1, &[0, 0]),
+];
+
+#[test]
+fn chunk_ranges_match_the_table() {
+    for &(len, count, bounds) in CHUNK_TABLE {
+        let want: Vec<Range<usize>> = bounds.windows(2).map(|w| w[0]..w[1]).collect();
+        let got: Vec<_> = (0..count).map(|i| chunk_range(len, i, count).unwrap()).collect();
+        assert_eq!(got, want, "len {len}, count {count}");
+        let starts: Vec<_> = (0..=count).map(|i| chunk_start(len, i, count)).collect();
+        assert_eq!(starts, bounds, "len {len}, count {count}: chunk_start up to and including count");
+    }
+}
+
+#[test]
+fn chunk_start_of_zero_chunks_is_zero() {
+    assert_eq!(chunk_start(10, 0, 0), 0);
+    assert_eq!(chunk_start(10, 3, 0), 0);
+}
+
+#[test]
+fn chunks_cover_the_length_without_gaps_or_overlaps() {
+    for len in 0..50 {
+        for count in 1..10 {
+            let mut next = 0;
+            for i in 0..count {
+                let range = chunk_range(len, i, count).unwrap();
+                assert_eq!(range.start, next, "len {len}, chunk {i} of {count}: a gap or an overlap");
+                let want = len / count + usize::from(i < len % count);
+                assert_eq!(range.len(), want, "len {len}, chunk {i} of {count}");
+                next = range.end;
+            }
+            assert_eq!(next, len, "len {len}, count {count}: the chunks stop short or run over");
+        }
+    }
+}
+
+#[test]
+fn tile_chunks_hold_their_range() {
+    let values: Vec<i32> = (0..23).collect();
+    let tile = Tile::from_vec(values.clone());
+    for count in 1..10 {
+        let chunks: Vec<Tile> = (0..count).map(|i| tile.chunk(i, count).unwrap()).collect();
+        for (i, chunk) in chunks.iter().enumerate() {
+            let range = chunk_range(values.len(), i, count).unwrap();
+            assert_eq!(chunk.as_slice::<i32>().unwrap(), &values[range], "chunk {i} of {count}");
+        }
+        assert_eq!(Tile::concat(&chunks).unwrap(), tile, "{count} chunks joined");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The end of a reduction.
+// ---------------------------------------------------------------------------------------------------
+
+const SUMS: [f64; 5] = [2.0, -6.0, 9.0, 0.0, -7.0];
+
+/// `SUMS / 3` in `dtype`: floats divided in `f64` and rounded once, integers truncated toward zero.
+fn sums_over_three(dtype: Dtype) -> Tile {
+    if dtype.is_float() { tile_of(dtype, &SUMS.map(|v| v / 3.0)) } else { tile_of(dtype, &[0.0, -2.0, 3.0, 0.0, -2.0]) }
+}
+
+fn avg_divides_by_the_contributions(dtype: Dtype) {
+    let mut tile = tile_of(dtype, &SUMS);
+    tile.finish_reduction(ReduceOp::Avg, 3).unwrap();
+    assert_eq!(tile, sums_over_three(dtype), "{dtype}");
+}
+
+#[test]
+fn avg_divides_f32() {
+    avg_divides_by_the_contributions(Dtype::F32);
+}
+
+#[test]
+fn avg_divides_f16() {
+    avg_divides_by_the_contributions(Dtype::F16);
+}
+
+#[test]
+fn avg_divides_bf16() {
+    avg_divides_by_the_contributions(Dtype::BF16);
+}
+
+#[test]
+fn avg_divides_i32() {
+    avg_divides_by_the_contributions(Dtype::I32);
+}
+
+#[test]
+fn avg_divides_i64() {
+    avg_divides_by_the_contributions(Dtype::I64);
+}
+
+#[test]
+fn finishing_other_ops_changes_nothing() {
+    for dtype in Dtype::ALL {
+        for op in [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min] {
+            let mut tile = tile_of(dtype, &SUMS);
+            tile.finish_reduction(op, 3).unwrap();
+            assert_eq!(tile, tile_of(dtype, &SUMS), "{dtype} {op}");
+        }
+    }
+}
+
+#[test]
+fn finishing_avg_of_one_contribution_changes_nothing() {
+    for dtype in Dtype::ALL {
+        let mut tile = tile_of(dtype, &SUMS);
+        tile.finish_reduction(ReduceOp::Avg, 1).unwrap();
+        assert_eq!(tile, tile_of(dtype, &SUMS), "{dtype}");
+    }
+}
+
+#[test]
+fn finishing_avg_of_zero_contributions_is_an_error_and_changes_nothing() {
+    for dtype in Dtype::ALL {
+        let mut tile = tile_of(dtype, &SUMS);
+        assert_eq!(tile.finish_reduction(ReduceOp::Avg, 0), Err(TileError::NoContributions), "{dtype}");
+        assert_eq!(tile, tile_of(dtype, &SUMS), "{dtype}");
+    }
+    let message = TileError::NoContributions.to_string();
+    assert!(message.contains("0 contributions") && message.contains("at least 1"), "{message}");
+}
+
+#[test]
+fn a_tile_above_max_bytes_is_too_large_before_any_allocation() {
+    // 2^36 f32 elements are 256 GiB: refused by the cap, so this never reaches the allocator.
+    let error = Tile::try_zeros(Dtype::F32, 1 << 36).unwrap_err();
+    assert_eq!(error, TileError::TooLarge { dtype: Dtype::F32, len: 1 << 36, bytes: 1 << 38, max: Tile::MAX_BYTES });
+    assert!(error.to_string().contains("Tile::MAX_BYTES"), "{error}");
+    let overflowing = Tile::try_filled(Dtype::I64, usize::MAX, 1.0).unwrap_err();
+    assert!(
+        matches!(overflowing, TileError::TooLarge { bytes, .. } if bytes == usize::MAX as u128 * 8),
+        "{overflowing}"
+    );
+}
+
+#[test]
+fn a_tile_may_hold_the_largest_distributed_tensor() {
+    assert_eq!(Tile::MAX_BYTES as u64, kernbench_core::DistTensor::MAX_BYTES);
+}
+
+#[test]
+fn concat_larger_than_max_bytes_is_too_large() {
+    let whole = Tile::zeros(Dtype::F32, 1 << 20);
+    // 2^15 views of 4 MiB each are 128 GiB: above the cap, though each view is small.
+    let views = vec![whole; 1 << 15];
+    let error = Tile::concat(&views).unwrap_err();
+    assert!(matches!(error, TileError::TooLarge { len, bytes, .. } if len == 1 << 35 && bytes == 1 << 37), "{error}");
+}
+
+#[test]
+fn concat_of_adjacent_views_is_a_view_and_anything_else_a_copy() {
+    let whole = Tile::from_vec((0..10).map(|i| i as f32).collect());
+    let parts: Vec<Tile> = (0..3).map(|i| whole.chunk(i, 3).unwrap()).collect();
+    let joined = Tile::concat(&parts).unwrap();
+    assert!(joined.shares_buffer_with(&whole) && joined == whole);
+    let one = Tile::concat(&parts[1..2]).unwrap();
+    assert!(one.shares_buffer_with(&whole) && one == parts[1]);
+    // Out of order, or with a gap: a new buffer holding the values in the order given.
+    let swapped = Tile::concat(&[parts[1].clone(), parts[0].clone()]).unwrap();
+    assert!(!swapped.shares_buffer_with(&whole));
+    assert_eq!(swapped.to_vec::<f32>().unwrap(), [4.0, 5.0, 6.0, 0.0, 1.0, 2.0, 3.0]);
+    let gap = Tile::concat(&[parts[0].clone(), parts[2].clone()]).unwrap();
+    assert_eq!(gap.to_vec::<f32>().unwrap(), [0.0, 1.0, 2.0, 3.0, 7.0, 8.0, 9.0]);
+}
+
+#[test]
+fn writing_all_of_a_tile_takes_the_source_and_writing_part_copies_it_in() {
+    let mut target = Tile::zeros(Dtype::F32, 4);
+    let source = Tile::from_vec(vec![1.0f32, 2.0, 3.0, 4.0]);
+    target.write_at(0, &source).unwrap();
+    assert!(target.shares_buffer_with(&source) && target == source);
+    // A part of a buffer shared with the source: copied on write, the source unchanged.
+    target.write_at(1, &source.slice(0..2).unwrap()).unwrap();
+    assert_eq!(target.to_vec::<f32>().unwrap(), [1.0, 1.0, 2.0, 4.0]);
+    assert_eq!(source.to_vec::<f32>().unwrap(), [1.0, 2.0, 3.0, 4.0]);
+}
