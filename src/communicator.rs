@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use kernbench_core::postcondition::{self, CallFacts, Postcondition, PostconditionError, starting_output};
 use kernbench_core::provenance::Exactness;
+use kernbench_core::tile;
 use kernbench_core::tl::MAX_GENERATION;
 use kernbench_core::{
     Algorithm, CheckedPlan, Collective, DistTensor, Layout, LayoutError, PeId, PlanError, ReduceOp, Registry,
@@ -24,7 +25,7 @@ use kernbench_core::{
 use kernbench_sim::spread::Exchange;
 use kernbench_sim::{Call, ExactRunError, PeBuffers, RunError, RunOptions, RunReport, Runtime};
 
-use crate::estimate::{self, Estimate};
+use crate::estimate::{self, Checking, Estimate};
 
 /// Why a collective call did not run. The postcondition failing is not an error: it is in the
 /// [`CallReport`], with where it failed.
@@ -141,6 +142,10 @@ pub enum CommError {
         /// The limit.
         limit: u64,
     },
+    /// A call checked exactly and run timing-only: the exact check reads the outputs, which a
+    /// timing-only call does not have (the caller's choice of options).
+    #[error("an exact check reads the outputs, which a timing-only call does not have: choose one of them")]
+    ExactTimingOnly,
     /// A prepared call was given a tensor of another layout than the one it was prepared for (the
     /// caller's fault).
     #[error("the tensor's layout is not the one {algorithm} was prepared for: prepare the call for this tensor")]
@@ -197,7 +202,10 @@ pub struct CallReport {
     pub size: u64,
     /// The reduction operator.
     pub op: ReduceOp,
-    /// Whether every output matched the reference.
+    /// Whether the outputs were checked: not in a timing-only call, whose tiles carry no data
+    /// ([`kernbench_sim::RunOptions::timing_only`]).
+    pub checked: bool,
+    /// Whether every output matched the reference (when [`CallReport::checked`]).
     pub postcondition: Postcondition,
     /// For a communicator that checks exactly ([`Communicator::exact`]): whether every output element
     /// holds exactly the contributions the collective says.
@@ -212,6 +220,7 @@ impl fmt::Display for CallReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Correct only when every check held; otherwise each check that failed, and only those.
         let verdict = match (&self.postcondition, &self.exact) {
+            _ if !self.checked => "not checked: timing only".to_owned(),
             (numeric, None) if numeric.held => "correct".to_owned(),
             (numeric, Some(exact)) if numeric.held && exact.held => format!("correct ({exact})"),
             (numeric, Some(exact)) if numeric.held => exact.to_string(),
@@ -467,6 +476,15 @@ impl Communicator {
         self.run_prepared(&prepared, tensor, op, root, options.generation)
     }
 
+    /// What its calls move and check.
+    fn checking(&self) -> Checking {
+        match (self.options.timing_only, self.exact) {
+            (true, _) => Checking::TimingOnly,
+            (false, true) => Checking::Exact,
+            (false, false) => Checking::Numeric,
+        }
+    }
+
     /// The registry's algorithm named `name`.
     ///
     /// # Errors
@@ -508,7 +526,10 @@ impl Communicator {
                 self.choose(collective, bytes_per_sip, layout)?
             }
         };
-        let estimate = estimate::call(collective, &algorithm, &plan, layout, self.exact);
+        if self.exact && self.options.timing_only {
+            return Err(CommError::ExactTimingOnly);
+        }
+        let estimate = estimate::call(collective, &algorithm, &plan, layout, self.checking());
         let ranks = plan.len();
         if let Some(limit) = self.max_messages.filter(|&limit| estimate.messages > limit) {
             let (algorithm, estimate) = (algorithm.name.clone(), estimate.messages);
@@ -554,7 +575,11 @@ impl Communicator {
         let root = if rooted { root } else { 0 };
         let pes: Vec<_> = plan.participants().map(|p| p.pe).collect();
         check_inputs(collective, &pes, &inputs)?;
-        let before: Vec<Tile> = (0..n).map(|rank| starting_output(collective, &inputs[rank], rank, n)).collect();
+        let timing_only = self.options.timing_only;
+        // A timing-only call's starting outputs carry no data, as its tiles do.
+        let before: Vec<Tile> = tile::without_data_while(timing_only, || {
+            (0..n).map(|rank| starting_output(collective, &inputs[rank], rank, n)).collect()
+        });
         let generation = self.take_generation(generation)?;
         let buffers =
             inputs.iter().zip(&before).map(|(i, o)| PeBuffers { input: i.clone(), output: o.clone() }).collect();
@@ -565,8 +590,12 @@ impl Communicator {
         let outputs: Vec<Tile> = run.pes().iter().map(|p| p.output.clone()).collect();
         let element = tensor.dtype().size() as u64;
         let size = inputs.iter().chain(&outputs).map(|t| t.len() as u64 * element).max().unwrap_or(0);
-        let postcondition = postcondition::check(CallFacts { collective, op, root }, &inputs, &before, &outputs)
-            .map_err(|source| CommError::Reference { collective, source })?;
+        let postcondition = if timing_only {
+            Postcondition::held()
+        } else {
+            postcondition::check(CallFacts { collective, op, root }, &inputs, &before, &outputs)
+                .map_err(|source| CommError::Reference { collective, source })?
+        };
         let exact = exact.transpose()?;
         let out = output_tensor(collective, tensor, run.pes().iter().map(|p| (p.pe, p.output.clone())))?;
         let report = CallReport {
@@ -577,6 +606,7 @@ impl Communicator {
             bytes_per_sip: prepared.bytes_per_sip(),
             size,
             op,
+            checked: !timing_only,
             postcondition,
             exact,
             plan: Arc::clone(plan),

@@ -6,7 +6,7 @@
 use kernbench_core::collective::estimate;
 use kernbench_core::{Algorithm, Collective, InstallPlan, Layout};
 
-pub use kernbench_core::collective::estimate::{DEFAULT_MAX_MESSAGES, human, peak_memory};
+pub use kernbench_core::collective::estimate::{DEFAULT_MAX_MESSAGES, human, peak_memory, timing_only_memory};
 
 /// The symmetric heap, in bytes, that one call of `algorithm` on `ranks` ranks of `input_bytes` each
 /// allocates in all: [`estimate::symmetric_heap`] of its kernel.
@@ -53,39 +53,56 @@ pub struct Estimate {
     pub messages: u64,
 }
 
+/// What a call moves and checks, as its estimate counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Checking {
+    /// Data, checked against the collective's postcondition.
+    Numeric,
+    /// Data, checked numerically and exactly (a second, provenance run holds 8-byte signatures in
+    /// place of the elements).
+    Exact,
+    /// No data: simulated time only, nothing checked.
+    TimingOnly,
+}
+
 /// The estimate of one call of `collective` by `algorithm` on `plan`, its ranks holding the shards of
-/// `layout`; `exact` when the call is checked exactly too (its provenance run holds 8-byte signatures in
-/// place of the elements).
+/// `layout`, moving and checking as `checking` says.
 ///
 /// # Examples
 /// ```
+/// use kernbench::estimate::{Checking, call, peak_memory, timing_only_memory};
 /// use kernbench::{Collective, DpPolicy, Dtype, Layout, System};
 /// let system = System::shape(4, 1, 1, 1).unwrap();
 /// let registry = kernbench::algorithms::default_registry();
 /// let one_shot = registry.get("symmetric_one_shot").unwrap();
 /// let plan = one_shot.plan(&system).unwrap();
 /// let layout = Layout::of(&system, Dtype::F32, 1, 1 << 18, DpPolicy::LEADER).unwrap();
-/// let e = kernbench::estimate::call(Collective::AllReduce, one_shot, &plan, &layout, false);
+/// let e = call(Collective::AllReduce, one_shot, &plan, &layout, Checking::Numeric);
 /// assert_eq!(e.input_bytes, 1 << 20);
 /// // The data's peak and an inbox of every rank's input on each of 4 ranks.
-/// assert_eq!(e.memory, kernbench::estimate::peak_memory(Collective::AllReduce, 4, 1 << 20) + (16 << 20));
+/// assert_eq!(e.memory, peak_memory(Collective::AllReduce, 4, 1 << 20) + (16 << 20));
+/// // Timing only: what its messages hold, whatever their bytes.
+/// let t = call(Collective::AllReduce, one_shot, &plan, &layout, Checking::TimingOnly);
+/// assert_eq!(t.memory, timing_only_memory(4, t.messages));
 /// ```
 pub fn call(
     collective: Collective,
     algorithm: &Algorithm,
     plan: &InstallPlan,
     layout: &Layout,
-    exact: bool,
+    checking: Checking,
 ) -> Estimate {
     let element = layout.dtype.size() as u64;
     let largest = plan.participants().filter_map(|p| layout.shards.get(&p.pe)).max().copied().unwrap_or(0);
-    let input_bytes = largest as u64 * element;
+    let input_bytes = (largest as u64).saturating_mul(element);
     let ranks = plan.len();
-    let mut memory =
-        peak_memory(collective, ranks, input_bytes).saturating_add(symmetric_heap(algorithm, ranks, input_bytes));
-    if exact {
-        let signatures = largest as u64 * 8;
-        memory = memory.saturating_add(peak_memory(collective, ranks, signatures));
-    }
-    Estimate { input_bytes, memory, messages: messages(algorithm, plan) }
+    let messages = messages(algorithm, plan);
+    let data =
+        || peak_memory(collective, ranks, input_bytes).saturating_add(symmetric_heap(algorithm, ranks, input_bytes));
+    let memory = match checking {
+        Checking::Numeric => data(),
+        Checking::Exact => data().saturating_add(peak_memory(collective, ranks, (largest as u64).saturating_mul(8))),
+        Checking::TimingOnly => timing_only_memory(ranks, messages),
+    };
+    Estimate { input_bytes, memory, messages }
 }

@@ -66,7 +66,8 @@ pub struct LimitArgs {
     pub max_messages: u64,
 }
 
-/// Everything the simulator runs with: the system, the registry, the limits and the threads.
+/// Everything the simulator runs with: the system, the registry, the limits, the threads and whether
+/// the calls move data.
 #[derive(Debug, clap::Args)]
 pub struct RunnerArgs {
     /// The system and the registry.
@@ -78,9 +79,21 @@ pub struct RunnerArgs {
     /// Threads to poll PEs on.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
+    /// Whether the calls move data.
+    #[command(flatten)]
+    pub timing: TimingArgs,
 }
 
 /// The element type of the data and the reduction applied to it.
+/// Whether the calls move data.
+#[derive(Debug, clap::Args)]
+pub struct TimingArgs {
+    /// Simulate time only: tiles carry their dtype and length but no bytes, so any size runs in the
+    /// memory and time of its messages, with the same simulated times; outputs are not checked.
+    #[arg(long)]
+    pub timing_only: bool,
+}
+
 #[derive(Debug, clap::Args)]
 pub struct ElementArgs {
     /// Element type: f32, f16, bf16, i32, i64.
@@ -189,6 +202,9 @@ pub struct MscclArgs {
     /// Threads to poll PEs on.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
+    /// Whether the calls move data.
+    #[command(flatten)]
+    pub timing: TimingArgs,
     /// The element type and reduction.
     #[command(flatten)]
     pub elements: ElementArgs,
@@ -245,6 +261,9 @@ pub struct TraceArgs {
     /// The memory and message limits.
     #[command(flatten)]
     pub limits: LimitArgs,
+    /// Whether the call moves data.
+    #[command(flatten)]
+    pub timing: TimingArgs,
     /// The element type and reduction.
     #[command(flatten)]
     pub elements: ElementArgs,
@@ -266,6 +285,9 @@ pub struct ExplainArgs {
     /// The system and the registry.
     #[command(flatten)]
     pub system: SystemArgs,
+    /// Whether the calls move data.
+    #[command(flatten)]
+    pub timing: TimingArgs,
 }
 
 /// `kernbench plot`: a sweep drawn, every algorithm unless `--algos` says otherwise.

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use kernbench::sim::spread::Exchange;
 use kernbench::{Collective, Communicator, Dtype, ReduceOp, Registry, System};
 
@@ -42,6 +42,8 @@ pub struct Config {
     /// The most messages a call may send; `None` for no limit.
     max_messages: Option<u64>,
     threads: usize,
+    /// Whether the calls move no data: simulated time only.
+    timing_only: bool,
     /// The processes the calls are spread over.
     job: Job,
 }
@@ -51,7 +53,7 @@ impl Config {
     /// over the processes of `job` (`None`: this process alone).
     pub fn new(system: System, registry: Registry, job: Job) -> Config {
         let max_messages = Some(kernbench::estimate::DEFAULT_MAX_MESSAGES);
-        Config { system, registry, max_memory: None, max_messages, threads: 1, job }
+        Config { system, registry, max_memory: None, max_messages, threads: 1, timing_only: false, job }
     }
 
     /// The system and the registry `args` name, loaded (by default the built-in system and the shipped
@@ -73,7 +75,8 @@ impl Config {
     /// # Errors
     /// As [`Config::load`] and [`Config::limits`].
     pub fn runner(args: &RunnerArgs, job: Job) -> Result<Config> {
-        Ok(Config::load(&args.system, job)?.limits(&args.limits)?.threads(args.threads))
+        let config = Config::load(&args.system, job)?.limits(&args.limits)?;
+        Ok(config.threads(args.threads).timing_only(args.timing.timing_only))
     }
 
     /// The sweep `args` describe (from root 0), and the configuration it runs with, whose registry
@@ -110,6 +113,24 @@ impl Config {
         self
     }
 
+    /// Calls that move no data (`true`): simulated time only, outputs not checked.
+    pub fn timing_only(mut self, on: bool) -> Config {
+        self.timing_only = on;
+        self
+    }
+
+    /// Refuses `--exact` beside `--timing-only`: the exact check reads outputs a timing-only call
+    /// does not have.
+    ///
+    /// # Errors
+    /// When both are asked for.
+    pub fn check_exact(&self, exact: bool) -> Result<()> {
+        if exact && self.timing_only {
+            bail!("--exact checks the outputs, which --timing-only does not make: choose one of them");
+        }
+        Ok(())
+    }
+
     /// The registry with the algorithm variants (`ring:lanes=8`) that an `--algos` list for
     /// `collective` names added, as [`with_variants`] adds them.
     ///
@@ -135,6 +156,7 @@ impl Config {
     pub fn communicator(&self) -> Communicator {
         let comm = Communicator::with_registry(self.system.clone(), self.registry.clone())
             .threads(self.threads)
+            .timing_only(self.timing_only)
             .max_memory(self.max_memory)
             .max_messages(self.max_messages);
         match &self.job {

@@ -99,6 +99,7 @@ mod tests {
             time_ns: 1.0,
             algbw_gbps: busbw,
             busbw_gbps: busbw,
+            checked: true,
             wrong: 0,
             bound: None,
             sol: None,

@@ -26,7 +26,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use kernbench::bound::{self, CallShape, Limit, TimeBound};
-use kernbench::samples::{sample_tensor, shards_per_sip};
+use kernbench::samples::{sample_tensor, shards_per_sip, tensor_without_data};
 use kernbench::{CallReport, CommError, Communicator, PreparedCall};
 use kernbench::{Collective, DistTensor, DpPolicy, Dtype, InstallPlan, Layout, PeId, ReduceOp, Registry, System};
 use serde::Serialize;
@@ -292,8 +292,11 @@ pub struct Row {
     pub algbw_gbps: f64,
     /// `algbw` times [`busbw_factor`], GB/s.
     pub busbw_gbps: f64,
-    /// Wrong output elements (0 when the postcondition held), by the numeric check and, on a
-    /// communicator that checks exactly ([`kernbench::Communicator::exact`]), by the exact one too.
+    /// Whether the outputs were checked: not in a timing-only call, whose tiles carry no data.
+    pub checked: bool,
+    /// Wrong output elements (0 when the postcondition held, or when nothing was checked), by the
+    /// numeric check and, on a communicator that checks exactly ([`kernbench::Communicator::exact`]),
+    /// by the exact one too.
     pub wrong: usize,
     /// A lower bound on the call's time on this system, whatever the algorithm (see [`time_bound`]);
     /// `None` when nothing must move.
@@ -337,6 +340,7 @@ impl Row {
             _ => self.algorithm.clone(),
         };
         let sol = self.sol.map_or("-".to_owned(), |s| format!("{s:.3}"));
+        let wrong = if self.checked { self.wrong.to_string() } else { "-".to_owned() };
         format!(
             "{:>14} {:>13} {:>7} {:>7} {:>6}  {:<34} {:>10.2} {:>8.2} {:>8.2} {:>7} {:>7}",
             self.size,
@@ -348,7 +352,7 @@ impl Row {
             self.time_ns / 1000.0,
             self.algbw_gbps,
             self.busbw_gbps,
-            self.wrong,
+            wrong,
             sol
         )
     }
@@ -530,7 +534,11 @@ impl Sweep {
         if let Some(limit) = self.max_memory.filter(|&limit| prepared.estimate.memory > limit) {
             return Err(too_much(prepared.estimate.memory, limit));
         }
-        let tensor = sample_tensor(&system, bytes, self.dtype, self.op, policy)?;
+        let tensor = if comm.run_options().timing_only {
+            tensor_without_data(&system, bytes, self.dtype, policy)?
+        } else {
+            sample_tensor(&system, bytes, self.dtype, self.op, policy)?
+        };
         Ok(Point { series, size, policy, ranks, prepared, tensor, rounded })
     }
 
@@ -566,6 +574,7 @@ impl Sweep {
             time_ns,
             algbw_gbps: algbw,
             busbw_gbps: busbw,
+            checked: report.checked,
             wrong: report.postcondition.wrong + report.exact.as_ref().map_or(0, |e| e.wrong),
             bound,
             sol: bound.map(|bound| bound.ns / time_ns),
@@ -604,7 +613,11 @@ pub struct Point<'s> {
 /// The closing lines of a table: wrong elements in total and each series' average bus bandwidth.
 pub fn table_footer(rows: &[Row]) -> String {
     let wrong: usize = rows.iter().map(|r| r.wrong).sum();
-    let mut out = format!("# wrong elements: {wrong}\n# average busbw (GB/s):");
+    let mut out = if rows.iter().all(|r| r.checked) {
+        format!("# wrong elements: {wrong}\n# average busbw (GB/s):")
+    } else {
+        "# wrong elements: - (not checked: timing only)\n# average busbw (GB/s):".to_owned()
+    };
     let mut series: Vec<&str> = Vec::new();
     for row in rows {
         if !series.contains(&row.series.as_str()) {
@@ -623,6 +636,8 @@ pub fn table_footer(rows: &[Row]) -> String {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+
+    use kernbench::estimate::Checking;
 
     use super::*;
 
@@ -691,7 +706,8 @@ mod tests {
         let one_shot = comm.algorithm("symmetric_one_shot").unwrap();
         let plan = comm.plan(&one_shot).unwrap();
         let layout = Layout::of(&system, Dtype::F32, 1, 1 << 18, DpPolicy::LEADER).unwrap();
-        let estimate = kernbench::estimate::call(Collective::AllReduce, &one_shot, &plan, &layout, false).memory;
+        let estimate =
+            kernbench::estimate::call(Collective::AllReduce, &one_shot, &plan, &layout, Checking::Numeric).memory;
         // Every rank's inbox holds every rank's input: more than the data alone.
         assert!(estimate > kernbench::estimate::peak_memory(Collective::AllReduce, 4, 1 << 20));
         let series = Series::Algorithm("symmetric_one_shot".into());

@@ -389,6 +389,7 @@ mod tests {
             time_ns,
             algbw_gbps: 0.0,
             busbw_gbps: 0.0,
+            checked: true,
             wrong: 0,
             bound: None,
             sol: None,

@@ -156,6 +156,10 @@ pub enum RunError {
         /// What would be valid.
         expected: String,
     },
+    /// A timing-only run ([`RunOptions::timing_only`](crate::RunOptions)) without a timing model: it
+    /// would compute nothing at all (the configuration's fault).
+    #[error("a timing-only run needs simulated time: give it a timing (RunOptions::timing), or run it with data")]
+    TimingOnlyUntimed,
     /// The plan does not pass [`kernbench_core::check_plan`] on the system (the configuration's fault).
     #[error("the install plan cannot be installed: {0}")]
     Plan(#[from] PlanError),

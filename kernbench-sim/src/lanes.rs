@@ -346,6 +346,19 @@ pub(crate) struct LaneCtx<'a> {
 }
 
 impl LaneCtx<'_> {
+    /// The same lane, borrowed for a shorter while: what an operation takes, one indirection from its
+    /// fields.
+    #[inline]
+    pub(crate) fn reborrow(&mut self) -> LaneCtx<'_> {
+        LaneCtx {
+            task: self.task,
+            pe: &mut *self.pe,
+            lane: &mut *self.lane,
+            parked: &mut *self.parked,
+            budget: self.budget,
+        }
+    }
+
     /// The PE.
     #[inline]
     pub(crate) fn pe_id(&self) -> PeId {

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use kernbench_core::{Dtype, PeId, Tile};
+use kernbench_core::{PeId, Tile};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ExchangeError, RunError};
@@ -13,6 +13,7 @@ use crate::protocol::Cells;
 use crate::rounds::Execution;
 use crate::timing::{Clock, PeTime, TimeReport, Trace};
 use crate::two_sided::queue::Queues;
+use crate::wire::{Reader, Writer, read_tile, write_tile};
 
 /// One participating PE at the end of a run.
 #[derive(Clone, Debug, PartialEq)]
@@ -215,7 +216,7 @@ impl Execution<'_> {
 /// One PE's part of the report, sent to every process at the end of a spread run.
 #[derive(Serialize, Deserialize)]
 pub(crate) struct PeShare {
-    pub(crate) dtype: Dtype,
+    /// The output, in the wire's form of a tile.
     pub(crate) output: Vec<u8>,
     pub(crate) figures: PeFigures,
     pub(crate) lanes: Vec<PeFigures>,
@@ -226,11 +227,10 @@ pub(crate) struct PeShare {
 impl PeShare {
     /// `report`'s part (its output and notes taken out) and `time`.
     pub(crate) fn of(report: &mut PeReport, time: Option<PeTime>) -> PeShare {
-        let mut output = Vec::with_capacity(report.output.bytes());
-        report.output.write_bytes(&mut output);
+        let mut output = Writer::default();
+        write_tile(&mut output, &report.output);
         PeShare {
-            dtype: report.output.dtype(),
-            output,
+            output: output.bytes,
             figures: report.figures,
             lanes: std::mem::take(&mut report.lanes),
             notes: std::mem::take(&mut report.notes),
@@ -240,8 +240,7 @@ impl PeShare {
 
     /// The report of PE `pe` from its share, which process `from` sent.
     pub(crate) fn into_report(self, pe: PeId, from: usize) -> Result<(PeReport, Option<PeTime>), RunError> {
-        let output = Tile::from_bytes(self.dtype, &self.output)
-            .ok_or(ExchangeError::Malformed { from, what: "a PE's output" })?;
+        let output = read_tile(&mut Reader::new(&self.output, from))?;
         let report = PeReport { pe, output, figures: self.figures, lanes: self.lanes, notes: self.notes };
         Ok((report, self.time))
     }

@@ -79,12 +79,23 @@ impl<'a> Reader<'a> {
 
 pub(crate) fn write_tile(w: &mut Writer, tile: &Tile) {
     w.u8(dtype_code(tile.dtype()));
-    w.u64(tile.bytes() as u64);
-    tile.write_bytes(&mut w.bytes);
+    if tile.has_data() {
+        w.u8(1);
+        w.u64(tile.bytes() as u64);
+        tile.write_bytes(&mut w.bytes);
+    } else {
+        // A tile without data (a timing-only run's) is its dtype and length.
+        w.u8(0);
+        w.u64(tile.len() as u64);
+    }
 }
 
 pub(crate) fn read_tile(r: &mut Reader<'_>) -> Result<Tile, ExchangeError> {
     let dtype = dtype_of(r.u8()?).ok_or_else(|| r.malformed("a tile's dtype"))?;
+    if r.u8()? == 0 {
+        let len = usize::try_from(r.u64()?).map_err(|_| r.malformed("a tile's length"))?;
+        return Ok(Tile::without_data(dtype, len));
+    }
     Tile::from_bytes(dtype, r.bytes()?).ok_or_else(|| r.malformed("a tile's data"))
 }
 

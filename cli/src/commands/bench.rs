@@ -12,6 +12,7 @@ use crate::config::{Config, Job};
 pub(super) fn run(args: &BenchArgs, job: Job, out: &mut dyn Write, stop: &AtomicBool) -> Result<()> {
     let (config, sweep) = Config::sweep(&args.sweep, job)?;
     let sweep = sweep.root(args.root);
+    config.check_exact(args.table.exact)?;
     let mut comm = config.communicator().exact(args.table.exact);
     let heading = format!("# kernbench bench {} on {}\n", sweep.collective(), config.system().describe());
     let (_, interrupted) = print_sweep(&sweep, &mut comm, args.table.json, &heading, stop, out)?;

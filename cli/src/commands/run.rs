@@ -16,6 +16,7 @@ use crate::sweep::{Series, Sweep, SweepError, parse_size};
 
 pub(super) fn run(args: &RunArgs, job: Job, out: &mut dyn Write, stop: &AtomicBool) -> Result<()> {
     let config = Config::runner(&args.runner, job)?;
+    config.check_exact(args.exact)?;
     let mut comm = config.communicator().exact(args.exact);
     let collectives = collectives(&args.collective)?;
     let (dtype, op) = elements(&args.elements)?;

@@ -779,3 +779,58 @@ fn bench_and_msccl_check_exactly_on_request() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stdout).ends_with("# correct at every size\n"));
 }
+
+#[test]
+fn a_timing_only_sweep_says_it_checked_nothing_in_the_table_the_json_and_the_run_line() {
+    let out = kernbench(&["bench", "all_reduce", "--algos", "ring", "--sizes", "1K,1G", "--timing-only"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    let rows: Vec<&str> = table.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(rows.len(), 2, "{table}");
+    assert!(rows.iter().all(|row| row.split_whitespace().nth(9) == Some("-")), "#wrong reads -:\n{table}");
+    assert!(table.contains("# wrong elements: - (not checked: timing only)"), "{table}");
+    let out = kernbench(&["bench", "all_reduce", "--algos", "ring", "--sizes", "1K", "--timing-only", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["rows"][0]["checked"], false, "{doc}");
+    let out = kernbench(&["run", "broadcast", "--bytes", "4G", "--timing-only"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("4294967296 bytes per rank, op sum: not checked: timing only, "),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn timing_only_and_exact_together_are_one_line_and_exit_code_2() {
+    for args in [
+        &["run", "all_reduce", "--timing-only", "--exact"][..],
+        &["bench", "all_reduce", "--timing-only", "--exact"],
+        &[
+            "msccl",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/msccl/ring_allreduce.xml"),
+            "--timing-only",
+            "--exact",
+        ],
+    ] {
+        let out = kernbench(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(
+            text(&out.stderr),
+            "kernbench: --exact checks the outputs, which --timing-only does not make: choose one of them\n"
+        );
+    }
+}
+
+#[test]
+fn an_msccl_file_runs_timing_only_in_the_times_it_takes_with_data() {
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/msccl/ring_allreduce.xml");
+    let with_data = kernbench(&["msccl", file, "--sizes", "1K,1M", "--json"]);
+    let timing_only = kernbench(&["msccl", file, "--sizes", "1K,1M", "--json", "--timing-only"]);
+    let rows = |out: &Output| -> Vec<f64> {
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        doc["rows"].as_array().unwrap().iter().map(|r| r["time_ns"].as_f64().unwrap()).collect()
+    };
+    assert!(with_data.status.success() && timing_only.status.success(), "{}", text(&timing_only.stderr));
+    assert_eq!(rows(&with_data), rows(&timing_only));
+}

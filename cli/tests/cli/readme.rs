@@ -178,3 +178,19 @@ fn a_sample_matches_only_what_was_printed() {
         assert!(!matches(bad, output), "{bad:?}");
     }
 }
+
+#[test]
+fn the_timing_only_sample_is_what_bench_prints() {
+    let args = [
+        "bench",
+        "all_reduce",
+        "--algos",
+        "ring",
+        "--sizes",
+        "8..8G",
+        "--timing-only",
+        "--system",
+        "configs/systems/switched.json",
+    ];
+    check(&format!("cargo run --release -- {}", args.join(" ")), &args, Path::new(REPO));
+}

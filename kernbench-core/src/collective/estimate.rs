@@ -28,6 +28,21 @@
 //! forward data, plus a fixed 64 MiB (a tiny run peaks at 5 MB). The estimate is an upper bound on
 //! these measurements, not a prediction of each one.
 //!
+//! A timing-only call's tiles carry no data, so its peak follows its ranks and messages instead
+//! ([`timing_only_memory`]): `kernbench bench all_reduce --algos ring --timing-only` on
+//! `configs/systems/ring16.json` with more SIPs (release build, mimalloc):
+//!
+//! ```text
+//! SIPs   messages   size 1K   size 1G   per message at 1G
+//!   64      64512    15.9M     15.7M    (the process alone)
+//!  256    1044480    52.5M     75.2M    72 B
+//!  512    4186112   152.0M    253.7M    61 B
+//! 1024   16760832   533.9M    911.7M    54 B
+//! ```
+//!
+//! So 64 MiB, 16 KiB a rank and 64 B a message bound them: the channels' bookings of messages
+//! still in flight, and each rank's states and queues.
+//!
 //! # Messages
 //!
 //! [`messages`] counts the messages a call sends: its participants `N` times the most any one of them
@@ -107,6 +122,31 @@ pub fn peak_memory(collective: Collective, ranks: usize, input_bytes: u64) -> u6
     };
     [inputs, outputs, reference, in_flight, FIXED_BYTES].into_iter().fold(0, u64::saturating_add)
 }
+
+/// The estimated peak memory, in bytes, of one timing-only call over `ranks` ranks sending `messages`
+/// messages in all, whatever their sizes: its tiles carry no data, so what it holds grows with its PEs
+/// (their states, queues and channels) and its messages (each a short record in flight and a booking
+/// on each channel it crosses), not with its bytes. See the [module docs](self) for the measurements.
+/// Saturates at `u64::MAX` rather than overflow.
+///
+/// # Examples
+/// ```
+/// use kernbench_core::collective::estimate::timing_only_memory;
+/// // Any size of a call over 8 ranks with a thousand messages: about the fixed part.
+/// assert!(timing_only_memory(8, 1000) < 128 << 20);
+/// ```
+pub fn timing_only_memory(ranks: usize, messages: u64) -> u64 {
+    let per_rank = (ranks as u64).saturating_mul(TIMING_ONLY_RANK_BYTES);
+    let per_message = messages.saturating_mul(TIMING_ONLY_MESSAGE_BYTES);
+    [FIXED_BYTES, per_rank, per_message].into_iter().fold(0, u64::saturating_add)
+}
+
+/// What a timing-only run holds per rank, above the fixed part: a PE's and its lanes' states, its
+/// queues and their slots, its coroutines and channels (see the module docs).
+const TIMING_ONLY_RANK_BYTES: u64 = 16 << 10;
+
+/// What a timing-only run holds per message at most, above the fixed part (see the module docs).
+const TIMING_ONLY_MESSAGE_BYTES: u64 = 64;
 
 /// The symmetric heap, in bytes, that one call of the kernel called `kernel` on `ranks` ranks of
 /// `input_bytes` each allocates in all, beside [`peak_memory`]: every rank's copy of the buffers the one-sided kernels

@@ -84,6 +84,36 @@ pub fn sample_tensor(
     DistTensor::distribute(system, &ranks, 1, elements, policy)
 }
 
+/// The tensor of [`sample_tensor`]'s shape, its tiles [without data](Tile::without_data): what a
+/// timing-only call runs on, of any size (it holds no bytes, so no size is too large to make).
+///
+/// # Examples
+/// ```
+/// use kernbench_core::{Dtype, System, samples::{EVERY_PE, sample_tensor, tensor_without_data}};
+/// let system = System::shape(2, 1, 1, 4).unwrap();
+/// let t = tensor_without_data(&system, 100, Dtype::F32, EVERY_PE).unwrap();
+/// let with_data = sample_tensor(&system, 100, Dtype::F32, kernbench_core::ReduceOp::Sum, EVERY_PE).unwrap();
+/// assert_eq!(t.layout(), with_data.layout());
+/// assert!(t.shards().values().all(|tile| !tile.has_data()));
+/// let huge = tensor_without_data(&system, 1 << 40, Dtype::F32, EVERY_PE).unwrap();
+/// assert_eq!(huge.shape(), (1, 1 << 38));
+/// ```
+///
+/// # Errors
+/// [`LayoutError::ShapeOverflow`] when the element count does not fit the machine's integers.
+pub fn tensor_without_data(
+    system: &System,
+    bytes_per_sip: u64,
+    dtype: Dtype,
+    policy: DpPolicy,
+) -> Result<DistTensor, LayoutError> {
+    let (shards, element) = (shards_per_sip(system, policy) as u64, dtype.size() as u64);
+    let elements = bytes_per_sip.div_ceil(element).max(1).checked_next_multiple_of(shards).unwrap_or(u64::MAX);
+    let elements = usize::try_from(elements).map_err(|_| LayoutError::ShapeOverflow { rows: 1, cols: usize::MAX })?;
+    let ranks: Vec<Tile> = (0..system.sips()).map(|_| Tile::without_data(dtype, elements)).collect();
+    DistTensor::distribute(system, &ranks, 1, elements, policy)
+}
+
 /// Elements after which a rank's sample repeats: [`sample_value`] depends on `i` only modulo 7.
 const SAMPLE_PERIOD: usize = 7;
 

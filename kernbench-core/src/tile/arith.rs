@@ -15,6 +15,10 @@ impl Tile {
     /// a shared buffer cannot be copied; the tile is unchanged then.
     pub fn reduce_in_place(&mut self, other: &Tile, op: ReduceOp) -> Result<(), TileError> {
         self.check_same_shape(other)?;
+        if !(self.has_data() && other.has_data()) {
+            *self = Tile::without_data(self.dtype(), self.len);
+            return Ok(());
+        }
         with_element!(self.dtype(), T => {
             // A uniquely held buffer cannot alias `other` (which would hold a second reference), so it
             // is combined in place; a shared one is combined into a new buffer in the same single pass
@@ -40,7 +44,7 @@ impl Tile {
         if contributions == 0 {
             return Err(TileError::NoContributions);
         }
-        if contributions == 1 {
+        if contributions == 1 || !self.has_data() {
             return Ok(());
         }
         with_element!(self.dtype(), T => {
@@ -67,6 +71,9 @@ impl Tile {
 
     /// Whether both tiles hold the same dtype, length and bits (NaNs compare by their bits).
     pub fn bit_eq(&self, other: &Tile) -> bool {
+        if !(self.has_data() && other.has_data()) {
+            return self.dtype() == other.dtype() && self.len == other.len && self.has_data() == other.has_data();
+        }
         self.dtype() == other.dtype()
             && self.len == other.len
             && with_element!(self.dtype(), T => {
@@ -91,6 +98,8 @@ impl Tile {
     /// ```
     pub fn for_each_difference(&self, other: &Tile, mut each: impl FnMut(usize, f64, f64)) -> Result<(), TileError> {
         self.check_same_shape(other)?;
+        self.check_data("for_each_difference")?;
+        other.check_data("for_each_difference")?;
         with_element!(self.dtype(), T => {
             // Block by block: a block whose bits all match (almost every block of a correct output) is
             // passed in one loop the compiler vectorises; only a block that differs is walked element by

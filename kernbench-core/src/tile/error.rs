@@ -80,4 +80,17 @@ pub enum TileError {
     /// An average finished over zero contributions, which would divide by zero.
     #[error("cannot finish an average of 0 contributions: expected at least 1")]
     NoContributions,
+    /// An operation that reads a tile's values on a tile that carries none: a timing-only run's tiles
+    /// hold their dtype and length only (the kernel's fault, when it reads its data in such a run).
+    #[error(
+        "{op} of a {dtype}[{len}] tile that carries no data: a timing-only run moves no bytes, so a kernel that reads values out of its tiles cannot run timing-only"
+    )]
+    NoData {
+        /// What tried to read the values.
+        op: &'static str,
+        /// The tile's dtype.
+        dtype: Dtype,
+        /// The tile's length.
+        len: usize,
+    },
 }

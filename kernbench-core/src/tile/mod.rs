@@ -5,6 +5,12 @@
 //! share the buffer; the first write to a shared buffer copies the viewed range (copy on write), so a
 //! sender that keeps reducing into its tile never changes what a receiver already holds.
 //!
+//! A tile may also carry no data at all, only its dtype and length ([`Tile::without_data`]): what a
+//! timing-only run moves, where the time of every operation depends on those alone. Views, joins,
+//! writes and reductions work on such tiles (their results carry no data either); reading a value out
+//! of one is [`TileError::NoData`]. While [`without_data_while`] says so, the tiles a kernel makes
+//! ([`Tile::zeros`], [`Tile::filled`]) carry no data.
+//!
 //! This file holds the [`Tile`] and how one is made; the others how its elements are stored, its
 //! conversions, its views and chunks, and its arithmetic.
 
@@ -15,6 +21,7 @@ mod error;
 mod storage;
 mod view;
 
+use std::cell::Cell;
 use std::sync::Arc;
 
 pub use dtype::{Dtype, ParseDtypeError, ParseReduceOpError, ReduceOp};
@@ -95,12 +102,16 @@ impl Tile {
         Tile::try_filled(dtype, len, value).unwrap_or_else(|error| panic!("{error}"))
     }
 
-    /// `len` copies of `value` converted to `dtype`, or an error where [`Tile::filled`] would panic.
+    /// `len` copies of `value` converted to `dtype`, or an error where [`Tile::filled`] would panic; a
+    /// tile [without data](Tile::without_data) while [`without_data_while`] says so.
     ///
     /// # Errors
     /// [`TileError::TooLarge`] above [`Tile::MAX_BYTES`], [`TileError::OutOfMemory`] when the allocator
     /// cannot provide the buffer.
     pub fn try_filled(dtype: Dtype, len: usize, value: f64) -> Result<Tile, TileError> {
+        if WITHOUT_DATA.get() {
+            return Ok(Tile::without_data(dtype, len));
+        }
         with_element!(dtype, T => {
             let mut values: Vec<T> = buffer(len)?;
             values.resize(len, <T as Element>::from_f64(value));
@@ -130,6 +141,28 @@ impl Tile {
         })
     }
 
+    /// A tile of `len` elements of `dtype` that carries no data, only its dtype and length: what a
+    /// timing-only run moves. It costs no memory whatever its length.
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench_core::{Dtype, ReduceOp, Tile, TileError};
+    /// let mut big = Tile::without_data(Dtype::F32, 1 << 40);
+    /// assert_eq!((big.len(), big.bytes(), big.has_data()), (1 << 40, 1 << 42, false));
+    /// let half = big.chunk(1, 2).unwrap();
+    /// big.reduce_in_place(&Tile::without_data(Dtype::F32, 1 << 40), ReduceOp::Sum).unwrap();
+    /// assert_eq!((half.len(), half.has_data()), (1 << 39, false));
+    /// assert!(matches!(half.to_vec::<f32>(), Err(TileError::NoData { .. })));
+    /// ```
+    pub fn without_data(dtype: Dtype, len: usize) -> Tile {
+        Tile { data: Arc::new(Storage_::absent(dtype)), start: 0, len }
+    }
+
+    /// Whether it carries its elements' data: every tile but one [without data](Tile::without_data).
+    pub fn has_data(&self) -> bool {
+        self.data.has_data()
+    }
+
     /// The element type.
     pub fn dtype(&self) -> Dtype {
         self.data.dtype()
@@ -145,9 +178,14 @@ impl Tile {
         self.len == 0
     }
 
-    /// The size of the elements in bytes.
+    /// The size of the elements in bytes (what a send of it moves, with or without data).
     pub fn bytes(&self) -> usize {
-        self.len * self.dtype().size()
+        self.len.saturating_mul(self.dtype().size())
+    }
+
+    /// [`TileError::NoData`] for `op` when the tile carries no data.
+    fn check_data(&self, op: &'static str) -> Result<(), TileError> {
+        if self.has_data() { Ok(()) } else { Err(TileError::NoData { op, dtype: self.dtype(), len: self.len }) }
     }
 
     /// Whether two tiles view the same buffer (a slice or a sent copy of a tile does, until either is
@@ -157,11 +195,13 @@ impl Tile {
     }
 
     /// The viewed elements; the caller has matched `T` to the dtype.
+    #[inline]
     fn typed<T: Element>(&self) -> &[T] {
         &T::view(&self.data).expect("dtype dispatched by the caller")[self.start..self.start + self.len]
     }
 
     /// The viewed elements, writable: takes a private copy of the range first if the buffer is shared.
+    #[inline]
     fn typed_mut<T: Element>(&mut self) -> &mut [T] {
         if Arc::get_mut(&mut self.data).is_none() {
             let own = self.typed::<T>().to_vec();
@@ -172,4 +212,26 @@ impl Tile {
         let (start, len) = (self.start, self.len);
         &mut T::view_mut(data).expect("dtype dispatched by the caller")[start..start + len]
     }
+}
+
+thread_local! {
+    /// Whether the tiles made on this thread now carry no data: see [`without_data_while`].
+    static WITHOUT_DATA: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` with the tiles made on this thread by [`Tile::zeros`], [`Tile::filled`] and their fallible
+/// forms carrying no data when `on`: a timing-only runtime polls its kernels so, and their own tiles
+/// cost no memory either.
+#[doc(hidden)]
+#[inline]
+pub fn without_data_while<R>(on: bool, f: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        #[inline]
+        fn drop(&mut self) {
+            WITHOUT_DATA.set(self.0);
+        }
+    }
+    let _reset = Reset(WITHOUT_DATA.replace(on));
+    f()
 }

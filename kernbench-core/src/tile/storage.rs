@@ -7,7 +7,8 @@ use half::{bf16, f16};
 
 use super::{Dtype, ReduceOp, Tile, TileError};
 
-/// The storage behind tiles: one typed vector.
+/// The storage behind tiles: one typed vector, or no data at all (a timing-only run's tiles carry
+/// their dtype and length only).
 #[derive(Clone, Debug)]
 enum Storage {
     F32(Vec<f32>),
@@ -15,19 +16,7 @@ enum Storage {
     BF16(Vec<bf16>),
     I32(Vec<i32>),
     I64(Vec<i64>),
-}
-
-/// Runs `$body` with `$v` bound to the typed vector inside a `Storage` (by reference or mutably).
-macro_rules! each_storage {
-    ($storage:expr, $v:ident => $body:expr) => {
-        match $storage {
-            Storage::F32($v) => $body,
-            Storage::F16($v) => $body,
-            Storage::BF16($v) => $body,
-            Storage::I32($v) => $body,
-            Storage::I64($v) => $body,
-        }
-    };
+    Absent(Dtype),
 }
 
 /// A Rust type that can be a tile's element.
@@ -83,9 +72,26 @@ fn element_dtype<T: Element>(_: &[T]) -> Dtype {
 }
 
 impl Storage_ {
+    /// No data, for elements of `dtype`.
+    pub(super) fn absent(dtype: Dtype) -> Storage_ {
+        Storage_(Storage::Absent(dtype))
+    }
+
     /// The dtype of the elements stored.
     pub(super) fn dtype(&self) -> Dtype {
-        each_storage!(&self.0, v => element_dtype(v.as_slice()))
+        match &self.0 {
+            Storage::F32(v) => element_dtype(v.as_slice()),
+            Storage::F16(v) => element_dtype(v.as_slice()),
+            Storage::BF16(v) => element_dtype(v.as_slice()),
+            Storage::I32(v) => element_dtype(v.as_slice()),
+            Storage::I64(v) => element_dtype(v.as_slice()),
+            Storage::Absent(dtype) => *dtype,
+        }
+    }
+
+    /// Whether it holds the elements' data.
+    pub(super) fn has_data(&self) -> bool {
+        !matches!(self.0, Storage::Absent(_))
     }
 }
 

@@ -43,10 +43,16 @@ impl Tile {
             let len = tiles.iter().map(Tile::len).sum();
             return Ok(Tile { data: Arc::clone(&first.data), start: first.start, len });
         }
+        // Views of one buffer can repeat it, so the total can pass usize: saturating keeps it above the
+        // cap, which refuses it.
+        let len = tiles.iter().fold(0usize, |sum, t| sum.saturating_add(t.len()));
+        if tiles.iter().any(|t| !t.has_data()) {
+            if let Some(other) = tiles.iter().find(|t| t.dtype() != dtype) {
+                return Err(TileError::DtypeMismatch { left: dtype, right: other.dtype() });
+            }
+            return Ok(Tile::without_data(dtype, len));
+        }
         with_element!(dtype, T => {
-            // Views of one buffer can repeat it, so the total can pass usize: saturating keeps it above
-            // the cap, which refuses it.
-            let len = tiles.iter().fold(0usize, |sum, t| sum.saturating_add(t.len()));
             let mut out: Vec<T> = buffer(len)?;
             for t in tiles {
                 out.extend_from_slice(t.as_slice::<T>().map_err(|_| TileError::DtypeMismatch { left: dtype, right: t.dtype() })?);
@@ -72,6 +78,10 @@ impl Tile {
         if offset == 0 && end == self.len {
             // All of it: the same values as a copy, without copying.
             *self = src.clone();
+            return Ok(());
+        }
+        if !(self.has_data() && src.has_data()) {
+            *self = Tile::without_data(self.dtype(), self.len);
             return Ok(());
         }
         with_element!(self.dtype(), T => {

@@ -20,8 +20,8 @@ use crate::two_sided::queue::Queues;
 /// A lane being polled, as the initiator of one-sided operations, with what they touch: its PE's
 /// symmetric memory, its ports (whose queues give the routes to its peers) and the run's lanes (a raise
 /// of the PE's own signal wakes its other lanes).
-pub(crate) struct Initiator<'v, 'a> {
-    pub(crate) ctx: &'v mut LaneCtx<'a>,
+pub(crate) struct Initiator<'v> {
+    pub(crate) ctx: LaneCtx<'v>,
     pub(crate) pe: &'v mut Option<Box<PeOneSided>>,
     pub(crate) links: &'v PeLinks,
     pub(crate) queues: &'v Queues,
@@ -29,7 +29,7 @@ pub(crate) struct Initiator<'v, 'a> {
     pub(crate) lanes: &'v Lanes<'v>,
 }
 
-impl Initiator<'_, '_> {
+impl Initiator<'_> {
     /// The PE's symmetric memory, made on first use.
     fn memory(&mut self) -> &mut PeOneSided {
         self.pe.get_or_insert_default()

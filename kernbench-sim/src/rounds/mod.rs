@@ -49,6 +49,8 @@ pub(crate) struct Execution<'p> {
     pub(crate) network: Option<Network>,
     /// The processes of a spread run, when there are several.
     pub(crate) spread: Option<Spread<'p>>,
+    /// Whether its tiles carry no data (a timing-only run): the tiles its kernels and its heaps make too.
+    pub(crate) without_data: bool,
     /// The lowest task that failed in the current round (`u32::MAX`: none).
     lowest_failure: AtomicU32,
 }
@@ -73,11 +75,21 @@ impl<'p> Execution<'p> {
         lanes: Lanes<'p>,
         (call_generation, results): (u64, Arc<[OnceLock<Ended>]>),
         (two_sided, one_sided): (TwoSided, OneSidedRun),
-        network: Option<Network>,
-        spread: Option<Spread<'p>>,
+        (network, spread): (Option<Network>, Option<Spread<'p>>),
+        without_data: bool,
     ) -> Execution<'p> {
         let lowest_failure = AtomicU32::new(u32::MAX);
-        Execution { lanes, call_generation, results, two_sided, one_sided, network, spread, lowest_failure }
+        Execution {
+            lanes,
+            call_generation,
+            results,
+            two_sided,
+            one_sided,
+            network,
+            spread,
+            without_data,
+            lowest_failure,
+        }
     }
 
     /// How `task`'s kernel ended, if it has (a task this process holds).
@@ -91,6 +103,11 @@ impl<'p> Execution<'p> {
     /// The lowest failure of the first round with one; an exchange, a placement or an application of
     /// one-sided operations that failed.
     pub(crate) fn drive(&mut self, ready: &ReadyLists, polling: Polling<'_>) -> Result<Driven, RunError> {
+        // Between rounds too: the heaps that one-sided operations make on their targets.
+        kernbench_core::tile::without_data_while(self.without_data, || self.rounds(ready, polling))
+    }
+
+    fn rounds(&mut self, ready: &ReadyLists, polling: Polling<'_>) -> Result<Driven, RunError> {
         let Polling { pool, parallel_min_ready } = polling;
         // The round's runnables, taken out one by one as they are polled.
         let mut round: Vec<Option<Runnable<u32>>> = Vec::new();

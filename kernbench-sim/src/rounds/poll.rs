@@ -6,7 +6,7 @@ use std::sync::Once;
 use std::sync::atomic::Ordering;
 
 use async_task::Runnable;
-use kernbench_core::tl;
+use kernbench_core::{tile, tl};
 
 use super::Execution;
 use super::view::PeView;
@@ -93,7 +93,9 @@ impl Execution<'_> {
     #[inline]
     fn poll_lane(&self, view: &mut PeView<'_, '_>, runnable: Runnable<u32>) -> Polled {
         let (task, pe) = (view.ctx.task, view.ctx.pe_id());
-        let run = catch_unwind(AssertUnwindSafe(|| tl::enter(view, || runnable.run())));
+        let run = catch_unwind(AssertUnwindSafe(|| {
+            tile::without_data_while(self.without_data, || tl::enter(view, || runnable.run()))
+        }));
         let failure = match run {
             Err(payload) => RunError::Panicked { pe, message: panic_message(&*payload) },
             Ok(_) => match self.ended(task) {

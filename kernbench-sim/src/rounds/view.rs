@@ -21,14 +21,16 @@ pub(crate) struct PeView<'v, 'a> {
     pub(crate) run: &'v Execution<'a>,
 }
 
-impl<'v> PeView<'v, '_> {
-    fn endpoint(&mut self) -> Endpoint<'_, 'v> {
-        Endpoint { ctx: &mut self.ctx, links: self.links, run: &self.run.two_sided, tasks: &self.run.lanes.tasks }
+impl PeView<'_, '_> {
+    #[inline]
+    fn endpoint(&mut self) -> Endpoint<'_> {
+        Endpoint { ctx: self.ctx.reborrow(), links: self.links, run: &self.run.two_sided, tasks: &self.run.lanes.tasks }
     }
 
-    fn initiator(&mut self) -> Initiator<'_, 'v> {
+    #[inline]
+    fn initiator(&mut self) -> Initiator<'_> {
         Initiator {
-            ctx: &mut self.ctx,
+            ctx: self.ctx.reborrow(),
             pe: self.memory,
             links: self.links,
             queues: &self.run.two_sided.queues,

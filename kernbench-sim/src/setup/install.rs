@@ -62,12 +62,14 @@ pub(super) fn run(
         // One empty scratch buffer for every PE until a kernel asks for one of its own.
         let no_scratch = Tile::zeros(Dtype::F32, 0);
         let timed = options.timing.is_some();
+        // A timing-only run keeps the buffers' shapes, not their bytes.
+        let kept = |tile: Tile| if options.timing_only { Tile::without_data(tile.dtype(), tile.len()) } else { tile };
         let cores: Vec<PeCore> = (pes.iter().zip(buffers).zip(&lanes).enumerate())
             .filter(|&(rank, _)| holds(rank))
             .map(|(_, ((&pe, b), &n))| PeCore {
                 pe,
-                input: b.input,
-                output: b.output,
+                input: kept(b.input),
+                output: kept(b.output),
                 scratch: no_scratch.clone(),
                 notes: BTreeMap::new(),
                 compute: (n > 1 && timed).then(Bookings::default),
@@ -123,7 +125,8 @@ pub(super) fn run(
         budget: Budget { loops: options.loop_budget, steps: options.step_budget },
     };
     let results: Arc<[OnceLock<Ended>]> = (0..held).map(|_| OnceLock::new()).collect();
-    let mut exec = Execution::new(lanes, (call.generation, results), (two_sided, one_sided), network, spread);
+    let parts = (two_sided, one_sided);
+    let mut exec = Execution::new(lanes, (call.generation, results), parts, (network, spread), options.timing_only);
     let ready = Arc::new(ReadyLists::new(options.threads));
     start(&exec, (kernel, call, system), &ready, pool.as_ref());
     let polling = Polling { pool: pool.as_ref(), parallel_min_ready: options.parallel_min_ready };

@@ -58,6 +58,8 @@ pub struct RunOptions {
     pub race_detector: bool,
     /// The processes the run is spread over, if any.
     pub spread: Option<Arc<dyn Exchange>>,
+    /// Whether tiles carry their dtype and length but no bytes: simulated time only.
+    pub timing_only: bool,
 }
 
 impl Default for RunOptions {
@@ -70,6 +72,7 @@ impl Default for RunOptions {
             step_budget: DEFAULT_STEP_BUDGET,
             race_detector: true,
             spread: None,
+            timing_only: false,
         }
     }
 }
@@ -143,6 +146,16 @@ macro_rules! run_option_setters {
             self
         }
 
+        /// Simulates time only (`true`; the default is `false`): tiles carry their dtype and length but
+        /// no bytes, so a call of any size costs the memory and time of its messages, not of its data.
+        /// Every operation is charged as with data, so simulated times are the same bits either way;
+        /// outputs carry no data, and a kernel that reads a value out of a tile ends in the tile's
+        /// `TileError::NoData`, naming its PE and what read it.
+        pub fn timing_only(mut self, on: bool) -> Self {
+            self.options_mut().timing_only = on;
+            self
+        }
+
         /// Every option at once.
         pub fn options(mut self, options: $crate::RunOptions) -> Self {
             *self.options_mut() = options;
@@ -165,10 +178,14 @@ impl RunOptions {
     /// Checks the options against `system` before anything is started.
     ///
     /// # Errors
-    /// [`RunError::TooManyThreads`]; [`RunError::BadStraggler`] from [`Timing::check`].
+    /// [`RunError::TooManyThreads`]; [`RunError::TimingOnlyUntimed`]; [`RunError::BadStraggler`] from
+    /// [`Timing::check`].
     pub fn check(&self, system: &System) -> Result<(), RunError> {
         if self.threads > MAX_THREADS {
             return Err(RunError::TooManyThreads { threads: self.threads, max: MAX_THREADS });
+        }
+        if self.timing_only && self.timing.is_none() {
+            return Err(RunError::TimingOnlyUntimed);
         }
         match &self.timing {
             Some(timing) => timing.check(system),

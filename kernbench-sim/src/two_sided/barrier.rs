@@ -119,7 +119,7 @@ impl Barriers {
     }
 }
 
-impl Endpoint<'_, '_> {
+impl Endpoint<'_> {
     /// Waits until every lane of every participant in the lane's `group` has arrived.
     pub(crate) fn poll_barrier(&mut self, group: Group, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
         if let Err(e) = self.ctx.check_steps() {

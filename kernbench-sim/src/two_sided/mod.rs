@@ -74,6 +74,7 @@ impl PeLinks {
         }
     }
 
+    #[inline]
     fn touch(&mut self, queue: u32, side: Side) {
         if self.touched.last() != Some(&(queue, side)) {
             self.touched.push((queue, side));

@@ -10,14 +10,14 @@ use crate::lanes::{LaneCtx, Tasks, Wait};
 use crate::timing::SpanKind;
 
 /// A lane being polled, with what its two-sided operations touch: its PE's ports and the run's queues.
-pub(crate) struct Endpoint<'v, 'a> {
-    pub(crate) ctx: &'v mut LaneCtx<'a>,
+pub(crate) struct Endpoint<'v> {
+    pub(crate) ctx: LaneCtx<'v>,
     pub(crate) links: &'v mut PeLinks,
     pub(crate) run: &'v TwoSided,
     pub(crate) tasks: &'v Tasks<'v>,
 }
 
-impl Endpoint<'_, '_> {
+impl Endpoint<'_> {
     #[inline]
     fn port(&self, direction: Direction, op: Op) -> Result<Port, KernelError> {
         match self.links.find(direction) {
@@ -77,7 +77,7 @@ impl Endpoint<'_, '_> {
     }
 
     /// The queue of `channel` on `direction` for `op`'s `side`, claimed for this lane.
-    #[inline]
+    #[inline(always)]
     fn queue(&self, direction: Direction, channel: usize, op: Op, side: Side) -> Result<u32, KernelError> {
         self.ctx.check_steps()?;
         let port = self.port(direction, op)?;
@@ -104,7 +104,7 @@ impl Endpoint<'_, '_> {
         let queue = &self.run.queues[q as usize];
         let bytes = tile.bytes() as u64;
         let generation = self.ctx.lane.generation;
-        let ctx = &mut *self.ctx;
+        let ctx = &mut self.ctx;
         let make = |credit_at: f64| {
             ctx.lane.clock.advance_to(SpanKind::CreditWait, credit_at, 0, false);
             let injection = ctx.lane.clock.injection_ns;

@@ -423,3 +423,53 @@ fn recv_like_receives_a_tile_of_the_given_tiles_shape() {
     assert_eq!(outputs, expected);
     assert_eq!(bf16::from_f32(1.0).to_f32(), 1.0, "bf16 comes with the prelude too");
 }
+
+/// Branches on its first element: a kernel that reads its data cannot run without it.
+#[ccl_kernel]
+fn branches_on_its_data(tl: &Tl) {
+    let x = tl.load(Input);
+    let values: Vec<f32> = x.to_vec()?;
+    if values[0] > 0.0 {
+        tl.send(E, &x);
+        let _ = tl.recv_like(W, &x);
+    }
+    tl.store(Output, &x);
+}
+
+#[test]
+fn a_kernel_that_reads_its_data_in_a_timing_only_run_is_the_pes_error_naming_the_read() {
+    let system = one_cube(2);
+    let run = |timing_only| ring(&system, &branches_on_its_data::KERNEL).timing_only(timing_only).run();
+    run(false).expect("with data it runs");
+    let error = timed_error(ring(&system, &branches_on_its_data::KERNEL).timing_only(true));
+    let Some(KernelError::Kernel { pe: who, message }) = error.kernel() else {
+        panic!("expected the PE's error, got {error}")
+    };
+    assert_eq!(*who, pe(0), "{error}");
+    assert!(message.contains("reading the values of a f32[16] tile that carries no data"), "{message}");
+    assert!(message.contains("timing-only"), "{message}");
+}
+
+#[test]
+fn a_timing_only_run_keeps_shapes_and_times_and_drops_the_bytes() {
+    let system = one_cube(4);
+    let kernel = &kernbench::algorithms::ring_allreduce::KERNEL;
+    let run = |timing_only| {
+        MockRun::new(&system, "ring_1d", "all_pes", kernel)
+            .params(json!({"chunks": 2, "lanes": 2}))
+            .inputs(|_, rank| Tile::filled(F32, 1000, rank as f64))
+            .timing_only(timing_only)
+            .run()
+            .unwrap()
+    };
+    let (with_data, without) = (run(false), run(true));
+    assert_eq!(with_data.time(), without.time(), "the same simulated times, to the bit");
+    assert_eq!(with_data.totals(), without.totals(), "the same messages, bytes and work");
+    for (a, b) in with_data.pes().iter().zip(without.pes()) {
+        assert!(a.output.has_data() && !b.output.has_data());
+        assert_eq!((a.output.dtype(), a.output.len()), (b.output.dtype(), b.output.len()));
+    }
+    // Without a timing model a timing-only run would compute nothing.
+    let untimed = ring(&system, kernel).params(json!({"chunks": 1})).timing(None).timing_only(true).run();
+    assert!(matches!(untimed, Err(MockError::Run(RunError::TimingOnlyUntimed))), "{untimed:?}");
+}

@@ -59,14 +59,14 @@ pub(crate) fn systems(out: &mut String) -> Vec<(String, System)> {
 }
 
 /// One line per system, algorithm and size: the simulated time in ns, exactly (`f64`'s shortest
-/// round-trip form), or why it cannot run. Systems run on threads of their own; their lines keep the
-/// systems' order.
-fn table() -> String {
+/// round-trip form), or why it cannot run; with data, or `timing_only`. Systems run on threads of
+/// their own; their lines keep the systems' order.
+fn table(timing_only: bool) -> String {
     let mut out = String::from("# system algorithm size(B/rank) simulated-ns | cannot run: why | skipped: why\n");
     let systems = systems(&mut out);
     std::thread::scope(|scope| {
         let lines: Vec<_> =
-            systems.iter().map(|(name, system)| scope.spawn(move || system_lines(name, system))).collect();
+            systems.iter().map(|(name, system)| scope.spawn(move || system_lines(name, system, timing_only))).collect();
         for lines in lines {
             out.push_str(&lines.join().expect("a system's runs do not panic"));
         }
@@ -74,9 +74,9 @@ fn table() -> String {
     out
 }
 
-fn system_lines(name: &str, system: &System) -> String {
+fn system_lines(name: &str, system: &System, timing_only: bool) -> String {
     let mut out = String::new();
-    let mut comm = Communicator::new(system.clone()).loop_budget(LOOP_BUDGET);
+    let mut comm = Communicator::new(system.clone()).loop_budget(LOOP_BUDGET).timing_only(timing_only);
     for collective in Collective::ALL {
         let algorithms = Series::parse_list("all", comm.registry(), collective).unwrap();
         let sweep = Sweep::new(collective, algorithms.clone(), SIZES.to_vec());
@@ -91,6 +91,7 @@ fn system_lines(name: &str, system: &System) -> String {
                     match sweep.call(&mut comm, series, size) {
                         Ok((row, _)) => {
                             assert_eq!(row.wrong, 0, "{name} {} {size}: wrong results", series.label());
+                            assert_eq!(row.checked, !timing_only, "{name} {} {size}", series.label());
                             too_many_messages =
                                 collective == Collective::AllToAll && row.ranks > LARGEST_ALL_TO_ALL_AT_EVERY_SIZE;
                             format!("{}", row.time_ns)
@@ -108,11 +109,25 @@ fn system_lines(name: &str, system: &System) -> String {
 
 #[test]
 fn simulated_times_of_every_algorithm_on_every_shipped_system_are_the_golden_ones() {
-    let got = table();
+    let got = table(false);
     if std::env::var_os("KERNBENCH_BLESS").is_some() {
         std::fs::write(GOLDEN, &got).unwrap();
         return;
     }
+    assert_golden(&got, "");
+}
+
+#[test]
+fn timing_only_runs_take_the_golden_times_to_the_bit() {
+    // The golden file is the runs with data: timing-only ones, whose tiles carry no bytes, must give
+    // the same times.
+    if std::env::var_os("KERNBENCH_BLESS").is_none() {
+        assert_golden(&table(true), " (timing only)");
+    }
+}
+
+/// Asserts that `got` is the golden table, line by line.
+fn assert_golden(got: &str, what: &str) {
     let want = std::fs::read_to_string(GOLDEN)
         .unwrap_or_else(|e| panic!("cannot read {GOLDEN} ({e}); create it with KERNBENCH_BLESS=1"));
     let changed: Vec<String> = want
@@ -123,7 +138,7 @@ fn simulated_times_of_every_algorithm_on_every_shipped_system_are_the_golden_one
         .collect();
     assert!(
         changed.is_empty() && want.lines().count() == got.lines().count(),
-        "simulated times differ from {GOLDEN} ({} lines golden, {} now); if the change is intended, \
+        "simulated times{what} differ from {GOLDEN} ({} lines golden, {} now); if the change is intended, \
          regenerate it with KERNBENCH_BLESS=1:\n{}",
         want.lines().count(),
         got.lines().count(),

@@ -102,6 +102,25 @@ fn every_shipped_algorithm_spread_over_one_to_four_processes_is_identical_bit_fo
     assert!(compared >= 2 * registry.algorithms().count(), "only {compared} algorithm-system pairs compared");
 }
 
+#[test]
+fn timing_only_runs_spread_over_processes_are_the_one_process_run() {
+    let registry = Box::leak(Box::new(kernbench::algorithms::default_registry()));
+    let system = leak(shipped("builtin"));
+    // Messages, puts and gets of tiles without data cross between the processes.
+    for name in ["ring", "symmetric_one_shot", "symmetric_two_shot", "chunk_ring"] {
+        let algorithm = registry.get(name).unwrap();
+        let (topology, mapper) = (algorithm.topology.name(), algorithm.mapper.name());
+        let mock = || {
+            MockRun::new(system, topology, mapper, algorithm.kernel)
+                .params(serde_json::Value::Object(algorithm.params.clone()))
+                .inputs(|_, _| Tile::without_data(F32, 1 << 20))
+                .timing_only(true)
+        };
+        let (report, _) = same_everywhere(mock, &[2, 4], name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(report.pes().iter().all(|p| !p.output.has_data()), "{name}");
+    }
+}
+
 #[path = "faulty.rs"]
 mod faulty;
 use faulty::{fails_on_one_rank, waits_before_sending};

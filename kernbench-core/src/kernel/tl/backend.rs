@@ -161,6 +161,7 @@ pub fn loops_left() -> u64 {
 /// had left: a backend calls it when the kernel completes a step, so that its budget counts the
 /// iterations since its last step rather than since it started.
 #[doc(hidden)]
+#[inline]
 pub fn lend_loops(loops: u64) {
     LOOPS_LEFT.set(loops);
 }
@@ -205,9 +206,11 @@ fn out_of_loops() -> Result<(), KernelError> {
 /// # Panics
 /// When no runtime is polling a kernel on this thread (a `tl` future polled by hand), or when called
 /// from inside `f` itself.
+#[inline]
 pub(super) fn with<R>(f: impl FnOnce(&mut dyn Backend) -> R) -> R {
     struct Restore(NonNull<dyn Backend + 'static>);
     impl Drop for Restore {
+        #[inline]
         fn drop(&mut self) {
             CURRENT.set(Some(self.0));
         }

@@ -86,6 +86,7 @@ impl Tl {
     ///
     /// # Errors
     /// [`KernelError::Tile`] on a dtype or length mismatch.
+    #[inline]
     pub fn reduce(&self, acc: &mut Tile, other: &Tile, op: ReduceOp) -> Result<(), KernelError> {
         acc.reduce_in_place(other, op).map_err(|source| self.tile_error(Op::Reduce, source))?;
         with(|b| b.charge(Work::Reduce { elements: other.len(), dtype: other.dtype() }));
@@ -126,6 +127,7 @@ impl Tl {
     ///
     /// # Errors
     /// [`KernelError::Tile`] when `index >= count`.
+    #[inline]
     pub fn chunk(&self, tile: &Tile, index: usize, count: usize) -> Result<Tile, KernelError> {
         tile.chunk(index, count).map_err(|source| self.tile_error(Op::Chunk, source))
     }
@@ -134,6 +136,7 @@ impl Tl {
     ///
     /// # Errors
     /// [`KernelError::Tile`] when the range reaches past the end.
+    #[inline]
     pub fn slice(&self, tile: &Tile, start: usize, len: usize) -> Result<Tile, KernelError> {
         let end = start.checked_add(len).ok_or(TileError::OutOfRange { start, end: usize::MAX, len: tile.len() });
         end.and_then(|end| tile.slice(start..end)).map_err(|source| self.tile_error(Op::Slice, source))

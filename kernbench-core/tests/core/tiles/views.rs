@@ -311,3 +311,51 @@ fn writing_all_of_a_tile_takes_the_source_and_writing_part_copies_it_in() {
     assert_eq!(target.to_vec::<f32>().unwrap(), [1.0, 1.0, 2.0, 4.0]);
     assert_eq!(source.to_vec::<f32>().unwrap(), [1.0, 2.0, 3.0, 4.0]);
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Tiles without data: every view, join, write and reduction keeps the shape; reading a value says no.
+
+#[test]
+fn a_tile_without_data_keeps_its_shape_through_every_operation() {
+    for dtype in Dtype::ALL {
+        let mut acc = Tile::without_data(dtype, 12);
+        let with_data = Tile::zeros(dtype, 12);
+        assert_eq!((acc.len(), acc.bytes(), acc.dtype(), acc.has_data()), (12, 12 * dtype.size(), dtype, false));
+        let piece = acc.chunk(2, 3).unwrap();
+        assert_eq!((piece.len(), piece.has_data()), (4, false));
+        let joined = Tile::concat(&[piece.clone(), with_data.slice(0..2).unwrap()]).unwrap();
+        assert_eq!((joined.len(), joined.has_data()), (6, false));
+        let mut written = with_data.clone();
+        written.write_at(4, &piece).unwrap();
+        assert_eq!((written.len(), written.has_data()), (12, false));
+        acc.reduce_in_place(&with_data, ReduceOp::Sum).unwrap();
+        let mut avg = Tile::zeros(dtype, 12);
+        avg.reduce_in_place(&Tile::without_data(dtype, 12), ReduceOp::Avg).unwrap();
+        avg.finish_reduction(ReduceOp::Avg, 3).unwrap();
+        assert!(!acc.has_data() && !avg.has_data());
+        // Shapes are still checked.
+        assert!(acc.reduce_in_place(&Tile::without_data(dtype, 11), ReduceOp::Sum).is_err());
+        assert!(acc.write_at(10, &piece).is_err());
+        assert_eq!(acc, Tile::without_data(dtype, 12));
+        assert_ne!(acc, with_data);
+    }
+}
+
+#[test]
+fn reading_a_value_out_of_a_tile_without_data_is_an_error_naming_the_read() {
+    let tile = Tile::without_data(Dtype::I32, 3);
+    let error = tile.to_vec::<i32>().unwrap_err();
+    assert!(matches!(error, TileError::NoData { dtype: Dtype::I32, len: 3, .. }), "{error}");
+    assert!(error.to_string().starts_with("reading the values of a i32[3] tile that carries no data"), "{error}");
+    assert_eq!(tile.get_f64(0), None);
+    assert_eq!(format!("{tile:?}"), "i32[3] (no data)");
+}
+
+#[test]
+fn tiles_made_while_without_data_is_on_carry_none() {
+    let made = kernbench_core::tile::without_data_while(true, || {
+        (Tile::zeros(Dtype::F32, 1 << 30), Tile::filled(Dtype::I64, 4, 1.0))
+    });
+    assert!(!made.0.has_data() && !made.1.has_data());
+    assert!(Tile::zeros(Dtype::F32, 4).has_data(), "outside it, tiles carry data again");
+}
