@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::RunError;
 use crate::protocol::Cells;
 use crate::race::LaneSync;
-use crate::timing::{Bookings, Clock, SpanKind};
+use crate::timing::{Clock, Engines, SpanKind};
 
 /// What one PE (or one of its lanes) did in a run. Every count is the same on one thread or many.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -195,9 +195,10 @@ pub(crate) struct PeCore {
     pub(crate) scratch: Tile,
     /// What the kernel recorded with `tl.note`, by key.
     pub(crate) notes: BTreeMap<String, String>,
-    /// When the PE runs several lanes under the timing model: its compute's bookings, so that their
-    /// injections, reductions, loads and stores run one at a time.
-    pub(crate) compute: Option<Bookings>,
+    /// When the PE runs more lanes than it has engines under the timing model: its engines' bookings,
+    /// so that their injections, reductions, loads and stores run at most as many at a time as there
+    /// are engines.
+    pub(crate) compute: Option<Engines>,
 }
 
 /// One lane of a PE: a coroutine with its own clock, phase, figures and watchdog count.
@@ -399,13 +400,13 @@ impl LaneCtx<'_> {
         }
     }
 
-    /// Spends `ns` of the lane's time on work of its PE: lanes of one PE share its compute (booked when
-    /// it runs several under the timing model), so the work waits for what other lanes booked first.
+    /// Spends `ns` of the lane's time on work of its PE: lanes of one PE share its engines (booked when
+    /// it runs more lanes than engines under the timing model), so the work waits for an engine.
     #[inline]
     pub(crate) fn spend(&mut self, kind: SpanKind, ns: f64, bytes: u64) {
         let clock = &mut self.lane.clock;
         if let (Some(compute), true) = (&mut self.pe.compute, clock.on) {
-            let (start, _) = compute.reserve(clock.now, ns, 0.0);
+            let start = compute.reserve(clock.now, ns);
             clock.advance_to(SpanKind::ComputeWait, start, 0, false);
         }
         clock.work(kind, ns, bytes);

@@ -15,9 +15,12 @@
 //! - Reductions cost `elements / compute rate`, loads and stores `bytes / memory rate`, at the spec's
 //!   rates or a straggler's override.
 //! - A barrier releases everyone at the latest arrival.
+//! - Every kernel starts the call's launch time (`call.launch_ns`) after the call, a straggler's its
+//!   start delay later still.
 //!
-//! - Lanes of one PE share its channels (above) and its compute: their injections, reductions, loads
-//!   and stores are booked one at a time on the PE, each at its earliest free interval.
+//! - Lanes of one PE share its channels (above) and its engines (`pe.engines`): their injections,
+//!   reductions, loads and stores are booked on the engine free first, each at its earliest free
+//!   interval, so at most as many run at once as the PE has engines.
 //!
 //! Transfers of a round are placed on channels between rounds, in order of departure time (then
 //! sender rank, queue, position), so the times are the same on one thread or many.
@@ -145,7 +148,7 @@ pub enum SpanKind {
     Barrier,
     /// Waiting for a signal to be raised, or for the lane's puts to land.
     SignalWait,
-    /// Late start of a straggler.
+    /// Before the kernel starts: the call's launch, and a straggler's late start.
     Delay,
     /// A channel carrying a message.
     Transfer,
@@ -247,18 +250,20 @@ impl Clock {
         let Some(timing) = timing else { return Clock::default() };
         let spec = system.pe_spec();
         let straggler = timing.stragglers.get(&pe).copied().unwrap_or_default();
+        // Every kernel starts after the call's launch, a straggler's that much later.
+        let start_delay = system.call_spec().launch_ns + straggler.start_delay_ns;
         let mut clock = Clock {
             on: true,
             now: 0.0,
             busy: 0.0,
             blocked: 0.0,
-            start_delay: straggler.start_delay_ns,
+            start_delay,
             ns_per_element: 1.0 / straggler.compute_gflops.unwrap_or(spec.compute_gflops),
             ns_per_byte: 1.0 / straggler.memory_gbps.unwrap_or(spec.memory_gbps),
             injection_ns: spec.injection_ns,
             spans: timing.trace.then(Vec::new),
         };
-        clock.advance_to(SpanKind::Delay, straggler.start_delay_ns, 0, false);
+        clock.advance_to(SpanKind::Delay, start_delay, 0, false);
         clock
     }
 
@@ -358,13 +363,19 @@ impl Bookings {
     /// busy the resource; it can only make work later, and only work ready before almost everything
     /// the resource has done.
     pub(crate) fn reserve(&mut self, ready: f64, occupy: f64, tail: f64) -> (f64, f64) {
+        let (i, booked) = self.fit(ready, occupy, tail);
+        self.busy.insert(i, booked);
+        self.keep_bounded();
+        booked
+    }
+
+    /// Where [`Bookings::reserve`] would put work, without booking it: the index of its interval
+    /// among the booked ones, and the interval.
+    fn fit(&self, ready: f64, occupy: f64, tail: f64) -> (usize, (f64, f64)) {
         let span = |start: f64| (start, (start + occupy).max(tail));
         // Most work is ready after everything booked so far: append.
         if self.busy.last().is_none_or(|&(_, end)| end <= ready) {
-            let booked = span(ready);
-            self.busy.push(booked);
-            self.keep_bounded();
-            return booked;
+            return (self.busy.len(), span(ready));
         }
         // The first booked interval that ends after `ready`; everything before it is over by then.
         let mut i = self.busy.partition_point(|&(_, end)| end <= ready);
@@ -376,10 +387,7 @@ impl Bookings {
             start = start.max(next_end);
             i += 1;
         }
-        let booked = span(start);
-        self.busy.insert(i, booked);
-        self.keep_bounded();
-        booked
+        (i, span(start))
     }
 
     /// Merges the oldest half of the bookings into one interval once there are too many: their gaps
@@ -401,6 +409,51 @@ impl Bookings {
 
     pub(crate) fn len(&self) -> usize {
         self.busy.len()
+    }
+}
+
+/// A PE's engines: each does one piece of work at a time (an injection, a reduction, a load or a
+/// store), and work goes to the engine that can start it first (the lowest-numbered of those tied), so
+/// with `k` engines up to `k` lanes work at once. One engine is the PE of one compute unit.
+#[derive(Clone, Debug)]
+pub(crate) struct Engines {
+    engines: Vec<Bookings>,
+}
+
+impl Engines {
+    /// `count` idle engines (at least one).
+    pub(crate) fn new(count: usize) -> Engines {
+        Engines { engines: vec![Bookings::default(); count.max(1)] }
+    }
+
+    /// Books `occupy` ns of work ready at `ready` on the engine that starts it first; returns when it
+    /// starts.
+    pub(crate) fn reserve(&mut self, ready: f64, occupy: f64) -> f64 {
+        let mut best: Option<(usize, usize, (f64, f64))> = None;
+        for (e, engine) in self.engines.iter().enumerate() {
+            let (i, booked) = engine.fit(ready, occupy, 0.0);
+            if best.is_none_or(|(_, _, b)| booked.0 < b.0) {
+                best = Some((e, i, booked));
+            }
+            if booked.0 <= ready {
+                break;
+            }
+        }
+        let (e, i, booked) = best.expect("at least one engine");
+        let engine = &mut self.engines[e];
+        engine.busy.insert(i, booked);
+        engine.keep_bounded();
+        booked.0
+    }
+
+    /// Forgets the work that ended by `floor` on every engine.
+    pub(crate) fn forget_before(&mut self, floor: f64) {
+        self.engines.iter_mut().for_each(|engine| engine.forget_before(floor));
+    }
+
+    /// The most bookings an engine holds.
+    pub(crate) fn len(&self) -> usize {
+        self.engines.iter().map(Bookings::len).max().unwrap_or(0)
     }
 }
 

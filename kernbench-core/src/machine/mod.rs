@@ -20,7 +20,7 @@ mod spec;
 pub use direction::{Direction, ParseDirectionError, PeerIndexError};
 pub use ids::{CubeCoord, LinkClass, PeId};
 pub use route::{Channel, Node, Route};
-pub use spec::{LinkSpec, LinksSpec, MeshSpec, PeSpec, SipInterconnect, SpecError, System, SystemSpec};
+pub use spec::{CallSpec, LinkSpec, LinksSpec, MeshSpec, PeSpec, SipInterconnect, SpecError, System, SystemSpec};
 
 /// A system of `sips` SIPs of `w x h` cubes of `pes_per_cube` PEs on `sip_interconnect`, the other
 /// settings the spec's defaults: what tests across the crate build their machines from.

@@ -62,10 +62,29 @@ pub struct PeSpec {
     /// Time a PE spends handing one message to the network (the `o` of LogP), in ns; 0 is allowed.
     #[serde(default = "default_injection_ns")]
     pub injection_ns: f64,
+    /// How many of the PE's lanes inject, reduce, load and store at once, each on an engine of its
+    /// own (a GPU runs its channels on separate SMs); lanes beyond it wait for an engine. At least 1,
+    /// at most [`System::MAX_ENGINES`]; 1 when left out.
+    #[serde(default = "default_engines")]
+    pub engines: usize,
+}
+
+fn default_engines() -> usize {
+    1
 }
 
 fn default_injection_ns() -> f64 {
     PeSpec::default().injection_ns
+}
+
+/// What every collective call costs before its first message: launching its kernels and setting the
+/// call up. Unit: ns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CallSpec {
+    /// Time from the call to its kernels' start on every PE, in ns (a GPU's kernel launch and the
+    /// library's set-up); 0 when left out.
+    pub launch_ns: f64,
 }
 
 /// The size of each SIP's cube mesh.
@@ -114,7 +133,7 @@ impl LinksSpec {
 
 impl Default for PeSpec {
     fn default() -> Self {
-        PeSpec { compute_gflops: 512.0, memory_gbps: 512.0, injection_ns: 10.0 }
+        PeSpec { compute_gflops: 512.0, memory_gbps: 512.0, injection_ns: 10.0, engines: default_engines() }
     }
 }
 
@@ -126,7 +145,8 @@ impl Default for PeSpec {
 ///            "inter_cube": {"latency_ns": 60, "bandwidth_gbps": 128},
 ///            "inter_sip":  {"latency_ns": 500, "bandwidth_gbps": 64}},
 ///  "sip_interconnect": "ring", "ipcq_depth": 4,
-///  "pe": {"compute_gflops": 512, "memory_gbps": 512}}
+///  "pe": {"compute_gflops": 512, "memory_gbps": 512, "injection_ns": 10, "engines": 1},
+///  "call": {"launch_ns": 0}}
 /// ```
 ///
 /// Only the shape (`sips`, `mesh`, `pes_per_cube`) is required; every other field, and each link class
@@ -154,6 +174,13 @@ pub struct SystemSpec {
     /// Every PE's rates.
     #[serde(default)]
     pub pe: PeSpec,
+    /// What each collective call costs before its first message.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub call: CallSpec,
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
 }
 
 fn default_interconnect() -> SipInterconnect {
@@ -175,6 +202,7 @@ impl Default for SystemSpec {
             sip_interconnect: default_interconnect(),
             ipcq_depth: default_ipcq_depth(),
             pe: PeSpec::default(),
+            call: CallSpec::default(),
         }
     }
 }
@@ -222,6 +250,12 @@ pub enum SpecError {
         field: String,
         /// The value found.
         value: f64,
+    },
+    /// `pe.engines` is 0 or more than [`System::MAX_ENGINES`].
+    #[error("system spec field `pe.engines` is {engines}: expected 1 to {limit} engines", limit = System::MAX_ENGINES)]
+    BadEngines {
+        /// The count given.
+        engines: usize,
     },
     /// `ipcq_depth` is 0, so no message could ever be sent.
     #[error("system spec field `ipcq_depth` is 0: expected at least 1 queue slot")]
@@ -337,6 +371,9 @@ impl System {
     /// PE and state their own, lower bounds (`hypercube` and `full`, in the plan's topologies).
     pub const MAX_PES: usize = 1 << 22;
 
+    /// The most engines a PE may have: more than any GPU has SMs to run channels on.
+    pub const MAX_ENGINES: usize = 1024;
+
     /// The most slots an IPCQ may have.
     pub const MAX_IPCQ_DEPTH: usize = 1 << 16;
 
@@ -365,7 +402,8 @@ impl System {
     ///
     /// # Errors
     /// [`SpecError::ZeroSize`], [`SpecError::TooLarge`], [`SpecError::BadRate`], [`SpecError::BadTime`],
-    /// [`SpecError::ZeroIpcqDepth`] or [`SpecError::DeepIpcq`], naming the field.
+    /// [`SpecError::BadEngines`], [`SpecError::ZeroIpcqDepth`] or [`SpecError::DeepIpcq`], naming the
+    /// field.
     pub fn from_spec(spec: SystemSpec) -> Result<System, SpecError> {
         let sizes = [
             ("sips", spec.sips),
@@ -393,6 +431,10 @@ impl System {
         check_rate(format_args!("pe.compute_gflops"), spec.pe.compute_gflops)?;
         check_rate(format_args!("pe.memory_gbps"), spec.pe.memory_gbps)?;
         check_time(format_args!("pe.injection_ns"), spec.pe.injection_ns)?;
+        if !(1..=System::MAX_ENGINES).contains(&spec.pe.engines) {
+            return Err(SpecError::BadEngines { engines: spec.pe.engines });
+        }
+        check_time(format_args!("call.launch_ns"), spec.call.launch_ns)?;
         if spec.ipcq_depth == 0 {
             return Err(SpecError::ZeroIpcqDepth);
         }
@@ -474,6 +516,11 @@ impl System {
     /// Every PE's rates.
     pub fn pe_spec(&self) -> PeSpec {
         self.spec.pe
+    }
+
+    /// What each collective call costs before its first message.
+    pub fn call_spec(&self) -> CallSpec {
+        self.spec.call
     }
 
     /// The mesh position of a cube index, row-major: `cube = y * w + x`.

@@ -247,6 +247,9 @@ bad_specs! {
     bad_spec_huge_injection: "huge_injection.json" =>
         SpecError::BadTime { .. }, ["pe.injection_ns", "10000000000000", "from 0 to 1e12"];
     bad_spec_zero_compute: "zero_compute.json" => SpecError::BadRate { .. }, ["pe.compute_gflops"];
+    bad_spec_zero_engines: "zero_engines.json" => SpecError::BadEngines { engines: 0 }, ["pe.engines", "1 to 1024"];
+    bad_spec_negative_launch: "negative_launch.json" =>
+        SpecError::BadTime { .. }, ["call.launch_ns", "-3", "from 0 to 1e12"];
     bad_spec_zero_ipcq_depth: "zero_ipcq_depth.json" => SpecError::ZeroIpcqDepth, ["ipcq_depth", "at least 1"];
     bad_spec_deep_ipcq: "deep_ipcq.json" => SpecError::DeepIpcq { depth: 100000000000 }, ["ipcq_depth", "at most 65536"];
     bad_spec_too_large: "too_large.json" => SpecError::TooLarge { .. }, ["65536 SIPs", "at most 4194304 PEs"];

@@ -17,7 +17,7 @@ use crate::race::MessageOrders;
 use crate::report::RunReport;
 use crate::rounds::{Ended, Execution, Polling, ReadyLists, quiet_kernel_panics};
 use crate::spread::Spread;
-use crate::timing::{Bookings, Clock, Network};
+use crate::timing::{Clock, Engines, Network};
 use crate::two_sided::{Barriers, TwoSided, install};
 
 /// Runs `kernel` on the participants `pes` of a checked `plan` with `buffers` (rank order).
@@ -62,6 +62,7 @@ pub(super) fn run(
         // One empty scratch buffer for every PE until a kernel asks for one of its own.
         let no_scratch = Tile::zeros(Dtype::F32, 0);
         let timed = options.timing.is_some();
+        let engines = system.pe_spec().engines;
         // A timing-only run keeps the buffers' shapes, not their bytes.
         let kept = |tile: Tile| if options.timing_only { Tile::without_data(tile.dtype(), tile.len()) } else { tile };
         let cores: Vec<PeCore> = (pes.iter().zip(buffers).zip(&lanes).enumerate())
@@ -72,7 +73,7 @@ pub(super) fn run(
                 output: kept(b.output),
                 scratch: no_scratch.clone(),
                 notes: BTreeMap::new(),
-                compute: (n > 1 && timed).then(Bookings::default),
+                compute: (n > engines && timed).then(|| Engines::new(engines)),
             })
             .collect();
         // Sized up front: a flattened iterator does not know its length, and growing by doubling

@@ -195,6 +195,45 @@ fn the_lanes_of_a_pe_share_its_compute_one_reduction_at_a_time() {
     }
 }
 
+/// [`ring_of`] with `engines` engines per PE.
+fn ring_with_engines(p: usize, engines: usize) -> System {
+    let mut spec = ring_of(p).spec().clone();
+    spec.pe.engines = engines;
+    System::from_spec(spec).unwrap()
+}
+
+#[test]
+fn a_pe_with_several_engines_reduces_on_as_many_lanes_at_once() {
+    let elements = 1000;
+    let one = elements as f64 / COMPUTE;
+    for (engines, lanes) in [(2usize, 1usize), (2, 2), (2, 3), (2, 4), (3, 4), (4, 4), (8, 4)] {
+        let system = ring_with_engines(2, engines);
+        let params = json!({"lanes": lanes, "elements": elements});
+        let time = run(&system, &lanes_reduce::KERNEL, params).unwrap().time().unwrap().clone();
+        // Lanes go in waves of `engines`: the last wave ends after ceil(lanes / engines) reductions.
+        let waves = lanes.div_ceil(engines);
+        assert_eq!(time.completion_ns, waves as f64 * one, "{engines} engines, {lanes} lanes");
+        let blocked: f64 = time.pes[0].blocked_ns;
+        let want: f64 = (0..lanes).map(|l| (l / engines) as f64 * one).sum();
+        assert_eq!(blocked, want, "{engines} engines, {lanes} lanes: lane l waits for l / engines waves");
+    }
+}
+
+#[test]
+fn a_calls_launch_time_delays_every_kernel_and_adds_to_its_time() {
+    let elements = 25_000;
+    let base = run(&ring_of(2), &lanes_send_once::KERNEL, json!({"lanes": 2, "elements": elements})).unwrap();
+    let mut spec = ring_of(2).spec().clone();
+    spec.call.launch_ns = 4321.0;
+    let launched = System::from_spec(spec).unwrap();
+    let late = run(&launched, &lanes_send_once::KERNEL, json!({"lanes": 2, "elements": elements})).unwrap();
+    let (base, late) = (base.time().unwrap(), late.time().unwrap());
+    assert_eq!(late.completion_ns, base.completion_ns + 4321.0);
+    for (b, l) in base.pes.iter().zip(&late.pes) {
+        assert_eq!((l.finish_ns, l.busy_ns, l.blocked_ns), (b.finish_ns + 4321.0, b.busy_ns, b.blocked_ns));
+    }
+}
+
 /// Every lane sends one tile of `elements` f32 east at time 0; rank 1's lanes receive them.
 #[ccl_kernel(lanes = lanes)]
 fn lanes_send_once(tl: &Tl, lanes: usize, elements: usize) {
