@@ -429,19 +429,19 @@ impl Engines {
     /// Books `occupy` ns of work ready at `ready` on the engine that starts it first; returns when it
     /// starts.
     pub(crate) fn reserve(&mut self, ready: f64, occupy: f64) -> f64 {
-        let mut best: Option<(usize, usize, (f64, f64))> = None;
-        for (e, engine) in self.engines.iter().enumerate() {
-            let (i, booked) = engine.fit(ready, occupy, 0.0);
-            if best.is_none_or(|(_, _, b)| booked.0 < b.0) {
-                best = Some((e, i, booked));
-            }
+        // (engine, place among its bookings, interval): the first engine that starts the work earliest.
+        let (mut engine, (mut place, mut booked)) = (0, self.engines[0].fit(ready, occupy, 0.0));
+        for (e, other) in self.engines.iter().enumerate().skip(1) {
             if booked.0 <= ready {
                 break;
             }
+            let (i, interval) = other.fit(ready, occupy, 0.0);
+            if interval.0 < booked.0 {
+                (engine, place, booked) = (e, i, interval);
+            }
         }
-        let (e, i, booked) = best.expect("at least one engine");
-        let engine = &mut self.engines[e];
-        engine.busy.insert(i, booked);
+        let engine = &mut self.engines[engine];
+        engine.busy.insert(place, booked);
         engine.keep_bounded();
         booked.0
     }
