@@ -25,14 +25,15 @@ const PROGRAMS: [(&str, Collective); 6] = [
     ("alltoall_perf", Collective::AllToAll),
 ];
 
-/// The words of a table's column titles, in every version (`error` is older versions' `#wrong`).
-const TITLES: [&str; 10] = ["size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "error"];
-
 /// A device line, a rank's: older versions have no `Group`.
 const DEVICE_LINE: &str = "`#  Rank  0 Group  0 Pid  1234 on HOST device  0 [BUSID] GPU`";
 
-/// The columns of a row, `root` and the in-place ones only in the versions and runs that print them.
-const COLUMNS: &str = "size count type redop [root] time algbw busbw #wrong [time algbw busbw #wrong]";
+/// The columns of a row, `redop`, `root` and the in-place ones only in the versions and runs that
+/// print them.
+const COLUMNS: &str = "size count type [redop] [root] time algbw busbw #wrong [time algbw busbw #wrong]";
+
+/// The most ranks a log's bandwidths are searched for when it has no device lines.
+const MAX_RANKS: usize = 4096;
 
 /// A run of nccl-tests, as its log tells it: the collective, the GPUs that ran it and the time of each
 /// size.
@@ -49,7 +50,7 @@ const COLUMNS: &str = "size count type redop [root] time algbw busbw #wrong [tim
 ///         1024           256     float     sum      -1    20.00    0.05    0.05      0    21.00    0.05    0.05      0
 /// ";
 /// let log = NcclLog::parse("h100.log", text, None).unwrap();
-/// assert_eq!((log.collective, log.ranks, log.nodes), (Collective::AllReduce, 2, 1));
+/// assert_eq!((log.collective, log.ranks, log.nodes), (Collective::AllReduce, 2, Some(1)));
 /// assert_eq!(log.citation, ["source: https://example.org/run"]);
 /// assert_eq!(log.at_size(1024).unwrap().time_ns(), 20_000.0);
 /// ```
@@ -63,9 +64,10 @@ pub struct NcclLog {
     pub collective: Collective,
     /// Its ranks, one a GPU (a SIP, to kernbench).
     pub ranks: usize,
-    /// The hosts its ranks ran on.
-    pub nodes: usize,
-    /// The names of its GPUs, each once, in the order of their ranks.
+    /// The hosts its ranks ran on; `None` when the log has no device lines (its ranks are then
+    /// counted from its bandwidths).
+    pub nodes: Option<usize>,
+    /// The names of its GPUs, each once, in the order of their ranks (none without device lines).
     pub gpus: Vec<String>,
     /// The table, in the log's order.
     pub rows: Vec<LogRow>,
@@ -82,7 +84,8 @@ pub struct LogRow {
     pub count: u64,
     /// The element type, as nccl-tests names it (`float`, `half`, ...).
     pub dtype: String,
-    /// The reduction, as nccl-tests names it (`sum`, or `none` where nothing is reduced).
+    /// The reduction, as nccl-tests names it (`sum`, or `none` where nothing is reduced or the table
+    /// has no `redop` column).
     pub op: String,
     /// The out-of-place call: separate input and output buffers, as kernbench's calls have.
     pub out_of_place: Measured,
@@ -131,8 +134,12 @@ pub enum LogError {
         /// The log.
         name: String,
     },
-    /// The log does not list its ranks, so it cannot be matched to a system.
-    #[error("{name}: no ranks: expected nccl-tests' device lines before the table ({DEVICE_LINE})")]
+    /// The log does not list its ranks, nor do its bandwidths tell them, so it cannot be matched to a
+    /// system.
+    #[error(
+        "{name}: how many ranks? expected nccl-tests' device lines before the table ({DEVICE_LINE}); without \
+         them, busbw / algbw tells the ranks of every collective but broadcast and reduce, yet not here"
+    )]
     NoRanks {
         /// The log.
         name: String,
@@ -217,16 +224,19 @@ impl NcclLog {
     ///
     /// - Ranks, nodes and GPUs come from the device lines (`#  Rank  0 Group  0 Pid  1234 on HOST device
     ///   0 [BUSID] GPU`; older versions have no `Group`), one a rank whether one process runs every GPU
-    ///   (`-g 8`) or each has its own (`mpirun -np 8 ... -g 1`).
+    ///   (`-g 8`) or each has its own (`mpirun -np 8 ... -g 1`). Some logs were published without them:
+    ///   their ranks are the one count that every row's `busbw = algbw x factor(ranks)` allows, and their
+    ///   nodes and GPUs are unknown.
     /// - The collective is the one `# Collective test starting: PROGRAM` names; in older logs, which have
     ///   no such line, the one `name`'s file name holds (`all_reduce`, `all_gather`, `reduce_scatter`,
     ///   `broadcast`, `reduce`, `alltoall` or `all_to_all`, with or without the underscores); else
     ///   `collective`. When the log or its name says, `collective` must agree.
-    /// - A row is `size count type redop [root] time algbw busbw #wrong`, out of place, then the same
-    ///   four in place when the log has them; `#wrong` may be a count, an error (older versions) or
-    ///   `N/A`, and bandwidths `inf` or `nan` (times must be above 0). Once the table has started (its
-    ///   column titles, or a first row), a line that begins with a number must be such a row; before,
-    ///   one that is not is skipped.
+    /// - A row is `size count type [redop] [root] time algbw busbw #wrong`, out of place, then the same
+    ///   four in place when the log has them: the columns its titles name (with or without their `#`;
+    ///   `error` for `#wrong` in older versions), or, without titles, those of the version that prints
+    ///   rows that wide. `#wrong` may be a count, an error or `N/A`, bandwidths `inf` or `nan`; times
+    ///   must be above 0. Once the table has started (its titles, or a first row), a line that begins
+    ///   with a number must be such a row; before, one that is not is skipped.
     /// - Lines beginning `## ` are the log's citation, wherever they are; other `#` lines, blank lines
     ///   and NCCL's own messages (`NCCL INFO`, `NCCL WARN`, `NCCL version`) are skipped. Any other line
     ///   after a row ends the table, as does the header of a next test (`# nThread`, `# Collective test
@@ -250,7 +260,7 @@ impl NcclLog {
     /// ## Avg bus bandwidth    : 0.07
     /// ";
     /// let log = NcclLog::parse("v100-all_gather.log", text, None).unwrap();
-    /// assert_eq!((log.collective, log.ranks, log.nodes), (Collective::AllGather, 2, 2));
+    /// assert_eq!((log.collective, log.ranks, log.nodes), (Collective::AllGather, 2, Some(2)));
     /// assert!(log.rows[0].noisy(), "40 us is more than 20% above 30");
     /// let unnamed = NcclLog::parse("v100.log", text, None).unwrap_err();
     /// assert!(unnamed.to_string().contains("which collective?"), "{unnamed}");
@@ -303,7 +313,8 @@ impl NcclLog {
         sizes
     }
 
-    /// What ran the log, for messages: `16 ranks on 2 nodes (NVIDIA H100 80GB HBM3)`.
+    /// What ran the log, for messages: `16 ranks on 2 nodes (NVIDIA H100 80GB HBM3)`, or `16 ranks
+    /// (by busbw / algbw: no device lines)`.
     pub fn hardware(&self) -> String {
         /// The most GPU names spelled out: a log of many kinds is a mistake worth a short line.
         const NAMED: usize = 2;
@@ -313,7 +324,10 @@ impl NcclLog {
             gpus.push(format!("{} more", self.gpus.len() - NAMED));
         }
         let gpus = if gpus.is_empty() { String::new() } else { format!(" ({})", gpus.join(", ")) };
-        format!("{} on {}{gpus}", plural(self.ranks, "rank"), plural(self.nodes, "node"))
+        match self.nodes {
+            Some(nodes) => format!("{} on {}{gpus}", plural(self.ranks, "rank"), plural(nodes, "node")),
+            None => format!("{} (by busbw / algbw: no device lines)", plural(self.ranks, "rank")),
+        }
     }
 
     /// Checks that the log can be set beside simulations on `system`: its ranks (GPUs) are the system's
@@ -386,8 +400,8 @@ struct Reader {
     ranks: BTreeSet<u64>,
     hosts: BTreeSet<String>,
     gpus: Vec<String>,
-    /// The column titles of the table, when the log prints them.
-    titles: Option<Vec<String>>,
+    /// The table's columns, as its titles name them, when the log prints them.
+    titled: Option<Layout>,
     rows: Vec<LogRow>,
     /// Whether a line after the rows ended the table.
     ended: bool,
@@ -404,7 +418,7 @@ impl Reader {
             ranks: BTreeSet::new(),
             hosts: BTreeSet::new(),
             gpus: Vec::new(),
-            titles: None,
+            titled: None,
             rows: Vec::new(),
             ended: false,
         }
@@ -424,6 +438,9 @@ impl Reader {
             return self.comment(number, &words);
         }
         let words: Vec<&str> = line.split_whitespace().collect();
+        if self.rows.is_empty() && self.titles(&words) {
+            return Ok(());
+        }
         if words.first().is_none_or(|first| first.parse::<u64>().is_err()) {
             // Launcher output before the table; after its rows, whatever follows it.
             self.ended = !self.rows.is_empty();
@@ -431,7 +448,7 @@ impl Reader {
         }
         match self.row(number, &words) {
             Ok(row) => self.rows.push(row),
-            Err(e) if self.titles.is_some() || !self.rows.is_empty() => return Err(e),
+            Err(e) if self.titled.is_some() || !self.rows.is_empty() => return Err(e),
             // Before the table, a launcher's line may begin with a number too.
             Err(_) => {}
         }
@@ -452,14 +469,20 @@ impl Reader {
         if self.program.is_none() {
             self.program = program.map(str::to_owned);
         }
-        match words {
-            ["Rank", ..] => self.device(number, words)?,
-            ["size", "count", ..] if row_layout(words.len()).is_some() && words.iter().all(|w| TITLES.contains(w)) => {
-                self.titles = Some(words.iter().map(|word| (*word).to_owned()).collect());
-            }
-            _ => {}
+        if words.first() == Some(&"Rank") {
+            self.device(number, words)?;
+        } else {
+            self.titles(words);
         }
         Ok(())
+    }
+
+    /// Takes `words` as the table's column titles if they are; whether they were. Some logs have lost
+    /// the titles' `#` on their way to where they were published.
+    fn titles(&mut self, words: &[&str]) -> bool {
+        let layout = Layout::of_titles(words);
+        self.titled = layout.or(self.titled);
+        layout.is_some()
     }
 
     /// Reads a device line: `Rank 0 [Group 0] Pid 1234 on HOST device 0 [BUSID] GPU NAME`.
@@ -485,32 +508,39 @@ impl Reader {
         Ok(())
     }
 
-    /// Reads a row of the table: as many columns as its titles, or as some version prints.
+    /// Reads a row of the table: the columns its titles name, or those of a version that prints rows
+    /// that wide.
     fn row(&self, number: usize, words: &[&str]) -> Result<LogRow, LogError> {
-        let layout = match &self.titles {
-            Some(titles) if titles.len() != words.len() => None,
-            _ => row_layout(words.len()),
+        let layout = match self.titled {
+            Some(titled) => Some(titled).filter(|titled| titled.width() == words.len()),
+            None => Layout::of_width(words.len()),
         };
-        let Some((root, in_place)) = layout else {
-            let expected = match &self.titles {
-                Some(titles) => {
-                    format!("a row of {} columns, as the table's titles ({})", titles.len(), titles.join(" "))
+        let Some(layout) = layout else {
+            let expected = match self.titled {
+                Some(titled) => {
+                    format!(
+                        "a row of {} columns, as the table's titles ({})",
+                        titled.width(),
+                        titled.titles().join(" ")
+                    )
                 }
-                None => format!("a row of 8, 9, 12 or 13 columns ({COLUMNS})"),
+                None => format!("a row of {} columns ({COLUMNS})", Layout::widths()),
             };
             return Err(self.error(number, &expected, words.len().to_string()));
         };
-        let titles = self.titles.clone().unwrap_or_else(|| default_titles(root, in_place));
+        let titles = layout.titles();
         let cell = |column: usize| words.get(column).copied().unwrap_or_default();
         let bad = |column: usize, what: &str| {
-            let title = titles.get(column).map_or("", String::as_str);
+            let title = titles.get(column).copied().unwrap_or_default();
             let expected = format!("{what} in column {} ({title})", column + 1);
             self.error(number, &expected, format!("`{}`", Quoted(cell(column))))
         };
         let whole = |column: usize, what: &str| cell(column).parse::<u64>().map_err(|_| bad(column, what));
         let (size, count) = (whole(0, "a size in bytes")?, whole(1, "a count of elements")?);
-        if root && cell(4).parse::<i64>().is_err() {
-            return Err(bad(4, "a root rank"));
+        let op = if layout.redop { cell(3) } else { "none" };
+        let root = 3 + usize::from(layout.redop);
+        if layout.root && cell(root).parse::<i64>().is_err() {
+            return Err(bad(root, "a root rank"));
         }
         let measured = |first: usize| {
             let time = cell(first).parse::<f64>().ok().filter(|time| time.is_finite() && *time > 0.0);
@@ -522,11 +552,10 @@ impl Reader {
             }
             Ok(Measured { time_us, algbw_gbps, busbw_gbps })
         };
-        let first = 4 + usize::from(root);
+        let first = root + usize::from(layout.root);
         let out_of_place = measured(first)?;
-        let in_place = if in_place { Some(measured(first + 4)?) } else { None };
-        let (dtype, op) = (cell(2).to_owned(), cell(3).to_owned());
-        Ok(LogRow { line: number, size, count, dtype, op, out_of_place, in_place })
+        let in_place = if layout.in_place { Some(measured(first + MEASURED)?) } else { None };
+        Ok(LogRow { line: number, size, count, dtype: cell(2).to_owned(), op: op.to_owned(), out_of_place, in_place })
     }
 
     fn error(&self, line: usize, expected: &str, got: String) -> LogError {
@@ -538,9 +567,6 @@ impl Reader {
         let name = self.name;
         if self.rows.is_empty() {
             return Err(LogError::NoRows { name });
-        }
-        if self.ranks.is_empty() {
-            return Err(LogError::NoRanks { name });
         }
         let said = match &self.program {
             Some(program) => {
@@ -561,36 +587,118 @@ impl Reader {
             (None, Some(expected)) => expected,
             (None, None) => return Err(LogError::UnnamedCollective { name }),
         };
-        Ok(NcclLog {
-            name,
-            citation: self.citation,
-            collective,
-            ranks: self.ranks.len(),
-            nodes: self.hosts.len(),
-            gpus: self.gpus,
-            rows: self.rows,
-        })
+        let (ranks, nodes) = if self.ranks.is_empty() {
+            let ranks =
+                ranks_from_bandwidths(collective, &self.rows).ok_or(LogError::NoRanks { name: name.clone() })?;
+            (ranks, None)
+        } else {
+            (self.ranks.len(), Some(self.hosts.len()))
+        };
+        Ok(NcclLog { name, citation: self.citation, collective, ranks, nodes, gpus: self.gpus, rows: self.rows })
     }
 }
 
-/// Whether a row of `columns` columns has a `root` column and in-place ones; `None` when no version
-/// prints rows of that many.
-fn row_layout(columns: usize) -> Option<(bool, bool)> {
-    match columns {
-        8 => Some((false, false)),
-        9 => Some((true, false)),
-        12 => Some((false, true)),
-        13 => Some((true, true)),
+/// The title of the wrong-elements column in newer versions (older ones say `error`).
+const WRONG: &str = "#wrong";
+
+/// The columns of one call's measurement in a row, out of place and again in place.
+const MEASURED: usize = 4;
+
+/// Which columns a table has besides `size count type` and the out-of-place measurement: versions
+/// differ in `redop` and `root`, runs in the in-place measurement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Layout {
+    redop: bool,
+    root: bool,
+    in_place: bool,
+    /// The title of the wrong-elements column: `#wrong`, or `error` in older versions.
+    wrong: &'static str,
+}
+
+impl Layout {
+    /// The layouts of the versions, each at its own width: from the oldest all-gather's (no `redop`)
+    /// to today's.
+    const KNOWN: [Layout; 6] = [
+        Layout { redop: false, root: false, in_place: false, wrong: WRONG },
+        Layout { redop: true, root: false, in_place: false, wrong: WRONG },
+        Layout { redop: true, root: true, in_place: false, wrong: WRONG },
+        Layout { redop: false, root: false, in_place: true, wrong: WRONG },
+        Layout { redop: true, root: false, in_place: true, wrong: WRONG },
+        Layout { redop: true, root: true, in_place: true, wrong: WRONG },
+    ];
+
+    /// The layout column titles name (`size count type [redop] [root] time algbw busbw #wrong ...`,
+    /// `error` in older versions for `#wrong`), if `words` are such titles.
+    fn of_titles(words: &[&str]) -> Option<Layout> {
+        let [size, count, dtype, rest @ ..] = words else { return None };
+        (*size == "size" && *count == "count" && *dtype == "type").then_some(())?;
+        let (redop, rest) = optional(rest, "redop");
+        let (root, rest) = optional(rest, "root");
+        let wrong = if rest.get(3) == Some(&"error") { "error" } else { WRONG };
+        let measured = |words: &[&str]| words.iter().copied().eq(["time", "algbw", "busbw", wrong]);
+        let in_place = match rest.len() {
+            MEASURED => false,
+            both if both == 2 * MEASURED => measured(&rest[MEASURED..]),
+            _ => return None,
+        };
+        measured(&rest[..MEASURED]).then_some(Layout { redop, root, in_place, wrong })
+    }
+
+    /// The layout of a row `width` columns wide, when the table has no titles to say.
+    fn of_width(width: usize) -> Option<Layout> {
+        Layout::KNOWN.into_iter().find(|layout| layout.width() == width)
+    }
+
+    /// The widths of the known layouts, for messages: `7, 8, 9, 11, 12 or 13`.
+    fn widths() -> String {
+        let widths: Vec<String> = Layout::KNOWN.iter().map(|layout| layout.width().to_string()).collect();
+        match widths.split_last() {
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        }
+    }
+
+    fn width(self) -> usize {
+        self.titles().len()
+    }
+
+    fn titles(self) -> Vec<&'static str> {
+        let key = ["size", "count", "type"].into_iter().chain(self.redop.then_some("redop"));
+        let key = key.chain(self.root.then_some("root"));
+        let measured = ["time", "algbw", "busbw", self.wrong];
+        key.chain(measured).chain(self.in_place.then_some(measured).into_iter().flatten()).collect()
+    }
+}
+
+/// Whether `words` begin with `title`, and the words after it.
+fn optional<'w, 's>(words: &'w [&'s str], title: &str) -> (bool, &'w [&'s str]) {
+    match words.split_first() {
+        Some((first, rest)) if *first == title => (true, rest),
+        _ => (false, words),
+    }
+}
+
+/// The ranks a log's rows ran on, told by its bandwidths: nccl-tests prints `busbw = algbw x
+/// factor(n)`, each to 0.01 GB/s, and the only `n` up to [`MAX_RANKS`] that every row's figures allow
+/// is the ranks. `None` when none or several do, as for broadcast and reduce, whose factor is 1 whatever
+/// `n`, or a log whose bandwidths all print as 0.00.
+fn ranks_from_bandwidths(collective: Collective, rows: &[LogRow]) -> Option<usize> {
+    let measured = || rows.iter().flat_map(|row| std::iter::once(row.out_of_place).chain(row.in_place));
+    let allows = |ranks: usize| {
+        let factor = collective.busbw_factor(ranks);
+        // Each figure is the true one rounded to 0.01: off by at most half of that.
+        let slack = 0.005 * (1.0 + factor) + 1e-9;
+        measured().all(|m| {
+            let off = (m.algbw_gbps * factor - m.busbw_gbps).abs();
+            // A figure that is not a number says nothing either way.
+            !(off.is_finite() && off > slack)
+        })
+    };
+    let mut allowed = (1..=MAX_RANKS).filter(|&ranks| allows(ranks));
+    match (allowed.next(), allowed.next()) {
+        (Some(ranks), None) => Some(ranks),
         _ => None,
     }
-}
-
-/// The titles of a row's columns, as the versions that print `root` (when it has one) name them.
-fn default_titles(root: bool, in_place: bool) -> Vec<String> {
-    let keys = ["size", "count", "type", "redop"].into_iter().chain(root.then_some("root"));
-    let measured = ["time", "algbw", "busbw", "#wrong"];
-    let keys = keys.chain(measured).chain(in_place.then_some(measured).into_iter().flatten());
-    keys.map(str::to_owned).collect()
 }
 
 /// Whether `line` is one of NCCL's own messages, which `NCCL_DEBUG` interleaves with the table.
@@ -638,7 +746,7 @@ mod tests {
     #[test]
     fn a_log_of_one_process_on_eight_gpus_gives_its_ranks_citation_and_rows() {
         let log = parse("h100.log", ONE_PROCESS).unwrap();
-        assert_eq!((log.collective, log.ranks, log.nodes), (Collective::AllReduce, 8, 1));
+        assert_eq!((log.collective, log.ranks, log.nodes), (Collective::AllReduce, 8, Some(1)));
         assert_eq!(log.gpus, ["NVIDIA H100 80GB HBM3"]);
         assert_eq!(log.citation.len(), 2);
         assert!(log.citation[0].starts_with("made up for kernbench's tests, in the format"), "{:?}", log.citation);
@@ -655,7 +763,7 @@ mod tests {
     #[test]
     fn a_log_of_one_process_per_gpu_on_two_nodes_takes_its_collective_from_its_name() {
         let log = parse("logs/a100x4-all_gather.log", ONE_PROCESS_PER_GPU).unwrap();
-        assert_eq!((log.collective, log.ranks, log.nodes), (Collective::AllGather, 4, 2));
+        assert_eq!((log.collective, log.ranks, log.nodes), (Collective::AllGather, 4, Some(2)));
         // Rows are as nccl-tests sized them, the empty one too; only sizes above 0 can be simulated.
         assert_eq!(log.rows.len(), 3);
         assert_eq!(log.sizes(), [4096, 1048576]);
@@ -684,17 +792,17 @@ mod tests {
 
     #[test]
     fn a_row_that_cannot_be_read_names_the_file_the_line_and_what_was_expected() {
-        let cut = ONE_PROCESS.replace("0.08    0.15    N/A    35.00    0.06    0.10    N/A", "0.08");
+        let cut = ONE_PROCESS.replace("0.08    0.15    N/A    35.00    0.06    0.10    N/A", "");
         assert_eq!(
             parse("h100.log", &cut).unwrap_err().to_string(),
             "h100.log:24: expected a row of 13 columns, as the table's titles (size count type redop root time \
-             algbw busbw #wrong time algbw busbw #wrong), got 7"
+             algbw busbw #wrong time algbw busbw #wrong), got 6"
         );
         let untitled: String = cut.lines().filter(|line| !line.contains("size")).map(|l| format!("{l}\n")).collect();
         assert_eq!(
             parse("h100.log", &untitled).unwrap_err().to_string(),
-            "h100.log:23: expected a row of 8, 9, 12 or 13 columns (size count type redop [root] time algbw \
-             busbw #wrong [time algbw busbw #wrong]), got 7"
+            "h100.log:23: expected a row of 7, 8, 9, 11, 12 or 13 columns (size count type [redop] [root] time \
+             algbw busbw #wrong [time algbw busbw #wrong]), got 6"
         );
         let cases = [
             ("24.50", "-", "expected a time in us, above 0 in column 6 (time), got `-`"),
@@ -730,7 +838,7 @@ mod tests {
         let sendrecv = ONE_PROCESS.replace("starting: all_reduce_perf", "starting: sendrecv_perf");
         let cases = [
             (parse("h100.log", &header_only), "h100.log: no rows of results: expected nccl-tests' table"),
-            (parse("h100.log", &no_ranks), "h100.log: no ranks: expected nccl-tests' device lines"),
+            (parse("h100.log", &no_ranks), "h100.log: how many ranks? expected nccl-tests' device lines"),
             (
                 parse("h100.log", &sendrecv),
                 "h100.log: `sendrecv_perf` is not a collective kernbench simulates: expected one of all_reduce_perf,",
@@ -804,6 +912,43 @@ mod tests {
     fn a_file_that_cannot_be_read_says_why() {
         let message = NcclLog::read(Path::new(env!("CARGO_MANIFEST_DIR")), None).unwrap_err().to_string();
         assert!(message.starts_with("cannot read ") && message.contains("os error"), "{message}");
+    }
+
+    #[test]
+    fn titles_without_redop_or_without_their_hash_name_the_columns() {
+        // The oldest all-gather tables have no `redop`; a log that went through a terminal lost its `#`s.
+        let text = "\
+#   Rank  0 Pid 1 on a device  0 [0x00] A100-SXM4-40GB
+#   Rank  1 Pid 1 on a device  1 [0x00] A100-SXM4-40GB
+#       size         count    type     time   algbw   busbw  error     time   algbw   busbw  error
+        1024           128   float    35.38    0.03    0.01    N/A    34.53    0.03    0.01    N/A
+";
+        let row = &parse("all_gather.log", text).unwrap().rows[0];
+        assert_eq!((row.size, row.op.as_str(), row.in_place.unwrap().time_us), (1024, "none", 34.53));
+        let unhashed = ONE_PROCESS.replace("#       size", "       size");
+        let cut = unhashed.replacen("0.08    0.15    N/A    35.00    0.06    0.10    N/A", "", 1);
+        let message = parse("h100.log", &cut).unwrap_err().to_string();
+        assert!(message.contains("expected a row of 13 columns, as the table's titles"), "{message}");
+    }
+
+    #[test]
+    fn without_device_lines_the_bandwidths_tell_the_ranks() {
+        // As published from a terminal: the table alone, at sizes large enough for busbw / algbw to tell
+        // 16 ranks (2 (16 - 1) / 16 = 1.875) from 15 or 17.
+        let rows = "\
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+ 536870912     134217728     float     sum      -1   2622.9  204.69  383.79      0   2622.4  204.72  383.86      0
+8589934592    2147483648     float     sum      -1    41145  208.77  391.45      0    41008  209.47  392.76      0
+";
+        let log = parse("h100x16-all_reduce.log", rows).unwrap();
+        assert_eq!((log.ranks, log.nodes, log.gpus.len()), (16, None, 0));
+        assert_eq!(log.hardware(), "16 ranks (by busbw / algbw: no device lines)");
+        // A broadcast's busbw is its algbw whatever the ranks; tiny sizes print 0.00 for both.
+        let broadcast = parse("broadcast.log", &rows.replace("383.79", "204.69").replace("383.86", "204.72"));
+        let tiny = parse("all_reduce.log", "8 2 float sum -1 30.0 0.00 0.00 0 30.1 0.00 0.00 0\n");
+        for unknown in [broadcast, tiny] {
+            assert!(matches!(unknown, Err(LogError::NoRanks { .. })), "{unknown:?}");
+        }
     }
 
     /// The published logs under `configs/logs/`, whatever they are (none is fine).
