@@ -26,6 +26,7 @@ pub mod algorithms {
     pub use kernbench_algorithms::*;
 }
 
+pub mod calibrate;
 mod communicator;
 pub mod estimate;
 

@@ -114,17 +114,25 @@ pub struct SweepArgs {
     /// `auto`.
     #[arg(long, default_value = "auto")]
     pub algos: String,
-    /// nccl-tests sizes in bytes per rank: FROM..TO doubles from FROM to TO; or a comma-separated list.
-    /// The runtime moves real data, so large sizes take real time and memory.
-    #[arg(long, default_value = "1K..16M")]
-    pub sizes: String,
+    /// nccl-tests sizes in bytes per rank: FROM..TO doubles from FROM to TO; or a comma-separated list
+    /// (default: 1K..16M, or the sizes of the --compare log). The runtime moves real data, so large sizes
+    /// take real time and memory.
+    #[arg(long)]
+    pub sizes: Option<String>,
     /// The system, registry, limits and threads.
     #[command(flatten)]
     pub runner: RunnerArgs,
     /// The element type and reduction.
     #[command(flatten)]
     pub elements: ElementArgs,
+    /// An nccl-tests log of the collective, on as many GPUs as the system has SIPs: its measured times
+    /// beside the simulated ones.
+    #[arg(long, value_name = "LOG")]
+    pub compare: Option<PathBuf>,
 }
+
+/// The sizes a command sweeps unless told otherwise.
+pub const DEFAULT_SIZES: &str = "1K..16M";
 
 /// How a sweep's table is checked and printed (`bench`, `msccl`).
 #[derive(Debug, clap::Args)]
@@ -194,7 +202,7 @@ pub struct MscclArgs {
     #[arg(long)]
     pub system: Option<PathBuf>,
     /// nccl-tests sizes in bytes per rank, as for `bench`.
-    #[arg(long, default_value = "1K..16M")]
+    #[arg(long, default_value = DEFAULT_SIZES)]
     pub sizes: String,
     /// The memory and message limits.
     #[command(flatten)]
@@ -219,7 +227,7 @@ pub struct TuneArgs {
     /// The collective to tune, or `all`.
     pub collective: String,
     /// The sizes to tune at (as for `bench`).
-    #[arg(long, default_value = "1K..16M")]
+    #[arg(long, default_value = DEFAULT_SIZES)]
     pub sizes: String,
     /// Tune among these algorithms (and variants, as for `bench`) only, comma-separated (default:
     /// every algorithm of the collective that runs on the one-PE layout).

@@ -2,7 +2,7 @@
 //! and the MPI job of the process, built once from the arguments ([`crate::args`]) before any call;
 //! and the parsers of the other values the commands share (collectives, element types).
 //!
-//! Uses [`crate::args`], [`crate::files`], [`crate::memory`] and [`crate::sweep`].
+//! Uses [`crate::args`], [`crate::compare`], [`crate::files`], [`crate::memory`] and [`crate::sweep`].
 
 use std::path::Path;
 use std::sync::Arc;
@@ -11,7 +11,8 @@ use anyhow::{Context, Result, bail};
 use kernbench::sim::spread::Exchange;
 use kernbench::{Collective, Communicator, Dtype, ReduceOp, Registry, System};
 
-use crate::args::{ElementArgs, LimitArgs, RunnerArgs, SweepArgs, SystemArgs};
+use crate::args::{DEFAULT_SIZES, ElementArgs, LimitArgs, RunnerArgs, SweepArgs, SystemArgs};
+use crate::compare::Comparison;
 use crate::files::OutputFile;
 use crate::memory;
 use crate::sweep::{Series, Sweep, SweepError, parse_size, parse_sizes, with_variants};
@@ -79,19 +80,27 @@ impl Config {
         Ok(config.threads(args.threads).timing_only(args.timing.timing_only))
     }
 
-    /// The sweep `args` describe (from root 0), and the configuration it runs with, whose registry
-    /// holds the algorithm variants `--algos` names.
+    /// The sweep `args` describe (from root 0); the configuration it runs with, whose registry holds
+    /// the algorithm variants `--algos` names; and the log `--compare` names, read and checked against
+    /// the system, at whose sizes the sweep runs unless `--sizes` names others.
     ///
     /// # Errors
-    /// A bad collective, algorithm, size, element type or reduction, and as [`Config::runner`].
-    pub fn sweep(args: &SweepArgs, job: Job) -> Result<(Config, Sweep)> {
+    /// A bad collective, algorithm, size, element type or reduction, a log that cannot be read, is of
+    /// another collective or does not fit the system, and as [`Config::runner`].
+    pub fn sweep(args: &SweepArgs, job: Job) -> Result<(Config, Sweep, Option<Comparison>)> {
         let collective: Collective = args.collective.parse()?;
         let config = Config::runner(&args.runner, job)?.with_variants(&args.algos, collective)?;
         let series = Series::parse_list(&args.algos, &config.registry, collective)?;
-        let sizes = parse_sizes(&args.sizes)?;
+        let comparison = args.compare.as_deref().map(|log| Comparison::load(log, collective, &config.system));
+        let comparison = comparison.transpose()?;
+        let sizes = match (&args.sizes, &comparison) {
+            (Some(sizes), _) => parse_sizes(sizes)?,
+            (None, Some(comparison)) => comparison.log().sizes(),
+            (None, None) => parse_sizes(DEFAULT_SIZES)?,
+        };
         let (dtype, op) = elements(&args.elements)?;
         let sweep = Sweep::new(collective, series, sizes).dtype(dtype).op(op).max_memory(config.max_memory);
-        Ok((config, sweep))
+        Ok((config, sweep, comparison))
     }
 
     /// The limits `args` set: `--max-memory` or else the memory available, and `--max-messages`.

@@ -1,5 +1,5 @@
-//! Charts of a sweep: bus bandwidth against size on a log2 axis, one line per series, drawn with
-//! plotters' SVG backend.
+//! Charts of a sweep: bus bandwidth against size on a log2 axis, one line per series (and one of a
+//! log's measurements), drawn with plotters' SVG backend.
 //!
 //! ```text
 //!  busbw   ┌──────────────────────────┐
@@ -10,31 +10,41 @@
 //!            1K   4K   16K  64K  256K      size per rank (log2)
 //! ```
 
-use crate::sweep::{Row, format_size};
+use crate::sweep::{Row, format_size, series_in_order};
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
 
 const SIZE: (u32, u32) = (860, 500);
 
-/// An SVG of `busbw_gbps` against `size` (log2 axis) for every series in `rows`, in the order the
-/// series first appear, each in the legend; `title` above.
+/// One line of a chart: its name in the legend, and its busbw (GB/s) at each size (bytes).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Curve {
+    /// The legend's name for it.
+    pub name: String,
+    /// `(size, busbw)` points, in any order.
+    pub points: Vec<(u64, f64)>,
+}
+
+/// A curve for every series of `rows`, in the order the series first appear.
+pub fn curves(rows: &[Row]) -> Vec<Curve> {
+    let points = |series: &str| rows.iter().filter(|r| r.series == series).map(|r| (r.size, r.busbw_gbps)).collect();
+    series_in_order(rows).into_iter().map(|name| Curve { name: name.to_owned(), points: points(name) }).collect()
+}
+
+/// An SVG of busbw against size (log2 axis) for every curve, each in the legend in the order given;
+/// `title` above. Points of size 0 or of a busbw that is not finite are left out.
 ///
 /// # Errors
 /// When plotters cannot lay the chart out (it reports which element failed).
-pub fn busbw_svg(title: &str, rows: &[Row]) -> Result<String> {
-    let rows: Vec<&Row> = rows.iter().filter(|r| r.size > 0 && r.busbw_gbps.is_finite()).collect();
-    let mut series: Vec<&str> = Vec::new();
-    for row in &rows {
-        if !series.contains(&row.series.as_str()) {
-            series.push(&row.series);
-        }
-    }
-    let smallest = rows.iter().map(|r| r.size).min().unwrap_or(1 << 10);
-    let largest = rows.iter().map(|r| r.size).max().unwrap_or(1 << 20);
+pub fn busbw_svg(title: &str, curves: &[Curve]) -> Result<String> {
+    let drawable = |&&(size, busbw): &&(u64, f64)| size > 0 && busbw.is_finite();
+    let all = || curves.iter().flat_map(|curve| curve.points.iter().filter(drawable));
+    let smallest = all().map(|p| p.0).min().unwrap_or(1 << 10);
+    let largest = all().map(|p| p.0).max().unwrap_or(1 << 20);
     // A single size still needs a range: one doubling either side.
     let (x_min, x_max) = if smallest == largest { ((smallest / 2).max(1), largest * 2) } else { (smallest, largest) };
     let doublings = (x_max as f64 / x_min as f64).log2().ceil() as usize;
-    let y_top = rows.iter().map(|r| r.busbw_gbps).fold(0.0, f64::max);
+    let y_top = all().map(|p| p.1).fold(0.0, f64::max);
     let y_max = if y_top > 0.0 { y_top * 1.1 } else { 1.0 };
 
     let mut svg = String::new();
@@ -58,15 +68,14 @@ pub fn busbw_svg(title: &str, rows: &[Row]) -> Result<String> {
             .y_desc("busbw (GB/s)")
             .draw()
             .map_err(|e| failed(&e))?;
-        for (i, name) in series.iter().enumerate() {
+        for (i, curve) in curves.iter().enumerate() {
             let colour = Palette99::pick(i).stroke_width(2);
-            let mut points: Vec<(u64, f64)> =
-                rows.iter().filter(|r| r.series == *name).map(|r| (r.size, r.busbw_gbps)).collect();
+            let mut points: Vec<(u64, f64)> = curve.points.iter().filter(drawable).copied().collect();
             points.sort_by_key(|p| p.0);
             chart
                 .draw_series(LineSeries::new(points, colour))
                 .map_err(|e| failed(&e))?
-                .label(*name)
+                .label(&curve.name)
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
         }
         chart
@@ -122,7 +131,7 @@ mod tests {
         let sizes = [1024, 4096, 16384];
         let rows: Vec<Row> =
             sizes.iter().flat_map(|&size| [row("a<b", size, size as f64 / 4096.0), row("c", size, 2.0)]).collect();
-        let svg = busbw_svg("t & u", &rows).unwrap();
+        let svg = busbw_svg("t & u", &curves(&rows)).unwrap();
         let doc = roxmltree::Document::parse(&svg).expect("the SVG is well-formed XML");
         assert_eq!(doc.root_element().tag_name().name(), "svg");
         // One line of a point per size for each series (legend samples have two points), left to
@@ -162,7 +171,7 @@ mod tests {
 
     #[test]
     fn a_single_size_still_has_an_x_range() {
-        let svg = busbw_svg("one", &[row("a", 1 << 20, 5.0)]).unwrap();
+        let svg = busbw_svg("one", &curves(&[row("a", 1 << 20, 5.0)])).unwrap();
         let texts = texts(&svg);
         assert!(texts.iter().any(|t| t == "1M") && !svg.contains("NaN"), "{texts:?}");
     }

@@ -618,19 +618,25 @@ pub fn table_footer(rows: &[Row]) -> String {
     } else {
         "# wrong elements: - (not checked: timing only)\n# average busbw (GB/s):".to_owned()
     };
-    let mut series: Vec<&str> = Vec::new();
-    for row in rows {
-        if !series.contains(&row.series.as_str()) {
-            series.push(&row.series);
-        }
-    }
-    for s in series {
+    for s in series_in_order(rows) {
         let of: Vec<f64> = rows.iter().filter(|r| r.series == s).map(|r| r.busbw_gbps).collect();
         let _ = write!(out, " {s} {:.2};", of.iter().sum::<f64>() / of.len() as f64);
     }
     out.pop();
     out.push('\n');
     out
+}
+
+/// The series of `rows`, each once, in the order they first appear: the order of a table's summaries
+/// and a plot's legend.
+pub fn series_in_order(rows: &[Row]) -> Vec<&str> {
+    let mut series: Vec<&str> = Vec::new();
+    for row in rows {
+        if !series.contains(&row.series.as_str()) {
+            series.push(&row.series);
+        }
+    }
+    series
 }
 
 #[cfg(test)]

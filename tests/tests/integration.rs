@@ -1,7 +1,7 @@
 //! Integration tests across kernbench's crates, in one binary: the mock runtime and its diagnosed
 //! failures, every shipped kernel, the Communicator and the algorithm matrix, the hierarchical
-//! all-to-all, simulated time against closed forms and golden times, runs spread over processes, and the
-//! bench / tune / trace library.
+//! all-to-all, simulated time against closed forms and golden times, runs spread over processes, reading
+//! nccl-tests logs, and the bench / tune / trace library.
 //! (The macro's trybuild UI tests are `ui.rs`; they drive rustc and need a binary of their own.)
 
 #[path = "integration/all_to_all.rs"]
@@ -22,6 +22,8 @@ mod kernels;
 mod lanes;
 #[path = "integration/limits.rs"]
 mod limits;
+#[path = "integration/log_props.rs"]
+mod log_props;
 #[path = "../../kernbench-core/tests/core/mutate.rs"]
 mod mutate;
 #[path = "integration/programs.rs"]

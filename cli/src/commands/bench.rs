@@ -1,4 +1,5 @@
-//! `kernbench bench`: a sweep printed as an nccl-tests table, or as JSON.
+//! `kernbench bench`: a sweep printed as an nccl-tests table, or as JSON, beside a log's measurements
+//! with `--compare`.
 
 use std::io::Write;
 use std::sync::atomic::AtomicBool;
@@ -10,11 +11,11 @@ use crate::args::BenchArgs;
 use crate::config::{Config, Job};
 
 pub(super) fn run(args: &BenchArgs, job: Job, out: &mut dyn Write, stop: &AtomicBool) -> Result<()> {
-    let (config, sweep) = Config::sweep(&args.sweep, job)?;
+    let (config, sweep, comparison) = Config::sweep(&args.sweep, job)?;
     let sweep = sweep.root(args.root);
     config.check_exact(args.table.exact)?;
     let mut comm = config.communicator().exact(args.table.exact);
     let heading = format!("# kernbench bench {} on {}\n", sweep.collective(), config.system().describe());
-    let (_, interrupted) = print_sweep(&sweep, &mut comm, args.table.json, &heading, stop, out)?;
+    let (_, interrupted) = print_sweep(&sweep, &mut comm, args.table.json, &heading, comparison.as_ref(), stop, out)?;
     Ok(interrupted?)
 }

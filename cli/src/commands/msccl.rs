@@ -48,7 +48,7 @@ pub(super) fn run(args: &MscclArgs, job: Job, out: &mut dyn Write, stop: &Atomic
     let sweep =
         Sweep::new(collective, series, parse_sizes(&args.sizes)?).dtype(dtype).op(op).max_memory(config.max_memory());
     let heading = heading(args, &program, &name, config.system());
-    let (rows, interrupted) = print_sweep(&sweep, &mut comm, args.table.json, &heading, stop, out)?;
+    let (rows, interrupted) = print_sweep(&sweep, &mut comm, args.table.json, &heading, None, stop, out)?;
     interrupted?;
     let wrong = rows.iter().filter(|r| r.wrong > 0).count();
     if wrong > 0 {

@@ -11,7 +11,7 @@ use super::progress::Progress;
 use crate::args::TuneArgs;
 use crate::config::{Config, Job, collectives, elements};
 use crate::files::OutputFile;
-use crate::sweep::{parse_sizes, table_header};
+use crate::sweep::{Row, parse_sizes, table_header};
 use crate::tune::{Tuner, nccl_tuner_csv, rules_csv};
 
 pub(super) fn run(args: &TuneArgs, job: Job, out: &mut dyn Write, stop: &AtomicBool) -> Result<()> {
@@ -40,7 +40,7 @@ pub(super) fn run(args: &TuneArgs, job: Job, out: &mut dyn Write, stop: &AtomicB
         }
         writeln!(out, "# candidates (one-PE layout): {}", tuner.candidates().join(", "))?;
         writeln!(out, "{}", table_header())?;
-        let mut progress = Progress::new(sizes.len() * tuner.candidates().len(), true);
+        let mut progress = Progress::new(sizes.len() * tuner.candidates().len(), Some(&Row::table_line));
         let tuning = tuner.run_until(&mut comm, &sizes, elements, stop, |row| progress.row(row, out));
         progress.finish()?;
         let tuning = tuning?;

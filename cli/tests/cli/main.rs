@@ -4,8 +4,9 @@
 //!
 //! Cargo builds the binary of this crate first and names it in `CARGO_BIN_EXE_kernbench`. The README's
 //! samples are checked against the binary in [`readme`]; [`sol`] checks the speed-of-light ratio through
-//! the library `bench` runs on.
+//! the library `bench` runs on; [`compare`] checks `--compare`, beside an nccl-tests log.
 
+mod compare;
 mod processes;
 mod props;
 mod readme;

@@ -22,6 +22,9 @@ use crate::{scratch, write};
 struct Files {
     systems: Vec<String>,
     registries: Vec<String>,
+    /// nccl-tests logs: first an all-reduce on 2 GPUs and an all-gather on 4, as many as the good
+    /// systems have SIPs.
+    logs: Vec<String>,
     outputs: Vec<String>,
     /// The shipped registry.
     ccl: String,
@@ -53,6 +56,19 @@ fn files() -> &'static Files {
             write(&dir, "kernel.json", &shipped_ccl().replacen("\"ring_reduce\"", "\"a\\nb\"", 1)),
             missing,
         ];
+        let log = |collective: &str, ranks: usize| {
+            let rank = |r| format!("#  Rank {r} Group  0 Pid  7 on a device {r} [0x18] GPU\n");
+            let rows = "1024 256 float sum -1 10.0 0.1 0.1 0 10.5 0.1 0.1 0\n3 1 float sum -1 9.0 0 0 0 30.0 0 0 0\n";
+            let text = (0..ranks).map(rank).collect::<String>() + rows;
+            write(&dir, &format!("x{ranks}-{collective}.log"), &text)
+        };
+        let logs = vec![
+            log("all_reduce", 2),
+            log("all_gather", 4),
+            log("broadcast", 8),
+            write(&dir, "garbage.log", "# Collective test starting: all_reduce_perf\n1024 256 float\n"),
+            dir.join("missing.log").to_str().unwrap().to_owned(),
+        ];
         // The directory itself last: a clean list never names it.
         let outputs = ["out.json", "rules.csv", "nccl.conf", "busbw.svg", "trace.json"]
             .map(|name| dir.join(name).to_str().unwrap().to_owned())
@@ -60,7 +76,7 @@ fn files() -> &'static Files {
             .chain([dir.to_str().unwrap().to_owned()])
             .collect();
         let ccl = format!("{}/../algorithms/ccl.json", env!("CARGO_MANIFEST_DIR"));
-        Files { systems, registries, outputs, ccl }
+        Files { systems, registries, logs, outputs, ccl }
     })
 }
 
@@ -146,12 +162,13 @@ fn words_of(clean: bool) -> impl Strategy<Value = Vec<String>> {
             flag("--out", outputs.clone()),
             flag("--rules-csv", outputs.clone()),
             flag("--nccl-tuner", outputs),
+            flag("--compare", if clean { f.logs[..2].to_vec() } else { f.logs.clone() }),
             if clean { Just(None).boxed() } else { proptest::option::weighted(0.15, select(JUNK)).boxed() },
         ),
     );
     let foreign = if clean { Just(false).boxed() } else { proptest::bool::weighted(0.1).boxed() };
     (select(words(SUBCOMMANDS, clean)), positional, flags, foreign, any::<proptest::sample::Index>()).prop_map(
-        |(sub, positional, ((a, b, c, d, e, g), (h, i, j, k, l, m), (n, o, p, junk)), foreign, at)| {
+        |(sub, positional, ((a, b, c, d, e, g), (h, i, j, k, l, m), (n, o, p, q, junk)), foreign, at)| {
             let mut args = vec!["kernbench".to_owned(), sub.clone()];
             let (collective, size) = positional;
             if sub != "list" || foreign {
@@ -162,7 +179,7 @@ fn words_of(clean: bool) -> impl Strategy<Value = Vec<String>> {
             }
             // Mostly the flags the subcommand takes, so that most lists parse and run.
             let takes = |pair: &Vec<String>| foreign || pair.first().is_none_or(|name| accepts(&sub, name));
-            for pair in [a, b, c, d, e, g, h, i, j, k, l, m, n, o, p].into_iter().filter(takes) {
+            for pair in [a, b, c, d, e, g, h, i, j, k, l, m, n, o, p, q].into_iter().filter(takes) {
                 args.extend(pair);
             }
             if let Some(junk) = junk {
@@ -179,10 +196,10 @@ fn accepts(sub: &str, name: &str) -> bool {
     let sim = ["--system", "--registry", "--max-memory", "--threads", "--dtype", "--op"];
     let taken: &[&str] = match sub {
         "run" => &["--algo", "--bytes", "--root", "--layout"],
-        "bench" => &["--algos", "--sizes", "--root"],
+        "bench" => &["--algos", "--sizes", "--root", "--compare"],
         "tune" => &["--sizes", "--out", "--rules-csv", "--nccl-tuner"],
         "trace" => &["--algo", "--bytes", "--root", "--out"],
-        "plot" => &["--algos", "--sizes", "--out"],
+        "plot" => &["--algos", "--sizes", "--out", "--compare"],
         "explain" => return ["--system", "--registry"].contains(&name),
         "plan" => return name == "--system",
         _ => return false,
