@@ -58,7 +58,7 @@ pub use kernel::{
 };
 pub use kernel::{symmetric, tl};
 
-pub use files::MAX_FILE_BYTES;
+pub use files::{MAX_FILE_BYTES, read_bounded};
 pub use names::{Builtin, NamedItem, UnknownName};
 #[doc(hidden)]
 pub use plan::workload;

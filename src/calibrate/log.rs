@@ -4,10 +4,9 @@
 //! Uses `kernbench_core`'s collectives, systems and quoting only.
 
 use std::collections::BTreeSet;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use kernbench_core::{Collective, MAX_FILE_BYTES, Quoted, System};
+use kernbench_core::{Collective, Quoted, System};
 
 /// How far apart a row's out-of-place and in-place times may be, as a fraction of the smaller, before
 /// the row is [noisy](LogRow::noisy): the two run the same call on the same machine, so a wider gap
@@ -195,8 +194,8 @@ impl NcclLog {
     /// Reads the log at `path`, as [`NcclLog::parse`] with the path as its name.
     ///
     /// # Errors
-    /// [`LogError::Read`] when the file cannot be read or is larger than [`MAX_FILE_BYTES`]; then as
-    /// [`NcclLog::parse`].
+    /// [`LogError::Read`] when the file cannot be read or is larger than
+    /// [`kernbench_core::MAX_FILE_BYTES`]; then as [`NcclLog::parse`].
     ///
     /// # Examples
     /// ```
@@ -207,14 +206,7 @@ impl NcclLog {
     /// ```
     pub fn read(path: &Path, collective: Option<Collective>) -> Result<NcclLog, LogError> {
         let failed = |source| LogError::Read { path: path.to_owned(), source };
-        let mut bytes = Vec::new();
-        std::fs::File::open(path)
-            .and_then(|file| file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
-            .map_err(failed)?;
-        if bytes.len() as u64 > MAX_FILE_BYTES {
-            let message = format!("it is larger than {} MiB, the most a kernbench file may be", MAX_FILE_BYTES >> 20);
-            return Err(failed(std::io::Error::new(std::io::ErrorKind::InvalidData, message)));
-        }
+        let bytes = kernbench_core::read_bounded(path).map_err(failed)?;
         // Logs carry whatever the launcher printed around the table; a stray byte there is no reason to refuse.
         NcclLog::parse(&path.display().to_string(), &String::from_utf8_lossy(&bytes), collective)
     }
