@@ -19,7 +19,7 @@ use kernbench_core::provenance::Exactness;
 use kernbench_core::tile;
 use kernbench_core::tl::MAX_GENERATION;
 use kernbench_core::{
-    Algorithm, CheckedPlan, Collective, DistTensor, Layout, LayoutError, PeId, PlanError, ReduceOp, Registry,
+    Algorithm, CheckedPlan, Collective, DistTensor, Layout, LayoutError, PeId, PlanError, Protocol, ReduceOp, Registry,
     RegistryError, System, Tile, ValidationError,
 };
 use kernbench_sim::spread::Exchange;
@@ -270,6 +270,8 @@ pub struct PreparedCall {
     pub layout: Layout,
     /// What it is estimated to cost.
     pub estimate: Estimate,
+    /// The protocol its messages are carried by ([`Algorithm::protocol_on`]); `None`: as data.
+    pub protocol: Option<Protocol>,
 }
 
 impl PreparedCall {
@@ -539,7 +541,11 @@ impl Communicator {
             let (input_bytes, estimate) = (estimate.input_bytes, estimate.memory);
             return Err(CommError::TooMuchMemory { collective, ranks, input_bytes, estimate, limit });
         }
-        Ok(PreparedCall { collective, algorithm, reason, plan, layout: layout.clone(), estimate })
+        // NCCL's nBytes, which its tuning model reads: an all-gather's output, the others' input.
+        let gathered = if collective == Collective::AllGather { ranks as u64 } else { 1 };
+        let nccl_bytes = (layout.sip_elements() * layout.dtype.size()) as u64 * gathered;
+        let protocol = algorithm.protocol_on(&self.system, &plan, nccl_bytes);
+        Ok(PreparedCall { collective, algorithm, reason, plan, layout: layout.clone(), estimate, protocol })
     }
 
     /// Runs a call [`Communicator::prepare`] made on `tensor`, which must have the layout it was prepared
@@ -583,7 +589,7 @@ impl Communicator {
         let generation = self.take_generation(generation)?;
         let buffers =
             inputs.iter().zip(&before).map(|(i, o)| PeBuffers { input: i.clone(), output: o.clone() }).collect();
-        let runtime = Runtime::new(&self.system).options(self.options.clone());
+        let runtime = Runtime::new(&self.system).options(self.options.clone()).protocol(prepared.protocol);
         let call = Call { op, root, generation };
         let exact = self.exact.then_some(collective);
         let (run, exact) = runtime.run_then_exact(plan, algorithm.launch(), buffers, call, exact)?;

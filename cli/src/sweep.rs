@@ -286,6 +286,9 @@ pub struct Row {
     pub series: String,
     /// The algorithm that ran (for `auto`, the one the registry selected).
     pub algorithm: String,
+    /// The protocol its messages were carried by (the one its `auto` picked, on a system with
+    /// protocols); `None`: as data.
+    pub protocol: Option<kernbench::Protocol>,
     /// Simulated time of the call, ns.
     pub time_ns: f64,
     /// `size / time`, GB/s.
@@ -335,10 +338,13 @@ pub fn table_header() -> String {
 impl Row {
     /// The row as a line under [`table_header`].
     pub fn table_line(&self) -> String {
-        let algorithm = match self.series.as_str() {
+        let mut algorithm = match self.series.as_str() {
             "auto" => format!("auto: {}", self.algorithm),
             _ => self.algorithm.clone(),
         };
+        if let Some(protocol) = self.protocol {
+            algorithm = format!("{algorithm} {protocol}");
+        }
         let sol = self.sol.map_or("-".to_owned(), |s| format!("{s:.3}"));
         let wrong = if self.checked { self.wrong.to_string() } else { "-".to_owned() };
         format!(
@@ -571,6 +577,7 @@ impl Sweep {
             op: self.op,
             series: series.label().to_owned(),
             algorithm: report.algorithm.clone(),
+            protocol: report.run.time().and_then(|t| t.protocol),
             time_ns,
             algbw_gbps: algbw,
             busbw_gbps: busbw,

@@ -38,11 +38,11 @@ mod quote;
 pub mod registry;
 pub mod tile;
 
-pub use machine::route;
 pub use machine::{
     CallSpec, Channel, CubeCoord, Direction, LinkClass, LinkSpec, LinksSpec, MeshSpec, Node, ParseDirectionError, PeId,
-    PeSpec, PeerIndexError, Route, SipInterconnect, SpecError, System, SystemSpec,
+    PeSpec, PeerIndexError, Protocol, ProtocolChoice, Route, SipInterconnect, SpecError, System, SystemSpec,
 };
+pub use machine::{Carriage, protocol, route};
 
 pub use tile::{
     Dtype, Element, ParseDtypeError, ParseReduceOpError, ReduceOp, Tile, TileError, bf16, chunk_range, chunk_start, f16,

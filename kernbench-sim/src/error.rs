@@ -160,6 +160,10 @@ pub enum RunError {
     /// would compute nothing at all (the configuration's fault).
     #[error("a timing-only run needs simulated time: give it a timing (RunOptions::timing), or run it with data")]
     TimingOnlyUntimed,
+    /// The run's protocol ([`RunOptions::protocol`](crate::RunOptions)) is not one the system gives
+    /// figures for (the configuration's fault): the message names those it gives.
+    #[error(transparent)]
+    Protocol(#[from] kernbench_core::machine::ProtocolNotGiven),
     /// The plan does not pass [`kernbench_core::check_plan`] on the system (the configuration's fault).
     #[error("the install plan cannot be installed: {0}")]
     Plan(#[from] PlanError),

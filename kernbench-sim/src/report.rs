@@ -170,6 +170,7 @@ impl Execution<'_> {
             })
             .collect();
         drop(lanes);
+        let protocol = self.network.as_ref().and_then(|network| network.protocol());
         let channels = self.network.as_mut().map(|network| network.report(completion));
         if spread.is_some() {
             // Each process's PEs, to every process.
@@ -208,6 +209,7 @@ impl Execution<'_> {
             completion_ns: completion,
             pes: times.into_iter().map(Option::unwrap_or_default).collect(),
             channels,
+            protocol,
         });
         Ok(RunReport::new(per_pe, rounds, time))
     }

@@ -41,7 +41,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use kernbench_core::route::Channel;
-use kernbench_core::{PeId, System};
+use kernbench_core::{Carriage, PeId, System};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
@@ -226,8 +226,12 @@ pub struct TimeReport {
     pub completion_ns: f64,
     /// Per participating PE, in rank order.
     pub pes: Vec<PeTime>,
-    /// Every channel that carried data.
+    /// Every channel that carried data; its bytes are what the wire carried (a protocol's lines with
+    /// their flags).
     pub channels: Vec<ChannelTime>,
+    /// The protocol the messages were carried by, or `None`: as data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<kernbench_core::Protocol>,
 }
 
 /// A PE's clock and rates during a run.
@@ -241,17 +245,20 @@ pub(crate) struct Clock {
     pub(crate) ns_per_element: f64,
     pub(crate) ns_per_byte: f64,
     pub(crate) injection_ns: f64,
+    /// Per byte a lane sends, the protocol's lane cap (0: none).
+    pub(crate) lane_ns_per_byte: f64,
     pub(crate) spans: Option<Vec<Span>>,
 }
 
 impl Clock {
     /// The clock of `pe` under `timing` (`None`: a clock that never moves).
-    pub(crate) fn new(system: &System, timing: Option<&Timing>, pe: PeId) -> Clock {
+    pub(crate) fn new(system: &System, timing: Option<&Timing>, carriage: &Carriage, pe: PeId) -> Clock {
         let Some(timing) = timing else { return Clock::default() };
         let spec = system.pe_spec();
         let straggler = timing.stragglers.get(&pe).copied().unwrap_or_default();
-        // Every kernel starts after the call's launch, a straggler's that much later.
-        let start_delay = system.call_spec().launch_ns + straggler.start_delay_ns;
+        // Every kernel starts after the call's launch and its protocol's base latency, a straggler's
+        // that much later.
+        let start_delay = system.call_spec().launch_ns + carriage.base_ns + straggler.start_delay_ns;
         let mut clock = Clock {
             on: true,
             now: 0.0,
@@ -261,6 +268,7 @@ impl Clock {
             ns_per_element: 1.0 / straggler.compute_gflops.unwrap_or(spec.compute_gflops),
             ns_per_byte: 1.0 / straggler.memory_gbps.unwrap_or(spec.memory_gbps),
             injection_ns: spec.injection_ns,
+            lane_ns_per_byte: carriage.lane_ns_per_byte,
             spans: timing.trace.then(Vec::new),
         };
         clock.advance_to(SpanKind::Delay, start_delay, 0, false);
@@ -282,6 +290,12 @@ impl Clock {
             spans.push(Span { kind, start_ns: self.now, end_ns: until, bytes });
         }
         self.now = until;
+    }
+
+    /// What handing `bytes` to the network costs the lane: the injection overhead, and the bytes at the
+    /// protocol's lane cap.
+    pub(crate) fn injection(&self, bytes: u64) -> f64 {
+        self.injection_ns + bytes as f64 * self.lane_ns_per_byte
     }
 
     /// Spends `ns` of work.
@@ -479,6 +493,10 @@ pub(crate) struct Network {
     route_channels: Vec<u32>,
     /// Sum of the route's latencies, per queue: how long a credit takes to get back.
     route_latency: Vec<f64>,
+    /// What carrying a message costs beyond its links: its protocol's lines and step.
+    carriage: Carriage,
+    /// Per queue, the protocol's step cost over its route (empty without a protocol: none).
+    route_step: Vec<f64>,
     /// A channel has more bookings than this: time to forget the old ones. It doubles when forgetting
     /// frees too little, so a run whose slowest PE stays early does not pay for it every round.
     forget_at: usize,
@@ -491,6 +509,7 @@ impl Network {
     pub(crate) fn new(
         system: &System,
         timing: &Timing,
+        carriage: &Carriage,
         pes: &[PeId],
         queues: impl ExactSizeIterator<Item = (u32, u32)>,
     ) -> Network {
@@ -507,6 +526,8 @@ impl Network {
             route_start,
             route_channels: Vec::with_capacity(n),
             route_latency: Vec::with_capacity(n),
+            carriage: *carriage,
+            route_step: Vec::with_capacity(if carriage.protocol.is_some() { n } else { 0 }),
             forget_at: 2 * FORGET_ABOVE,
             forget_due: false,
         };
@@ -515,7 +536,7 @@ impl Network {
         for (sender, receiver) in queues {
             let route = system.route(pes[sender as usize], pes[receiver as usize]);
             let mut latency = 0.0;
-            for channel in route.channels {
+            for &channel in &route.channels {
                 let link = system.link(channel.class);
                 latency += link.latency_ns;
                 let id = *index.entry(channel).or_insert_with(|| {
@@ -536,6 +557,9 @@ impl Network {
             }
             network.route_start.push(network.route_channels.len());
             network.route_latency.push(latency);
+            if carriage.protocol.is_some() {
+                network.route_step.push(carriage.step_ns(route.farthest_class()));
+            }
         }
         network
     }
@@ -546,9 +570,12 @@ impl Network {
         std::mem::take(&mut self.route_latency)
     }
 
-    /// Places a message of `bytes` leaving on queue `queue` at `depart` on its channels; returns when
-    /// its last byte arrives.
+    /// Places a message of `bytes` of data leaving on queue `queue` at `depart` on its channels, as the
+    /// run's protocol puts it on the wire; returns when its last byte has arrived and the protocol's
+    /// step is done.
     pub(crate) fn deliver(&mut self, queue: u32, depart: f64, bytes: u64) -> f64 {
+        let bytes = self.carriage.wire_bytes(bytes);
+        let step = self.route_step.get(queue as usize).copied().unwrap_or(0.0);
         let route = &self.route_channels[self.route_start[queue as usize]..self.route_start[queue as usize + 1]];
         // `head`: when the first byte can enter the next channel; `tail`: when the last byte has.
         let (mut head, mut tail) = (depart, depart);
@@ -569,7 +596,12 @@ impl Network {
             head = start + ch.latency_ns;
             tail = end + ch.latency_ns;
         }
-        tail
+        tail + step
+    }
+
+    /// The protocol the run's messages are carried by.
+    pub(crate) fn protocol(&self) -> Option<kernbench_core::Protocol> {
+        self.carriage.protocol
     }
 
     /// Forgets bookings that ended by `floor`, the earliest time any future message can leave.

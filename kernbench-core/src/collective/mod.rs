@@ -7,12 +7,14 @@
 //! - [`postcondition`]: what every participant's output must hold, and the check of a run against it;
 //! - [`provenance`]: the exact form of that check, by which contributions each element holds;
 //! - [`bound`]: how soon any kernel could finish a call on a system, the numerator of `sol`;
-//! - [`estimate`]: a call's peak memory and messages, estimated before it runs.
+//! - [`estimate`]: a call's peak memory and messages, estimated before it runs;
+//! - [`tuning`]: NCCL's tuning model, which picks a call's protocol.
 
 pub mod bound;
 pub mod estimate;
 mod kind;
 pub mod postcondition;
 pub mod provenance;
+pub mod tuning;
 
 pub use kind::{Collective, ParseCollectiveError};

@@ -31,6 +31,13 @@ pub trait Launch: Send + Sync {
         let _ = (rank, size);
         1
     }
+
+    /// The protocol the kernel is written for on `size` participants (an MSCCL-IR file's `proto`),
+    /// which its calls use when their algorithm names none and the system gives it; `None`: any.
+    fn protocol(&self, size: usize) -> Option<crate::machine::Protocol> {
+        let _ = size;
+        None
+    }
 }
 
 /// One scalar parameter of a kernel, as its argument struct declares it.

@@ -14,11 +14,15 @@
 
 mod direction;
 mod ids;
+pub mod protocol;
 pub mod route;
 mod spec;
 
 pub use direction::{Direction, ParseDirectionError, PeerIndexError};
 pub use ids::{CubeCoord, LinkClass, PeId};
+pub use protocol::{
+    Carriage, Protocol, ProtocolChoice, ProtocolNotGiven, ProtocolSpec, ProtocolsSpec, StepSpec, UnknownProtocol,
+};
 pub use route::{Channel, Node, Route};
 pub use spec::{CallSpec, LinkSpec, LinksSpec, MeshSpec, PeSpec, SipInterconnect, SpecError, System, SystemSpec};
 

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::machine::protocol::{Carriage, Protocol, ProtocolNotGiven, ProtocolsSpec, StepSpec};
 use crate::machine::{CubeCoord, LinkClass, PeId};
 
 /// Latency and bandwidth of one link class. Units: ns, and GB/s = 1e9 bytes/s.
@@ -20,6 +21,17 @@ pub struct LinkSpec {
     pub latency_ns: f64,
     /// Bytes per second over one direction of one link, in GB/s (1e9 bytes/s).
     pub bandwidth_gbps: f64,
+    /// Per protocol, what one message's step costs over this class beyond its latency, in ns (see
+    /// [`protocol`](crate::machine::protocol)); 0 when left out.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub step_ns: StepSpec,
+}
+
+impl LinkSpec {
+    /// A link of `latency_ns` and `bandwidth_gbps`, with no protocol step costs.
+    pub const fn new(latency_ns: f64, bandwidth_gbps: f64) -> LinkSpec {
+        LinkSpec { latency_ns, bandwidth_gbps, step_ns: StepSpec { simple: 0.0, ll: 0.0, ll128: 0.0 } }
+    }
 }
 
 /// How SIPs are connected to each other.
@@ -113,9 +125,9 @@ impl Default for LinksSpec {
     /// Intra-cube fastest, inter-SIP slowest: the order of reach.
     fn default() -> Self {
         LinksSpec {
-            intra_cube: LinkSpec { latency_ns: 20.0, bandwidth_gbps: 256.0 },
-            inter_cube: LinkSpec { latency_ns: 60.0, bandwidth_gbps: 128.0 },
-            inter_sip: LinkSpec { latency_ns: 500.0, bandwidth_gbps: 64.0 },
+            intra_cube: LinkSpec::new(20.0, 256.0),
+            inter_cube: LinkSpec::new(60.0, 128.0),
+            inter_sip: LinkSpec::new(500.0, 64.0),
         }
     }
 }
@@ -149,6 +161,17 @@ impl Default for PeSpec {
 ///  "call": {"launch_ns": 0}}
 /// ```
 ///
+/// A system that carries messages by NCCL's protocols gives each link class a step cost per protocol
+/// and each protocol its figures (see [`protocol`](crate::machine::protocol)):
+///
+/// ```json
+/// {"links": {"inter_sip": {"latency_ns": 500, "bandwidth_gbps": 370,
+///                          "step_ns": {"simple": 3400, "ll": 600, "ll128": 1900}}},
+///  "protocols": {"simple": {"base_ns": 8400},
+///                "ll": {"base_ns": 6600, "lane_gbps": 17.6},
+///                "ll128": {"base_ns": 14000, "lane_gbps": 36.7}}}
+/// ```
+///
 /// Only the shape (`sips`, `mesh`, `pes_per_cube`) is required; every other field, and each link class
 /// inside `links`, falls back to the built-in value, so a file can override just what it studies.
 ///
@@ -177,6 +200,10 @@ pub struct SystemSpec {
     /// What each collective call costs before its first message.
     #[serde(default, skip_serializing_if = "is_default")]
     pub call: CallSpec,
+    /// The protocols messages can be carried by, with their figures (see
+    /// [`protocol`](crate::machine::protocol)); none when left out: every message is carried as data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocols: Option<ProtocolsSpec>,
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
@@ -203,6 +230,7 @@ impl Default for SystemSpec {
             ipcq_depth: default_ipcq_depth(),
             pe: PeSpec::default(),
             call: CallSpec::default(),
+            protocols: None,
         }
     }
 }
@@ -257,6 +285,9 @@ pub enum SpecError {
         /// The count given.
         engines: usize,
     },
+    /// `protocols` is given but names none: no message could be carried.
+    #[error("system spec field `protocols` names no protocol: expected at least one of simple, ll, ll128")]
+    NoProtocols,
     /// `ipcq_depth` is 0, so no message could ever be sent.
     #[error("system spec field `ipcq_depth` is 0: expected at least 1 queue slot")]
     ZeroIpcqDepth,
@@ -435,6 +466,24 @@ impl System {
             return Err(SpecError::BadEngines { engines: spec.pe.engines });
         }
         check_time(format_args!("call.launch_ns"), spec.call.launch_ns)?;
+        for class in LinkClass::ALL {
+            for protocol in Protocol::ALL {
+                let step = spec.links.get(class).step_ns.get(protocol);
+                check_time(format_args!("links.{class}.step_ns.{}", protocol.key()), step)?;
+            }
+        }
+        if let Some(protocols) = &spec.protocols {
+            if protocols.given().next().is_none() {
+                return Err(SpecError::NoProtocols);
+            }
+            for protocol in protocols.given() {
+                let figures = protocols.get(protocol).unwrap_or_default();
+                check_time(format_args!("protocols.{}.base_ns", protocol.key()), figures.base_ns)?;
+                if let Some(rate) = figures.lane_gbps {
+                    check_rate(format_args!("protocols.{}.lane_gbps", protocol.key()), rate)?;
+                }
+            }
+        }
         if spec.ipcq_depth == 0 {
             return Err(SpecError::ZeroIpcqDepth);
         }
@@ -521,6 +570,36 @@ impl System {
     /// What each collective call costs before its first message.
     pub fn call_spec(&self) -> CallSpec {
         self.spec.call
+    }
+
+    /// The protocols the system carries messages by, with their figures; `None` when it gives none.
+    pub fn protocols(&self) -> Option<&ProtocolsSpec> {
+        self.spec.protocols.as_ref()
+    }
+
+    /// The per-protocol step costs of a link class.
+    pub fn step_ns(&self, class: LinkClass) -> StepSpec {
+        self.link(class).step_ns
+    }
+
+    /// What carrying a run's messages by `protocol` costs on this system; `None` carries them as data
+    /// (the only way on a system without protocols).
+    ///
+    /// # Errors
+    /// [`ProtocolNotGiven`] for a protocol the system gives no figures for.
+    pub fn carriage(&self, protocol: Option<Protocol>) -> Result<Carriage, ProtocolNotGiven> {
+        let Some(protocol) = protocol else { return Ok(Carriage::default()) };
+        let given = self.protocols().and_then(|p| p.get(protocol));
+        let Some(figures) = given else {
+            let available = self.protocols().map(|p| p.given().collect()).unwrap_or_default();
+            return Err(ProtocolNotGiven { protocol, available });
+        };
+        Ok(Carriage {
+            protocol: Some(protocol),
+            base_ns: figures.base_ns,
+            lane_ns_per_byte: figures.lane_gbps.map_or(0.0, |rate| 1.0 / rate),
+            step_ns: LinkClass::ALL.map(|class| self.step_ns(class).get(protocol)),
+        })
     }
 
     /// The mesh position of a cube index, row-major: `cube = y * w + x`.

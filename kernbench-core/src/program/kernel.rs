@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use crate::collective::Collective;
 use crate::kernel::{ArgsError, Buffer, KernelDef, KernelError, KernelFuture, Launch, ParamDef, Params, Tl};
 use crate::machine::Direction;
-use crate::program::{ChunkRef, Program, Step, StepKind, msccl};
+use crate::program::{ChunkRef, Program, Protocol, Step, StepKind, msccl};
 use crate::tile::{Dtype, ReduceOp, Tile};
 
 /// The PE signal the lanes raise when they finish.
@@ -78,6 +78,10 @@ impl Launch for ProgramKernel {
     fn lanes(&self, rank: usize, _size: usize) -> usize {
         self.program.ranks.get(rank).map_or(1, |r| r.thread_blocks.len().max(1))
     }
+
+    fn protocol(&self, _size: usize) -> Option<Protocol> {
+        Some(self.program.protocol)
+    }
 }
 
 /// A chunk program made for the number of ranks it runs on (a ring for 4 ranks is not a ring for 8):
@@ -122,6 +126,10 @@ impl Launch for ProgramFamily {
 
     fn lanes(&self, rank: usize, size: usize) -> usize {
         self.program(size).ok().and_then(|p| p.ranks.get(rank).map(|r| r.thread_blocks.len().max(1))).unwrap_or(1)
+    }
+
+    fn protocol(&self, size: usize) -> Option<Protocol> {
+        self.program(size).ok().map(|p| p.protocol)
     }
 }
 

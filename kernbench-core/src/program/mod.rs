@@ -34,6 +34,7 @@ use std::fmt;
 
 use crate::collective::Collective;
 use crate::kernel::Buffer;
+pub use crate::machine::Protocol;
 
 /// What a step does. `src` and `dst` are the step's source and destination chunks; `recv` takes the
 /// next message of the thread block's receive connection, `send` pushes onto its send connection, `⊕`
@@ -193,51 +194,6 @@ pub struct RankProgram {
     pub scratch_chunks: usize,
     /// Its thread blocks, by id.
     pub thread_blocks: Vec<ThreadBlock>,
-}
-
-/// The protocol a program is written for, which sets the slice a thread block moves per pass.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Protocol {
-    /// NCCL's `Simple`.
-    #[default]
-    Simple,
-    /// `LL`.
-    Ll,
-    /// `LL128`.
-    Ll128,
-}
-
-impl Protocol {
-    /// The bytes of each chunk a thread block moves per pass of its step list (the executor's
-    /// `chunkSize`, NCCL's defaults): a connection step (`Simple`: a 4 MiB buffer in 8 steps, 512 KiB;
-    /// `LL`: the 8-byte data halves of 16-byte lines, 32 KiB of a 64 KiB step; `LL128`: 120 of each
-    /// 128 bytes, 576,000 of a 614,400-byte step) times the steps per chunk (4 for `Simple`, 1
-    /// otherwise).
-    pub fn pass_bytes(self) -> usize {
-        match self {
-            Protocol::Simple => 2 << 20,
-            Protocol::Ll => 32 << 10,
-            Protocol::Ll128 => 576_000,
-        }
-    }
-
-    /// The bytes a step moves per message within a pass: a slice (`Simple`: 2 steps, 1 MiB; the others
-    /// a whole pass). A fused step forwards each slice as it arrives, so a ring of them streams.
-    pub fn slice_bytes(self) -> usize {
-        match self {
-            Protocol::Simple => 1 << 20,
-            Protocol::Ll | Protocol::Ll128 => self.pass_bytes(),
-        }
-    }
-
-    /// Its name in MSCCL-IR.
-    pub fn name(self) -> &'static str {
-        match self {
-            Protocol::Simple => "Simple",
-            Protocol::Ll => "LL",
-            Protocol::Ll128 => "LL128",
-        }
-    }
 }
 
 /// A chunk program: what every rank runs.

@@ -5,8 +5,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::collective::Collective;
+use crate::collective::tuning::{self, Pattern};
 use crate::kernel::{KernelDef, Launch, Params};
-use crate::machine::System;
+use crate::machine::{Protocol, ProtocolChoice, System};
 use crate::names::Builtin;
 use crate::plan::{CheckedPlan, InstallPlan, Layout, Mapper, PlanError, TopologyFn, ValidationError, ValidatorFn};
 use crate::registry::{AlgorithmSpec, BufferKind};
@@ -33,6 +34,9 @@ pub struct Algorithm {
     pub buffer_kind: BufferKind,
     /// One line for listings.
     pub summary: String,
+    /// The protocol its `protocol` parameter names (`auto`, `simple`, `ll`, `ll128`), if it has one: a
+    /// parameter of the call, which every algorithm may take and no kernel sees.
+    pub protocol: Option<ProtocolChoice>,
     pub(crate) launch: Arc<dyn Launch>,
 }
 
@@ -56,6 +60,44 @@ impl Algorithm {
     /// The validator's [`ValidationError`].
     pub fn validate(&self, plan: &InstallPlan, layout: &Layout) -> Result<(), ValidationError> {
         (self.validator.function)(plan, layout)
+    }
+
+    /// Its shape as NCCL's tuning model sees it, from its topology: a ring over the ranks or a tree;
+    /// `None` for any other, whose `auto` protocol is `Simple`.
+    pub fn pattern(&self) -> Option<Pattern> {
+        match self.topology.name() {
+            "ring_1d" => Some(Pattern::Ring),
+            "tree" | "double_binary_tree" => Some(Pattern::Tree),
+            _ => None,
+        }
+    }
+
+    /// The protocol a call of `bytes` (NCCL's `nBytes`: an all-gather's output, a reduce-scatter's
+    /// input, the buffer of the others) runs by over `plan` on `system`:
+    /// - the one its `protocol` parameter names, whatever the system (a run on a system without it
+    ///   fails, naming those it has);
+    /// - on a system without protocols, none: its messages are carried as data;
+    /// - the kernel's own ([`Launch::protocol`]: an MSCCL-IR file's `proto`) when the system gives it;
+    /// - otherwise (`auto`) the one NCCL's tuning model picks ([`tuning::pick`]) for a ring or tree
+    ///   ([`Algorithm::pattern`]) over the farthest link class its ranks reach, on its lanes; `Simple`
+    ///   (or the first the system gives) for any other algorithm.
+    pub fn protocol_on(&self, system: &System, plan: &InstallPlan, bytes: u64) -> Option<Protocol> {
+        if let Some(ProtocolChoice::Only(protocol)) = self.protocol {
+            return Some(protocol);
+        }
+        let protocols = system.protocols()?;
+        let ranks = plan.len();
+        let own = (self.protocol.is_none()).then(|| self.launch.protocol(ranks)).flatten();
+        if let Some(own) = own.filter(|&p| protocols.get(p).is_some()) {
+            return Some(own);
+        }
+        let fallback = || if protocols.simple.is_some() { Some(Protocol::Simple) } else { protocols.given().next() };
+        let Some(pattern) = self.pattern() else { return fallback() };
+        let mut pes = plan.participants().map(|p| p.pe);
+        let first = pes.next()?;
+        let class = pes.filter_map(|pe| system.route(first, pe).farthest_class()).max()?;
+        let lanes = self.launch.lanes(0, ranks);
+        tuning::pick(system, (pattern, self.collective, ranks), class, lanes, bytes).or_else(fallback)
     }
 
     /// The algorithm as the registry file writes it.

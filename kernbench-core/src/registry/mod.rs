@@ -24,6 +24,7 @@ pub use spec::{AlgorithmSpec, BufferKind, RegistrySpec, SelectionRule};
 
 use crate::collective::Collective;
 use crate::kernel::{ArgsError, KernelSet, UnknownKernel};
+use crate::machine::UnknownProtocol;
 use crate::names::UnknownName;
 use crate::plan::{LayoutKind, mapper_by_name, topology_by_name, validator_by_name};
 use crate::quote::Quoted;
@@ -150,6 +151,14 @@ pub enum RegistryError {
         /// What does not fit.
         source: ArgsError,
     },
+    /// An algorithm's `protocol` parameter names no protocol.
+    #[error("registry field `algorithms.{}.params.protocol`: {source}", Quoted(algorithm))]
+    BadProtocol {
+        /// The algorithm.
+        algorithm: String,
+        /// The value and the valid ones.
+        source: UnknownProtocol,
+    },
     /// The registry file could not be read.
     #[error("cannot read registry file `{}`: {source}", path.display())]
     Io {
@@ -253,6 +262,9 @@ impl Serialize for Registry {
     }
 }
 
+/// The parameter of every algorithm that names its calls' protocol.
+pub const PROTOCOL_PARAM: &str = "protocol";
+
 /// Resolves one algorithm of a spec: every name to its value, and the kernel's arguments bound.
 fn resolve(name: &str, spec: AlgorithmSpec, kernels: &KernelSet) -> Result<Algorithm, RegistryError> {
     let component = |field: &str| {
@@ -265,8 +277,19 @@ fn resolve(name: &str, spec: AlgorithmSpec, kernels: &KernelSet) -> Result<Algor
     let kernel = kernels
         .get(&spec.kernel)
         .map_err(|source| RegistryError::MissingKernel { algorithm: name.to_owned(), source })?;
+    // `protocol` is the call's, not the kernel's: every algorithm may carry its messages by one.
+    let mut kernel_params = spec.params.clone();
+    let protocol = match kernel_params.remove(PROTOCOL_PARAM) {
+        None => None,
+        Some(value) => {
+            let text = value.as_str().map_or_else(|| value.to_string(), str::to_owned);
+            let choice =
+                text.parse().map_err(|source| RegistryError::BadProtocol { algorithm: name.to_owned(), source })?;
+            Some(choice)
+        }
+    };
     let launch = kernel
-        .instantiate(&spec.params)
+        .instantiate(&kernel_params)
         .map_err(|source| RegistryError::KernelArgs { algorithm: name.to_owned(), source })?;
     Ok(Algorithm {
         name: name.to_owned(),
@@ -278,6 +301,7 @@ fn resolve(name: &str, spec: AlgorithmSpec, kernels: &KernelSet) -> Result<Algor
         validator,
         buffer_kind: spec.buffer_kind,
         summary: spec.summary,
+        protocol,
         launch,
     })
 }

@@ -54,9 +54,10 @@ pub(super) fn run(
     let installed = install(system, plan, (system.ipcq_depth(), tasks.channels() as usize), holds);
     let cells_of = tasks.cells_of();
     let (by_rank, by_task) = (cells_of.as_ref().map(|c| &c.0), cells_of.as_ref().map(|c| &c.1));
+    let carriage = options.carriage(system)?;
     let make_network = || {
         let timing = options.timing.as_ref()?;
-        Some(Network::new(system, timing, pes, installed.routes.iter().copied()))
+        Some(Network::new(system, timing, &carriage, pes, installed.routes.iter().copied()))
     };
     let make_lanes = || {
         // One empty scratch buffer for every PE until a kernel asks for one of its own.
@@ -88,7 +89,7 @@ pub(super) fn run(
                     lane,
                     figures: Default::default(),
                     generation: message_generation(call.generation, 1),
-                    clock: Clock::new(system, options.timing.as_ref(), pe),
+                    clock: Clock::new(system, options.timing.as_ref(), &carriage, pe),
                     failure: None,
                     watch: Watch { loops_left: options.loop_budget, steps: 0, last: None },
                     sync: None,

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use kernbench_core::System;
+use kernbench_core::{Carriage, Protocol, System};
 
 use crate::error::RunError;
 use crate::spread::Exchange;
@@ -60,6 +60,8 @@ pub struct RunOptions {
     pub spread: Option<Arc<dyn Exchange>>,
     /// Whether tiles carry their dtype and length but no bytes: simulated time only.
     pub timing_only: bool,
+    /// The protocol every message is carried by, or `None`: as data, with no protocol's costs.
+    pub protocol: Option<Protocol>,
 }
 
 impl Default for RunOptions {
@@ -73,6 +75,7 @@ impl Default for RunOptions {
             race_detector: true,
             spread: None,
             timing_only: false,
+            protocol: None,
         }
     }
 }
@@ -156,6 +159,15 @@ macro_rules! run_option_setters {
             self
         }
 
+        /// Carries every message by `protocol` (`None`, the default: as data, which a system without
+        /// protocols does anyway): its lines on the wire, its step cost per message, its per-lane cap
+        /// and its base latency, at the system's figures (`kernbench_core::machine::protocol`). A
+        /// protocol the system gives no figures for fails the run before it starts.
+        pub fn protocol(mut self, protocol: ::std::option::Option<::kernbench_core::Protocol>) -> Self {
+            self.options_mut().protocol = protocol;
+            self
+        }
+
         /// Every option at once.
         pub fn options(mut self, options: $crate::RunOptions) -> Self {
             *self.options_mut() = options;
@@ -178,8 +190,8 @@ impl RunOptions {
     /// Checks the options against `system` before anything is started.
     ///
     /// # Errors
-    /// [`RunError::TooManyThreads`]; [`RunError::TimingOnlyUntimed`]; [`RunError::BadStraggler`] from
-    /// [`Timing::check`].
+    /// [`RunError::TooManyThreads`]; [`RunError::TimingOnlyUntimed`]; [`RunError::Protocol`];
+    /// [`RunError::BadStraggler`] from [`Timing::check`].
     pub fn check(&self, system: &System) -> Result<(), RunError> {
         if self.threads > MAX_THREADS {
             return Err(RunError::TooManyThreads { threads: self.threads, max: MAX_THREADS });
@@ -187,10 +199,19 @@ impl RunOptions {
         if self.timing_only && self.timing.is_none() {
             return Err(RunError::TimingOnlyUntimed);
         }
+        self.carriage(system)?;
         match &self.timing {
             Some(timing) => timing.check(system),
             None => Ok(()),
         }
+    }
+
+    /// What carrying the run's messages costs on `system`, by its protocol.
+    ///
+    /// # Errors
+    /// [`RunError::Protocol`] for a protocol the system gives no figures for.
+    pub fn carriage(&self, system: &System) -> Result<Carriage, RunError> {
+        Ok(system.carriage(self.protocol)?)
     }
 
     fn options_mut(&mut self) -> &mut RunOptions {

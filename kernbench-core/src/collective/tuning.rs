@@ -1,0 +1,74 @@
+//! NCCL's tuning model: a call's time per protocol as `latency + bytes / bandwidth`, with per-step
+//! latencies and per-lane caps, and the protocol it picks. It ranks protocols for `auto`
+//! ([`ProtocolChoice::Auto`](crate::machine::ProtocolChoice)); the simulated time of the call is the
+//! timing model's, not this.
+
+use crate::collective::Collective;
+use crate::machine::{LinkClass, Protocol, System};
+
+/// The shape of an algorithm as NCCL's tuning model sees it: how many pipeline steps a call takes, and
+/// so how often it pays a step's latency.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pattern {
+    /// A ring over the ranks: `2 (n - 1)` steps for all-reduce, `n - 1` for the others.
+    Ring,
+    /// A tree over the ranks: up and down its depth.
+    Tree,
+}
+
+impl Pattern {
+    /// The steps a call of `collective` over `ranks` takes in this pattern.
+    pub fn steps(self, collective: Collective, ranks: usize) -> usize {
+        let n = ranks.max(1);
+        match (self, collective) {
+            (Pattern::Ring, Collective::AllReduce) => 2 * (n - 1),
+            (Pattern::Ring, _) => n - 1,
+            // Depth of a binary tree of n nodes, up for the reduce and down for the broadcast.
+            (Pattern::Tree, Collective::AllReduce) => 2 * (usize::BITS - n.leading_zeros()) as usize,
+            (Pattern::Tree, _) => (usize::BITS - n.leading_zeros()) as usize,
+        }
+    }
+}
+
+/// NCCL's tuning model's time for a call of `bytes` per rank ([`Pattern::steps`] steps over `ranks`
+/// whose messages cross `class`, on `lanes` lanes) carried by `protocol`, in ns: the protocol's base
+/// latency, the steps' latency (the link's and the protocol's step), and the bytes each rank puts on
+/// the wire at the lower of the link's rate and the lanes' cap. `None` when the system gives no figures
+/// for `protocol`.
+pub fn tuned_time(
+    system: &System,
+    call: (Pattern, Collective, usize),
+    class: LinkClass,
+    lanes: usize,
+    bytes: u64,
+    protocol: Protocol,
+) -> Option<f64> {
+    let (pattern, collective, ranks) = call;
+    let figures = system.protocols()?.get(protocol)?;
+    let link = system.link(class);
+    let steps = pattern.steps(collective, ranks) as f64;
+    let latency = figures.base_ns + steps * (link.latency_ns + system.step_ns(class).get(protocol));
+    // A ring step moves 1/n of the data; so does a tree's pipelined chunk, the whole once per way.
+    let moved = bytes as f64 * steps / ranks.max(1) as f64;
+    let link_rate = link.bandwidth_gbps * protocol.efficiency();
+    let rate = figures.lane_gbps.map_or(link_rate, |cap| link_rate.min(cap * lanes.max(1) as f64));
+    Some(latency + moved / rate)
+}
+
+/// The protocol NCCL's tuning model picks for the call (see [`tuned_time`]): the fastest of those the
+/// system gives figures for, earlier in [`Protocol::ALL`] on a tie; `None` on a system without protocols.
+pub fn pick(
+    system: &System,
+    call: (Pattern, Collective, usize),
+    class: LinkClass,
+    lanes: usize,
+    bytes: u64,
+) -> Option<Protocol> {
+    let timed = Protocol::ALL.into_iter().filter_map(|p| Some((tuned_time(system, call, class, lanes, bytes, p)?, p)));
+    timed
+        .fold(None, |best: Option<(f64, Protocol)>, (t, p)| match best {
+            Some((best_t, _)) if best_t <= t => best,
+            _ => Some((t, p)),
+        })
+        .map(|(_, p)| p)
+}
