@@ -36,6 +36,9 @@ pub enum Command {
     /// Run an MSCCL-IR XML algorithm: check it against its collective's postcondition at every size
     /// and print an nccl-tests table of its simulated times.
     Msccl(MscclArgs),
+    /// Fit a system to nccl-tests logs: move the figures they constrain until the simulated times come
+    /// closest to the measured ones, write the fitted system, and print both size by size.
+    Calibrate(CalibrateArgs),
     /// List the algorithms, kernels, topologies, mappers and validators.
     List,
     /// Print a system and an algorithm's install plan on it.
@@ -310,6 +313,25 @@ pub struct PlotArgs {
     pub sweep: SweepArgs,
     /// Where to write the SVG.
     #[arg(long, default_value = "busbw.svg")]
+    pub out: PathBuf,
+}
+
+/// `kernbench calibrate`.
+#[derive(Debug, clap::Args)]
+pub struct CalibrateArgs {
+    /// nccl-tests logs of one machine (all_reduce_perf and its siblings' output), fitted together.
+    #[arg(required = true, value_name = "LOG")]
+    pub logs: Vec<PathBuf>,
+    /// The system to start from (default: the built-in system) and the registry.
+    #[command(flatten)]
+    pub system: SystemArgs,
+    /// The algorithm to run for each log's collective, comma-separated, variants allowed
+    /// (`ring:lanes=16`); default: ring, ring_allgather and ring_reduce_scatter on one lane per engine
+    /// of the system's PEs, as NCCL runs a ring channel per SM.
+    #[arg(long)]
+    pub algos: Option<String>,
+    /// Where to write the fitted system.
+    #[arg(long)]
     pub out: PathBuf,
 }
 

@@ -155,6 +155,11 @@ impl Config {
         &self.system
     }
 
+    /// The registry, with the variants added to it.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
     /// The most memory a call may need, in bytes; `None` for no limit.
     pub fn max_memory(&self) -> Option<u64> {
         self.max_memory

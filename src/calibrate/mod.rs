@@ -2,7 +2,9 @@
 //! beside them ([`Compared`], [`BandErrors`]), for `kernbench bench --compare`, `plot --compare` and
 //! fitting the model to a machine.
 //!
-//! Uses `kernbench_core`'s collectives, systems and quoting; nothing here runs a call.
+//! Uses `kernbench_core`'s collectives, systems and quoting; nothing here runs a call: [`fit`] moves a
+//! system's figures and asks its caller for the simulated times (the command line's `calibrate` runs
+//! them as `bench` does).
 //!
 //! A log is what `all_reduce_perf` and its siblings print, kept as a file, with `## ` lines of our own
 //! that say where it came from:
@@ -20,7 +22,9 @@
 //! [noisy](LogRow::noisy): shown, never judged. Errors are judged per [`SizeBand`].
 
 mod compare;
+mod fit;
 mod log;
 
 pub use compare::{BandErrors, Compared, SizeBand, band_errors};
+pub use fit::{Fit, Knob, Moved, fit, objective};
 pub use log::{LogError, LogRow, Measured, NOISE_LIMIT, NcclLog};

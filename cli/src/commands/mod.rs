@@ -6,6 +6,7 @@
 //! output files of this crate.
 
 mod bench;
+mod calibrate;
 mod explain;
 mod list;
 mod msccl;
@@ -46,6 +47,7 @@ pub fn run(cli: Cli, job: Job, out: &mut dyn Write, stop: &AtomicBool) -> Result
         Command::Plot(args) => plot::run(&args, job, out, stop),
         Command::Explain(args) => explain::run(&args, job, out, stop),
         Command::Msccl(args) => msccl::run(&args, job, out, stop),
+        Command::Calibrate(args) => calibrate::run(&args, out),
         Command::List => list::run(out),
         Command::Plan(args) => plan::run(&args, out),
     }

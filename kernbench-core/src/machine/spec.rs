@@ -141,6 +141,15 @@ impl LinksSpec {
             LinkClass::InterSip => self.inter_sip,
         }
     }
+
+    /// The figures of one class, to change.
+    pub fn get_mut(&mut self, class: LinkClass) -> &mut LinkSpec {
+        match class {
+            LinkClass::IntraCube => &mut self.intra_cube,
+            LinkClass::InterCube => &mut self.inter_cube,
+            LinkClass::InterSip => &mut self.inter_sip,
+        }
+    }
 }
 
 impl Default for PeSpec {
