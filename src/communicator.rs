@@ -19,8 +19,8 @@ use kernbench_core::provenance::Exactness;
 use kernbench_core::tile;
 use kernbench_core::tl::MAX_GENERATION;
 use kernbench_core::{
-    Algorithm, CheckedPlan, Collective, DistTensor, Layout, LayoutError, PeId, PlanError, Protocol, ReduceOp, Registry,
-    RegistryError, System, Tile, ValidationError,
+    Algorithm, CheckedPlan, Collective, DistTensor, Layout, LayoutError, PeId, PlanError, ReduceOp, Registry,
+    RegistryError, System, Tile, Tuned, ValidationError,
 };
 use kernbench_sim::spread::Exchange;
 use kernbench_sim::{Call, ExactRunError, PeBuffers, RunError, RunOptions, RunReport, Runtime};
@@ -270,8 +270,8 @@ pub struct PreparedCall {
     pub layout: Layout,
     /// What it is estimated to cost.
     pub estimate: Estimate,
-    /// The protocol its messages are carried by ([`Algorithm::protocol_on`]); `None`: as data.
-    pub protocol: Option<Protocol>,
+    /// Its protocol and lanes ([`Algorithm::tuned_on`]).
+    pub tuned: Tuned,
 }
 
 impl PreparedCall {
@@ -544,8 +544,8 @@ impl Communicator {
         // NCCL's nBytes, which its tuning model reads: an all-gather's output, the others' input.
         let gathered = if collective == Collective::AllGather { ranks as u64 } else { 1 };
         let nccl_bytes = (layout.sip_elements() * layout.dtype.size()) as u64 * gathered;
-        let protocol = algorithm.protocol_on(&self.system, &plan, nccl_bytes);
-        Ok(PreparedCall { collective, algorithm, reason, plan, layout: layout.clone(), estimate, protocol })
+        let tuned = algorithm.tuned_on(&self.system, &plan, nccl_bytes);
+        Ok(PreparedCall { collective, algorithm, reason, plan, layout: layout.clone(), estimate, tuned })
     }
 
     /// Runs a call [`Communicator::prepare`] made on `tensor`, which must have the layout it was prepared
@@ -589,7 +589,8 @@ impl Communicator {
         let generation = self.take_generation(generation)?;
         let buffers =
             inputs.iter().zip(&before).map(|(i, o)| PeBuffers { input: i.clone(), output: o.clone() }).collect();
-        let runtime = Runtime::new(&self.system).options(self.options.clone()).protocol(prepared.protocol);
+        let Tuned { protocol, lanes } = prepared.tuned;
+        let runtime = Runtime::new(&self.system).options(self.options.clone()).protocol(protocol).max_lanes(lanes);
         let call = Call { op, root, generation };
         let exact = self.exact.then_some(collective);
         let (run, exact) = runtime.run_then_exact(plan, algorithm.launch(), buffers, call, exact)?;

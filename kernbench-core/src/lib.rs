@@ -74,7 +74,7 @@ pub use plan::{partition, samples};
 pub use quote::Quoted;
 
 pub use registry::{
-    Algorithm, AlgorithmSpec, BufferKind, Registry, RegistryError, RegistrySpec, Selection, SelectionRule,
+    Algorithm, AlgorithmSpec, BufferKind, Registry, RegistryError, RegistrySpec, Selection, SelectionRule, Tuned,
 };
 
 /// Everything a kernel author needs: `use kernbench::prelude::*;`.

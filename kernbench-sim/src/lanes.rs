@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::RunError;
 use crate::protocol::Cells;
 use crate::race::LaneSync;
-use crate::timing::{Clock, Engines, SpanKind};
+use crate::timing::{Bookings, Clock, Engines, SpanKind};
 
 /// What one PE (or one of its lanes) did in a run. Every count is the same on one thread or many.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -199,6 +199,9 @@ pub(crate) struct PeCore {
     /// so that their injections, reductions, loads and stores run at most as many at a time as there
     /// are engines.
     pub(crate) compute: Option<Engines>,
+    /// When the run's protocol caps what the PE moves over all its lanes (NCCL's `llMaxBw`) under the
+    /// timing model: the cap in ns per byte, and when the PE's sends hold it.
+    pub(crate) port: Option<(f64, Bookings)>,
 }
 
 /// One lane of a PE: a coroutine with its own clock, phase, figures and watchdog count.
@@ -410,6 +413,19 @@ impl LaneCtx<'_> {
             clock.advance_to(SpanKind::ComputeWait, start, 0, false);
         }
         clock.work(kind, ns, bytes);
+    }
+
+    /// Hands `bytes` to the network: the lane's injection ([`Clock::injection`]), which ends no earlier
+    /// than the bytes have passed the PE's protocol cap, which its lanes share.
+    #[inline]
+    pub(crate) fn inject(&mut self, bytes: u64) {
+        let mut ns = self.lane.clock.injection(bytes);
+        if let (Some((ns_per_byte, port)), true) = (&mut self.pe.port, self.lane.clock.on) {
+            let now = self.lane.clock.now;
+            let (_, end) = port.reserve(now, bytes as f64 * *ns_per_byte, 0.0);
+            ns = ns.max(end - now);
+        }
+        self.spend(SpanKind::Send, ns, bytes);
     }
 
     /// Waits in `wait`, to be woken through `cx`'s waker.

@@ -31,6 +31,8 @@ pub enum Knob {
     Step(LinkClass, Protocol),
     /// `protocols.<protocol>.lane_gbps`.
     LaneCap(Protocol),
+    /// `protocols.<protocol>.pe_gbps`.
+    PeCap(Protocol),
 }
 
 impl Knob {
@@ -46,6 +48,7 @@ impl Knob {
                 Some(spec.links.get(class).step_ns.get(protocol))
             }
             Knob::LaneCap(protocol) => spec.protocols?.get(protocol)?.lane_gbps,
+            Knob::PeCap(protocol) => spec.protocols?.get(protocol)?.pe_gbps,
         }
     }
 
@@ -56,9 +59,10 @@ impl Knob {
             Knob::Latency(class) => spec.links.get_mut(class).latency_ns = value,
             Knob::Bandwidth(class) => spec.links.get_mut(class).bandwidth_gbps = value,
             Knob::Step(class, protocol) => *spec.links.get_mut(class).step_ns.get_mut(protocol) = value,
-            Knob::LaneCap(protocol) => {
+            Knob::LaneCap(protocol) | Knob::PeCap(protocol) => {
                 if let Some(Some(figures)) = spec.protocols.as_mut().map(|p| p.get_mut(protocol)) {
-                    figures.lane_gbps = Some(value);
+                    *(if matches!(self, Knob::LaneCap(_)) { &mut figures.lane_gbps } else { &mut figures.pe_gbps }) =
+                        Some(value);
                 }
             }
         }
@@ -68,14 +72,14 @@ impl Knob {
     /// time of 0 first tries this.
     fn floor(self) -> f64 {
         match self {
-            Knob::Bandwidth(_) | Knob::LaneCap(_) => System::MIN_RATE,
+            Knob::Bandwidth(_) | Knob::LaneCap(_) | Knob::PeCap(_) => System::MIN_RATE,
             Knob::Launch | Knob::Latency(_) | Knob::Step(..) => 100.0,
         }
     }
 
     /// The knobs `logs` of calls whose messages cross `classes` constrain on `system`: the launch; per
     /// class, its bandwidth and either its protocols' step costs (a system with protocols) or its
-    /// latency (one without); and each protocol's lane cap the system gives. A protocol's base latency
+    /// latency (one without); and each protocol's lane and PE caps the system gives. A protocol's base latency
     /// is not among them: every call pays it with the launch, so the two cannot be told apart.
     pub fn constrained(system: &System, classes: &[LinkClass]) -> Vec<Knob> {
         let spec = system.spec();
@@ -88,7 +92,11 @@ impl Knob {
             }
         }
         if let Some(protocols) = &spec.protocols {
-            knobs.extend(protocols.given().filter(|&p| Knob::LaneCap(p).get(spec).is_some()).map(Knob::LaneCap));
+            for cap in protocols.given().flat_map(|p| [Knob::LaneCap(p), Knob::PeCap(p)]) {
+                if cap.get(spec).is_some() {
+                    knobs.push(cap);
+                }
+            }
         }
         knobs
     }
@@ -103,6 +111,7 @@ impl fmt::Display for Knob {
             Knob::Bandwidth(class) => write!(f, "links.{class}.bandwidth_gbps"),
             Knob::Step(class, protocol) => write!(f, "links.{class}.step_ns.{}", protocol.key()),
             Knob::LaneCap(protocol) => write!(f, "protocols.{}.lane_gbps", protocol.key()),
+            Knob::PeCap(protocol) => write!(f, "protocols.{}.pe_gbps", protocol.key()),
         }
     }
 }

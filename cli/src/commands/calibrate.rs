@@ -36,7 +36,8 @@ pub(super) fn run(args: &CalibrateArgs, out: &mut dyn Write) -> Result<()> {
     }
     let registry = config.registry().clone();
     let knobs = Knob::constrained(&base, &classes(&targets, &base, &registry)?);
-    let fitted = fit(&base, &knobs, |system| Ok::<_, anyhow::Error>(score(&targets, &simulate(system, &registry, &targets)?)))?;
+    let fitted =
+        fit(&base, &knobs, |system| Ok::<_, anyhow::Error>(score(&targets, &simulate(system, &registry, &targets)?)))?;
     file.write(format!("{}\n", serde_json::to_string_pretty(fitted.system.spec())?).as_bytes())?;
 
     writeln!(out, "# kernbench calibrate: {} log(s) on {}", targets.len(), base.describe())?;

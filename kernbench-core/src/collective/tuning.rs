@@ -51,7 +51,8 @@ pub fn tuned_time(
     // A ring step moves 1/n of the data; so does a tree's pipelined chunk, the whole once per way.
     let moved = bytes as f64 * steps / ranks.max(1) as f64;
     let link_rate = link.bandwidth_gbps * protocol.efficiency();
-    let rate = figures.lane_gbps.map_or(link_rate, |cap| link_rate.min(cap * lanes.max(1) as f64));
+    let lanes_rate = figures.lane_gbps.map_or(f64::INFINITY, |cap| cap * lanes.max(1) as f64);
+    let rate = link_rate.min(lanes_rate).min(figures.pe_gbps.unwrap_or(f64::INFINITY));
     Some(latency + moved / rate)
 }
 
@@ -71,4 +72,25 @@ pub fn pick(
             _ => Some((t, p)),
         })
         .map(|(_, p)| p)
+}
+
+/// The lanes (NCCL's channels) a call of `bytes` (NCCL's `nBytes`) carried by `protocol` runs on, of
+/// the `lanes` its algorithm has: NCCL gives every thread of a call at least
+/// [`Protocol::thread_threshold`] bytes, so a smaller call runs fewer channels (one less at a time,
+/// each of [`Protocol::max_threads`] threads), at least one.
+///
+/// # Examples
+/// ```
+/// use kernbench_core::Protocol;
+/// use kernbench_core::collective::tuning::{Pattern, lanes_for};
+/// // 8 ranks on a ring, LL: 512 threads x 64 bytes = 32 KiB a channel.
+/// assert_eq!(lanes_for(Protocol::Ll, Pattern::Ring, 8, 256 << 10, 24), 8);
+/// assert_eq!(lanes_for(Protocol::Ll, Pattern::Ring, 8, 1 << 30, 24), 24);
+/// assert_eq!(lanes_for(Protocol::Simple, Pattern::Ring, 8, 8, 24), 1);
+/// ```
+pub fn lanes_for(protocol: Protocol, pattern: Pattern, ranks: usize, bytes: u64, lanes: usize) -> usize {
+    let ring_ranks = (pattern == Pattern::Ring).then_some(ranks);
+    let per_lane = protocol.max_threads() * protocol.thread_threshold(ring_ranks);
+    let wanted = (bytes / per_lane).max(1);
+    usize::try_from(wanted).unwrap_or(usize::MAX).min(lanes.max(1))
 }

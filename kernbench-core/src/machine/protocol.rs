@@ -6,15 +6,16 @@
 //!
 //! | protocol | on the wire | per message | per lane |
 //! |---|---|---|---|
-//! | `Simple` | the data | the link class's `step_ns.simple` | `lane_gbps` |
-//! | `LL` | 16-byte lines of 8 data bytes and two flags: twice the data | `step_ns.ll` | `lane_gbps` |
-//! | `LL128` | 128-byte lines of 120 data bytes and a flag | `step_ns.ll128` | `lane_gbps` |
+//! | `Simple` | the data | the link class's `step_ns.simple` | `lane_gbps`, `pe_gbps` |
+//! | `LL` | 16-byte lines of 8 data bytes and two flags: twice the data | `step_ns.ll` | `lane_gbps`, `pe_gbps` |
+//! | `LL128` | 128-byte lines of 120 data bytes and a flag | `step_ns.ll128` | `lane_gbps`, `pe_gbps` |
 //!
 //! and every kernel of the call starts the protocol's `base_ns` after the call's launch. `step_ns` is
 //! the cost of one step of a pipeline beyond the wire (NCCL's `hwLat`: the flag or FIFO handshake and the
 //! thread block's loop), paid once per message on top of its links' latencies; `lane_gbps` is the most
 //! data one lane (a GPU's channel, on its own SM) moves per second in the protocol, paid by the sending
-//! lane. A system without `protocols` carries every message as today's model does: whole data, nothing
+//! lane, and `pe_gbps` the most a PE moves over all its lanes (NCCL caps `LL` so), which its lanes'
+//! sends share. A system without `protocols` carries every message as today's model does: whole data, nothing
 //! per message or per call beyond the links and the launch.
 
 use std::fmt;
@@ -82,6 +83,26 @@ impl Protocol {
         match self.line() {
             None => bytes,
             Some((line, data)) => bytes.div_ceil(data).saturating_mul(line),
+        }
+    }
+
+    /// The most threads NCCL runs a channel of this protocol on (`NCCL_LL_MAX_NTHREADS` 512,
+    /// `NCCL_LL128_MAX_NTHREADS` 640, `NCCL_SIMPLE_MAX_NTHREADS` 512).
+    pub fn max_threads(self) -> u64 {
+        match self {
+            Protocol::Simple | Protocol::Ll => 512,
+            Protocol::Ll128 => 640,
+        }
+    }
+
+    /// The bytes NCCL gives each thread of a call at least before it runs fewer channels
+    /// (`NCCL_LL_THREAD_THRESHOLD` 8, times the ranks for a ring; `NCCL_LL128_THREAD_THRESHOLD` 8;
+    /// `NCCL_SIMPLE_THREAD_THRESHOLD` 64).
+    pub fn thread_threshold(self, ring_ranks: Option<usize>) -> u64 {
+        match self {
+            Protocol::Ll => 8 * ring_ranks.unwrap_or(1).max(1) as u64,
+            Protocol::Ll128 => 8,
+            Protocol::Simple => 64,
         }
     }
 
@@ -186,6 +207,10 @@ pub struct ProtocolSpec {
     /// The most data one lane moves per second in this protocol, in GB/s; no cap when left out.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lane_gbps: Option<f64>,
+    /// The most data a PE moves per second in this protocol over all its lanes together, in GB/s (NCCL's
+    /// `llMaxBw` for `LL`); no cap when left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pe_gbps: Option<f64>,
 }
 
 /// The protocols a system carries messages by, each with its figures; one left out cannot be used.
@@ -270,6 +295,8 @@ pub struct Carriage {
     pub base_ns: f64,
     /// Per byte of data a lane sends, ns (0: no cap).
     pub lane_ns_per_byte: f64,
+    /// Per byte of data a PE sends over all its lanes, ns (0: no cap).
+    pub pe_ns_per_byte: f64,
     /// Per link class ([`LinkClass::ALL`] order), what a message's step costs beyond its latency, ns.
     pub step_ns: [f64; LinkClass::ALL.len()],
 }

@@ -177,7 +177,7 @@ impl Default for PeSpec {
 /// {"links": {"inter_sip": {"latency_ns": 500, "bandwidth_gbps": 370,
 ///                          "step_ns": {"simple": 3400, "ll": 600, "ll128": 1900}}},
 ///  "protocols": {"simple": {"base_ns": 8400},
-///                "ll": {"base_ns": 6600, "lane_gbps": 17.6},
+///                "ll": {"base_ns": 6600, "pe_gbps": 141},
 ///                "ll128": {"base_ns": 14000, "lane_gbps": 36.7}}}
 /// ```
 ///
@@ -491,6 +491,9 @@ impl System {
                 if let Some(rate) = figures.lane_gbps {
                     check_rate(format_args!("protocols.{}.lane_gbps", protocol.key()), rate)?;
                 }
+                if let Some(rate) = figures.pe_gbps {
+                    check_rate(format_args!("protocols.{}.pe_gbps", protocol.key()), rate)?;
+                }
             }
         }
         if spec.ipcq_depth == 0 {
@@ -607,6 +610,7 @@ impl System {
             protocol: Some(protocol),
             base_ns: figures.base_ns,
             lane_ns_per_byte: figures.lane_gbps.map_or(0.0, |rate| 1.0 / rate),
+            pe_ns_per_byte: figures.pe_gbps.map_or(0.0, |rate| 1.0 / rate),
             step_ns: LinkClass::ALL.map(|class| self.step_ns(class).get(protocol)),
         })
     }

@@ -72,6 +72,21 @@ impl Algorithm {
         }
     }
 
+    /// How a call of `bytes` (NCCL's `nBytes`) runs over `plan` on `system`: its protocol
+    /// ([`Algorithm::protocol_on`]) and, for a ring or tree on a system with protocols, the lanes it
+    /// runs on as NCCL chooses a call's channels ([`tuning::lanes_for`]); `None`: all of its lanes.
+    pub fn tuned_on(&self, system: &System, plan: &InstallPlan, bytes: u64) -> Tuned {
+        let protocol = self.protocol_on(system, plan, bytes);
+        let lanes = match (system.protocols(), self.pattern(), protocol) {
+            (Some(_), Some(pattern), Some(protocol)) => {
+                let (ranks, lanes) = (plan.len(), self.launch.lanes(0, plan.len()));
+                Some(tuning::lanes_for(protocol, pattern, ranks, bytes, lanes))
+            }
+            _ => None,
+        };
+        Tuned { protocol, lanes }
+    }
+
     /// The protocol a call of `bytes` (NCCL's `nBytes`: an all-gather's output, a reduce-scatter's
     /// input, the buffer of the others) runs by over `plan` on `system`:
     /// - the one its `protocol` parameter names, whatever the system (a run on a system without it
@@ -113,6 +128,15 @@ impl Algorithm {
             summary: self.summary.clone(),
         }
     }
+}
+
+/// How one call of an algorithm runs on a system ([`Algorithm::tuned_on`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tuned {
+    /// The protocol its messages are carried by; `None`: as data.
+    pub protocol: Option<Protocol>,
+    /// The most lanes a PE runs it on; `None`: as many as its kernel has.
+    pub lanes: Option<usize>,
 }
 
 impl fmt::Debug for Algorithm {

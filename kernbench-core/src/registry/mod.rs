@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-pub use algorithm::Algorithm;
+pub use algorithm::{Algorithm, Tuned};
 pub use spec::{AlgorithmSpec, BufferKind, RegistrySpec, SelectionRule};
 
 use crate::collective::Collective;

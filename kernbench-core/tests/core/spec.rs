@@ -250,6 +250,12 @@ bad_specs! {
     bad_spec_zero_engines: "zero_engines.json" => SpecError::BadEngines { engines: 0 }, ["pe.engines", "1 to 1024"];
     bad_spec_negative_launch: "negative_launch.json" =>
         SpecError::BadTime { .. }, ["call.launch_ns", "-3", "from 0 to 1e12"];
+    bad_spec_no_protocols: "no_protocols.json" => SpecError::NoProtocols, ["`protocols`", "simple, ll, ll128"];
+    bad_spec_negative_step: "negative_step.json" =>
+        SpecError::BadTime { .. }, ["links.inter_sip.step_ns.ll", "-7", "from 0 to 1e12"];
+    bad_spec_zero_pe_cap: "zero_pe_cap.json" => SpecError::BadRate { .. }, ["protocols.ll.pe_gbps", "at least 0.001"];
+    bad_spec_unknown_protocol: "unknown_protocol.json" =>
+        SpecError::Json { .. }, ["unknown field `ll129`", "ll128"];
     bad_spec_zero_ipcq_depth: "zero_ipcq_depth.json" => SpecError::ZeroIpcqDepth, ["ipcq_depth", "at least 1"];
     bad_spec_deep_ipcq: "deep_ipcq.json" => SpecError::DeepIpcq { depth: 100000000000 }, ["ipcq_depth", "at most 65536"];
     bad_spec_too_large: "too_large.json" => SpecError::TooLarge { .. }, ["65536 SIPs", "at most 4194304 PEs"];

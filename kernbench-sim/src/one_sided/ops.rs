@@ -81,8 +81,7 @@ impl Initiator<'_> {
         let (task, generation) = (self.ctx.task, self.ctx.lane.generation);
         let mut out = Outgoing { task, generation, to, route, depart_ns: 0.0, arrive_ns: 0.0, clock, op };
         let bytes = out.bytes();
-        let injection = self.ctx.lane.clock.injection(bytes);
-        self.ctx.spend(SpanKind::Send, injection, bytes);
+        self.ctx.inject(bytes);
         let now = self.ctx.lane.clock.now;
         (out.depart_ns, out.arrive_ns) = (now, now);
         let f = &mut self.ctx.lane.figures;

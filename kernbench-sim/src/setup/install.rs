@@ -17,7 +17,7 @@ use crate::race::MessageOrders;
 use crate::report::RunReport;
 use crate::rounds::{Ended, Execution, Polling, ReadyLists, quiet_kernel_panics};
 use crate::spread::Spread;
-use crate::timing::{Clock, Engines, Network};
+use crate::timing::{Bookings, Clock, Engines, Network};
 use crate::two_sided::{Barriers, TwoSided, install};
 
 /// Runs `kernel` on the participants `pes` of a checked `plan` with `buffers` (rank order).
@@ -37,7 +37,8 @@ pub(super) fn run(
         let me = spread.me();
         (Some(spread), Some((owners, me)))
     });
-    let lanes: Vec<usize> = (0..pes.len()).map(|rank| kernel.lanes(rank, pes.len())).collect();
+    let most = options.max_lanes.unwrap_or(usize::MAX);
+    let lanes: Vec<usize> = (0..pes.len()).map(|rank| kernel.lanes(rank, pes.len()).min(most)).collect();
     if let Some((rank, &bad)) = lanes.iter().enumerate().find(|(_, n)| !(1..=Runtime::MAX_LANES).contains(*n)) {
         return Err(RunError::BadLanes { pe: pes[rank], lanes: bad, max: Runtime::MAX_LANES });
     }
@@ -75,6 +76,7 @@ pub(super) fn run(
                 scratch: no_scratch.clone(),
                 notes: BTreeMap::new(),
                 compute: (n > engines && timed).then(|| Engines::new(engines)),
+                port: (carriage.pe_ns_per_byte > 0.0 && timed).then(|| (carriage.pe_ns_per_byte, Bookings::default())),
             })
             .collect();
         // Sized up front: a flattened iterator does not know its length, and growing by doubling

@@ -62,6 +62,9 @@ pub struct RunOptions {
     pub timing_only: bool,
     /// The protocol every message is carried by, or `None`: as data, with no protocol's costs.
     pub protocol: Option<Protocol>,
+    /// The most lanes a PE runs, fewer than its kernel asks for (NCCL's channels of one call), or
+    /// `None`: as many as it asks for.
+    pub max_lanes: Option<usize>,
 }
 
 impl Default for RunOptions {
@@ -76,6 +79,7 @@ impl Default for RunOptions {
             spread: None,
             timing_only: false,
             protocol: None,
+            max_lanes: None,
         }
     }
 }
@@ -165,6 +169,14 @@ macro_rules! run_option_setters {
         /// protocol the system gives no figures for fails the run before it starts.
         pub fn protocol(mut self, protocol: ::std::option::Option<::kernbench_core::Protocol>) -> Self {
             self.options_mut().protocol = protocol;
+            self
+        }
+
+        /// Runs at most `lanes` lanes per PE (`None`, the default: as many as the kernel asks for), as
+        /// NCCL runs a small call on fewer channels. A kernel that splits its data over `tl.lanes()`
+        /// computes the same on fewer lanes.
+        pub fn max_lanes(mut self, lanes: ::std::option::Option<usize>) -> Self {
+            self.options_mut().max_lanes = lanes.map(|lanes| lanes.max(1));
             self
         }
 

@@ -107,8 +107,7 @@ impl Endpoint<'_> {
         let ctx = &mut self.ctx;
         let make = |credit_at: f64| {
             ctx.lane.clock.advance_to(SpanKind::CreditWait, credit_at, 0, false);
-            let injection = ctx.lane.clock.injection(bytes);
-            ctx.spend(SpanKind::Send, injection, bytes);
+            ctx.inject(bytes);
             let now = ctx.lane.clock.now;
             Message { tile: tile.clone(), generation, depart_ns: now, arrive_ns: now }
         };
