@@ -40,8 +40,8 @@ pub mod tile;
 
 pub use machine::route;
 pub use machine::{
-    CallSpec, Channel, CubeCoord, Direction, LinkClass, LinkSpec, LinksSpec, MeshSpec, Node, ParseDirectionError, PeId,
-    PeSpec, PeerIndexError, Route, SipInterconnect, SpecError, System, SystemSpec,
+    CallSpec, Channel, CubeCoord, Direction, LinkClass, LinkSpec, LinksSpec, MeshSpec, Node, NodesSpec,
+    ParseDirectionError, PeId, PeSpec, PeerIndexError, Route, SipInterconnect, SpecError, System, SystemSpec,
 };
 
 pub use tile::{

@@ -35,7 +35,7 @@ fn within_documented_ranges(system: &System) -> Result<(), TestCaseError> {
     let total = sizes.iter().try_fold(1usize, |acc, &s| acc.checked_mul(s));
     prop_assert!(total.is_some_and(|t| t <= System::MAX_PES), "too many PEs: {:?}", spec);
     prop_assert!((1..=System::MAX_IPCQ_DEPTH).contains(&spec.ipcq_depth), "{:?}", spec);
-    let links = LinkClass::ALL.map(|class| spec.links.get(class));
+    let links = LinkClass::ALL.map(|class| system.link(class));
     let rates = links.iter().map(|l| l.bandwidth_gbps).chain([spec.pe.compute_gflops, spec.pe.memory_gbps]);
     for rate in rates {
         prop_assert!(rate.is_finite() && rate >= System::MIN_RATE, "rate {} in {:?}", rate, spec);
