@@ -356,9 +356,7 @@ pub enum SpecError {
     },
     /// `sips` is not a whole number of nodes.
     #[error(
-        "system spec field `sips` is {sips}, not a multiple of `nodes.sips_per_node` ({sips_per_node}): expected whole nodes, {sips_per_node}, {} or {} SIPs and so on",
-        2 * sips_per_node,
-        3 * sips_per_node
+        "system spec field `sips` is {sips}, not a multiple of `nodes.sips_per_node` ({sips_per_node}): expected whole nodes, a multiple of {sips_per_node} SIPs"
     )]
     PartialNode {
         /// `sips`.

@@ -259,7 +259,7 @@ bad_specs! {
     bad_spec_overflow: "overflow.json" => SpecError::TooLarge { .. }, ["too large", "4194304"];
     bad_spec_huge_latency: "huge_latency.json" => SpecError::Json { .. }, ["number out of range"];
     bad_spec_partial_node: "partial_node.json" =>
-        SpecError::PartialNode { sips: 6, sips_per_node: 4 }, ["`sips` is 6", "`nodes.sips_per_node` (4)", "4, 8 or 12 SIPs"];
+        SpecError::PartialNode { sips: 6, sips_per_node: 4 }, ["`sips` is 6", "`nodes.sips_per_node` (4)", "a multiple of 4 SIPs"];
     bad_spec_zero_sips_per_node: "zero_sips_per_node.json" =>
         SpecError::ZeroSize { field: "nodes.sips_per_node" }, ["`nodes.sips_per_node` is 0", "at least 1"];
     bad_spec_too_many_nics: "too_many_nics.json" =>

@@ -25,8 +25,10 @@ fn two_nodes(nic_gbps: f64) -> System {
     System::from_json_str(&spec.to_string()).unwrap_or_else(|e| panic!("{e}: {spec}"))
 }
 
-/// Bytes each NIC sent to the network switch, by (node, rail).
-fn nic_bytes(time: &TimeReport) -> Vec<((u32, u32), u64)> {
+/// Bytes each NIC sent to the network switch, by (node, rail), in that order.
+type NicBytes = Vec<((u32, u32), u64)>;
+
+fn nic_bytes(time: &TimeReport) -> NicBytes {
     let mut out: Vec<_> = time
         .channels
         .iter()
@@ -43,9 +45,9 @@ fn nic_bytes(time: &TimeReport) -> Vec<((u32, u32), u64)> {
 fn the_shipped_ring_allreduce_across_two_nodes_is_right_and_uses_every_nic() {
     let system = two_nodes(50.0);
     let mut comm = Communicator::new(system.clone());
-    let mut tensor = sample_tensor(&system, 1 << 20, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
+    let tensor = sample_tensor(&system, 1 << 20, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
     let options = CallOptions { algorithm: Some("ring".to_owned()), generation: None };
-    let (_, report) = comm.call(Collective::AllReduce, &mut tensor, ReduceOp::Sum, 0, &options).unwrap();
+    let (_, report) = comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &options).unwrap();
     assert!(report.postcondition.held, "{report}");
     // The shipped ring runs 4 lanes: lane l crosses between the nodes on rail l of both of them.
     let nics = nic_bytes(report.run.time().expect("timed by default"));
@@ -55,7 +57,7 @@ fn the_shipped_ring_allreduce_across_two_nodes_is_right_and_uses_every_nic() {
 }
 
 /// A ring all-reduce of `bytes` per SIP on `lanes` lanes: its completion, ns, and what each NIC sent.
-fn ring_allreduce(system: &System, lanes: usize, bytes: usize) -> (f64, Vec<((u32, u32), u64)>) {
+fn ring_allreduce(system: &System, lanes: usize, bytes: usize) -> (f64, NicBytes) {
     let report = MockRun::new(system, "ring_1d", "leader_only", &kernbench::algorithms::ring_allreduce::KERNEL)
         .params(json!({"chunks": 2, "lanes": lanes}))
         .collective(Collective::AllReduce)
