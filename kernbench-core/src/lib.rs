@@ -39,8 +39,9 @@ pub mod registry;
 pub mod tile;
 
 pub use machine::{
-    CallSpec, Channel, CubeCoord, Direction, LinkClass, LinkSpec, LinksSpec, MeshSpec, Node, ParseDirectionError, PeId,
-    PeSpec, PeerIndexError, Protocol, ProtocolChoice, Route, SipInterconnect, SpecError, System, SystemSpec,
+    CallSpec, Channel, CubeCoord, Direction, LinkClass, LinkSpec, LinksSpec, MeshSpec, Node, NodesSpec,
+    ParseDirectionError, PeId, PeSpec, PeerIndexError, Protocol, ProtocolChoice, Route, SipInterconnect, SpecError,
+    System, SystemSpec,
 };
 pub use machine::{Carriage, protocol, route};
 

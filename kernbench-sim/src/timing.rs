@@ -4,7 +4,8 @@
 //!
 //! - A send costs its PE the injection overhead (`pe.injection_ns`), starting no earlier than the
 //!   queue slot's credit is back. The message then crosses every channel of the route from sender to
-//!   receiver (ring hops in a cube, mesh hops, SIP hops): each channel adds its latency and holds the
+//!   receiver (ring hops in a cube, mesh hops, SIP hops, and between nodes the NICs of the rail of
+//!   the message's lane, as [`System::route_on`] gives it): each channel adds its latency and holds the
 //!   message for `bytes / bandwidth`. With cut-through routing the head moves on after a hop's latency
 //!   and the tail follows; with store-and-forward each hop waits for the whole message. A channel
 //!   carries one message at a time, so two transfers on one channel in the same interval share it: the
@@ -505,13 +506,15 @@ pub(crate) struct Network {
 }
 
 impl Network {
-    /// The network of queues `(sender, receiver)` between `pes`.
+    /// The network of queues `(sender, receiver, channel)` between `pes`: a queue of channel (lane)
+    /// `c` takes [`System::route_on`] channel `c`, so between nodes each lane crosses the NICs of its
+    /// rail.
     pub(crate) fn new(
         system: &System,
         timing: &Timing,
         carriage: &Carriage,
         pes: &[PeId],
-        queues: impl ExactSizeIterator<Item = (u32, u32)>,
+        queues: impl ExactSizeIterator<Item = (u32, u32, u32)>,
     ) -> Network {
         // Sized up front: grown by doubling, a million PEs' routes were copied and faulted in again
         // and again. Most routes are one channel, each its own (a neighbour link).
@@ -533,8 +536,8 @@ impl Network {
         };
         // Routes are interned channel by channel, a billion lookups on a big system: a fast hash.
         let mut index: FxHashMap<Channel, u32> = FxHashMap::with_capacity_and_hasher(n, Default::default());
-        for (sender, receiver) in queues {
-            let route = system.route(pes[sender as usize], pes[receiver as usize]);
+        for (sender, receiver, channel) in queues {
+            let route = system.route_on(pes[sender as usize], pes[receiver as usize], channel as usize);
             let mut latency = 0.0;
             for &channel in &route.channels {
                 let link = system.link(channel.class);
@@ -706,9 +709,13 @@ fn span_name(kind: SpanKind) -> &'static str {
 }
 
 fn node(n: kernbench_core::route::Node) -> String {
+    use kernbench_core::route::Node;
     match n {
-        kernbench_core::route::Node::Pe(pe) => pe.to_string(),
-        kernbench_core::route::Node::Switch => "switch".to_owned(),
+        Node::Pe(pe) => pe.to_string(),
+        Node::Switch => "switch".to_owned(),
+        Node::NodeSwitch(k) => format!("switch of node {k}"),
+        Node::Nic { node, rail } => format!("NIC {rail} of node {node}"),
+        Node::Network => "network switch".to_owned(),
     }
 }
 

@@ -41,24 +41,26 @@ impl Knob {
     pub fn get(self, spec: &SystemSpec) -> Option<f64> {
         match self {
             Knob::Launch => Some(spec.call.launch_ns),
-            Knob::Latency(class) => Some(spec.links.get(class).latency_ns),
-            Knob::Bandwidth(class) => Some(spec.links.get(class).bandwidth_gbps),
+            Knob::Latency(class) => Some(spec.link(class)?.latency_ns),
+            Knob::Bandwidth(class) => Some(spec.link(class)?.bandwidth_gbps),
             Knob::Step(class, protocol) => {
                 spec.protocols?.get(protocol)?;
-                Some(spec.links.get(class).step_ns.get(protocol))
+                Some(spec.link(class)?.step_ns.get(protocol))
             }
             Knob::LaneCap(protocol) => spec.protocols?.get(protocol)?.lane_gbps,
             Knob::PeCap(protocol) => spec.protocols?.get(protocol)?.pe_gbps,
         }
     }
 
-    /// Sets the knob in `spec` (where [`Knob::get`] has a value).
+    /// Sets the knob in `spec` (where [`Knob::get`] has a value; elsewhere it does nothing).
     pub fn set(self, spec: &mut SystemSpec, value: f64) {
         match self {
             Knob::Launch => spec.call.launch_ns = value,
-            Knob::Latency(class) => spec.links.get_mut(class).latency_ns = value,
-            Knob::Bandwidth(class) => spec.links.get_mut(class).bandwidth_gbps = value,
-            Knob::Step(class, protocol) => *spec.links.get_mut(class).step_ns.get_mut(protocol) = value,
+            Knob::Latency(class) => spec.link_mut(class).into_iter().for_each(|link| link.latency_ns = value),
+            Knob::Bandwidth(class) => spec.link_mut(class).into_iter().for_each(|link| link.bandwidth_gbps = value),
+            Knob::Step(class, protocol) => {
+                spec.link_mut(class).into_iter().for_each(|link| *link.step_ns.get_mut(protocol) = value);
+            }
             Knob::LaneCap(protocol) | Knob::PeCap(protocol) => {
                 if let Some(Some(figures)) = spec.protocols.as_mut().map(|p| p.get_mut(protocol)) {
                     *(if matches!(self, Knob::LaneCap(_)) { &mut figures.lane_gbps } else { &mut figures.pe_gbps }) =

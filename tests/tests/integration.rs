@@ -26,6 +26,8 @@ mod limits;
 mod log_props;
 #[path = "../../kernbench-core/tests/core/mutate.rs"]
 mod mutate;
+#[path = "integration/nodes.rs"]
+mod nodes;
 #[path = "integration/programs.rs"]
 mod programs;
 #[path = "integration/provenance.rs"]

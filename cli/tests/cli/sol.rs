@@ -94,6 +94,14 @@ fn sol_is_at_most_one_on_the_wide_mesh() {
 }
 
 #[test]
+fn sol_is_at_most_one_on_two_nodes() {
+    // Two nodes of 4 SIPs of 2x1 cubes of 2 PEs, 2 NICs a node, slower than the links inside a node.
+    let json = r#"{"sips": 8, "mesh": {"w": 2, "h": 1}, "pes_per_cube": 2, "sip_interconnect": "switched",
+                   "nodes": {"sips_per_node": 4, "nics_per_node": 2, "nic": {"latency_ns": 1500, "bandwidth_gbps": 25}}}"#;
+    sol_is_at_most_one_for_every_algorithm(System::from_json_str(json).unwrap());
+}
+
+#[test]
 fn bidirectional_ring_reaches_the_bound_on_ring16() {
     // 16 SIPs on a ring, 53.687091 GB/s each way: 16 MiB takes S / B = 312.5 us over one channel.
     // Every SIP must send 2 (n - 1) / n S over its two channels: 15/16 x 312.5 us + 0.5 us of latency

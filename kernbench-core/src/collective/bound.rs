@@ -57,9 +57,13 @@
 //!    classes, cross it inwards: every link has one each way):
 //!    `T >= o + L(R) + max(out(R), in(R)) / C(R)`. The regions are each participating PE (what it
 //!    must send over every channel leaving it that the system has, whichever ones an algorithm
-//!    uses), each cube, each SIP, and each half of the SIPs (SIPs `0 .. S/2` and the rest, for 3
+//!    uses), each cube, each SIP, each half of the SIPs (SIPs `0 .. S/2` and the rest, for 3
 //!    SIPs or more: on a ring its border is two links, fully connected `a (S - a)` of them, switched
-//!    the `a` links of its own SIPs to the switch, which stands outside both halves). Data of a region's ranks is known
+//!    the `a` links of its own SIPs to their switches, which stand outside both halves: every
+//!    message that leaves the half's SIPs crosses one of them, even when a node's switch and all
+//!    of its SIPs are in the half), and in a system of several nodes each node (its border: the
+//!    links of its NICs to the network switch, one per rail, which every message between nodes
+//!    crosses whichever rail its lane takes). Data of a region's ranks is known
 //!    only inside it, so what `out(R)` counts leaves by messages sent from inside, each crossing the
 //!    border; what `in(R)` counts arrives by messages received inside, each crossing it inwards.
 //! 2. **Totals.** Over every region of one kind that holds ranks, each message between regions
@@ -73,9 +77,10 @@
 //!    messages.
 //! 3. **Latency.** A PE that needs data of another cannot have it before one route latency after the
 //!    first injection: routes are the least-latency paths of the machine (a cube is left only
-//!    through its PE 0 and a SIP through its cube 0's PE 0; rings go the shorter way, the mesh
-//!    X then Y, and every link of a class has the same latency), so relaying through a third PE
-//!    only adds. `T >= o + d(p, q)` over the pairs where `q` needs something of `p`: every ordered
+//!    through its PE 0, a SIP through its cube 0's PE 0 and a node through its switch and one NIC;
+//!    rings go the shorter way, the mesh X then Y, every link of a class has the same latency, and
+//!    the routes of every rail between two PEs cross the same classes, so channel 0's stands for
+//!    all), so relaying through a third PE only adds. `T >= o + d(p, q)` over the pairs where `q` needs something of `p`: every ordered
 //!    pair for all-reduce and all-gather, those whose receiver's chunk is not empty for
 //!    reduce-scatter and all-to-all, root to rank for broadcast, rank to root for reduce. The
 //!    farthest pair is found by a double sweep (the farthest receiver from rank 0, the farthest
@@ -150,11 +155,14 @@ pub enum Region {
     Sip,
     /// SIPs `0 .. S/2`, or the rest: the SIP interconnect's bisection.
     HalfTheSips,
+    /// One node of a system of several: its NICs' links to the network switch.
+    Node,
 }
 
 impl Region {
-    /// Every kind, smallest first.
-    pub const ALL: [Region; 4] = [Region::Pe, Region::Cube, Region::Sip, Region::HalfTheSips];
+    /// Every kind, smallest first but for `Node`, last so that on a system where it ties with another
+    /// kind the other still names the bound, as before nodes existed.
+    pub const ALL: [Region; 5] = [Region::Pe, Region::Cube, Region::Sip, Region::HalfTheSips, Region::Node];
 }
 
 /// Whether bytes leave a region or enter it.
@@ -255,11 +263,16 @@ fn regions(system: &System, ranks: &[PeId], region: Region) -> Vec<Group> {
         // Two SIPs' halves are the SIPs themselves.
         return Vec::new();
     }
+    if region == Region::Node && system.nodes() < 2 {
+        // One node is the whole system: nothing leaves it.
+        return Vec::new();
+    }
     let key = |pe: PeId| match region {
         Region::Pe => (pe.sip, pe.cube, pe.pe),
         Region::Cube => (pe.sip, pe.cube, 0),
         Region::Sip => (pe.sip, 0, 0),
         Region::HalfTheSips => (u32::from(pe.sip >= sips / 2), 0, 0),
+        Region::Node => (system.node_of(pe.sip), 0, 0),
     };
     let mut members = std::collections::BTreeMap::<(u32, u32, u32), Vec<usize>>::new();
     for (rank, &pe) in ranks.iter().enumerate() {
@@ -282,6 +295,14 @@ fn regions(system: &System, ranks: &[PeId], region: Region) -> Vec<Group> {
                     };
                     let mut border = [0; LinkClass::ALL.len()];
                     border[LinkClass::InterSip as usize] = links;
+                    border
+                }
+                Region::Node => {
+                    // Each NIC's link to the network switch; its link to the node's switch is inside.
+                    let mut border = [0; LinkClass::ALL.len()];
+                    border[LinkClass::InterNode as usize] = (0..system.nics_per_node() as u32)
+                        .map(|rail| system.fan_out(Node::Nic { node: a, rail })[LinkClass::InterNode as usize])
+                        .sum();
                     border
                 }
             };
@@ -357,7 +378,7 @@ fn farthest_pair_ns(system: &System, call: &CallShape<'_>, chunks: &[f64]) -> f6
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::machine::test_system;
+    use crate::machine::{test_nodes, test_system};
 
     const O: f64 = 10.0;
     /// 4 MiB of f32: a rank's input in the bandwidth cases.
@@ -460,17 +481,32 @@ mod tests {
         system.route(a, b).channels.iter().map(|c| system.link(c.class).latency_ns).sum()
     }
 
+    /// The systems the latency tests try: 5 SIPs on each interconnect, and 3 nodes of 2 SIPs.
+    fn latency_systems() -> Vec<System> {
+        let interconnects = [SipInterconnect::Ring, SipInterconnect::FullyConnected, SipInterconnect::Switched];
+        let mut systems: Vec<System> = interconnects.map(|i| test_system(5, (3, 2), 3, i)).into();
+        systems.push(test_nodes(3, 2, 2, (3, 1), 3));
+        systems
+    }
+
     #[test]
     fn routes_are_least_latency_so_relaying_never_beats_them() {
-        for interconnect in [SipInterconnect::Ring, SipInterconnect::FullyConnected, SipInterconnect::Switched] {
-            let system = test_system(5, (3, 2), 3, interconnect);
+        for system in latency_systems() {
             let pes: Vec<PeId> = system.all_pes().step_by(7).collect();
+            let shape = system.describe();
             for &a in &pes {
                 for &b in &pes {
+                    // Every rail's route between two PEs takes as long: channel 0's stands for all.
+                    let rails: Vec<f64> = (0..system.nics_per_node().max(1))
+                        .map(|c| {
+                            system.route_on(a, b, c).channels.iter().map(|ch| system.link(ch.class).latency_ns).sum()
+                        })
+                        .collect();
+                    assert!(rails.iter().all(|&ns| ns == rails[0]), "{a} -> {b} on {shape}: {rails:?}");
                     for &via in &pes {
                         let (direct, relayed) =
                             (route_ns(&system, a, b), route_ns(&system, a, via) + route_ns(&system, via, b));
-                        assert!(direct <= relayed, "{a} -> {b}: {direct} ns, {relayed} ns via {via} on {interconnect}");
+                        assert!(direct <= relayed, "{a} -> {b}: {direct} ns, {relayed} ns via {via} on {shape}");
                     }
                 }
             }
@@ -479,8 +515,8 @@ mod tests {
 
     #[test]
     fn the_double_sweep_finds_the_diameter() {
-        for interconnect in [SipInterconnect::Ring, SipInterconnect::FullyConnected, SipInterconnect::Switched] {
-            let system = test_system(5, (3, 2), 3, interconnect);
+        for system in latency_systems() {
+            let shape = system.describe();
             let ranks: Vec<PeId> = system.all_pes().collect();
             let diameter = ranks
                 .iter()
@@ -489,7 +525,23 @@ mod tests {
                 .fold(0.0, f64::max);
             let call =
                 CallShape { collective: Collective::AllGather, ranks: &ranks, elements: 1, element_bytes: 4, root: 0 };
-            assert_eq!(farthest_pair_ns(&system, &call, &[4.0; 90]), diameter, "{interconnect}");
+            assert_eq!(farthest_pair_ns(&system, &call, &[4.0; 90]), diameter, "{shape}");
         }
+    }
+
+    #[test]
+    fn the_nics_of_a_node_bound_what_must_leave_it() {
+        // 2 nodes of 4 SIPs of one PE, 2 NICs of 10 GB/s, 1000 ns each: node 0 must send its partial
+        // sum of x over its 20 GB/s of NICs, where every PE's one 64 GB/s channel allows 14 x / 512.
+        let json = r#"{"sips": 8, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1, "sip_interconnect": "switched",
+                       "nodes": {"sips_per_node": 4, "nics_per_node": 2, "nic": {"latency_ns": 1000, "bandwidth_gbps": 10}}}"#;
+        let system = System::from_json_str(json).unwrap();
+        let got = bound(&system, Collective::AllReduce, &leaders(&system), 1 << 20, 0);
+        assert_eq!(got.ns, X / 20.0 + 1000.0 + O);
+        assert_eq!(got.limit, Limit::Region { region: Region::Node, flow: Flow::Out });
+        // With one node the same SIPs have no NIC border, and their own links bound the call.
+        let one_node = System::from_json_str(&json.replace("\"sips\": 8", "\"sips\": 4")).unwrap();
+        let got = bound(&one_node, Collective::AllReduce, &leaders(&one_node), 1 << 20, 0);
+        assert_ne!(got.limit, Limit::Region { region: Region::Node, flow: Flow::Out });
     }
 }

@@ -47,7 +47,7 @@ pub struct CubeCoord {
     pub y: u32,
 }
 
-/// The three classes of physical link, each with its own latency and bandwidth.
+/// The four classes of physical link, each with its own latency and bandwidth.
 ///
 /// Ordered from the closest to the farthest reach, so the slowest class a route crosses is its maximum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -57,13 +57,17 @@ pub enum LinkClass {
     IntraCube,
     /// Between neighbouring cubes of one SIP's NoC mesh.
     InterCube,
-    /// Between SIPs (UCIe).
+    /// Between SIPs (UCIe) of one node, through its interconnect, and from a node's switch to its NICs.
     InterSip,
+    /// Between a node's NIC and the network switch that joins the nodes: the figures of the system's
+    /// `nodes.nic`.
+    InterNode,
 }
 
 impl LinkClass {
     /// Every class, closest first.
-    pub const ALL: [LinkClass; 3] = [LinkClass::IntraCube, LinkClass::InterCube, LinkClass::InterSip];
+    pub const ALL: [LinkClass; 4] =
+        [LinkClass::IntraCube, LinkClass::InterCube, LinkClass::InterSip, LinkClass::InterNode];
 
     /// The name used in JSON and reports.
     pub const fn name(self) -> &'static str {
@@ -71,6 +75,7 @@ impl LinkClass {
             LinkClass::IntraCube => "intra_cube",
             LinkClass::InterCube => "inter_cube",
             LinkClass::InterSip => "inter_sip",
+            LinkClass::InterNode => "inter_node",
         }
     }
 }

@@ -8,6 +8,9 @@
 //!          └─ PE 0 .. P-1       (PEs of a cube linked in a ring: E/W)
 //! ```
 //!
+//! SIPs may group into nodes of consecutive SIPs ([`NodesSpec`]), each node switched inside and
+//! joined to the others by its NICs, one per rail, through a network switch.
+//!
 //! A [`SystemSpec`] is a system as a JSON file writes it; a [`System`] is one that passed every check.
 //! [`PeId`] names a PE, [`Direction`] names a neighbour as a kernel sees it, and [`route`] finds the
 //! physical channels a message between two PEs crosses.
@@ -24,7 +27,9 @@ pub use protocol::{
     Carriage, Protocol, ProtocolChoice, ProtocolNotGiven, ProtocolSpec, ProtocolsSpec, StepSpec, UnknownProtocol,
 };
 pub use route::{Channel, Node, Route};
-pub use spec::{CallSpec, LinkSpec, LinksSpec, MeshSpec, PeSpec, SipInterconnect, SpecError, System, SystemSpec};
+pub use spec::{
+    CallSpec, LinkSpec, LinksSpec, MeshSpec, NodesSpec, PeSpec, SipInterconnect, SpecError, System, SystemSpec,
+};
 
 /// A system of `sips` SIPs of `w x h` cubes of `pes_per_cube` PEs on `sip_interconnect`, the other
 /// settings the spec's defaults: what tests across the crate build their machines from.
@@ -43,4 +48,25 @@ pub(crate) fn test_system(
         ..SystemSpec::default()
     })
     .expect("a valid test system")
+}
+
+/// `nodes` switched nodes of `sips_per_node` SIPs and `nics` NICs each, of `w x h` cubes of
+/// `pes_per_cube` PEs, the other settings the spec's defaults.
+#[cfg(test)]
+pub(crate) fn test_nodes(
+    nodes: usize,
+    sips_per_node: usize,
+    nics: usize,
+    (w, h): (usize, usize),
+    pes_per_cube: usize,
+) -> System {
+    System::from_spec(SystemSpec {
+        sips: nodes * sips_per_node,
+        mesh: MeshSpec { w, h },
+        pes_per_cube,
+        sip_interconnect: SipInterconnect::Switched,
+        nodes: Some(NodesSpec { sips_per_node, nics_per_node: Some(nics), nic: NodesSpec::DEFAULT_NIC }),
+        ..SystemSpec::default()
+    })
+    .expect("a valid test system of nodes")
 }

@@ -3,7 +3,12 @@
 //! The physical network:
 //!
 //! ```text
-//!  SIP s ──UCIe── SIP s+1          ring / fully_connected / switched (via one switch)
+//!                    network switch                        (only with several nodes)
+//!                 ┌───┴─────┐ ... ┌──────┐                 NIC links (inter_node)
+//!      node 0: NIC 0 .. NIC R-1   node 1: NIC 0 .. NIC R-1   one NIC per rail
+//!               └──┬──┘           (switch to NIC: inter_sip)
+//!               node switch                                 (one node: the one switch)
+//!   SIP s ──UCIe── SIP s+1        ring / fully_connected / switched, among a node's SIPs
 //!   │ attached at (cube 0, PE 0)
 //!   cube mesh, NoC: (x,y) ── (x±1,y), (x,y±1), no wraparound; attached at each cube's PE 0
 //!    │
@@ -15,18 +20,39 @@
 //! where a cube attaches to the NoC and a SIP to UCIe. Routing is deterministic: the shorter way round
 //! a ring (ties go forward, to PE i+1 or SIP s+1), X before Y in the mesh.
 //!
+//! A system of several nodes (see [`NodesSpec`](crate::machine::NodesSpec)) is switched inside each
+//! node, and a route between nodes depends on the channel (lane) `c` it is taken on: from the SIP to
+//! its node's switch, to the NIC of rail `c mod R` of that node, to the network switch, to the NIC of
+//! the same rail of the other node, to that node's switch and to the SIP ([`System::route_on`]). So a
+//! kernel's lanes spread over the rails as NCCL's channels spread over NICs. Routes inside a node,
+//! and every route of a system of one node, are the same on every channel.
+//!
 //! [`System::fan_out`] counts the channels leaving a node: every channel some route uses, and no other,
 //! so a bound built on it counts every path a kernel could take.
 
 use crate::machine::{LinkClass, PeId, SipInterconnect, System};
 
 /// An end of a physical channel.
+///
+/// A system of one node names its switch `Switch`, as before nodes existed, so its channels, reports
+/// and traces are unchanged; a system of several nodes has a `NodeSwitch` per node instead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Node {
     /// A PE; cubes and SIPs attach to the network through their PE 0 and (cube 0, PE 0).
     Pe(PeId),
-    /// The switch of a [`SipInterconnect::Switched`] system.
+    /// The switch of a [`SipInterconnect::Switched`] system of one node.
     Switch,
+    /// The switch of node `k` of a system of several nodes.
+    NodeSwitch(u32),
+    /// The NIC of one rail of one node, between the node's switch and the network switch.
+    Nic {
+        /// The node.
+        node: u32,
+        /// The rail: `0 .. nics_per_node`.
+        rail: u32,
+    },
+    /// The network switch that joins the nodes' NICs.
+    Network,
 }
 
 /// One direction of one physical link: transfers on the same channel share its bandwidth.
@@ -86,9 +112,10 @@ impl Route {
 
 impl System {
     /// How many channels of each class leave `node`, indexed by `LinkClass as usize`: every channel
-    /// a [route](System::route) can take from there. Every link has a channel each way, so as many
-    /// of each class enter the node. A ring of two members (PEs of a cube, SIPs) is one link, a
-    /// ring of one none; a node outside the system has none.
+    /// a [route](System::route_on) on any channel can take from there. Every link has a channel each
+    /// way, so as many of each class enter the node. A ring of two members (PEs of a cube, SIPs) is
+    /// one link, a ring of one none; a node outside the system has none, and so have NICs, node
+    /// switches and the network switch in a system of one node.
     ///
     /// # Examples
     /// ```
@@ -96,23 +123,48 @@ impl System {
     /// let system = System::builtin(); // 4 SIPs on a ring, 4x4 cubes, 8 PEs a cube
     /// let fan_out = |pe| system.fan_out(Node::Pe(pe));
     /// // A SIP's (cube 0, PE 0): its cube ring, the corner cube's two mesh neighbours, two SIPs.
-    /// assert_eq!(fan_out(PeId::new(0, 0, 0)), [2, 2, 2]);
-    /// assert_eq!(fan_out(PeId::new(0, 5, 0)), [2, 4, 0]);
-    /// assert_eq!(fan_out(PeId::new(0, 5, 3)), [2, 0, 0]);
+    /// assert_eq!(fan_out(PeId::new(0, 0, 0)), [2, 2, 2, 0]);
+    /// assert_eq!(fan_out(PeId::new(0, 5, 0)), [2, 4, 0, 0]);
+    /// assert_eq!(fan_out(PeId::new(0, 5, 3)), [2, 0, 0, 0]);
     ///
     /// let spec = SystemSpec { sip_interconnect: SipInterconnect::Switched, ..System::shape(3, 1, 1, 1).unwrap().spec().clone() };
     /// let switched = System::from_spec(spec).unwrap();
     /// assert_eq!(switched.fan_out(Node::Pe(PeId::new(2, 0, 0)))[LinkClass::InterSip as usize], 1);
-    /// assert_eq!(switched.fan_out(Node::Switch), [0, 0, 3]);
+    /// assert_eq!(switched.fan_out(Node::Switch), [0, 0, 3, 0]);
+    ///
+    /// // Two nodes of 4 SIPs and 2 NICs: a node switch reaches its SIPs and its NICs.
+    /// let json = r#"{"sips": 8, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1, "sip_interconnect": "switched",
+    ///                "nodes": {"sips_per_node": 4, "nics_per_node": 2}}"#;
+    /// let nodes = System::from_json_str(json).unwrap();
+    /// assert_eq!(nodes.fan_out(Node::NodeSwitch(1)), [0, 0, 6, 0]);
+    /// assert_eq!(nodes.fan_out(Node::Nic { node: 1, rail: 1 }), [0, 0, 1, 1]);
+    /// assert_eq!(nodes.fan_out(Node::Network), [0, 0, 0, 4]);
     /// ```
     pub fn fan_out(&self, node: Node) -> [usize; LinkClass::ALL.len()] {
         let ring = |members: usize| (members - 1).min(2);
-        let sips = self.sips();
+        let (sips, per_node, nodes, nics) = (self.sips(), self.sips_per_node(), self.nodes(), self.nics_per_node());
         let mut out = [0; LinkClass::ALL.len()];
         match node {
             Node::Switch => {
-                if self.interconnect() == SipInterconnect::Switched && sips > 1 {
+                if self.interconnect() == SipInterconnect::Switched && nodes == 1 && sips > 1 {
                     out[LinkClass::InterSip as usize] = sips;
+                }
+            }
+            // With several nodes every SIP and every NIC of a node is reached through its switch.
+            Node::NodeSwitch(k) => {
+                if nodes > 1 && (k as usize) < nodes {
+                    out[LinkClass::InterSip as usize] = per_node + nics;
+                }
+            }
+            Node::Nic { node, rail } => {
+                if (node as usize) < nodes && (rail as usize) < nics {
+                    out[LinkClass::InterSip as usize] = 1;
+                    out[LinkClass::InterNode as usize] = 1;
+                }
+            }
+            Node::Network => {
+                if nodes > 1 {
+                    out[LinkClass::InterNode as usize] = nodes * nics;
                 }
             }
             Node::Pe(pe) if self.contains(pe) => {
@@ -124,9 +176,11 @@ impl System {
                     out[LinkClass::InterCube as usize] =
                         usize::from(x > 0) + usize::from(x + 1 < w) + usize::from(y > 0) + usize::from(y + 1 < h);
                     if pe.cube == 0 {
+                        // A ring or a full interconnect is a node's own (one node: the system's); a
+                        // switched SIP reaches other nodes through its switch too.
                         out[LinkClass::InterSip as usize] = match self.interconnect() {
-                            SipInterconnect::Ring => ring(sips),
-                            SipInterconnect::FullyConnected => sips - 1,
+                            SipInterconnect::Ring => ring(per_node),
+                            SipInterconnect::FullyConnected => per_node - 1,
                             SipInterconnect::Switched => usize::from(sips > 1),
                         };
                     }
@@ -137,9 +191,10 @@ impl System {
         out
     }
 
-    /// The route from PE `a` to PE `b`: round `a`'s cube ring to its PE 0 if the message leaves the
-    /// cube, over the mesh (X, then Y) to the destination cube (or to cube 0, across the SIP
-    /// interconnect, and from cube 0 on), then round the destination ring to `b`.
+    /// The route from PE `a` to PE `b` on channel 0: round `a`'s cube ring to its PE 0 if the message
+    /// leaves the cube, over the mesh (X, then Y) to the destination cube (or to cube 0, across the
+    /// SIP interconnect, and from cube 0 on), then round the destination ring to `b`. Between nodes
+    /// it crosses the NICs of rail 0 ([`System::route_on`] takes another channel's).
     ///
     /// # Panics
     /// When `a` or `b` is not in the system (see [`System::try_route`]).
@@ -155,7 +210,36 @@ impl System {
     /// assert_eq!(system.route(PeId::new(0, 0, 2), PeId::new(0, 0, 2)).hops(), 0);
     /// ```
     pub fn route(&self, a: PeId, b: PeId) -> Route {
-        match self.try_route(a, b) {
+        self.route_on(a, b, 0)
+    }
+
+    /// The route from PE `a` to PE `b` on channel (lane) `channel`: as [`System::route`], but
+    /// between nodes through the NICs of rail `channel mod nics_per_node`, so that a kernel's lanes
+    /// share the NICs as NCCL's channels do. Inside a node every channel takes the same route.
+    ///
+    /// # Panics
+    /// When `a` or `b` is not in the system (see [`System::try_route_on`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench_core::{Node, PeId, System};
+    /// let json = r#"{"sips": 4, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1, "sip_interconnect": "switched",
+    ///                "nodes": {"sips_per_node": 2}}"#;
+    /// let system = System::from_json_str(json).unwrap();
+    /// // SIP 0 (node 0) to SIP 3 (node 1) on channel 3: rail 3 mod 2 = 1 on both sides.
+    /// let route = system.route_on(PeId::new(0, 0, 0), PeId::new(3, 0, 0), 3);
+    /// let nodes: Vec<Node> = route.channels.iter().map(|c| c.to).collect();
+    /// assert_eq!(nodes, [
+    ///     Node::NodeSwitch(0),
+    ///     Node::Nic { node: 0, rail: 1 },
+    ///     Node::Network,
+    ///     Node::Nic { node: 1, rail: 1 },
+    ///     Node::NodeSwitch(1),
+    ///     Node::Pe(PeId::new(3, 0, 0)),
+    /// ]);
+    /// ```
+    pub fn route_on(&self, a: PeId, b: PeId, channel: usize) -> Route {
+        match self.try_route_on(a, b, channel) {
             Some(route) => route,
             None => panic!("route {a} -> {b}: a PE is outside the system ({})", self.describe()),
         }
@@ -164,6 +248,12 @@ impl System {
     /// The route from `a` to `b` as [`System::route`] gives it, or `None` when either PE is not in
     /// the system.
     pub fn try_route(&self, a: PeId, b: PeId) -> Option<Route> {
+        self.try_route_on(a, b, 0)
+    }
+
+    /// The route from `a` to `b` on `channel` as [`System::route_on`] gives it, or `None` when either
+    /// PE is not in the system.
+    pub fn try_route_on(&self, a: PeId, b: PeId, channel: usize) -> Option<Route> {
         if !self.contains(a) || !self.contains(b) {
             return None;
         }
@@ -178,7 +268,7 @@ impl System {
             self.mesh_route(&mut route, a.sip, a.cube, b.cube);
         } else {
             self.mesh_route(&mut route, a.sip, a.cube, 0);
-            self.sip_route(&mut route, a.sip, b.sip);
+            self.sip_route(&mut route, (a.sip, b.sip), channel);
             self.mesh_route(&mut route, b.sip, 0, b.cube);
         }
         route.ring(LinkClass::IntraCube, pes, 0, b.pe, |i| Node::Pe(PeId { pe: i, ..b }));
@@ -201,17 +291,41 @@ impl System {
         }
     }
 
-    /// From SIP `from`'s (cube 0, PE 0) to SIP `to`'s, over the interconnect.
-    fn sip_route(&self, route: &mut Route, from: u32, to: u32) {
+    /// From SIP `from`'s (cube 0, PE 0) to SIP `to`'s: over the node's interconnect, or between
+    /// nodes through the NICs of the rail of `channel`.
+    fn sip_route(&self, route: &mut Route, (from, to): (u32, u32), channel: usize) {
         let node = |sip: u32| Node::Pe(PeId::new(sip, 0, 0));
-        match self.interconnect() {
-            SipInterconnect::Ring => route.ring(LinkClass::InterSip, self.sips() as u32, from, to, node),
-            SipInterconnect::FullyConnected => route.push(LinkClass::InterSip, node(from), node(to)),
-            SipInterconnect::Switched => {
-                route.push(LinkClass::InterSip, node(from), Node::Switch);
-                route.push(LinkClass::InterSip, Node::Switch, node(to));
+        let (from_node, to_node) = (self.node_of(from), self.node_of(to));
+        if from_node == to_node {
+            let base = from_node * self.sips_per_node() as u32;
+            match self.interconnect() {
+                SipInterconnect::Ring => {
+                    let members = self.sips_per_node() as u32;
+                    route.ring(LinkClass::InterSip, members, from - base, to - base, |i| node(base + i));
+                }
+                SipInterconnect::FullyConnected => route.push(LinkClass::InterSip, node(from), node(to)),
+                SipInterconnect::Switched => {
+                    route.push(LinkClass::InterSip, node(from), self.switch_of(from_node));
+                    route.push(LinkClass::InterSip, self.switch_of(from_node), node(to));
+                }
             }
+            return;
         }
+        // Several nodes: the spec checked that they are switched, so nics_per_node is at least 1.
+        let rail = (channel % self.nics_per_node()) as u32;
+        let (out_nic, in_nic) = (Node::Nic { node: from_node, rail }, Node::Nic { node: to_node, rail });
+        route.push(LinkClass::InterSip, node(from), self.switch_of(from_node));
+        route.push(LinkClass::InterSip, self.switch_of(from_node), out_nic);
+        route.push(LinkClass::InterNode, out_nic, Node::Network);
+        route.push(LinkClass::InterNode, Node::Network, in_nic);
+        route.push(LinkClass::InterSip, in_nic, self.switch_of(to_node));
+        route.push(LinkClass::InterSip, self.switch_of(to_node), node(to));
+    }
+
+    /// The switch of node `k`: the one [`Node::Switch`] of a system of one node, so that its channels
+    /// are named as before nodes existed.
+    fn switch_of(&self, k: u32) -> Node {
+        if self.nodes() > 1 { Node::NodeSwitch(k) } else { Node::Switch }
     }
 }
 
@@ -219,49 +333,118 @@ impl System {
 mod tests {
     use std::collections::BTreeMap;
 
-    use crate::machine::{Node, PeId, SipInterconnect, System, test_system};
+    use crate::machine::{LinkClass, Node, PeId, SipInterconnect, System, test_nodes, test_system};
 
-    /// Every channel of every route, counted by the node it leaves and by the node it enters.
-    fn routed(system: &System) -> (BTreeMap<Node, [usize; 3]>, BTreeMap<Node, [usize; 3]>) {
+    type Counts = [usize; LinkClass::ALL.len()];
+
+    /// Every channel of every route on every channel a lane could take (one per rail), counted by
+    /// the node it leaves and by the node it enters.
+    fn routed(system: &System) -> (BTreeMap<Node, Counts>, BTreeMap<Node, Counts>) {
+        let lanes = system.nics_per_node().max(1);
+        let pairs = system.all_pes().flat_map(|a| system.all_pes().map(move |b| (a, b)));
         let channels: std::collections::BTreeSet<_> =
-            system.all_pes().flat_map(|a| system.all_pes().flat_map(move |b| system.route(a, b).channels)).collect();
+            pairs.flat_map(|(a, b)| (0..lanes).flat_map(move |c| system.route_on(a, b, c).channels)).collect();
         let (mut out, mut into) = (BTreeMap::new(), BTreeMap::new());
         for c in channels {
-            out.entry(c.from).or_insert([0; 3])[c.class as usize] += 1;
-            into.entry(c.to).or_insert([0; 3])[c.class as usize] += 1;
+            out.entry(c.from).or_insert([0; 4])[c.class as usize] += 1;
+            into.entry(c.to).or_insert([0; 4])[c.class as usize] += 1;
         }
         (out, into)
+    }
+
+    /// Every node a route could name in `system`, and some just outside it.
+    fn nodes_of(system: &System) -> Vec<Node> {
+        let (nodes, rails) = (system.nodes() as u32, system.nics_per_node().max(2) as u32);
+        let switches = (0..=nodes).map(Node::NodeSwitch);
+        let nics = (0..=nodes).flat_map(|node| (0..=rails).map(move |rail| Node::Nic { node, rail }));
+        system.all_pes().map(Node::Pe).chain([Node::Switch, Node::Network]).chain(switches).chain(nics).collect()
+    }
+
+    fn assert_fan_out_is_what_routes_use(system: &System) {
+        let (out, into) = routed(system);
+        for node in nodes_of(system) {
+            let (want, shape) = (system.fan_out(node), system.describe());
+            let interconnect = system.interconnect();
+            assert_eq!(out.get(&node).copied().unwrap_or_default(), want, "out of {node:?} on {shape} {interconnect}");
+            assert_eq!(into.get(&node).copied().unwrap_or_default(), want, "into {node:?} on {shape} {interconnect}");
+        }
     }
 
     #[test]
     fn fan_out_counts_exactly_the_channels_routes_leave_and_enter_a_node_by() {
         for interconnect in [SipInterconnect::Ring, SipInterconnect::FullyConnected, SipInterconnect::Switched] {
             for (sips, mesh, pes) in [(1, (1, 1), 1), (2, (1, 1), 2), (3, (2, 1), 3), (4, (3, 2), 4), (5, (1, 2), 1)] {
-                let system = test_system(sips, mesh, pes, interconnect);
-                let (out, into) = routed(&system);
-                let nodes = system.all_pes().map(Node::Pe).chain([Node::Switch]);
-                for node in nodes {
-                    let want = system.fan_out(node);
-                    let shape = system.describe();
-                    assert_eq!(
-                        out.get(&node).copied().unwrap_or_default(),
-                        want,
-                        "out of {node:?} on {shape} {interconnect}"
-                    );
-                    assert_eq!(
-                        into.get(&node).copied().unwrap_or_default(),
-                        want,
-                        "into {node:?} on {shape} {interconnect}"
-                    );
-                }
+                assert_fan_out_is_what_routes_use(&test_system(sips, mesh, pes, interconnect));
             }
         }
     }
 
     #[test]
+    fn fan_out_counts_the_nics_of_every_node_on_every_rail() {
+        // (nodes, SIPs a node, NICs a node, mesh, PEs a cube)
+        for (nodes, per_node, nics, mesh, pes) in [
+            (2, 1, 1, (1, 1), 1),
+            (2, 4, 4, (1, 1), 1),
+            (3, 2, 1, (2, 1), 2),
+            (2, 3, 2, (1, 2), 2),
+            (1, 4, 2, (1, 1), 1),
+        ] {
+            assert_fan_out_is_what_routes_use(&test_nodes(nodes, per_node, nics, mesh, pes));
+        }
+    }
+
+    #[test]
+    fn a_route_across_nodes_on_channel_c_crosses_the_nics_of_rail_c_mod_nics() {
+        let system = test_nodes(2, 4, 3, (1, 1), 2);
+        let (a, b) = (PeId::new(1, 0, 1), PeId::new(6, 0, 1));
+        for channel in 0..7 {
+            let rail = (channel % 3) as u32;
+            let route = system.route_on(a, b, channel);
+            let hop = |class, from, to| crate::machine::Channel { class, from, to };
+            let (sip_a, sip_b) = (Node::Pe(PeId::new(1, 0, 0)), Node::Pe(PeId::new(6, 0, 0)));
+            let (nic_a, nic_b) = (Node::Nic { node: 0, rail }, Node::Nic { node: 1, rail });
+            let (switch_a, switch_b) = (Node::NodeSwitch(0), Node::NodeSwitch(1));
+            assert_eq!(
+                route.channels,
+                [
+                    hop(LinkClass::IntraCube, Node::Pe(a), sip_a),
+                    hop(LinkClass::InterSip, sip_a, switch_a),
+                    hop(LinkClass::InterSip, switch_a, nic_a),
+                    hop(LinkClass::InterNode, nic_a, Node::Network),
+                    hop(LinkClass::InterNode, Node::Network, nic_b),
+                    hop(LinkClass::InterSip, nic_b, switch_b),
+                    hop(LinkClass::InterSip, switch_b, sip_b),
+                    hop(LinkClass::IntraCube, sip_b, Node::Pe(b)),
+                ],
+                "channel {channel}"
+            );
+            assert_eq!(route.farthest_class(), Some(LinkClass::InterNode));
+        }
+        // Inside a node every channel takes the one route, through the node's own switch.
+        let inside = system.route_on(PeId::new(4, 0, 0), PeId::new(7, 0, 0), 2);
+        assert_eq!(inside, system.route(PeId::new(4, 0, 0), PeId::new(7, 0, 0)));
+        assert_eq!(inside.channels[0].to, Node::NodeSwitch(1));
+    }
+
+    #[test]
+    fn a_system_of_one_node_routes_as_a_system_without_nodes() {
+        let plain = test_system(4, (1, 2), 2, SipInterconnect::Switched);
+        let one_node = test_nodes(1, 4, 2, (1, 2), 2);
+        for a in plain.all_pes() {
+            for b in plain.all_pes() {
+                assert_eq!(one_node.route_on(a, b, 1), plain.route(a, b), "{a} -> {b}");
+            }
+        }
+        assert_eq!(one_node.fan_out(Node::Switch), plain.fan_out(Node::Switch));
+        assert_eq!(one_node.fan_out(Node::Nic { node: 0, rail: 0 }), [0; 4]);
+    }
+
+    #[test]
     fn a_node_outside_the_system_has_no_channels() {
         let system = System::builtin();
-        assert_eq!(system.fan_out(Node::Pe(PeId::new(4, 0, 0))), [0; 3]);
-        assert_eq!(system.fan_out(Node::Switch), [0; 3]);
+        assert_eq!(system.fan_out(Node::Pe(PeId::new(4, 0, 0))), [0; 4]);
+        assert_eq!(system.fan_out(Node::Switch), [0; 4]);
+        assert_eq!(system.fan_out(Node::Network), [0; 4]);
+        assert_eq!(system.fan_out(Node::NodeSwitch(0)), [0; 4]);
     }
 }

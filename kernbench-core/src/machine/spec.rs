@@ -133,21 +133,18 @@ impl Default for LinksSpec {
 }
 
 impl LinksSpec {
-    /// The figures of one class.
+    /// The classes `links` holds: every class but [`LinkClass::InterNode`], whose figures are those
+    /// of `nodes.nic`.
+    pub const CLASSES: [LinkClass; 3] = [LinkClass::IntraCube, LinkClass::InterCube, LinkClass::InterSip];
+
+    /// The figures of one class; for [`LinkClass::InterNode`], which `links` does not hold, those of
+    /// [`NodesSpec::DEFAULT_NIC`] (a system's own are [`System::link`]'s).
     pub fn get(&self, class: LinkClass) -> LinkSpec {
         match class {
             LinkClass::IntraCube => self.intra_cube,
             LinkClass::InterCube => self.inter_cube,
             LinkClass::InterSip => self.inter_sip,
-        }
-    }
-
-    /// The figures of one class, to change.
-    pub fn get_mut(&mut self, class: LinkClass) -> &mut LinkSpec {
-        match class {
-            LinkClass::IntraCube => &mut self.intra_cube,
-            LinkClass::InterCube => &mut self.inter_cube,
-            LinkClass::InterSip => &mut self.inter_sip,
+            LinkClass::InterNode => NodesSpec::DEFAULT_NIC,
         }
     }
 }
@@ -213,6 +210,93 @@ pub struct SystemSpec {
     /// [`protocol`](crate::machine::protocol)); none when left out: every message is carried as data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocols: Option<ProtocolsSpec>,
+    /// How SIPs group into nodes joined by NICs and a network switch; left out, the system is one
+    /// node, as it was before nodes existed (and its JSON has no `nodes`).
+    ///
+    /// ```json
+    /// {"sips": 16, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1, "sip_interconnect": "switched",
+    ///  "nodes": {"sips_per_node": 8, "nics_per_node": 8, "nic": {"latency_ns": 3000, "bandwidth_gbps": 50}}}
+    /// ```
+    ///
+    /// Two nodes of 8 SIPs, each SIP with a NIC of its own. See [`NodesSpec`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<NodesSpec>,
+}
+
+/// How SIPs group into nodes, and the NICs and network switch that join the nodes.
+///
+/// SIPs `k * sips_per_node .. (k + 1) * sips_per_node` are node `k`. Inside a node SIPs are linked as
+/// `sip_interconnect` says, among the node's SIPs only; a system of several nodes needs it `switched`
+/// (each node then has a switch of its own), because a node's NICs hang off its switch, each by one
+/// `inter_sip` link each way, and every NIC has one link each way to the network switch, with the
+/// figures of `nic`. A message between nodes on lane `l` leaves its node by the NIC of rail
+/// `l mod nics_per_node` and enters the other node by the NIC of the same rail, as NCCL spreads its
+/// channels over the NICs of rail-aligned nodes. It crosses two `inter_node` links (NIC to network
+/// switch, network switch to NIC), so `nic.latency_ns` is half the way from NIC to NIC.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodesSpec {
+    /// SIPs in each node: at least 1, and `sips` must be a multiple of it.
+    pub sips_per_node: usize,
+    /// NICs of each node, one per rail: 1 to `sips_per_node`; one per SIP when left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nics_per_node: Option<usize>,
+    /// Each NIC's link to the network switch; [`NodesSpec::DEFAULT_NIC`] when left out.
+    #[serde(default = "default_nic")]
+    pub nic: LinkSpec,
+}
+
+impl NodesSpec {
+    /// A NIC of 400 Gb/s (InfiniBand NDR, 50 GB/s) and 1 us to the network switch.
+    pub const DEFAULT_NIC: LinkSpec = LinkSpec::new(1000.0, 50.0);
+}
+
+fn default_nic() -> LinkSpec {
+    NodesSpec::DEFAULT_NIC
+}
+
+/// Checks `nodes` against the rest of `spec`, whose sizes are checked already.
+fn check_nodes(spec: &SystemSpec, nodes: &NodesSpec) -> Result<(), SpecError> {
+    let per_node = nodes.sips_per_node;
+    if per_node == 0 {
+        return Err(SpecError::ZeroSize { field: "nodes.sips_per_node" });
+    }
+    if spec.sips % per_node != 0 {
+        return Err(SpecError::PartialNode { sips: spec.sips, sips_per_node: per_node });
+    }
+    let nics = nodes.nics_per_node.unwrap_or(per_node);
+    if !(1..=per_node).contains(&nics) {
+        return Err(SpecError::BadNics { nics, sips_per_node: per_node });
+    }
+    if spec.sips > per_node && spec.sip_interconnect != SipInterconnect::Switched {
+        return Err(SpecError::NodesNotSwitched { interconnect: spec.sip_interconnect });
+    }
+    check_time(format_args!("nodes.nic.latency_ns"), nodes.nic.latency_ns)?;
+    for protocol in Protocol::ALL {
+        check_time(format_args!("nodes.nic.step_ns.{}", protocol.key()), nodes.nic.step_ns.get(protocol))?;
+    }
+    check_rate(format_args!("nodes.nic.bandwidth_gbps"), nodes.nic.bandwidth_gbps)
+}
+
+impl SystemSpec {
+    /// The figures of a link class as the spec gives them: `nodes.nic` for
+    /// [`LinkClass::InterNode`] (`None` without `nodes`), `links` for the others.
+    pub fn link(&self, class: LinkClass) -> Option<LinkSpec> {
+        match class {
+            LinkClass::InterNode => self.nodes.map(|nodes| nodes.nic),
+            _ => Some(self.links.get(class)),
+        }
+    }
+
+    /// [`SystemSpec::link`], to change.
+    pub fn link_mut(&mut self, class: LinkClass) -> Option<&mut LinkSpec> {
+        match class {
+            LinkClass::IntraCube => Some(&mut self.links.intra_cube),
+            LinkClass::InterCube => Some(&mut self.links.inter_cube),
+            LinkClass::InterSip => Some(&mut self.links.inter_sip),
+            LinkClass::InterNode => self.nodes.as_mut().map(|nodes| &mut nodes.nic),
+        }
+    }
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
@@ -240,6 +324,7 @@ impl Default for SystemSpec {
             pe: PeSpec::default(),
             call: CallSpec::default(),
             protocols: None,
+            nodes: None,
         }
     }
 }
@@ -323,6 +408,34 @@ pub enum SpecError {
         h: usize,
         /// `pes_per_cube`.
         pes_per_cube: usize,
+    },
+    /// `sips` is not a whole number of nodes.
+    #[error(
+        "system spec field `sips` is {sips}, not a multiple of `nodes.sips_per_node` ({sips_per_node}): expected whole nodes, a multiple of {sips_per_node} SIPs"
+    )]
+    PartialNode {
+        /// `sips`.
+        sips: usize,
+        /// `nodes.sips_per_node`.
+        sips_per_node: usize,
+    },
+    /// `nodes.nics_per_node` is 0 or more than a node has SIPs.
+    #[error(
+        "system spec field `nodes.nics_per_node` is {nics}: expected 1 to {sips_per_node} NICs (at most one per SIP of a node)"
+    )]
+    BadNics {
+        /// The count given.
+        nics: usize,
+        /// `nodes.sips_per_node`.
+        sips_per_node: usize,
+    },
+    /// A system of several nodes whose SIPs are not `switched`: a node's NICs hang off its switch.
+    #[error(
+        "system spec field `sip_interconnect` is `{interconnect}` in a system of several nodes: expected `switched` (a node's NICs attach to its switch)"
+    )]
+    NodesNotSwitched {
+        /// The interconnect given.
+        interconnect: SipInterconnect,
     },
     /// The spec file could not be read.
     #[error("cannot read system spec file `{}`: {source}", path.display())]
@@ -442,8 +555,9 @@ impl System {
     ///
     /// # Errors
     /// [`SpecError::ZeroSize`], [`SpecError::TooLarge`], [`SpecError::BadRate`], [`SpecError::BadTime`],
-    /// [`SpecError::BadEngines`], [`SpecError::ZeroIpcqDepth`] or [`SpecError::DeepIpcq`], naming the
-    /// field.
+    /// [`SpecError::BadEngines`], [`SpecError::ZeroIpcqDepth`], [`SpecError::DeepIpcq`],
+    /// [`SpecError::PartialNode`], [`SpecError::BadNics`] or [`SpecError::NodesNotSwitched`], naming
+    /// the field.
     pub fn from_spec(spec: SystemSpec) -> Result<System, SpecError> {
         let sizes = [
             ("sips", spec.sips),
@@ -463,7 +577,7 @@ impl System {
                 pes_per_cube: spec.pes_per_cube,
             });
         }
-        for class in LinkClass::ALL {
+        for class in LinksSpec::CLASSES {
             let link = spec.links.get(class);
             check_time(format_args!("links.{class}.latency_ns"), link.latency_ns)?;
             check_rate(format_args!("links.{class}.bandwidth_gbps"), link.bandwidth_gbps)?;
@@ -475,7 +589,7 @@ impl System {
             return Err(SpecError::BadEngines { engines: spec.pe.engines });
         }
         check_time(format_args!("call.launch_ns"), spec.call.launch_ns)?;
-        for class in LinkClass::ALL {
+        for class in LinksSpec::CLASSES {
             for protocol in Protocol::ALL {
                 let step = spec.links.get(class).step_ns.get(protocol);
                 check_time(format_args!("links.{class}.step_ns.{}", protocol.key()), step)?;
@@ -495,6 +609,9 @@ impl System {
                     check_rate(format_args!("protocols.{}.pe_gbps", protocol.key()), rate)?;
                 }
             }
+        }
+        if let Some(nodes) = &spec.nodes {
+            check_nodes(&spec, nodes)?;
         }
         if spec.ipcq_depth == 0 {
             return Err(SpecError::ZeroIpcqDepth);
@@ -559,9 +676,38 @@ impl System {
         self.spec.sips * self.pes_per_sip()
     }
 
-    /// The figures of a link class.
+    /// The figures of a link class: [`LinkClass::InterNode`]'s are `nodes.nic`, or
+    /// [`NodesSpec::DEFAULT_NIC`] in a system without `nodes`, whose routes never cross one.
     pub fn link(&self, class: LinkClass) -> LinkSpec {
-        self.spec.links.get(class)
+        match (class, self.spec.nodes) {
+            (LinkClass::InterNode, Some(nodes)) => nodes.nic,
+            _ => self.spec.links.get(class),
+        }
+    }
+
+    /// Nodes in the system: `sips / nodes.sips_per_node`, or 1 without `nodes`.
+    pub fn nodes(&self) -> usize {
+        self.spec.sips / self.sips_per_node()
+    }
+
+    /// SIPs in each node: `sips` without `nodes`.
+    pub fn sips_per_node(&self) -> usize {
+        self.spec.nodes.map_or(self.spec.sips, |nodes| nodes.sips_per_node)
+    }
+
+    /// NICs of each node that routes cross, one per rail: `nodes.nics_per_node` (one per SIP when
+    /// left out) in a system of several nodes, 0 in a system of one, whose routes never leave it.
+    pub fn nics_per_node(&self) -> usize {
+        match self.spec.nodes {
+            Some(nodes) if self.nodes() > 1 => nodes.nics_per_node.unwrap_or(nodes.sips_per_node),
+            _ => 0,
+        }
+    }
+
+    /// The node a SIP belongs to.
+    pub fn node_of(&self, sip: u32) -> u32 {
+        // At most 2^22 SIPs (System::MAX_PES): the size fits u32.
+        sip / self.sips_per_node() as u32
     }
 
     /// How SIPs are connected.
@@ -647,10 +793,15 @@ impl System {
             .then(|| (pe.sip as usize * self.cubes_per_sip() + pe.cube as usize) * self.pes_per_cube() + pe.pe as usize)
     }
 
-    /// A short description of the shape, for messages: `2 SIPs x 1x2 cubes x 4 PEs`.
+    /// A short description of the shape, for messages: `2 SIPs x 1x2 cubes x 4 PEs`, or with several
+    /// nodes `2 nodes x 4 SIPs x 1x2 cubes x 4 PEs` (`sips_per_node` SIPs in each node).
     pub fn describe(&self) -> String {
         let (w, h) = self.mesh();
-        format!("{} SIPs x {w}x{h} cubes x {} PEs", self.sips(), self.pes_per_cube())
+        let sips = match self.nodes() {
+            1 => format!("{} SIPs", self.sips()),
+            nodes => format!("{nodes} nodes x {} SIPs", self.sips_per_node()),
+        };
+        format!("{sips} x {w}x{h} cubes x {} PEs", self.pes_per_cube())
     }
 
     /// `(sips, cubes_per_sip, pes_per_cube)` as `u32`, the type of [`PeId`]'s fields.

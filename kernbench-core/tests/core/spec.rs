@@ -1,6 +1,6 @@
 //! System specs: the built-in system, the example configs, and a table of bad spec files.
 
-use kernbench_core::{LinkClass, PeId, SipInterconnect, SpecError, System, SystemSpec};
+use kernbench_core::{LinkClass, LinkSpec, PeId, SipInterconnect, SpecError, System, SystemSpec};
 
 use crate::{assert_mentions, config, data};
 
@@ -18,11 +18,13 @@ fn builtin_is_4_sips_of_4x4_cubes_of_8_pes() {
 #[test]
 fn builtin_links_are_slower_the_farther_they_reach() {
     let system = System::builtin();
-    let [intra, inter_cube, inter_sip] = LinkClass::ALL.map(|c| system.link(c));
+    let [intra, inter_cube, inter_sip, inter_node] = LinkClass::ALL.map(|c| system.link(c));
     assert!(intra.bandwidth_gbps > inter_cube.bandwidth_gbps);
     assert!(inter_cube.bandwidth_gbps > inter_sip.bandwidth_gbps);
+    assert!(inter_sip.bandwidth_gbps > inter_node.bandwidth_gbps);
     assert!(intra.latency_ns < inter_cube.latency_ns);
     assert!(inter_cube.latency_ns < inter_sip.latency_ns);
+    assert!(inter_sip.latency_ns < inter_node.latency_ns);
 }
 
 #[test]
@@ -262,6 +264,47 @@ bad_specs! {
     bad_spec_sixteen_million_pes: "sixteen_million_pes.json" => SpecError::TooLarge { .. }, ["4096 SIPs", "at most 4194304 PEs"];
     bad_spec_overflow: "overflow.json" => SpecError::TooLarge { .. }, ["too large", "4194304"];
     bad_spec_huge_latency: "huge_latency.json" => SpecError::Json { .. }, ["number out of range"];
+    bad_spec_partial_node: "partial_node.json" =>
+        SpecError::PartialNode { sips: 6, sips_per_node: 4 }, ["`sips` is 6", "`nodes.sips_per_node` (4)", "a multiple of 4 SIPs"];
+    bad_spec_zero_sips_per_node: "zero_sips_per_node.json" =>
+        SpecError::ZeroSize { field: "nodes.sips_per_node" }, ["`nodes.sips_per_node` is 0", "at least 1"];
+    bad_spec_too_many_nics: "too_many_nics.json" =>
+        SpecError::BadNics { nics: 5, sips_per_node: 4 }, ["`nodes.nics_per_node` is 5", "1 to 4 NICs"];
+    bad_spec_zero_nics: "zero_nics.json" => SpecError::BadNics { nics: 0, .. }, ["`nodes.nics_per_node` is 0"];
+    bad_spec_nodes_on_a_ring: "nodes_on_a_ring.json" =>
+        SpecError::NodesNotSwitched { interconnect: SipInterconnect::Ring }, ["`sip_interconnect` is `ring`", "expected `switched`"];
+    bad_spec_zero_nic_bandwidth: "zero_nic_bandwidth.json" =>
+        SpecError::BadRate { .. }, ["nodes.nic.bandwidth_gbps", "at least 0.001"];
+    bad_spec_negative_nic_latency: "negative_nic_latency.json" =>
+        SpecError::BadTime { .. }, ["nodes.nic.latency_ns", "-1", "from 0 to 1e12"];
+    bad_spec_inter_node_in_links: "inter_node_in_links.json" =>
+        SpecError::Json { .. }, ["unknown field `inter_node`", "inter_sip"];
+    bad_spec_unknown_nodes_field: "unknown_nodes_field.json" =>
+        SpecError::Json { .. }, ["unknown field `nics`", "nics_per_node"];
+}
+
+#[test]
+fn nodes_group_consecutive_sips_with_one_nic_per_sip_unless_told() {
+    let json = r#"{"sips": 16, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1, "sip_interconnect": "switched",
+                   "nodes": {"sips_per_node": 8, "nic": {"latency_ns": 3000, "bandwidth_gbps": 50}}}"#;
+    let system = System::from_json_str(json).unwrap();
+    assert_eq!((system.nodes(), system.sips_per_node(), system.nics_per_node()), (2, 8, 8));
+    assert_eq!((system.node_of(7), system.node_of(8)), (0, 1));
+    assert_eq!(system.link(LinkClass::InterNode), LinkSpec { latency_ns: 3000.0, bandwidth_gbps: 50.0 });
+    assert_eq!(system.describe(), "2 nodes x 8 SIPs x 1x1 cubes x 1 PEs");
+    let json = serde_json::to_string(&system).unwrap();
+    assert!(!json.contains("nics_per_node"), "{json}");
+    assert_eq!(System::from_json_str(&json).unwrap(), system);
+}
+
+#[test]
+fn a_system_without_nodes_is_one_node_and_writes_no_nodes() {
+    let system = System::builtin();
+    assert_eq!((system.nodes(), system.sips_per_node(), system.nics_per_node()), (1, 4, 0));
+    assert!(!serde_json::to_string(&system).unwrap().contains("nodes"));
+    // A spec of one node on a ring is allowed: it never leaves the node.
+    let json = r#"{"sips": 4, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1, "nodes": {"sips_per_node": 4}}"#;
+    assert_eq!(System::from_json_str(json).unwrap().nodes(), 1);
 }
 
 #[test]

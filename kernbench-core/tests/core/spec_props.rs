@@ -19,6 +19,12 @@ fn bases() -> Vec<String> {
         .collect();
     bases.sort();
     bases.push(serde_json::to_string(&SystemSpec::default()).unwrap());
+    // Nodes, which no shipped system has yet.
+    bases.push(
+        r#"{"sips": 8, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 2, "sip_interconnect": "switched",
+            "nodes": {"sips_per_node": 4, "nics_per_node": 2, "nic": {"latency_ns": 3000, "bandwidth_gbps": 50}}}"#
+            .to_owned(),
+    );
     bases
 }
 
@@ -35,13 +41,18 @@ fn within_documented_ranges(system: &System) -> Result<(), TestCaseError> {
     let total = sizes.iter().try_fold(1usize, |acc, &s| acc.checked_mul(s));
     prop_assert!(total.is_some_and(|t| t <= System::MAX_PES), "too many PEs: {:?}", spec);
     prop_assert!((1..=System::MAX_IPCQ_DEPTH).contains(&spec.ipcq_depth), "{:?}", spec);
-    let links = LinkClass::ALL.map(|class| spec.links.get(class));
+    let links = LinkClass::ALL.map(|class| system.link(class));
     let rates = links.iter().map(|l| l.bandwidth_gbps).chain([spec.pe.compute_gflops, spec.pe.memory_gbps]);
     for rate in rates {
         prop_assert!(rate.is_finite() && rate >= System::MIN_RATE, "rate {} in {:?}", rate, spec);
     }
     for time in links.iter().map(|l| l.latency_ns).chain([spec.pe.injection_ns]) {
         prop_assert!((0.0..=System::MAX_TIME_NS).contains(&time), "time {} in {:?}", time, spec);
+    }
+    if let Some(nodes) = spec.nodes {
+        let nics = nodes.nics_per_node.unwrap_or(nodes.sips_per_node);
+        prop_assert!(nodes.sips_per_node >= 1 && spec.sips % nodes.sips_per_node == 0, "{:?}", spec);
+        prop_assert!((1..=nodes.sips_per_node).contains(&nics), "{:?}", spec);
     }
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! One-sided traffic: each PE's symmetric heap and signals, the operations a lane starts on them, their
 //! delivery to their targets, and the checks at the end of a run. Uses lanes, two-sided traffic (a
-//! one-sided operation takes the route of the PE's first channel to its target), the race detector and
-//! the timing model.
+//! one-sided operation takes the route of the PE's first channel to its target, whatever its lane: between
+//! nodes, the NICs of rail 0), the race detector and the timing model.
 //!
 //! One-sided operations follow the round protocol of messages: what a lane starts in a round waits in
 //! its PE's outbox; when the round is merged it is placed on the channels with the round's messages, in

@@ -9,8 +9,9 @@ use super::{PeLinks, Port};
 pub(crate) struct Installed {
     /// The queues of the edges it keeps.
     pub(crate) queues: Queues,
-    /// Every queue's sender and receiver rank, by number.
-    pub(crate) routes: Vec<(u32, u32)>,
+    /// Every queue's sender and receiver rank and channel, by number: what its route depends on
+    /// (the channel picks the NICs of a route between nodes).
+    pub(crate) routes: Vec<(u32, u32, u32)>,
     /// Each PE's ports (empty for the PEs not held).
     pub(crate) links: Vec<PeLinks>,
 }
@@ -51,7 +52,7 @@ pub(crate) fn install(
                     numbers.push(routes.len() as u32);
                     queues.push(Queue::new(ends, (entry.direction, recv_dir), channel, depth));
                 }
-                routes.push(ends);
+                routes.push((ends.0, ends.1, channel));
             }
             // Only the ports of PEs held were made.
             if let Some(port) = ports[rank].get_mut(i) {
