@@ -105,6 +105,7 @@ mod tests {
             op: ReduceOp::Sum,
             series: series.to_owned(),
             algorithm: series.to_owned(),
+            protocol: None,
             time_ns: 1.0,
             algbw_gbps: busbw,
             busbw_gbps: busbw,

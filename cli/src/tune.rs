@@ -386,6 +386,7 @@ mod tests {
             op: ReduceOp::Sum,
             series: algorithm.to_owned(),
             algorithm: algorithm.to_owned(),
+            protocol: None,
             time_ns,
             algbw_gbps: 0.0,
             busbw_gbps: 0.0,

@@ -160,6 +160,19 @@ const FACTORS: [f64; 5] = [2.0, 1.4, 1.15, 1.05, 1.01];
 /// shipped logs need (two or three).
 const MAX_PASSES: usize = 12;
 
+/// `value` to [`SIGNIFICANT_DIGITS`] significant digits: a fitted figure says no more than the fit
+/// can tell (its smallest factor is 1 %), and a fitted file reads as a person would write it.
+fn significant(value: f64) -> f64 {
+    if value == 0.0 || !value.is_finite() {
+        return value;
+    }
+    let scale = 10f64.powi(SIGNIFICANT_DIGITS - 1 - value.abs().log10().floor() as i32);
+    (value * scale).round() / scale
+}
+
+/// The significant digits a fitted figure keeps.
+const SIGNIFICANT_DIGITS: i32 = 4;
+
 /// The objective of `compared`: the mean of `ln(simulated / measured)^2` over the judged rows;
 /// `None` when no row is judged.
 ///
@@ -223,6 +236,7 @@ pub fn fit<E>(base: &System, knobs: &[Knob], mut simulate: impl FnMut(&System) -
             for &knob in &knobs {
                 let value = knob.get(&best).unwrap_or(0.0);
                 let candidates = if value > 0.0 { [value * factor, value / factor] } else { [knob.floor(), 0.0] };
+                let candidates = candidates.map(significant);
                 for candidate in candidates.into_iter().filter(|&c| c != value) {
                     let mut spec = best.clone();
                     knob.set(&mut spec, candidate);
@@ -242,7 +256,8 @@ pub fn fit<E>(base: &System, knobs: &[Knob], mut simulate: impl FnMut(&System) -
             }
         }
     }
-    let system = System::from_spec(best).expect("every accepted spec passed the checks");
+    // Every accepted spec passed the checks: `best` is the base or a candidate that did.
+    let system = System::from_spec(best).unwrap_or_else(|_| base.clone());
     let moved = knobs
         .iter()
         .map(|&knob| Moved {

@@ -30,6 +30,8 @@ mod mutate;
 mod nodes;
 #[path = "integration/programs.rs"]
 mod programs;
+#[path = "integration/protocols.rs"]
+mod protocols;
 #[path = "integration/provenance.rs"]
 mod provenance;
 #[path = "integration/registry_props.rs"]

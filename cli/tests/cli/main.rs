@@ -123,7 +123,20 @@ fn every_bad_invocation_gives_one_line_and_exit_code_2() {
         (&["bench"], "required arguments were not provided: <COLLECTIVE>"),
         (&["bench", "all_reduce", "--json=yes"], "unexpected value"),
         (&["bnech"], "unrecognized subcommand 'bnech'"),
-        (&[], "missing subcommand: expected one of run, bench, tune, trace, plot, explain, msccl, list, plan"),
+        (
+            &[],
+            "missing subcommand: expected one of run, bench, tune, trace, plot, explain, msccl, calibrate, list, plan",
+        ),
+        (&["calibrate", "--out", "fitted.json"], "required arguments were not provided: <LOG>"),
+        (&["calibrate", "/nonexistent/h100.log", "--out", "fitted.json"], "/nonexistent/h100.log"),
+        (
+            &["calibrate", "../configs/logs/h100x8-all_reduce-together-ring.log", "--out", "fitted.json"],
+            "the system has 4 SIPs: give a system of 8 SIPs (--system)",
+        ),
+        (
+            &["calibrate", "../configs/logs/h100x8-all_reduce-together-ring.log", "--out", "/nonexistent/dir/f.json"],
+            "cannot write `/nonexistent/dir/f.json`",
+        ),
         (&["explain", "all_reduce"], "required arguments were not provided: <SIZE>"),
         (&["explain", "all_reduc", "1K"], "unknown collective `all_reduc`"),
         (&["explain", "all_reduce", "1Q"], "bad size `1Q`"),

@@ -194,3 +194,83 @@ fn the_timing_only_sample_is_what_bench_prints() {
     ];
     check(&format!("cargo run --release -- {}", args.join(" ")), &args, Path::new(REPO));
 }
+
+/// `command` (as the README writes it after `cargo run --release -- `) as arguments, its `configs/`
+/// paths made absolute, for a run in a scratch directory.
+fn absolute_args(command: &str) -> Vec<String> {
+    assert!(README.contains(&format!("cargo run --release -- {command}\n")), "the README's command changed: {command}");
+    command.split(' ').map(|a| if a.starts_with("configs/") { format!("{REPO}/{a}") } else { a.to_owned() }).collect()
+}
+
+#[test]
+fn the_calibrate_sample_is_what_calibrate_prints_and_writes_the_shipped_preset() {
+    let command = "calibrate configs/logs/h100x8-all_reduce-together-ring.log --system configs/calibration/dgx-h100.json \
+                   --out dgx-h100.json";
+    let command = command.split_whitespace().collect::<Vec<_>>().join(" ");
+    let args = absolute_args(&command);
+    let dir = scratch("readme-calibrate");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    check(&format!("cargo run --release -- {command}"), &args, &dir);
+    let fitted = std::fs::read_to_string(dir.join("dgx-h100.json")).unwrap();
+    let shipped = std::fs::read_to_string(Path::new(REPO).join("configs/systems/dgx-h100.json")).unwrap();
+    assert_eq!(fitted, shipped, "configs/systems/dgx-h100.json is not what calibrate makes of its base and log");
+}
+
+#[test]
+fn the_two_node_sample_is_what_bench_prints() {
+    let command =
+        "bench all_reduce --system configs/systems/2x-dgx-h100-ndr.json --algos ring:lanes=16 --sizes 8G --timing-only";
+    let args: Vec<&str> = command.split(' ').collect();
+    check(&format!("cargo run --release -- {command}"), &args, Path::new(REPO));
+}
+
+#[test]
+fn the_real_machine_plots_are_what_plot_draws() {
+    let plots =
+        README.lines().filter_map(|l| l.strip_prefix("cargo run --release -- ")).filter(|c| c.starts_with("plot "));
+    let mut drawn = 0;
+    for command in plots.filter(|c| c.contains("--compare")) {
+        let shipped = command.rsplit(' ').next().unwrap();
+        let dir = scratch("readme-plots");
+        let args: Vec<String> =
+            absolute_args(command).into_iter().map(|a| if a == shipped { "plot.svg".to_owned() } else { a }).collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        output_of(&args, &dir);
+        let now = std::fs::read_to_string(dir.join("plot.svg")).unwrap();
+        let before = std::fs::read_to_string(Path::new(REPO).join(shipped)).unwrap();
+        assert!(now == before, "{shipped} is not what `kernbench {command}` draws now");
+        assert!(README.contains(&format!("]({shipped})")), "the README does not show {shipped}");
+        drawn += 1;
+    }
+    assert_eq!(drawn, 3, "a plot per preset");
+}
+
+/// The README's table of each preset's errors against its logs, row by row as `bench --compare` prints
+/// them: `| preset | log | algorithm | fitted or predicted | small | mid | large |`, each band
+/// `mean / max` in percent, or `-` where the log has no size in it.
+#[test]
+fn the_preset_error_table_is_what_bench_compare_prints() {
+    let rows: Vec<Vec<&str>> = README
+        .lines()
+        .skip_while(|l| !l.starts_with("| preset | log | algorithm |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| l.trim_matches('|').split('|').map(|cell| cell.trim().trim_matches('`')).collect())
+        .collect();
+    assert_eq!(rows.len(), 7, "a row per preset and log");
+    for row in rows {
+        let (preset, log, algorithm) = (row[0], row[1], row[2]);
+        let collective = ["all_reduce", "all_gather", "reduce_scatter"].into_iter().find(|c| log.contains(c)).unwrap();
+        let (system, log) = (format!("configs/systems/{preset}"), format!("configs/logs/{log}"));
+        let args = ["bench", collective, "--system", &system, "--algos", algorithm, "--compare", &log, "--timing-only"];
+        let output = output_of(&args, Path::new(REPO));
+        let bands: Vec<&str> = output.lines().filter(|l| l.starts_with("# error, ")).collect();
+        for (band, cell) in bands.iter().zip(&row[4..7]) {
+            let want = match cell.split_once(" / ") {
+                Some((mean, max)) => format!("{algorithm} mean {mean}% max {max}%"),
+                None => format!("{algorithm} no measured sizes"),
+            };
+            assert!(band.contains(&want), "{preset} against {log}: `{band}` is not the README's `{cell}`");
+        }
+    }
+}

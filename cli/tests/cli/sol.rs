@@ -10,8 +10,11 @@ use kernbench_cli::sweep::{Series, Sweep};
 const SYSTEMS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/systems");
 
 /// The shipped system files the tests below name, which must be every file there is.
-const SHIPPED: [&str; 7] = [
+const SHIPPED: [&str; 10] = [
+    "2x-dgx-h100-ndr.json",
     "default.json",
+    "dgx-a100.json",
+    "dgx-h100.json",
     "fully_connected.json",
     "ring16.json",
     "single_sip.json",
@@ -115,4 +118,11 @@ fn bidirectional_ring_reaches_the_bound_on_ring16() {
     assert!((bound.ns - 293_468.75).abs() < 0.01, "{bound:?}");
     let sol = row.sol.unwrap();
     assert!((0.95..=1.0).contains(&sol), "sol {sol}: {bound:?} over {} ns", row.time_ns);
+}
+
+#[test]
+fn sol_is_at_most_one_on_the_real_machine_presets() {
+    for preset in ["dgx-h100.json", "dgx-a100.json", "2x-dgx-h100-ndr.json"] {
+        sol_is_at_most_one_for_every_algorithm(shipped(preset));
+    }
 }

@@ -290,7 +290,7 @@ fn nodes_group_consecutive_sips_with_one_nic_per_sip_unless_told() {
     let system = System::from_json_str(json).unwrap();
     assert_eq!((system.nodes(), system.sips_per_node(), system.nics_per_node()), (2, 8, 8));
     assert_eq!((system.node_of(7), system.node_of(8)), (0, 1));
-    assert_eq!(system.link(LinkClass::InterNode), LinkSpec { latency_ns: 3000.0, bandwidth_gbps: 50.0 });
+    assert_eq!(system.link(LinkClass::InterNode), LinkSpec::new(3000.0, 50.0));
     assert_eq!(system.describe(), "2 nodes x 8 SIPs x 1x1 cubes x 1 PEs");
     let json = serde_json::to_string(&system).unwrap();
     assert!(!json.contains("nics_per_node"), "{json}");
