@@ -50,7 +50,8 @@ impl Comparison {
     /// `log`, once it is checked to fit `system`.
     ///
     /// # Errors
-    /// [`LogError::Misfit`] when its ranks are not the system's SIPs.
+    /// [`LogError::Misfit`] when its ranks are not the system's SIPs, [`LogError::NodeMisfit`] when its hosts
+    /// are not its nodes.
     pub fn new(log: NcclLog, system: &System) -> Result<Comparison, LogError> {
         log.check_fits(system)?;
         Ok(Comparison { log })

@@ -176,6 +176,20 @@ pub enum LogError {
         /// The caller's collective.
         expected: Collective,
     },
+    /// The log's hosts are not the system's nodes.
+    #[error(
+        "{name} has {hardware}; the system has {system_nodes} node(s): give a system of {nodes} nodes (`nodes` in its spec, --system)"
+    )]
+    NodeMisfit {
+        /// The log.
+        name: String,
+        /// Its ranks, nodes and GPUs ([`NcclLog::hardware`]).
+        hardware: String,
+        /// Its hosts.
+        nodes: usize,
+        /// The system's nodes.
+        system_nodes: usize,
+    },
     /// The log's ranks are not the system's SIPs.
     #[error("{name} has {hardware}; the system has {sips} SIPs: give a system of {ranks} SIPs (--system)")]
     Misfit {
@@ -323,10 +337,11 @@ impl NcclLog {
     }
 
     /// Checks that the log can be set beside simulations on `system`: its ranks (GPUs) are the system's
-    /// SIPs.
+    /// SIPs, and its hosts, where its device lines name them, the system's nodes.
     ///
     /// # Errors
-    /// [`LogError::Misfit`], saying how many SIPs the system needs.
+    /// [`LogError::Misfit`], saying how many SIPs the system needs; [`LogError::NodeMisfit`], how many
+    /// nodes.
     ///
     /// # Examples
     /// ```
@@ -342,13 +357,24 @@ impl NcclLog {
     ///     "h100x8-all_reduce.log has 8 ranks on 1 node (NVIDIA H100 80GB HBM3); the system has 4 SIPs: \
     ///      give a system of 8 SIPs (--system)"
     /// );
+    /// // Two hosts of 4 GPUs: a system of one node does not fit.
+    /// let host = |r| format!("#  Rank {r:2} Group  0 Pid  7 on host{} device {} [0x18] H100\n", r / 4, r % 4);
+    /// let text: String = (0..8).map(host).collect::<String>() + "1024 256 float sum -1 20.0 0.05 0.09 0\n";
+    /// let log = NcclLog::parse("h100x8-all_reduce.log", &text, None).unwrap();
+    /// let misfit = log.check_fits(&System::shape(8, 1, 1, 1).unwrap()).unwrap_err();
+    /// assert!(misfit.to_string().contains("the system has 1 node(s): give a system of 2 nodes"), "{misfit}");
     /// ```
     pub fn check_fits(&self, system: &System) -> Result<(), LogError> {
-        if self.ranks == system.sips() {
-            return Ok(());
-        }
         let (name, hardware) = (self.name.clone(), self.hardware());
-        Err(LogError::Misfit { name, hardware, ranks: self.ranks, sips: system.sips() })
+        if self.ranks != system.sips() {
+            return Err(LogError::Misfit { name, hardware, ranks: self.ranks, sips: system.sips() });
+        }
+        match self.nodes {
+            Some(nodes) if nodes != system.nodes() => {
+                Err(LogError::NodeMisfit { name, hardware, nodes, system_nodes: system.nodes() })
+            }
+            _ => Ok(()),
+        }
     }
 }
 

@@ -199,11 +199,14 @@ fn rooted_time(
 /// turned round the ring: the same times, exactly, on every shipped system but the 16-SIP ring. There,
 /// transfers of the binomial tree (up to 8 SIP hops long) meet on channels at the same instant, and
 /// the order they take a channel in (by sender rank, which the turn changes) moves its time by up to
-/// 14 % at 1 MiB; the fastest algorithm at each size is still the same from every root.
+/// 14 % at 1 MiB; the fastest algorithm at each size is still the same from every root. A system of
+/// several nodes is not the same turned round either (a turned tree crosses between nodes at other
+/// ranks), nor one whose PEs inject for free (the presets of real machines): a PE's sends then leave
+/// at the same instant and take its channel in the order of their queues, which turning changes.
 #[test]
 fn rooted_algorithms_take_the_same_time_from_every_root_on_the_shipped_systems() {
     for (name, system) in crate::golden::systems(&mut String::new()) {
-        let exact = !name.ends_with("ring16.json");
+        let exact = !name.ends_with("ring16.json") && system.nodes() == 1 && system.pe_spec().injection_ns > 0.0;
         let mut comm = Communicator::new(system.clone());
         for collective in [Collective::Broadcast, Collective::Reduce] {
             let candidates = Series::parse_list("all", comm.registry(), collective).unwrap();
