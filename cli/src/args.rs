@@ -95,6 +95,11 @@ pub struct TimingArgs {
     /// memory and time of its messages, with the same simulated times; outputs are not checked.
     #[arg(long)]
     pub timing_only: bool,
+    /// GPUs (SIPs) one host thread launches kernels on, one after another, as nccl-tests' `-g N`
+    /// (default: 1, a process per GPU; with --compare, the log's `nGpus`). Each further GPU's kernel
+    /// starts the system's `call.launch_per_gpu_ns` later.
+    #[arg(long, value_name = "N")]
+    pub gpus_per_thread: Option<usize>,
 }
 
 #[derive(Debug, clap::Args)]

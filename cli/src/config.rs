@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 use kernbench::sim::spread::Exchange;
 use kernbench::{Collective, Communicator, Dtype, ReduceOp, Registry, System};
 
-use crate::args::{DEFAULT_SIZES, ElementArgs, LimitArgs, RunnerArgs, SweepArgs, SystemArgs};
+use crate::args::{DEFAULT_SIZES, ElementArgs, LimitArgs, RunnerArgs, SweepArgs, SystemArgs, TimingArgs};
 use crate::compare::Comparison;
 use crate::files::OutputFile;
 use crate::memory;
@@ -45,6 +45,8 @@ pub struct Config {
     threads: usize,
     /// Whether the calls move no data: simulated time only.
     timing_only: bool,
+    /// GPUs one host thread launches on, one after another.
+    gpus_per_thread: usize,
     /// The processes the calls are spread over.
     job: Job,
 }
@@ -54,7 +56,16 @@ impl Config {
     /// over the processes of `job` (`None`: this process alone).
     pub fn new(system: System, registry: Registry, job: Job) -> Config {
         let max_messages = Some(kernbench::estimate::DEFAULT_MAX_MESSAGES);
-        Config { system, registry, max_memory: None, max_messages, threads: 1, timing_only: false, job }
+        Config {
+            system,
+            registry,
+            max_memory: None,
+            max_messages,
+            threads: 1,
+            timing_only: false,
+            gpus_per_thread: 1,
+            job,
+        }
     }
 
     /// The system and the registry `args` name, loaded (by default the built-in system and the shipped
@@ -77,7 +88,7 @@ impl Config {
     /// As [`Config::load`] and [`Config::limits`].
     pub fn runner(args: &RunnerArgs, job: Job) -> Result<Config> {
         let config = Config::load(&args.system, job)?.limits(&args.limits)?;
-        Ok(config.threads(args.threads).timing_only(args.timing.timing_only))
+        Ok(config.threads(args.threads).timing(&args.timing))
     }
 
     /// The sweep `args` describe (from root 0); the configuration it runs with, whose registry holds
@@ -93,6 +104,12 @@ impl Config {
         let series = Series::parse_list(&args.algos, &config.registry, collective)?;
         let comparison = args.compare.as_deref().map(|log| Comparison::load(log, collective, &config.system));
         let comparison = comparison.transpose()?;
+        // A log's run style is the sweep's unless the command line names another.
+        let logged = comparison.as_ref().and_then(|c| c.log().gpus_per_thread);
+        let config = match (args.runner.timing.gpus_per_thread, logged) {
+            (None, Some(gpus)) => config.gpus_per_thread(gpus),
+            _ => config,
+        };
         let sizes = match (&args.sizes, &comparison) {
             (Some(sizes), _) => parse_sizes(sizes)?,
             (None, Some(comparison)) => comparison.log().sizes(),
@@ -119,6 +136,17 @@ impl Config {
     /// Calls polled on `threads` threads.
     pub fn threads(mut self, threads: usize) -> Config {
         self.threads = threads;
+        self
+    }
+
+    /// Calls timed as `args` say: with data or not, and the GPUs a host thread launches on.
+    pub fn timing(self, args: &TimingArgs) -> Config {
+        self.timing_only(args.timing_only).gpus_per_thread(args.gpus_per_thread.unwrap_or(1))
+    }
+
+    /// Calls whose kernels one host thread launches on `gpus` consecutive GPUs, one after another.
+    pub fn gpus_per_thread(mut self, gpus: usize) -> Config {
+        self.gpus_per_thread = gpus.max(1);
         self
     }
 
@@ -171,6 +199,7 @@ impl Config {
         let comm = Communicator::with_registry(self.system.clone(), self.registry.clone())
             .threads(self.threads)
             .timing_only(self.timing_only)
+            .gpus_per_thread(self.gpus_per_thread)
             .max_memory(self.max_memory)
             .max_messages(self.max_messages);
         match &self.job {

@@ -16,8 +16,9 @@
 //! - Reductions cost `elements / compute rate`, loads and stores `bytes / memory rate`, at the spec's
 //!   rates or a straggler's override.
 //! - A barrier releases everyone at the latest arrival.
-//! - Every kernel starts the call's launch time (`call.launch_ns`) after the call, a straggler's its
-//!   start delay later still.
+//! - Every kernel starts the call's launch time (`call.launch_ns`) and its protocol's base latency
+//!   after the call; the `k`-th GPU a host thread drives (`RunOptions::gpus_per_thread`) `k` times
+//!   `call.launch_per_gpu_ns` later; a straggler its start delay later still.
 //!
 //! - Lanes of one PE share its channels (above) and its engines (`pe.engines`): their injections,
 //!   reductions, loads and stores are booked on the engine free first, each at its earliest free
@@ -253,13 +254,22 @@ pub(crate) struct Clock {
 
 impl Clock {
     /// The clock of `pe` under `timing` (`None`: a clock that never moves).
-    pub(crate) fn new(system: &System, timing: Option<&Timing>, carriage: &Carriage, pe: PeId) -> Clock {
+    pub(crate) fn new(
+        system: &System,
+        timing: Option<&Timing>,
+        carriage: &Carriage,
+        pe: PeId,
+        gpus_per_thread: usize,
+    ) -> Clock {
         let Some(timing) = timing else { return Clock::default() };
         let spec = system.pe_spec();
         let straggler = timing.stragglers.get(&pe).copied().unwrap_or_default();
-        // Every kernel starts after the call's launch and its protocol's base latency, a straggler's
-        // that much later.
-        let start_delay = system.call_spec().launch_ns + carriage.base_ns + straggler.start_delay_ns;
+        // Every kernel starts after the call's launch and its protocol's base latency, later on each
+        // further GPU its thread launches on, a straggler's later still.
+        let call = system.call_spec();
+        let launched_before = (pe.sip as usize % gpus_per_thread.max(1)) as f64;
+        let start_delay =
+            call.launch_ns + launched_before * call.launch_per_gpu_ns + carriage.base_ns + straggler.start_delay_ns;
         let mut clock = Clock {
             on: true,
             now: 0.0,

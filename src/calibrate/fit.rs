@@ -23,6 +23,8 @@ use super::compare::Compared;
 pub enum Knob {
     /// `call.launch_ns`.
     Launch,
+    /// `call.launch_per_gpu_ns`.
+    LaunchPerGpu,
     /// `links.<class>.latency_ns`.
     Latency(LinkClass),
     /// `links.<class>.bandwidth_gbps`.
@@ -41,6 +43,7 @@ impl Knob {
     pub fn get(self, spec: &SystemSpec) -> Option<f64> {
         match self {
             Knob::Launch => Some(spec.call.launch_ns),
+            Knob::LaunchPerGpu => Some(spec.call.launch_per_gpu_ns),
             Knob::Latency(class) => Some(spec.link(class)?.latency_ns),
             Knob::Bandwidth(class) => Some(spec.link(class)?.bandwidth_gbps),
             Knob::Step(class, protocol) => {
@@ -56,6 +59,7 @@ impl Knob {
     pub fn set(self, spec: &mut SystemSpec, value: f64) {
         match self {
             Knob::Launch => spec.call.launch_ns = value,
+            Knob::LaunchPerGpu => spec.call.launch_per_gpu_ns = value,
             Knob::Latency(class) => spec.link_mut(class).into_iter().for_each(|link| link.latency_ns = value),
             Knob::Bandwidth(class) => spec.link_mut(class).into_iter().for_each(|link| link.bandwidth_gbps = value),
             Knob::Step(class, protocol) => {
@@ -75,17 +79,25 @@ impl Knob {
     fn floor(self) -> f64 {
         match self {
             Knob::Bandwidth(_) | Knob::LaneCap(_) | Knob::PeCap(_) => System::MIN_RATE,
-            Knob::Launch | Knob::Latency(_) | Knob::Step(..) => 100.0,
+            Knob::Launch | Knob::LaunchPerGpu | Knob::Latency(_) | Knob::Step(..) => 100.0,
         }
     }
 
-    /// The knobs `logs` of calls whose messages cross `classes` constrain on `system`: the launch; per
-    /// class, its bandwidth and either its protocols' step costs (a system with protocols) or its
-    /// latency (one without); and each protocol's lane and PE caps the system gives. A protocol's base latency
-    /// is not among them: every call pays it with the launch, so the two cannot be told apart.
-    pub fn constrained(system: &System, classes: &[LinkClass]) -> Vec<Knob> {
+    /// The knobs logs of calls whose messages cross `classes` constrain on `system`, run with each of
+    /// `gpus_per_thread` GPUs a host thread (nccl-tests' `-g`): the launch of a GPU's own thread (from a
+    /// log run with 1) and of each further GPU of a thread (from one run with more); per class, its
+    /// bandwidth and either its protocols' step costs (a system with protocols) or its latency (one
+    /// without); and each protocol's lane and PE caps the system gives. A protocol's base latency is
+    /// not among them: every call pays it with the launch, so the two cannot be told apart.
+    pub fn constrained(system: &System, classes: &[LinkClass], gpus_per_thread: &[usize]) -> Vec<Knob> {
         let spec = system.spec();
-        let mut knobs = vec![Knob::Launch];
+        let mut knobs = Vec::new();
+        if gpus_per_thread.iter().any(|&g| g <= 1) {
+            knobs.push(Knob::Launch);
+        }
+        if gpus_per_thread.iter().any(|&g| g > 1) {
+            knobs.push(Knob::LaunchPerGpu);
+        }
         for &class in classes {
             knobs.push(Knob::Bandwidth(class));
             match &spec.protocols {
@@ -109,6 +121,7 @@ impl fmt::Display for Knob {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Knob::Launch => f.write_str("call.launch_ns"),
+            Knob::LaunchPerGpu => f.write_str("call.launch_per_gpu_ns"),
             Knob::Latency(class) => write!(f, "links.{class}.latency_ns"),
             Knob::Bandwidth(class) => write!(f, "links.{class}.bandwidth_gbps"),
             Knob::Step(class, protocol) => write!(f, "links.{class}.step_ns.{}", protocol.key()),

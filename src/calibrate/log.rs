@@ -68,6 +68,9 @@ pub struct NcclLog {
     pub nodes: Option<usize>,
     /// The names of its GPUs, each once, in the order of their ranks (none without device lines).
     pub gpus: Vec<String>,
+    /// How many GPUs one host thread drove, from its header (`# nThread 1 nGpus 8`: nccl-tests' `-g`);
+    /// `None` when the log has no header.
+    pub gpus_per_thread: Option<usize>,
     /// The table, in the log's order.
     pub rows: Vec<LogRow>,
 }
@@ -418,6 +421,8 @@ struct Reader {
     ranks: BTreeSet<u64>,
     hosts: BTreeSet<String>,
     gpus: Vec<String>,
+    /// `nGpus` of the `# nThread` header.
+    gpus_per_thread: Option<usize>,
     /// The table's columns, as its titles name them, when the log prints them.
     titled: Option<Layout>,
     rows: Vec<LogRow>,
@@ -436,6 +441,7 @@ impl Reader {
             ranks: BTreeSet::new(),
             hosts: BTreeSet::new(),
             gpus: Vec::new(),
+            gpus_per_thread: None,
             titled: None,
             rows: Vec::new(),
             ended: false,
@@ -486,6 +492,9 @@ impl Reader {
         }
         if self.program.is_none() {
             self.program = program.map(str::to_owned);
+        }
+        if let ["nThread", _, "nGpus", gpus, ..] = words {
+            self.gpus_per_thread = gpus.parse().ok().filter(|&g| g > 0);
         }
         if words.first() == Some(&"Rank") {
             self.device(number, words)?;
@@ -612,7 +621,8 @@ impl Reader {
         } else {
             (self.ranks.len(), Some(self.hosts.len()))
         };
-        Ok(NcclLog { name, citation: self.citation, collective, ranks, nodes, gpus: self.gpus, rows: self.rows })
+        let (citation, gpus, gpus_per_thread, rows) = (self.citation, self.gpus, self.gpus_per_thread, self.rows);
+        Ok(NcclLog { name, citation, collective, ranks, nodes, gpus, gpus_per_thread, rows })
     }
 }
 
@@ -766,6 +776,7 @@ mod tests {
         let log = parse("h100.log", ONE_PROCESS).unwrap();
         assert_eq!((log.collective, log.ranks, log.nodes), (Collective::AllReduce, 8, Some(1)));
         assert_eq!(log.gpus, ["NVIDIA H100 80GB HBM3"]);
+        assert_eq!(log.gpus_per_thread, Some(8), "nccl-tests' -g 8");
         assert_eq!(log.citation.len(), 2);
         assert!(log.citation[0].starts_with("made up for kernbench's tests, in the format"), "{:?}", log.citation);
         // The table ends at the launcher's text after it: the next case's row is not this log's.
@@ -782,6 +793,7 @@ mod tests {
     fn a_log_of_one_process_per_gpu_on_two_nodes_takes_its_collective_from_its_name() {
         let log = parse("logs/a100x4-all_gather.log", ONE_PROCESS_PER_GPU).unwrap();
         assert_eq!((log.collective, log.ranks, log.nodes), (Collective::AllGather, 4, Some(2)));
+        assert_eq!(log.gpus_per_thread, Some(1));
         // Rows are as nccl-tests sized them, the empty one too; only sizes above 0 can be simulated.
         assert_eq!(log.rows.len(), 3);
         assert_eq!(log.sizes(), [4096, 1048576]);

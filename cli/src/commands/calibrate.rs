@@ -14,10 +14,12 @@ use crate::config::Config;
 use crate::files::OutputFile;
 use crate::sweep::{Row, Series, Sweep};
 
-/// A log and the sweep of its sizes that is set beside it.
+/// A log, the sweep of its sizes that is set beside it, and its run style.
 struct Target {
     comparison: Comparison,
     sweep: Sweep,
+    /// GPUs a host thread drove (the log's `nGpus`; 1 when it does not say).
+    gpus_per_thread: usize,
 }
 
 pub(super) fn run(args: &CalibrateArgs, out: &mut dyn Write) -> Result<()> {
@@ -32,10 +34,12 @@ pub(super) fn run(args: &CalibrateArgs, out: &mut dyn Write) -> Result<()> {
             .with_context(|| format!("for {}", comparison.log().name))?;
         config = config.with_variants(&algorithm, collective)?;
         let sweep = Sweep::new(collective, vec![Series::Algorithm(algorithm)], comparison.log().sizes());
-        targets.push(Target { comparison, sweep });
+        let gpus_per_thread = comparison.log().gpus_per_thread.unwrap_or(1);
+        targets.push(Target { comparison, sweep, gpus_per_thread });
     }
     let registry = config.registry().clone();
-    let knobs = Knob::constrained(&base, &classes(&targets, &base, &registry)?);
+    let styles: Vec<usize> = targets.iter().map(|t| t.gpus_per_thread).collect();
+    let knobs = Knob::constrained(&base, &classes(&targets, &base, &registry)?, &styles);
     let fitted =
         fit(&base, &knobs, |system| Ok::<_, anyhow::Error>(score(&targets, &simulate(system, &registry, &targets)?)))?;
     file.write(format!("{}\n", serde_json::to_string_pretty(fitted.system.spec())?).as_bytes())?;
@@ -107,10 +111,14 @@ fn classes(targets: &[Target], system: &System, registry: &Registry) -> Result<V
     Ok(classes)
 }
 
-/// Every target's rows on `system`, timing only.
+/// Every target's rows on `system`, timing only, each in its log's run style.
 fn simulate(system: &System, registry: &Registry, targets: &[Target]) -> Result<Vec<Vec<Row>>> {
-    let mut comm = Config::new(system.clone(), registry.clone(), None).timing_only(true).communicator();
-    targets.iter().map(|t| Ok(t.sweep.run(&mut comm, |_| {})?)).collect()
+    let config = Config::new(system.clone(), registry.clone(), None).timing_only(true);
+    let run = |target: &Target| {
+        let mut comm = config.communicator().gpus_per_thread(target.gpus_per_thread);
+        Ok(target.sweep.run(&mut comm, |_| {})?)
+    };
+    targets.iter().map(run).collect()
 }
 
 /// The objective of every target's rows beside its log; infinite when no row is judged.

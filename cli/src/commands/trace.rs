@@ -16,7 +16,7 @@ use crate::sweep::{Series, Sweep, parse_size};
 pub(super) fn run(args: &TraceArgs, job: Job, out: &mut dyn Write, stop: &AtomicBool) -> Result<()> {
     let file = OutputFile::check(&args.out)?;
     let collective: Collective = args.collective.parse()?;
-    let config = Config::load(&args.system, job)?.limits(&args.limits)?.timing_only(args.timing.timing_only);
+    let config = Config::load(&args.system, job)?.limits(&args.limits)?.timing(&args.timing);
     let mut comm = config.communicator().timing(Some(Timing { trace: true, ..Timing::default() }));
     let series = match Series::parse_list(&args.algo, comm.registry(), collective)?.as_slice() {
         [one] => one.clone(),

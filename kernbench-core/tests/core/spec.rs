@@ -252,6 +252,8 @@ bad_specs! {
     bad_spec_zero_engines: "zero_engines.json" => SpecError::BadEngines { engines: 0 }, ["pe.engines", "1 to 1024"];
     bad_spec_negative_launch: "negative_launch.json" =>
         SpecError::BadTime { .. }, ["call.launch_ns", "-3", "from 0 to 1e12"];
+    bad_spec_negative_launch_per_gpu: "negative_launch_per_gpu.json" =>
+        SpecError::BadTime { .. }, ["call.launch_per_gpu_ns", "-1", "from 0 to 1e12"];
     bad_spec_no_protocols: "no_protocols.json" => SpecError::NoProtocols, ["`protocols`", "simple, ll, ll128"];
     bad_spec_negative_step: "negative_step.json" =>
         SpecError::BadTime { .. }, ["links.inter_sip.step_ns.ll", "-7", "from 0 to 1e12"];

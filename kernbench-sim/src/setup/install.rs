@@ -91,7 +91,7 @@ pub(super) fn run(
                     lane,
                     figures: Default::default(),
                     generation: message_generation(call.generation, 1),
-                    clock: Clock::new(system, options.timing.as_ref(), &carriage, pe),
+                    clock: Clock::new(system, options.timing.as_ref(), &carriage, pe, options.gpus_per_thread),
                     failure: None,
                     watch: Watch { loops_left: options.loop_budget, steps: 0, last: None },
                     sync: None,

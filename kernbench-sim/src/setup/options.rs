@@ -65,6 +65,9 @@ pub struct RunOptions {
     /// The most lanes a PE runs, fewer than its kernel asks for (NCCL's channels of one call), or
     /// `None`: as many as it asks for.
     pub max_lanes: Option<usize>,
+    /// How many consecutive SIPs (GPUs) one host thread launches kernels on, one after another: the
+    /// run style of nccl-tests' `-g`. At least 1 (the default: a thread, or a process, per GPU).
+    pub gpus_per_thread: usize,
 }
 
 impl Default for RunOptions {
@@ -80,6 +83,7 @@ impl Default for RunOptions {
             timing_only: false,
             protocol: None,
             max_lanes: None,
+            gpus_per_thread: 1,
         }
     }
 }
@@ -177,6 +181,14 @@ macro_rules! run_option_setters {
         /// computes the same on fewer lanes.
         pub fn max_lanes(mut self, lanes: ::std::option::Option<usize>) -> Self {
             self.options_mut().max_lanes = lanes.map(|lanes| lanes.max(1));
+            self
+        }
+
+        /// Launches the kernels of `gpus` consecutive SIPs from one host thread, one after another (1, the
+        /// default: one thread or process per GPU): the kernel of the `k`-th of them starts `k` times the
+        /// system's `call.launch_per_gpu_ns` after the first, as under nccl-tests' `-g`.
+        pub fn gpus_per_thread(mut self, gpus: usize) -> Self {
+            self.options_mut().gpus_per_thread = gpus.max(1);
             self
         }
 

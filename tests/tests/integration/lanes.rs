@@ -357,3 +357,29 @@ fn lane_counts_may_differ_per_pe_and_a_lane_need_not_match_its_peers_index() {
     let err = run_per_rank(&ring_of(2), vec![1, 0]).unwrap_err();
     assert!(err.to_string().contains("(sip 1, cube 0, pe 0): the kernel asks for 0 lanes: expected 1..=256"), "{err}");
 }
+
+/// Does nothing: its PE finishes the moment its kernel starts.
+#[ccl_kernel]
+fn starts_and_ends(tl: &Tl) {
+    let _ = tl.rank();
+}
+
+#[test]
+fn a_thread_driving_several_gpus_launches_their_kernels_one_after_another() {
+    let mut spec = ring_of(4).spec().clone();
+    (spec.call.launch_ns, spec.call.launch_per_gpu_ns) = (500.0, 1000.0);
+    let system = System::from_spec(spec).unwrap();
+    let finishes = |gpus_per_thread: usize| -> Vec<f64> {
+        let run = MockRun::new(&system, "ring_1d", "leader_only", &starts_and_ends::KERNEL)
+            .inputs(|_, rank| filled(rank))
+            .gpus_per_thread(gpus_per_thread)
+            .run()
+            .unwrap();
+        run.time().unwrap().pes.iter().map(|p| p.finish_ns).collect()
+    };
+    // A thread a GPU: every kernel starts at the launch.
+    assert_eq!(finishes(1), [500.0; 4]);
+    // Two GPUs a thread: the second of each pair a launch later.
+    assert_eq!(finishes(2), [500.0, 1500.0, 500.0, 1500.0]);
+    assert_eq!(finishes(4), [500.0, 1500.0, 2500.0, 3500.0]);
+}

@@ -101,6 +101,15 @@ pub struct CallSpec {
     /// Time from the call to its kernels' start on every PE, in ns (a GPU's kernel launch and the
     /// library's set-up); 0 when left out.
     pub launch_ns: f64,
+    /// When one host thread drives several GPUs (nccl-tests' `-g`), it launches their kernels one after
+    /// another: each further GPU's kernel starts this much later, in ns; 0 when left out. A run says how
+    /// many GPUs a thread drives (`RunOptions::gpus_per_thread`, 1 by default: no stagger).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub launch_per_gpu_ns: f64,
+}
+
+fn is_zero(value: &f64) -> bool {
+    *value == 0.0
 }
 
 /// The size of each SIP's cube mesh.
@@ -451,6 +460,7 @@ impl System {
             return Err(SpecError::BadEngines { engines: spec.pe.engines });
         }
         check_time(format_args!("call.launch_ns"), spec.call.launch_ns)?;
+        check_time(format_args!("call.launch_per_gpu_ns"), spec.call.launch_per_gpu_ns)?;
         for class in LinksSpec::CLASSES {
             for protocol in Protocol::ALL {
                 let step = spec.links.get(class).step_ns.get(protocol);
