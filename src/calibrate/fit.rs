@@ -211,7 +211,13 @@ pub fn objective(compared: &[Compared<'_>]) -> Option<f64> {
 }
 
 /// Fits `knobs` of `base` so that `simulate` (a system's simulated times beside the measured ones, its
-/// [`objective`]) comes as close to the measurements as it gets; see the [module](self).
+/// [`objective`]) comes as close to the measurements as it gets.
+///
+/// The search is coordinate descent in log space: each knob in turn is multiplied and divided by a
+/// factor and keeps whichever lowers the objective plus a pull towards the base (0.002 times the mean
+/// over the knobs of `ln(fitted / base)^2`, so a knob the logs barely see keeps its published value);
+/// the factor shrinks from 2 to 1.01 when no knob moves, and fitted
+/// values keep 4 significant digits. It is deterministic: the same logs and base give the same system.
 ///
 /// A candidate system the spec's checks reject is never simulated, and a candidate `simulate` fails on
 /// is passed over (a knob's value that makes a call impossible is no fit).

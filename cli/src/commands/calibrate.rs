@@ -111,12 +111,38 @@ fn classes(targets: &[Target], system: &System, registry: &Registry) -> Result<V
     Ok(classes)
 }
 
-/// Every target's rows on `system`, timing only, each in its log's run style.
+/// Every target's rows on `system`, timing only, each in its log's run style, in the order of its
+/// sweep's sizes. A fit simulates hundreds of systems, so each target's sizes are shared out over the
+/// machine's cores (every size is a call of its own).
 fn simulate(system: &System, registry: &Registry, targets: &[Target]) -> Result<Vec<Vec<Row>>> {
     let config = Config::new(system.clone(), registry.clone(), None).timing_only(true);
-    let run = |target: &Target| {
-        let mut comm = config.communicator().gpus_per_thread(target.gpus_per_thread);
-        Ok(target.sweep.run(&mut comm, |_| {})?)
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let run = |target: &Target| -> Result<Vec<Row>> {
+        let sizes = target.sweep.sizes();
+        let share = |part: usize| -> Vec<u64> { sizes.iter().copied().skip(part).step_by(threads).collect() };
+        let parts: Vec<Result<Vec<Row>>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads.min(sizes.len()).max(1))
+                .map(|part| {
+                    let (config, sweep) = (&config, &target.sweep);
+                    scope.spawn(move || -> Result<Vec<Row>> {
+                        let mut comm = config.communicator().gpus_per_thread(target.gpus_per_thread);
+                        let sweep = Sweep::new(sweep.collective(), sweep.series().to_vec(), share(part));
+                        Ok(sweep.run(&mut comm, |_| {})?)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a simulation panicked"))))
+                .collect()
+        });
+        // Part `p`'s `k`-th row is of size `p + k * threads`: put each back in its place.
+        let mut placed: Vec<(usize, Row)> = Vec::with_capacity(sizes.len());
+        for (part, rows) in parts.into_iter().enumerate() {
+            placed.extend(rows?.into_iter().enumerate().map(|(k, row)| (part + k * threads, row)));
+        }
+        placed.sort_by_key(|&(at, _)| at);
+        Ok(placed.into_iter().map(|(_, row)| row).collect())
     };
     targets.iter().map(run).collect()
 }

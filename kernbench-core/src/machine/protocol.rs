@@ -286,7 +286,7 @@ impl StepSpec {
 }
 
 /// What carrying a run's messages by one protocol costs on one system: the figures the timing model
-/// reads, resolved once per run ([`System::carriage`]).
+/// reads, resolved once per run ([`System::carriage`](crate::machine::System::carriage)).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Carriage {
     /// The protocol, or `None` on a system without protocols (every message carried as data).

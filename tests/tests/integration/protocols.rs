@@ -120,10 +120,10 @@ fn the_pe_cap_bounds_what_a_pe_moves_over_all_its_lanes_and_the_lane_cap_each_la
     };
     // LL over 8 lanes: the link would carry 50 GB/s of data, the PE's cap 40.
     let ll = busbw("ll", 8);
-    assert!(ll <= LL_PE_CAP && ll >= 0.9 * LL_PE_CAP, "LL busbw {ll} GB/s");
+    assert!((0.9 * LL_PE_CAP..=LL_PE_CAP).contains(&ll), "LL busbw {ll} GB/s");
     // LL128 over 2 lanes: 2 x 20 GB/s, far below the link's 93.75.
     let ll128 = busbw("ll128", 2);
-    assert!(ll128 <= 2.0 * LL128_LANE_CAP && ll128 >= 0.9 * 2.0 * LL128_LANE_CAP, "LL128 busbw {ll128} GB/s");
+    assert!((0.9 * 2.0 * LL128_LANE_CAP..=2.0 * LL128_LANE_CAP).contains(&ll128), "LL128 busbw {ll128} GB/s");
     // Simple has no cap: the link's bandwidth, with data as it is.
     let simple = busbw("simple", 8);
     assert!(simple > 0.9 * B && simple <= B, "Simple busbw {simple} GB/s");
