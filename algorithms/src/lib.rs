@@ -5,6 +5,7 @@ mod direct;
 mod hierarchical;
 mod hierarchical_a2a;
 mod mesh;
+mod nvls;
 mod programs;
 mod ring;
 mod symmetric;

@@ -101,7 +101,7 @@ impl Config {
     pub fn sweep(args: &SweepArgs, job: Job) -> Result<(Config, Sweep, Option<Comparison>)> {
         let collective: Collective = args.collective.parse()?;
         let config = Config::runner(&args.runner, job)?.with_variants(&args.algos, collective)?;
-        let series = Series::parse_list(&args.algos, &config.registry, collective)?;
+        let series = Series::parse_list(&args.algos, &config.registry, collective, &config.system)?;
         let comparison = args.compare.as_deref().map(|log| Comparison::load(log, collective, &config.system));
         let comparison = comparison.transpose()?;
         // A log's run style is the sweep's unless the command line names another.

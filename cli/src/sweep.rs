@@ -57,8 +57,10 @@ impl Series {
         }
     }
 
-    /// Parses an `--algos` value: `all` (every algorithm of `collective`, by name), `auto`, or a
-    /// comma-separated list of algorithm names, variants of them (see [`with_variants`]) and `auto`.
+    /// Parses an `--algos` value: `all` (every algorithm of `collective` that has a plan on `system`,
+    /// by name: an NVLS algorithm is left out on a system whose switch does not multicast), `auto`,
+    /// or a comma-separated list of algorithm names, variants of them (see [`with_variants`]) and
+    /// `auto`.
     ///
     /// # Errors
     /// [`SweepError::UnknownAlgorithm`] for a name that is not one of the collective's algorithms.
@@ -68,17 +70,27 @@ impl Series {
     /// use kernbench::Collective;
     /// use kernbench_cli::sweep::Series;
     /// let registry = kernbench::algorithms::default_registry();
-    /// let list = Series::parse_list("ring,auto", &registry, Collective::AllReduce).unwrap();
+    /// let system = kernbench::System::builtin();
+    /// let list = Series::parse_list("ring,auto", &registry, Collective::AllReduce, &system).unwrap();
     /// assert_eq!(list, vec![Series::Algorithm("ring".into()), Series::Auto]);
-    /// assert!(Series::parse_list("all", &registry, Collective::AllReduce).unwrap().len() > 5);
-    /// assert!(Series::parse_list("ring_allgather", &registry, Collective::AllReduce).is_err());
+    /// let all = Series::parse_list("all", &registry, Collective::AllReduce, &system).unwrap();
+    /// assert!(all.len() > 5);
+    /// // The built-in system's SIPs are on a ring, with no switch to reduce in.
+    /// assert!(!all.contains(&Series::Algorithm("nvls_allreduce".into())));
+    /// assert!(Series::parse_list("ring_allgather", &registry, Collective::AllReduce, &system).is_err());
     /// ```
-    pub fn parse_list(text: &str, registry: &Registry, collective: Collective) -> Result<Vec<Series>, SweepError> {
+    pub fn parse_list(
+        text: &str,
+        registry: &Registry,
+        collective: Collective,
+        system: &System,
+    ) -> Result<Vec<Series>, SweepError> {
         let registry = &with_variants(text, registry, collective)?;
         let known: Vec<String> =
             registry.algorithms().filter(|a| a.collective == collective).map(|a| a.name.clone()).collect();
         if text.trim() == "all" {
-            return Ok(known.into_iter().map(Series::Algorithm).collect());
+            let planned = registry.algorithms().filter(|a| a.collective == collective && a.plan(system).is_ok());
+            return Ok(planned.map(|a| Series::Algorithm(a.name.clone())).collect());
         }
         text.split(',')
             .map(|name| match name.trim() {

@@ -39,9 +39,9 @@ pub mod registry;
 pub mod tile;
 
 pub use machine::{
-    CallSpec, Channel, CubeCoord, Direction, LinkClass, LinkSpec, LinksSpec, MeshSpec, Node, NodesSpec,
+    CallSpec, Channel, CubeCoord, Direction, LinkClass, LinkSpec, LinksSpec, MeshSpec, MulticastError, Node, NodesSpec,
     ParseDirectionError, PeId, PeSpec, PeerIndexError, Protocol, ProtocolChoice, Route, SipInterconnect, SpecError,
-    System, SystemSpec,
+    SwitchSpec, System, SystemSpec,
 };
 pub use machine::{Carriage, protocol, route};
 
@@ -54,8 +54,8 @@ pub use collective::{bound, postcondition, provenance};
 
 pub use kernbench_macros::ccl_kernel;
 pub use kernel::{
-    ArgsError, Buffer, Group, Instantiate, KernelDef, KernelError, KernelFuture, KernelSet, Launch, Op, ParamDef,
-    Params, Symmetric, Tl, TlContext, UnknownKernel, WatchdogBudget,
+    ArgsError, Buffer, Group, Instantiate, KernelDef, KernelError, KernelFuture, KernelSet, Launch, Multicast, Op,
+    ParamDef, Params, Symmetric, Tl, TlContext, UnknownKernel, WatchdogBudget,
 };
 pub use kernel::{symmetric, tl};
 
@@ -68,8 +68,8 @@ pub use plan::{
     LayoutError, LayoutKind, MAPPERS, Mapper, MapperFn, NeighborTableEntry, PeInstall, PlanError, PlanLinks, SipPlan,
     Split, TOPOLOGIES, Topology, TopologyFn, VALIDATORS, ValidationError, ValidatorFn, all_pes, any, check_plan,
     circulant, cube_leaders, double_binary_tree, full, hierarchical_3level, hypercube, intercube, leader_only,
-    mapper_by_name, mesh_2d, mesh_2d_grid, multi_pe_sip_local, replicated, ring_1d, single_shard, topology_by_name,
-    tree, validator_by_name,
+    mapper_by_name, mesh_2d, mesh_2d_grid, multi_pe_sip_local, multicast, replicated, ring_1d, single_shard,
+    topology_by_name, tree, validator_by_name,
 };
 pub use plan::{partition, samples};
 pub use quote::Quoted;
@@ -81,7 +81,7 @@ pub use registry::{
 /// Everything a kernel author needs: `use kernbench::prelude::*;`.
 pub mod prelude {
     pub use crate::kernel::Buffer::{self, Input, Output, Scratch};
-    pub use crate::kernel::{Group, KernelError, Symmetric, Tl};
+    pub use crate::kernel::{Group, KernelError, Multicast, Symmetric, Tl};
     pub use crate::machine::Direction::{self, E, N, S, W};
     pub use crate::machine::PeId;
     pub use crate::tile::Dtype::{self, BF16, F16, F32, I32, I64};

@@ -6,8 +6,19 @@
 //! against `Tl`'s source, so the two cannot drift apart.
 
 /// The `async` methods of `Tl`: the steps that can wait for another PE.
-pub(crate) const WAITING: &[&str] =
-    &["send", "send_on", "recv", "recv_on", "recv_like", "barrier", "barrier_in", "get", "wait_until", "quiet"];
+pub(crate) const WAITING: &[&str] = &[
+    "send",
+    "send_on",
+    "recv",
+    "recv_on",
+    "recv_like",
+    "barrier",
+    "barrier_in",
+    "get",
+    "wait_until",
+    "quiet",
+    "multimem_ld_reduce",
+];
 
 /// The methods of `Tl` that return a plain value, not a `Result`.
 pub(crate) const INFALLIBLE: &[&str] =

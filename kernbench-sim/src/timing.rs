@@ -362,12 +362,34 @@ pub(crate) struct Transfer {
     pub(crate) reply: Option<(u32, u64)>,
     /// The lane of a put, whose puts land with it.
     pub(crate) put_by: Option<u32>,
+    /// A multimem operation: `queue` is the requester's link up to the switch, and its parts follow
+    /// `position` in the sender's outbox.
+    pub(crate) multicast: Option<Multicast>,
 }
 
 impl Transfer {
     /// A message at `position` of queue `queue`, sent by rank `sender`.
     pub(crate) fn message(depart_ns: f64, sender: u32, queue: u32, position: u64, bytes: u64) -> Transfer {
-        Transfer { depart_ns, sender, queue, position, bytes, reply: None, put_by: None }
+        Transfer { depart_ns, sender, queue, position, bytes, reply: None, put_by: None, multicast: None }
+    }
+}
+
+/// What a multimem operation asks of the switch, over `parts` members.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Multicast {
+    /// `multimem_ld_reduce`: the switch reads `bytes` of every member, reduces them, and sends the
+    /// result down `down` (a queue whose last channel is the switch's link to the requester).
+    Load { parts: u32, down: u32, bytes: u64 },
+    /// `multimem_st`, or `multimem_red` (`reduce`): the switch fans the tile out to every member.
+    Store { parts: u32, reduce: bool },
+}
+
+impl Multicast {
+    /// The members it spans.
+    pub(crate) fn parts(self) -> u32 {
+        match self {
+            Multicast::Load { parts, .. } | Multicast::Store { parts, .. } => parts,
+        }
     }
 }
 
@@ -508,6 +530,10 @@ pub(crate) struct Network {
     carriage: Carriage,
     /// Per queue, the protocol's step cost over its route (empty without a protocol: none).
     route_step: Vec<f64>,
+    /// The switch's reduction ([`System::multicast_switch`]): ns per byte of result (0: it has none),
+    /// and when it is busy. One resource for the whole switch.
+    reduce_ns_per_byte: f64,
+    reducer: Bookings,
     /// A channel has more bookings than this: time to forget the old ones. It doubles when forgetting
     /// frees too little, so a run whose slowest PE stays early does not pay for it every round.
     forget_at: usize,
@@ -541,6 +567,8 @@ impl Network {
             route_latency: Vec::with_capacity(n),
             carriage: *carriage,
             route_step: Vec::with_capacity(if carriage.protocol.is_some() { n } else { 0 }),
+            reduce_ns_per_byte: system.multicast_switch().map_or(0.0, |switch| 1.0 / switch.reduce_gbps),
+            reducer: Bookings::default(),
             forget_at: 2 * FORGET_ABOVE,
             forget_due: false,
         };
@@ -612,6 +640,86 @@ impl Network {
         tail + step
     }
 
+    /// Places `bytes` of data on one channel of queue `queue`'s route, its first (`last: false`) or
+    /// its last, leaving at `depart` as the run's protocol puts it on the wire; returns when its last
+    /// byte has crossed it. A multimem operation's legs: a route between two ranks behind a switch is
+    /// up to the switch and down from it, so the first channel is the sender's link up and the last
+    /// the switch's link down to the receiver.
+    fn leg(&mut self, queue: u32, last: bool, depart: f64, bytes: u64) -> f64 {
+        let bytes = self.carriage.wire_bytes(bytes);
+        let route = &self.route_channels[self.route_start[queue as usize]..self.route_start[queue as usize + 1]];
+        let Some(&id) = (if last { route.last() } else { route.first() }) else { return depart };
+        let ch = &mut self.channels[id as usize];
+        let (start, end) = ch.busy.reserve(depart, bytes as f64 * ch.ns_per_byte, depart);
+        self.forget_due |= ch.busy.len() > self.forget_at;
+        ch.bytes += bytes;
+        ch.busy_ns += end - start;
+        if let Some(spans) = &mut self.spans {
+            spans[id as usize].push(Span { kind: SpanKind::Transfer, start_ns: start, end_ns: end, bytes });
+        }
+        end + ch.latency_ns
+    }
+
+    /// The protocol's step over queue `queue`'s route.
+    fn step(&self, queue: u32) -> f64 {
+        self.route_step.get(queue as usize).copied().unwrap_or(0.0)
+    }
+
+    /// Books the switch's reduction of `bytes` of result, ready at `ready`; returns when it is done.
+    fn reduce(&mut self, ready: f64, bytes: u64) -> f64 {
+        if self.reduce_ns_per_byte == 0.0 {
+            return ready;
+        }
+        self.reducer.reserve(ready, bytes as f64 * self.reduce_ns_per_byte, 0.0).1
+    }
+
+    /// Places a multimem operation leaving on `up` (a queue whose first channel is the requester's
+    /// link to the switch) at `depart`, over its members' legs `(to, from)` (queues whose last channel
+    /// is the switch's link down to the member, whose first is the member's link up), in member
+    /// order. Returns when each member's part reaches the member, and for a load when the reduced
+    /// result is back at the requester.
+    ///
+    /// - A load: the request (`request` bytes) reaches the switch; the switch asks each member,
+    ///   whose `bytes` cross its link up; once all are in, the switch reduces them at its rate and
+    ///   the result crosses the link down to the requester once.
+    /// - A store: the tile (`request` bytes) crosses the requester's link up once, then the
+    ///   switch's link down to each member; a reducing store passes the switch's reduction first,
+    ///   once per member.
+    pub(crate) fn deliver_multicast(
+        &mut self,
+        multicast: Multicast,
+        up: u32,
+        depart: f64,
+        request: u64,
+        legs: &[(u32, u32)],
+    ) -> (Vec<f64>, Option<f64>) {
+        let at_switch = self.leg(up, false, depart, request);
+        match multicast {
+            Multicast::Load { down, bytes, .. } => {
+                let mut ready = at_switch;
+                let mut asked = Vec::with_capacity(legs.len());
+                for &(to, from) in legs {
+                    let at_member = self.leg(to, true, at_switch, request);
+                    ready = ready.max(self.leg(from, false, at_member, bytes));
+                    asked.push(at_member);
+                }
+                let reduced = self.reduce(ready, bytes);
+                let back = self.leg(down, true, reduced, bytes) + self.step(down);
+                (asked, Some(back))
+            }
+            Multicast::Store { reduce, .. } => {
+                let arrivals = legs
+                    .iter()
+                    .map(|&(to, _)| {
+                        let ready = if reduce { self.reduce(at_switch, request) } else { at_switch };
+                        self.leg(to, true, ready, request) + self.step(to)
+                    })
+                    .collect();
+                (arrivals, None)
+            }
+        }
+    }
+
     /// The protocol the run's messages are carried by.
     pub(crate) fn protocol(&self) -> Option<kernbench_core::Protocol> {
         self.carriage.protocol
@@ -619,6 +727,7 @@ impl Network {
 
     /// Forgets bookings that ended by `floor`, the earliest time any future message can leave.
     pub(crate) fn forget_before(&mut self, floor: f64) {
+        self.reducer.forget_before(floor);
         let mut longest = 0;
         for ch in &mut self.channels {
             if ch.busy.len() > FORGET_ABOVE {

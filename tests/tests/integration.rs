@@ -24,6 +24,8 @@ mod lanes;
 mod limits;
 #[path = "integration/log_props.rs"]
 mod log_props;
+#[path = "integration/multicast.rs"]
+mod multicast;
 #[path = "../../kernbench-core/tests/core/mutate.rs"]
 mod mutate;
 #[path = "integration/nodes.rs"]

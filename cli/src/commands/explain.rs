@@ -18,7 +18,7 @@ pub(super) fn run(args: &ExplainArgs, job: Job, out: &mut dyn Write, stop: &Atom
     let config = Config::load(&args.system, job)?.timing(&args.timing);
     let mut comm = config.communicator();
     let size = parse_size(&args.size)?;
-    let algorithms = Series::parse_list("all", comm.registry(), collective)?;
+    let algorithms = Series::parse_list("all", comm.registry(), collective, comm.system())?;
     let sweep = Sweep::new(collective, algorithms.clone(), vec![size]);
     let system = config.system();
     writeln!(out, "{collective} of {size} bytes per SIP (one-PE layout) on {}", system.describe())?;

@@ -43,7 +43,7 @@ pub(super) fn run(args: &MscclArgs, job: Job, out: &mut dyn Write, stop: &Atomic
     let config = config.timing(&args.timing);
     config.check_exact(args.table.exact)?;
     let mut comm = config.communicator().exact(args.table.exact);
-    let series = Series::parse_list(&name, comm.registry(), collective)?;
+    let series = Series::parse_list(&name, comm.registry(), collective, comm.system())?;
     let (dtype, op) = elements(&args.elements)?;
     let sweep =
         Sweep::new(collective, series, parse_sizes(&args.sizes)?).dtype(dtype).op(op).max_memory(config.max_memory());

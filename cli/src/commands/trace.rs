@@ -18,7 +18,7 @@ pub(super) fn run(args: &TraceArgs, job: Job, out: &mut dyn Write, stop: &Atomic
     let collective: Collective = args.collective.parse()?;
     let config = Config::load(&args.system, job)?.limits(&args.limits)?.timing(&args.timing);
     let mut comm = config.communicator().timing(Some(Timing { trace: true, ..Timing::default() }));
-    let series = match Series::parse_list(&args.algo, comm.registry(), collective)?.as_slice() {
+    let series = match Series::parse_list(&args.algo, comm.registry(), collective, comm.system())?.as_slice() {
         [one] => one.clone(),
         _ => bail!("bad --algo `{}`: expected one algorithm of {collective}, or auto", Quoted(&args.algo)),
     };

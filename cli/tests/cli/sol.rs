@@ -34,7 +34,7 @@ fn sol_is_at_most_one_for_every_algorithm(system: System) {
     let shape = system.describe();
     let mut comm = Communicator::new(system);
     for collective in Collective::ALL {
-        let series = Series::parse_list("all", comm.registry(), collective).unwrap();
+        let series = Series::parse_list("all", comm.registry(), collective, comm.system()).unwrap();
         let rows = Sweep::new(collective, series, vec![1 << 10, 256 << 10]).run(&mut comm, |_| {}).unwrap();
         for row in rows {
             let point = format!("{collective} {} of {} bytes on {shape}", row.algorithm, row.size);

@@ -27,8 +27,10 @@
 //!
 //! The bound assumes what every kernel of the simulator does: a message that tells a PE about an
 //! element carries the whole element (tiles of the collective's dtype, nothing compressed), and
-//! only PEs reduce (the network, the switch included, only forwards). Compute, loads and stores
-//! cost time too; leaving them out keeps the bound a bound.
+//! only PEs reduce, except on a system whose switch computes ([`System::multicast_switch`]: NVLS),
+//! where the switch (each node's) reduces too; the network switch between nodes only forwards.
+//! Compute, loads and stores, the switch's reductions included, cost time too; leaving them out
+//! keeps the bound a bound.
 //!
 //! # The bound
 //!
@@ -74,7 +76,13 @@
 //!    first message after which some region `X` holds every contribution to an element: by then each
 //!    of the other `K - 1` regions has sent one (its contribution reached `X`), and after it each of
 //!    them still receives one (none of them held everything before it), `2 (K - 1)` distinct
-//!    messages.
+//!    messages. The argument needs every holder of a partial result to be a region: when the
+//!    switch computes, it is not (it combines the contributions it receives and multicasts the
+//!    result), so a region's contribution need leave it only once and the result enter it only
+//!    once. There the all-reduce totals fall to `K x` both ways, the sum of the regions' own
+//!    `(x, x)`, for every kind of region but nodes, which only the network switch joins.
+//!    Reduce-scatter's totals already ask only that: each region's data for the others' chunks
+//!    leaves it once and its own reduced chunks enter it once, whoever reduces.
 //! 3. **Latency.** A PE that needs data of another cannot have it before one route latency after the
 //!    first injection: routes are the least-latency paths of the machine (a cube is left only
 //!    through its PE 0, a SIP through its cube 0's PE 0 and a node through its switch and one NIC;
@@ -229,7 +237,10 @@ pub fn lower_bound(system: &System, call: &CallShape<'_>) -> TimeBound {
             total_out += out;
             total_in += into;
         }
-        if call.collective == Collective::AllReduce {
+        // Only where PEs alone reduce: a switch that computes holds partial results outside every
+        // region but a node.
+        let switch_reduces = system.multicast_switch().is_some() && region != Region::Node;
+        if call.collective == Collective::AllReduce && !switch_reduces {
             let gossip = 2.0 * (groups.len() as f64 - 1.0) * call.elements as f64 * element_bytes;
             (total_out, total_in) = (gossip, gossip);
         }
@@ -527,6 +538,31 @@ mod tests {
                 CallShape { collective: Collective::AllGather, ranks: &ranks, elements: 1, element_bytes: 4, root: 0 };
             assert_eq!(farthest_pair_ns(&system, &call, &[4.0; 90]), diameter, "{shape}");
         }
+    }
+
+    #[test]
+    fn a_switch_that_reduces_lowers_the_all_reduce_bound_to_one_crossing_each_way() {
+        // 8 SIPs of one PE behind a switch, 64 GB/s and 500 ns a link: PEs alone must gossip,
+        // 2 (n-1) x over the 8 links up, 14 x / 512; with the switch reducing, each PE's x up (and
+        // down) once over its own link, x / 64.
+        let json = r#"{"sips": 8, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1, "sip_interconnect": "switched"}"#;
+        let plain = System::from_json_str(json).unwrap();
+        let got = bound(&plain, Collective::AllReduce, &leaders(&plain), 1 << 20, 0);
+        assert_eq!(
+            (got.ns, got.limit),
+            (14.0 * X / 512.0 + 500.0 + O, Limit::AllRegions { region: Region::Pe, flow: Flow::Out })
+        );
+        let nvls = r#"{"sips": 8, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1, "sip_interconnect": "switched",
+                       "switch": {"multicast": true, "reduce_gbps": 100}}"#;
+        let computing = System::from_json_str(nvls).unwrap();
+        let got = bound(&computing, Collective::AllReduce, &leaders(&computing), 1 << 20, 0);
+        assert_eq!(got.ns, X / 64.0 + 500.0 + O);
+        // A switch that only forwards leaves the bound as it was.
+        let forwarding = System::from_json_str(&nvls.replace("true", "false")).unwrap();
+        assert_eq!(
+            bound(&forwarding, Collective::AllReduce, &leaders(&forwarding), 1 << 20, 0),
+            bound(&plain, Collective::AllReduce, &leaders(&plain), 1 << 20, 0)
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::fmt;
 
 use crate::kernel::Buffer;
 use crate::kernel::symmetric::{Race, Symmetric, Uninitialised};
-use crate::machine::{Direction, PeId};
+use crate::machine::{Direction, MulticastError, PeId};
 use crate::names::comma_list;
 use crate::tile::{Dtype, TileError};
 
@@ -52,6 +52,14 @@ pub enum Op {
     ResetSignal,
     /// `tl.quiet`.
     Quiet,
+    /// `tl.multicast`.
+    Multicast,
+    /// `tl.multimem_ld_reduce`.
+    MultimemLdReduce,
+    /// `tl.multimem_st`.
+    MultimemSt,
+    /// `tl.multimem_red`.
+    MultimemRed,
     /// A future that is not a `tl` operation (a hand-written `Launch` awaiting something else).
     External,
 }
@@ -79,6 +87,10 @@ impl fmt::Display for Op {
             Op::WaitSignal => "wait_until",
             Op::ResetSignal => "reset_signal",
             Op::Quiet => "quiet",
+            Op::Multicast => "multicast",
+            Op::MultimemLdReduce => "multimem_ld_reduce",
+            Op::MultimemSt => "multimem_st",
+            Op::MultimemRed => "multimem_red",
             Op::External => "a non-tl future",
         })
     }
@@ -326,6 +338,31 @@ pub enum KernelError {
         /// The error.
         message: String,
     },
+    /// A multicast object asked for where the system cannot make one: its switch does not multicast,
+    /// or the run's ranks are not all behind one switch. The configuration's fault (the system, or
+    /// the algorithm's mapper).
+    #[error("{pe}: {op}: {source}")]
+    NoMulticast {
+        /// The PE.
+        pe: PeId,
+        /// The operation.
+        op: Op,
+        /// Why the ranks cannot share a multicast object.
+        source: MulticastError,
+    },
+    /// A multimem operation in a run spread over several processes: a multicast object spans
+    /// every rank's heap, which such a run splits between processes.
+    #[error(
+        "{pe}: {op}: rank {member}'s heap is in another process of this spread run: multicast objects are modelled in a run of one process (run without --spread)"
+    )]
+    MulticastSpread {
+        /// The PE.
+        pe: PeId,
+        /// The operation.
+        op: Op,
+        /// A member held by another process.
+        member: usize,
+    },
     /// A one-sided operation on a backend that has no symmetric memory.
     #[error("{pe}: {op}: this runtime has no symmetric memory")]
     Unsupported {
@@ -407,6 +444,8 @@ impl KernelError {
             | KernelError::BadSymmetricAccess { pe, .. }
             | KernelError::NoSuchSignal { pe, .. }
             | KernelError::Unsupported { pe, .. }
+            | KernelError::NoMulticast { pe, .. }
+            | KernelError::MulticastSpread { pe, .. }
             | KernelError::Relayed { pe, .. }
             | KernelError::Kernel { pe, .. } => *pe,
             KernelError::Race(race) => race.second.pe,

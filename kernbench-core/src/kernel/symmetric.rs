@@ -26,7 +26,7 @@ use std::task::{Context, Poll};
 
 use crate::kernel::{KernelError, Op};
 use crate::machine::PeId;
-use crate::tile::{Dtype, Tile};
+use crate::tile::{Dtype, ReduceOp, Tile};
 
 /// A buffer of the symmetric heap: the name every participant knows it by, its dtype and length in
 /// elements. `tl.symmetric(name, dtype, len)` declares it on the calling PE; a peer's put to it
@@ -59,6 +59,39 @@ impl fmt::Display for Symmetric {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "`{}` ({}[{}])", self.name, self.dtype, self.len)
     }
+}
+
+/// A multicast object: symmetric buffer `buffer` spanned on every member (every rank of the run), so
+/// that one operation through the switch reaches every member's copy (NVLS's `multimem` address).
+/// `tl.multicast` makes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Multicast {
+    /// The buffer it spans, declared on every member.
+    pub buffer: Symmetric,
+    /// How many ranks it spans: ranks `0..members`.
+    pub members: usize,
+}
+
+impl fmt::Display for Multicast {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the multicast object of {} over {} ranks", self.buffer, self.members)
+    }
+}
+
+/// A store through a multicast object as the kernel asked for it: `tl.multimem_st` (`reduce: None`),
+/// or `tl.multimem_red`, which reduces `tile` into every member's copy.
+#[derive(Clone, Copy, Debug)]
+pub struct MultimemStore<'a> {
+    /// The multicast object.
+    pub multicast: &'a Multicast,
+    /// The first element written.
+    pub offset: usize,
+    /// The data.
+    pub tile: &'a Tile,
+    /// The reduction of `multimem_red`.
+    pub reduce: Option<ReduceOp>,
+    /// The call in the kernel.
+    pub site: CallSite,
 }
 
 /// The PEs a barrier spans.
@@ -104,7 +137,7 @@ pub struct Access {
     pub pe: PeId,
     /// Its lane.
     pub lane: usize,
-    /// `put`, `put_signal`, `get`, `read` or `write`.
+    /// `put`, `put_signal`, `get`, `read`, `write` or a `multimem_*` operation.
     pub op: Op,
     /// The call in the kernel's source.
     pub site: CallSite,
@@ -213,6 +246,21 @@ pub trait OneSided {
     fn fence(&mut self);
     /// Waits until every put of this lane has landed.
     fn poll_quiet(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>>;
+    /// Declares `buffer` on this PE and spans it with a multicast object over every rank.
+    fn multicast(&mut self, buffer: &Symmetric) -> Result<Multicast, KernelError>;
+    /// Starts a store (or reduction) through a multicast object into every member's copy; it lands
+    /// like a plain put, once on each member.
+    fn multimem_store(&mut self, store: MultimemStore<'_>) -> Result<(), KernelError>;
+    /// Reads elements `offset..offset + len` of every member's copy, reduced by `op` in the switch.
+    fn poll_multimem_ld_reduce(
+        &mut self,
+        multicast: &Multicast,
+        offset: usize,
+        len: usize,
+        op: ReduceOp,
+        site: CallSite,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Tile, KernelError>>;
 }
 
 /// The most signals a PE has: signals are numbered `0..MAX_SIGNALS`.

@@ -28,7 +28,8 @@ pub use protocol::{
 };
 pub use route::{Channel, Node, Route};
 pub use spec::{
-    CallSpec, LinkSpec, LinksSpec, MeshSpec, NodesSpec, PeSpec, SipInterconnect, SpecError, System, SystemSpec,
+    CallSpec, LinkSpec, LinksSpec, MeshSpec, MulticastError, NodesSpec, PeSpec, SipInterconnect, SpecError, SwitchSpec,
+    System, SystemSpec,
 };
 
 /// A system of `sips` SIPs of `w x h` cubes of `pes_per_cube` PEs on `sip_interconnect`, the other

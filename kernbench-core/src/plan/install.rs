@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::machine::{Direction, LinkClass, PeId, System};
+use crate::machine::{Direction, LinkClass, MulticastError, PeId, System};
 use crate::names::Builtin;
 use crate::names::{UnknownName, comma_list};
 use crate::plan::{Mapper, Topology, TopologyFn, mapper_by_name, topology_by_name};
@@ -99,6 +99,10 @@ pub enum PlanError {
         /// Why, and what it would accept.
         reason: String,
     },
+    /// The topology needs a multicast switch the system does not give its participants (the
+    /// configuration's fault: run the algorithm on a system whose spec has `switch.multicast`).
+    #[error("topology `multicast` cannot link these participants: {0}")]
+    Multicast(#[from] MulticastError),
     /// A topology's neighbour lists do not match its participants.
     #[error("topology has {participants} participants but {lists} neighbour lists: expected one list per rank")]
     NeighborListCount {

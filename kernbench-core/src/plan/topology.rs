@@ -85,7 +85,7 @@ impl Topology {
 /// topology cannot link this set (saying why).
 pub type TopologyFn = fn(&System, &[PeId]) -> Result<Topology, PlanError>;
 
-const TABLE: [Builtin<TopologyFn>; 9] = [
+const TABLE: [Builtin<TopologyFn>; 10] = [
     Builtin {
         item: NamedItem { name: "ring_1d", summary: "one ring over all participants: E to rank+1, W to rank-1" },
         function: ring_1d,
@@ -112,6 +112,13 @@ const TABLE: [Builtin<TopologyFn>; 9] = [
     Builtin {
         item: NamedItem { name: "full", summary: "every rank has a direct peer<j> to every other rank" },
         function: full,
+    },
+    Builtin {
+        item: NamedItem {
+            name: "multicast",
+            summary: "as full, on a system whose switch multicasts and reduces (NVLS): every rank behind it",
+        },
+        function: multicast,
     },
     Builtin {
         item: NamedItem {
@@ -337,6 +344,19 @@ pub fn full(system: &System, participants: &[PeId]) -> Result<Topology, PlanErro
         list.extend((0..n).filter(|&j| j != i).map(|j| (Direction::Peer(j as u32), j)));
     }
     Ok(topo)
+}
+
+/// [`full`], for kernels that use multicast objects (`tl.multicast`): refused unless the system's
+/// switch multicasts and every participant hangs off it ([`System::check_multicast`]), so that an
+/// algorithm written with `multimem` operations is never planned where they would fail, and `auto`
+/// and a sweep of every algorithm pass it by there.
+///
+/// # Errors
+/// As [`full`], and [`PlanError::Multicast`] naming why the participants cannot share a multicast
+/// object.
+pub fn multicast(system: &System, participants: &[PeId]) -> Result<Topology, PlanError> {
+    system.check_multicast(participants)?;
+    full(system, participants)
 }
 
 /// Every rank `r` has a direct peer `peer<j>` to the ranks `r + 2^k` and `r - 2^k` (mod n) for every

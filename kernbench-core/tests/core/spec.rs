@@ -283,6 +283,50 @@ bad_specs! {
         SpecError::Json { .. }, ["unknown field `inter_node`", "inter_sip"];
     bad_spec_unknown_nodes_field: "unknown_nodes_field.json" =>
         SpecError::Json { .. }, ["unknown field `nics`", "nics_per_node"];
+    bad_spec_switch_not_switched: "switch_not_switched.json" =>
+        SpecError::SwitchNotSwitched { interconnect: SipInterconnect::FullyConnected },
+        ["field `switch`", "`fully_connected`", "expected `switched`"];
+    bad_spec_zero_switch_reduce: "zero_switch_reduce.json" =>
+        SpecError::BadRate { .. }, ["switch.reduce_gbps", "at least 0.001"];
+    bad_spec_unknown_switch_field: "unknown_switch_field.json" =>
+        SpecError::Json { .. }, ["unknown field `sharp`", "reduce_gbps"];
+}
+
+#[test]
+fn a_switch_with_multicast_is_read_and_written_back_and_one_without_it_is_not_written() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/specs/switch_multicast.json");
+    let system = System::from_file(&path).unwrap();
+    let switch = system.multicast_switch().expect("the spec's switch multicasts");
+    assert_eq!(switch.reduce_gbps, 480.0);
+    let written = serde_json::to_string(system.spec()).unwrap();
+    assert!(written.contains(r#""switch":{"multicast":true,"reduce_gbps":480.0}"#), "{written}");
+    // Left out, nothing is written: every spec file of before stays as it was.
+    let plain = System::shape(4, 1, 1, 1).unwrap();
+    assert!(!serde_json::to_string(plain.spec()).unwrap().contains("switch"));
+    assert!(plain.multicast_switch().is_none());
+}
+
+#[test]
+fn multicast_spans_one_switch_s_sip_leaders_and_says_why_not_otherwise() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/specs/switch_multicast.json");
+    let system = System::from_file(&path).unwrap();
+    let leaders: Vec<PeId> = (0..8).map(|sip| PeId::new(sip, 0, 0)).collect();
+    system.check_multicast(&leaders).unwrap();
+    let ring = System::shape(4, 1, 1, 1).unwrap();
+    let error = ring.check_multicast(&leaders[..4]).unwrap_err();
+    assert!(error.to_string().contains("`sip_interconnect` is `ring`"), "{error}");
+    let forwarding = r#"{"sips": 4, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 2, "sip_interconnect": "switched"}"#;
+    let error = System::from_json_str(forwarding).unwrap().check_multicast(&leaders[..4]).unwrap_err();
+    assert!(error.to_string().contains("gives no `switch`"), "{error}");
+    let two_pes = forwarding
+        .replace("}\n", "")
+        .replace(r#""switched"}"#, r#""switched", "switch": {"multicast": true, "reduce_gbps": 1}}"#);
+    let error = System::from_json_str(&two_pes).unwrap().check_multicast(&[PeId::new(0, 0, 1)]).unwrap_err();
+    assert!(error.to_string().contains("expected SIP leaders"), "{error}");
+    let nodes = r#"{"sips": 4, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1, "sip_interconnect": "switched",
+                    "nodes": {"sips_per_node": 2}, "switch": {"multicast": true, "reduce_gbps": 1}}"#;
+    let error = System::from_json_str(nodes).unwrap().check_multicast(&leaders[..4]).unwrap_err();
+    assert!(error.to_string().contains("two-level NVLS across nodes is not modelled"), "{error}");
 }
 
 #[test]

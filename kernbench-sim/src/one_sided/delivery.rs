@@ -21,7 +21,7 @@ impl OneSidedRun {
         // SAFETY: the caller merges `rank`, whose cells are its thread's.
         let Some(memory) = (unsafe { self.pes.get_ref(rank as usize) }) else { return };
         for (i, out) in memory.outbox.iter().enumerate() {
-            sent.push(out.transfer(rank, ONE_SIDED | i as u64));
+            sent.extend(out.transfer(rank, ONE_SIDED | i as u64));
         }
     }
 

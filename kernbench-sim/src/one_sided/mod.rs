@@ -1,4 +1,5 @@
-//! One-sided traffic: each PE's symmetric heap and signals, the operations a lane starts on them, their
+//! One-sided traffic: each PE's symmetric heap and signals, the operations a lane starts on them (with
+//! multicast objects, one per member of the switch's fan-out, placed together), their
 //! delivery to their targets, and the checks at the end of a run. Uses lanes, two-sided traffic (a
 //! one-sided operation takes the route of the PE's first channel to its target, whatever its lane: between
 //! nodes, the NICs of rail 0), the race detector and the timing model.
@@ -23,7 +24,7 @@ pub(crate) use ops::Initiator;
 use std::sync::atomic::AtomicBool;
 
 use kernbench_core::symmetric::{Access, Race, Uninitialised};
-use kernbench_core::{KernelError, PeId, Tile};
+use kernbench_core::{KernelError, MulticastError, PeId, Tile};
 
 use crate::lanes::{Lanes, Tasks, Wait};
 use crate::protocol::Cells;
@@ -45,6 +46,9 @@ pub(crate) struct PeOneSided {
     pub(crate) outbox: Vec<Outgoing>,
     /// Gets' replies that came back for its lanes: the lane's task, the data or error, when it arrives.
     pub(crate) replies: Vec<(u32, Result<Tile, KernelError>, f64)>,
+    /// Members' parts of its lanes' multimem loads, for the switch to reduce: the lane's task, the
+    /// member, the member's data or error, when the reduced result arrives.
+    pub(crate) gathered: Vec<(u32, u32, Result<Tile, KernelError>, f64)>,
 }
 
 /// The run's one-sided part.
@@ -57,11 +61,19 @@ pub(crate) struct OneSidedRun {
     pub(crate) used: AtomicBool,
     /// Every put applied, under the race detector, for the check at the end of the run.
     puts: Vec<PutRecord>,
+    /// Whether the run's ranks can share a multicast object ([`System::check_multicast`]).
+    ///
+    /// [`System::check_multicast`]: kernbench_core::System::check_multicast
+    pub(crate) multicast: Result<(), MulticastError>,
 }
 
 impl OneSidedRun {
-    pub(crate) fn new(pes: Cells<Option<Box<PeOneSided>>>, detector: bool) -> OneSidedRun {
-        OneSidedRun { pes, detector, used: AtomicBool::new(false), puts: Vec::new() }
+    pub(crate) fn new(
+        pes: Cells<Option<Box<PeOneSided>>>,
+        detector: bool,
+        multicast: Result<(), MulticastError>,
+    ) -> OneSidedRun {
+        OneSidedRun { pes, detector, used: AtomicBool::new(false), puts: Vec::new(), multicast }
     }
 }
 

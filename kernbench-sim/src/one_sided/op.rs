@@ -2,14 +2,14 @@
 //! reaches its target, and how it crosses to another process. The one place that tells the kinds apart.
 
 use kernbench_core::symmetric::Symmetric;
-use kernbench_core::{KernelError, Op, Tile};
+use kernbench_core::{KernelError, Op, ReduceOp, Tile};
 
 use super::heap::Raise;
 use super::{OneSidedRun, access, conflict_error};
 use crate::error::{ExchangeError, RunError};
 use crate::lanes::{Lanes, Wait};
 use crate::race::{Released, Stamp};
-use crate::timing::Transfer;
+use crate::timing::{Multicast, Transfer};
 use crate::wire::{Reader, Writer, read_buffer, read_tile, write_buffer, write_tile};
 
 /// Bytes of a signal, or of a get's request, on the wire.
@@ -24,6 +24,42 @@ pub(crate) enum OneSidedOp {
     /// Reads `len` elements from `offset` and sends them back on `back` (the target's queue to the
     /// requester), arriving at `back_ns`.
     Get { buffer: Symmetric, offset: usize, len: usize, stamp: Option<Stamp>, back: u32, back_ns: f64 },
+    /// One member's part of a `multimem_ld_reduce`: reads `len` elements from `offset` of the member's
+    /// copy for the switch, which reduces every member's by `op`; the result reaches the requester at
+    /// `back_ns`. `from` is the queue whose first channel is the member's link up to the switch.
+    MultiLoad {
+        buffer: Symmetric,
+        offset: usize,
+        len: usize,
+        op: ReduceOp,
+        fan: Part,
+        from: u32,
+        stamp: Option<Stamp>,
+        back_ns: f64,
+    },
+    /// One member's part of a `multimem_st` (`reduce: None`) or `multimem_red`: writes (or reduces)
+    /// `tile` at `offset` of the member's copy, as a plain put does.
+    MultiStore {
+        buffer: Symmetric,
+        offset: usize,
+        tile: Tile,
+        reduce: Option<ReduceOp>,
+        fan: Part,
+        seq: u32,
+        stamp: Option<Stamp>,
+    },
+}
+
+/// Where a part of a multimem operation sits among its parts (one per member, made together and
+/// consecutive in the outbox), and the requester's own links to the switch: `up` is a queue whose
+/// first channel is the requester's link to the switch, `down` one whose last channel is the
+/// switch's link to it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Part {
+    pub(crate) part: u32,
+    pub(crate) parts: u32,
+    pub(crate) up: u32,
+    pub(crate) down: u32,
 }
 
 /// A one-sided operation a lane started this round.
@@ -59,33 +95,70 @@ pub(crate) struct PutRecord {
 }
 
 impl Outgoing {
-    /// Bytes on the wire towards the target.
+    /// Bytes on the wire towards the target (for a multimem operation, from the requester to the
+    /// switch, once for all its parts).
     pub(crate) fn bytes(&self) -> u64 {
         match &self.op {
-            OneSidedOp::Put { tile, .. } => tile.bytes() as u64,
-            OneSidedOp::Signal { .. } | OneSidedOp::Get { .. } => CONTROL_BYTES,
+            OneSidedOp::Put { tile, .. } | OneSidedOp::MultiStore { tile, .. } => tile.bytes() as u64,
+            OneSidedOp::Signal { .. } | OneSidedOp::Get { .. } | OneSidedOp::MultiLoad { .. } => CONTROL_BYTES,
         }
     }
 
     /// Whether it is a put (whose landing completes its lane's quiet).
     pub(crate) fn is_put(&self) -> bool {
-        matches!(self.op, OneSidedOp::Put { .. })
+        matches!(self.op, OneSidedOp::Put { .. } | OneSidedOp::MultiStore { .. })
     }
 
-    /// The transfer to place for it, as place `position` of its sender `sender`'s round.
-    pub(crate) fn transfer(&self, sender: u32, position: u64) -> Transfer {
-        let (reply, put_by) = match &self.op {
-            OneSidedOp::Get { back, len, buffer, .. } => (Some((*back, (*len * buffer.dtype.size()) as u64)), None),
-            OneSidedOp::Put { .. } => (None, Some(self.task)),
-            OneSidedOp::Signal { .. } => (None, None),
+    /// The transfer to place for it, as place `position` of its sender `sender`'s round; `None` for a
+    /// multimem operation's parts after the first, whose transfer places them all.
+    pub(crate) fn transfer(&self, sender: u32, position: u64) -> Option<Transfer> {
+        let (reply, put_by, fan) = match &self.op {
+            OneSidedOp::Get { back, len, buffer, .. } => {
+                (Some((*back, (*len * buffer.dtype.size()) as u64)), None, None)
+            }
+            OneSidedOp::Put { .. } => (None, Some(self.task), None),
+            OneSidedOp::Signal { .. } => (None, None, None),
+            OneSidedOp::MultiLoad { fan, .. } | OneSidedOp::MultiStore { fan, .. } if fan.part > 0 => return None,
+            OneSidedOp::MultiLoad { fan, len, buffer, .. } => {
+                let bytes = (*len * buffer.dtype.size()) as u64;
+                (None, None, Some(Multicast::Load { parts: fan.parts, down: fan.down, bytes }))
+            }
+            OneSidedOp::MultiStore { fan, reduce, .. } => {
+                (None, Some(self.task), Some(Multicast::Store { parts: fan.parts, reduce: reduce.is_some() }))
+            }
         };
-        Transfer { depart_ns: self.depart_ns, sender, queue: self.route, position, bytes: self.bytes(), reply, put_by }
+        let queue = match &self.op {
+            OneSidedOp::MultiLoad { fan, .. } | OneSidedOp::MultiStore { fan, .. } => fan.up,
+            _ => self.route,
+        };
+        Some(Transfer {
+            depart_ns: self.depart_ns,
+            sender,
+            queue,
+            position,
+            bytes: self.bytes(),
+            reply,
+            put_by,
+            multicast: fan,
+        })
     }
 
-    /// It reaches its target at `arrive_ns`, and a get's reply comes back at `back_ns`.
+    /// The queues of a multimem part towards its member: `(to, from)`, whose last and first channels
+    /// are the switch's link down to the member and the member's link up to it.
+    pub(crate) fn member_legs(&self) -> (u32, u32) {
+        match &self.op {
+            OneSidedOp::MultiLoad { from, .. } => (self.route, *from),
+            _ => (self.route, self.route),
+        }
+    }
+
+    /// It reaches its target at `arrive_ns`, and a get's reply (or a multimem load's result) comes
+    /// back at `back_ns`.
     pub(crate) fn arrives(&mut self, arrive_ns: f64, back_ns: Option<f64>) {
         self.arrive_ns = arrive_ns;
-        if let (OneSidedOp::Get { back_ns: at, .. }, Some(back)) = (&mut self.op, back_ns) {
+        if let (OneSidedOp::Get { back_ns: at, .. } | OneSidedOp::MultiLoad { back_ns: at, .. }, Some(back)) =
+            (&mut self.op, back_ns)
+        {
             *at = back;
         }
     }
@@ -126,6 +199,24 @@ impl Outgoing {
                 w.u64(*len as u64);
                 w.u32(*back);
             }
+            OneSidedOp::MultiLoad { buffer, offset, len, op, fan, from, .. } => {
+                w.u8(3);
+                write_buffer(w, buffer);
+                w.u64(*offset as u64);
+                w.u64(*len as u64);
+                w.u8(reduce_op_code(Some(*op)));
+                write_fan(w, fan);
+                w.u32(*from);
+            }
+            OneSidedOp::MultiStore { buffer, offset, tile, reduce, fan, seq, .. } => {
+                w.u8(4);
+                write_buffer(w, buffer);
+                w.u64(*offset as u64);
+                write_tile(w, tile);
+                w.u8(reduce_op_code(*reduce));
+                write_fan(w, fan);
+                w.u32(*seq);
+            }
         }
     }
 
@@ -143,11 +234,44 @@ impl Outgoing {
                 let (buffer, offset, len, back) = (read_buffer(r)?, r.u64()? as usize, r.u64()? as usize, r.u32()?);
                 OneSidedOp::Get { buffer, offset, len, stamp: None, back, back_ns: depart_ns }
             }
+            3 => {
+                let (buffer, offset, len) = (read_buffer(r)?, r.u64()? as usize, r.u64()? as usize);
+                let op = read_reduce_op(r)?.ok_or_else(|| r.malformed("a multimem load's reduction"))?;
+                let (fan, from) = (read_fan(r)?, r.u32()?);
+                OneSidedOp::MultiLoad { buffer, offset, len, op, fan, from, stamp: None, back_ns: depart_ns }
+            }
+            4 => {
+                let (buffer, offset, tile) = (read_buffer(r)?, r.u64()? as usize, read_tile(r)?);
+                let (reduce, fan, seq) = (read_reduce_op(r)?, read_fan(r)?, r.u32()?);
+                OneSidedOp::MultiStore { buffer, offset, tile, reduce, fan, seq, stamp: None }
+            }
             _ => return Err(r.malformed("a one-sided operation's kind")),
         };
         // Its arrival is set when this process places the round's transfers (untimed: when it left).
         Ok(Outgoing { task, generation, to, route, depart_ns, arrive_ns: depart_ns, clock: None, op })
     }
+}
+
+/// A multimem store's reduction on the wire: 0 for none, then [`ReduceOp::ALL`]'s order from 1.
+fn reduce_op_code(op: Option<ReduceOp>) -> u8 {
+    op.and_then(|op| ReduceOp::ALL.iter().position(|&o| o == op)).map_or(0, |i| i as u8 + 1)
+}
+
+fn read_reduce_op(r: &mut Reader<'_>) -> Result<Option<ReduceOp>, ExchangeError> {
+    match r.u8()? {
+        0 => Ok(None),
+        code => ReduceOp::ALL.get(code as usize - 1).copied().map(Some).ok_or_else(|| r.malformed("a reduction")),
+    }
+}
+
+fn write_fan(w: &mut Writer, fan: &Part) {
+    for field in [fan.part, fan.parts, fan.up, fan.down] {
+        w.u32(field);
+    }
+}
+
+fn read_fan(r: &mut Reader<'_>) -> Result<Part, ExchangeError> {
+    Ok(Part { part: r.u32()?, parts: r.u32()?, up: r.u32()?, down: r.u32()? })
 }
 
 impl OneSidedRun {
@@ -222,6 +346,58 @@ impl OneSidedRun {
                     return Ok(Some((out.task, reply, back_ns)));
                 }
                 self.reply(lanes, (out.task, reply, back_ns));
+            }
+            OneSidedOp::MultiLoad { buffer, offset, len, fan, stamp, back_ns, op: _, from: _ } => {
+                let part = (|| {
+                    let copy = target.heap.buffer(owner, &buffer, detector)?;
+                    let bytes = buffer.byte_range(offset, len).unwrap_or(0..0);
+                    if let (Some(shadow), Some(stamp), Some(clock), false) =
+                        (&mut copy.shadow, stamp, &out.clock, bytes.is_empty())
+                    {
+                        if let Err(conflict) = shadow.read(bytes, stamp, clock) {
+                            return Err(conflict_error(who, conflict, owner, buffer.name, &stamp));
+                        }
+                    }
+                    copy.data.slice(offset..offset + len).map_err(|source| KernelError::Tile {
+                        pe: owner,
+                        op: Op::MultimemLdReduce,
+                        source,
+                    })
+                })();
+                if !origin_here {
+                    // Not reached: `tl.multicast` refuses a spread run's ranks of other processes.
+                    return Ok(Some((out.task, part, back_ns)));
+                }
+                let origin = lanes.tasks.rank(out.task);
+                let memory = self.pes.get(origin as usize).get_or_insert_default();
+                memory.gathered.push((out.task, fan.part, part, back_ns));
+                lanes.wake_task(out.task, Wait::Get);
+            }
+            OneSidedOp::MultiStore { buffer, offset, tile, reduce, seq, stamp, fan: _ } => {
+                let op = if reduce.is_some() { Op::MultimemRed } else { Op::MultimemSt };
+                let copy = target.heap.buffer(owner, &buffer, detector)?;
+                let bytes = buffer.byte_range(offset, tile.len()).unwrap_or(0..0);
+                if let (Some(shadow), Some(stamp), Some(clock), false) =
+                    (&mut copy.shadow, stamp, &out.clock, bytes.is_empty())
+                {
+                    if let Err(conflict) = shadow.write(bytes.clone(), stamp, clock) {
+                        return Err(conflict_error(who, conflict, owner, buffer.name, &stamp).into());
+                    }
+                    self.puts.push(PutRecord { task: out.task, to, seq, stamp, buffer: buffer.name, bytes });
+                }
+                let tile_error = |source| KernelError::Tile { pe: owner, op, source };
+                let written = match reduce {
+                    Some(reduce) => {
+                        let mut acc = copy.data.slice(offset..offset + tile.len()).map_err(tile_error)?;
+                        acc.reduce_in_place(&tile, reduce).map_err(tile_error)?;
+                        acc
+                    }
+                    None => tile,
+                };
+                copy.data.write_at(offset, &written).map_err(tile_error)?;
+                if origin_here {
+                    lanes.land(out.task, out.arrive_ns);
+                }
             }
         }
         Ok(None)

@@ -5,11 +5,11 @@
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
-use kernbench_core::symmetric::{CallSite, Put, Symmetric};
-use kernbench_core::{Dtype, KernelError, Op, Tile};
+use kernbench_core::symmetric::{CallSite, Multicast, MultimemStore, Put, Symmetric};
+use kernbench_core::{Dtype, KernelError, Op, ReduceOp, Tile};
 
 use super::heap::{HeapBuffer, Raise, check_signal};
-use super::op::{OneSidedOp, Outgoing};
+use super::op::{OneSidedOp, Outgoing, Part};
 use super::{OneSidedRun, PeOneSided, access, conflict_error};
 use crate::lanes::{LaneCtx, Lanes, Wait};
 use crate::race::{Conflict, Released, Stamp};
@@ -256,6 +256,222 @@ impl Initiator<'_> {
         };
         self.start(peer as u32, route, clock, OneSidedOp::Signal { signal, add });
         Ok(())
+    }
+
+    /// Spans `buffer` with a multicast object over every rank, once the run's ranks are known to share
+    /// one and are all in this process.
+    pub(crate) fn multicast(&mut self, buffer: &Symmetric) -> Result<Multicast, KernelError> {
+        let pe = self.ctx.pe_id();
+        if let Err(source) = &self.run.multicast {
+            return Err(KernelError::NoMulticast { pe, op: Op::Multicast, source: source.clone() });
+        }
+        let members = self.lanes.tasks.pes().len();
+        if let Some(member) = (0..members).find(|&rank| !self.lanes.tasks.holds(rank as u32)) {
+            return Err(KernelError::MulticastSpread { pe, op: Op::Multicast, member });
+        }
+        self.declare(buffer)?;
+        Ok(Multicast { buffer: *buffer, members })
+    }
+
+    /// The parts' routes of a multimem operation over every member, in member order, and the
+    /// requester's own: each part's [`Part`] and its queues `(to, from)`, whose last and first
+    /// channels are the switch's link down to the member and the member's link up (see
+    /// [`Outgoing::member_legs`]). For the requester itself, any of its queues to and from a peer
+    /// serves: its first channel is the requester's link up, the other's last its link down.
+    ///
+    /// [`Outgoing::member_legs`]: super::op::Outgoing::member_legs
+    fn fan_out(&mut self, multicast: &Multicast, op: Op) -> Result<Vec<(Part, u32, u32)>, KernelError> {
+        let rank = self.rank() as usize;
+        let others = (0..multicast.members).filter(|&m| m != rank);
+        let mut legs = Vec::with_capacity(multicast.members);
+        for member in others {
+            legs.push((member, self.peer(member, op)?));
+        }
+        let (up, down) = match legs.first() {
+            Some(&(_, (to, from))) => (to, from),
+            None => return Ok(Vec::new()),
+        };
+        legs.insert(rank.min(legs.len()), (rank, (down, up)));
+        let parts = legs.len() as u32;
+        Ok(legs
+            .into_iter()
+            .enumerate()
+            .map(|(part, (_, (to, from)))| (Part { part: part as u32, parts, up, down }, to, from))
+            .collect())
+    }
+
+    /// Injects the parts of a multimem operation, once for all (its bytes cross the requester's
+    /// link once), and queues them for the end of the round.
+    fn start_parts(&mut self, clock: Option<Released>, parts: impl Iterator<Item = (u32, u32, OneSidedOp)>) {
+        let (task, generation) = (self.ctx.task, self.ctx.lane.generation);
+        let mut injected = false;
+        for (to, route, op) in parts {
+            let mut out =
+                Outgoing { task, generation, to, route, depart_ns: 0.0, arrive_ns: 0.0, clock: clock.clone(), op };
+            if !injected {
+                let bytes = out.bytes();
+                self.ctx.inject(bytes);
+                let f = &mut self.ctx.lane.figures;
+                f.messages_sent += 1;
+                f.bytes_sent += bytes;
+                injected = true;
+            }
+            let now = self.ctx.lane.clock.now;
+            (out.depart_ns, out.arrive_ns) = (now, now);
+            self.memory().outbox.push(out);
+        }
+        self.run.used.store(true, Ordering::Relaxed);
+    }
+
+    /// Starts a store (or reduction) of `tile` into every member's copy through the switch. Ordered as
+    /// a plain put to each member: one put of the lane, landing once on each.
+    pub(crate) fn multimem_store(&mut self, store: MultimemStore<'_>) -> Result<(), KernelError> {
+        let MultimemStore { multicast, offset, tile, reduce, site } = store;
+        let op = if reduce.is_some() { Op::MultimemRed } else { Op::MultimemSt };
+        self.range(op, &multicast.buffer, offset, tile.len(), tile.dtype())?;
+        let fan = self.fan_out(multicast, op)?;
+        if fan.is_empty() {
+            // One member: its own copy, written here.
+            return self.one_member_store(multicast, offset, tile, reduce, site, op);
+        }
+        let (stamp, clock, seq) = if self.run.detector {
+            let sync = self.ctx.sync();
+            let stamp = Stamp { op, ..sync.put(site) };
+            (Some(stamp), Some(sync.knowledge()), sync.all_puts)
+        } else {
+            (None, None, 0)
+        };
+        let buffer = multicast.buffer;
+        let parts = fan.into_iter().map(|(part, to, _)| {
+            let op = OneSidedOp::MultiStore { buffer, offset, tile: tile.clone(), reduce, fan: part, seq, stamp };
+            (part.part, to, op)
+        });
+        self.start_parts(clock, parts);
+        Ok(())
+    }
+
+    /// A multimem store over one member: a write (or reduction) of this PE's own copy.
+    fn one_member_store(
+        &mut self,
+        multicast: &Multicast,
+        offset: usize,
+        tile: &Tile,
+        reduce: Option<ReduceOp>,
+        site: CallSite,
+        op: Op,
+    ) -> Result<(), KernelError> {
+        let pe = self.ctx.pe_id();
+        let bytes = self.range(op, &multicast.buffer, offset, tile.len(), tile.dtype())?;
+        let copy = self.local_access(Op::Write, &multicast.buffer, bytes, site)?;
+        let tile_error = |source| KernelError::Tile { pe, op, source };
+        let written = match reduce {
+            Some(reduce) => {
+                let mut acc = copy.data.slice(offset..offset + tile.len()).map_err(tile_error)?;
+                acc.reduce_in_place(tile, reduce).map_err(tile_error)?;
+                acc
+            }
+            None => tile.clone(),
+        };
+        copy.data.write_at(offset, &written).map_err(tile_error)
+    }
+
+    /// Reads `len` elements at `offset` of every member's copy, reduced by `op` in the switch: the
+    /// members' parts come back together, when the switch's result reaches this PE.
+    pub(crate) fn poll_multimem_ld_reduce(
+        &mut self,
+        multicast: &Multicast,
+        offset: usize,
+        len: usize,
+        reduce: ReduceOp,
+        site: CallSite,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Tile, KernelError>> {
+        const OP: Op = Op::MultimemLdReduce;
+        if self.ctx.parked.wait == Wait::Get {
+            let task = self.ctx.task;
+            let Some(memory) = self.pe.as_mut() else {
+                self.ctx.park(Wait::Get, cx);
+                return Poll::Pending;
+            };
+            let arrived = memory.gathered.iter().filter(|&&(t, ..)| t == task).count();
+            if arrived < multicast.members {
+                self.ctx.park(Wait::Get, cx);
+                return Poll::Pending;
+            }
+            let mut parts: Vec<(u32, Result<Tile, KernelError>, f64)> = Vec::with_capacity(arrived);
+            memory.gathered.retain_mut(|(t, part, data, at)| {
+                if *t != task {
+                    return true;
+                }
+                let data = std::mem::replace(data, Ok(Tile::zeros(multicast.buffer.dtype, 0)));
+                parts.push((*part, data, *at));
+                false
+            });
+            parts.sort_by_key(|&(part, ..)| part);
+            self.ctx.parked.wait = Wait::None;
+            let at_ns = parts.iter().map(|&(.., at)| at).fold(0.0, f64::max);
+            self.ctx.lane.clock.advance_to(SpanKind::Recv, at_ns, (len * multicast.buffer.dtype.size()) as u64, false);
+            self.ctx.step_done(OP, None);
+            return Poll::Ready(self.reduce_parts(parts.into_iter().map(|(_, data, _)| data), reduce));
+        }
+        if let Err(e) = self.ctx.check_steps() {
+            return Poll::Ready(Err(e));
+        }
+        let checked = self.range(OP, &multicast.buffer, offset, len, multicast.buffer.dtype).and_then(|bytes| {
+            let fan = self.fan_out(multicast, OP)?;
+            Ok((bytes, fan))
+        });
+        let (bytes, fan) = match checked {
+            Ok(checked) => checked,
+            Err(e) => return Poll::Ready(Err(e)),
+        };
+        if fan.is_empty() {
+            // One member: its own copy, read here.
+            let pe = self.ctx.pe_id();
+            let copy = match self.local_access(OP, &multicast.buffer, bytes, site) {
+                Ok(copy) => copy,
+                Err(e) => return Poll::Ready(Err(e)),
+            };
+            let read = copy.data.slice(offset..offset + len).map_err(|source| KernelError::Tile { pe, op: OP, source });
+            return Poll::Ready(read);
+        }
+        let (stamp, clock) = if self.run.detector {
+            let sync = self.ctx.sync();
+            (Some(sync.local_access(OP, site)), Some(sync.knowledge()))
+        } else {
+            (None, None)
+        };
+        let buffer = multicast.buffer;
+        let parts = fan.into_iter().map(|(part, to, from)| {
+            let op = OneSidedOp::MultiLoad { buffer, offset, len, op: reduce, fan: part, from, stamp, back_ns: 0.0 };
+            (part.part, to, op)
+        });
+        self.start_parts(clock, parts);
+        self.ctx.park(Wait::Get, cx);
+        Poll::Pending
+    }
+
+    /// The members' parts of a multimem load reduced in member order, as the switch returns them;
+    /// the first part that failed fails it.
+    fn reduce_parts(
+        &self,
+        parts: impl Iterator<Item = Result<Tile, KernelError>>,
+        reduce: ReduceOp,
+    ) -> Result<Tile, KernelError> {
+        let pe = self.ctx.pe_id();
+        let mut acc: Option<Tile> = None;
+        for part in parts {
+            let part = part?;
+            match &mut acc {
+                None => acc = Some(part),
+                Some(acc) => acc.reduce_in_place(&part, reduce).map_err(|source| KernelError::Tile {
+                    pe,
+                    op: Op::MultimemLdReduce,
+                    source,
+                })?,
+            }
+        }
+        acc.ok_or_else(|| KernelError::kernel(pe, "a multimem load over no members"))
     }
 
     /// Waits until this PE's `signal` holds `until` or more for the lane's generation.

@@ -55,6 +55,19 @@ impl Execution<'_> {
         let Some(network) = &mut self.network else { return Ok(()) };
         transfers.sort_unstable_by_key(|t| (total_order(t.depart_ns), t.sender, t.queue, t.position));
         for t in transfers.iter() {
+            if let Some(multicast) = t.multicast {
+                // Its parts are in its sender's outbox, of this process: `tl.multicast` refuses a
+                // spread run's ranks of other processes.
+                let first = (t.position & !ONE_SIDED) as usize;
+                let Some(memory) = self.one_sided.pes.get(t.sender as usize).as_mut() else { continue };
+                let Some(parts) = memory.outbox.get_mut(first..first + multicast.parts() as usize) else { continue };
+                let legs: Vec<(u32, u32)> = parts.iter().map(|out| out.member_legs()).collect();
+                let (arrivals, back) = network.deliver_multicast(multicast, t.queue, t.depart_ns, t.bytes, &legs);
+                for (out, arrive_ns) in parts.iter_mut().zip(arrivals) {
+                    out.arrives(arrive_ns, back);
+                }
+                continue;
+            }
             let arrive_ns = network.deliver(t.queue, t.depart_ns, t.bytes);
             if t.position & ONE_SIDED == 0 {
                 // The message is in this process's replica of the queue when its sender or receiver is

@@ -3,9 +3,9 @@
 
 use std::task::{Context, Poll};
 
-use kernbench_core::symmetric::{CallSite, OneSided, Put, Symmetric};
+use kernbench_core::symmetric::{CallSite, Multicast, MultimemStore, OneSided, Put, Symmetric};
 use kernbench_core::tl::{Backend, Work, message_generation};
-use kernbench_core::{Buffer, Direction, Dtype, Group, KernelError, Op, Tile, WatchdogBudget};
+use kernbench_core::{Buffer, Direction, Dtype, Group, KernelError, Op, ReduceOp, Tile, WatchdogBudget};
 
 use super::Execution;
 use crate::lanes::LaneCtx;
@@ -198,5 +198,25 @@ impl OneSided for PeView<'_, '_> {
 
     fn poll_quiet(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
         self.initiator().poll_quiet(cx)
+    }
+
+    fn multicast(&mut self, buffer: &Symmetric) -> Result<Multicast, KernelError> {
+        self.initiator().multicast(buffer)
+    }
+
+    fn multimem_store(&mut self, store: MultimemStore<'_>) -> Result<(), KernelError> {
+        self.initiator().multimem_store(store)
+    }
+
+    fn poll_multimem_ld_reduce(
+        &mut self,
+        multicast: &Multicast,
+        offset: usize,
+        len: usize,
+        op: ReduceOp,
+        site: CallSite,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Tile, KernelError>> {
+        self.initiator().poll_multimem_ld_reduce(multicast, offset, len, op, site, cx)
     }
 }

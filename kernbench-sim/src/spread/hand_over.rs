@@ -410,7 +410,8 @@ fn decode_common(r: &mut Reader<'_>, from: usize, totals: &mut RoundTotals) -> R
         let (depart_ns, sender, queue, position, bytes) = (r.f64()?, r.u32()?, r.u32()?, r.u64()?, r.u64()?);
         let reply = if r.u8()? == 1 { Some((r.u32()?, r.u64()?)) } else { None };
         let put_by = if r.u8()? == 1 { Some(r.u32()?) } else { None };
-        totals.transfers.push(Transfer { depart_ns, sender, queue, position, bytes, reply, put_by });
+        // A spread run makes no multicast transfers: `tl.multicast` refuses ranks of other processes.
+        totals.transfers.push(Transfer { depart_ns, sender, queue, position, bytes, reply, put_by, multicast: None });
     }
     for _ in 0..r.u64()? {
         let (task, group, at_ns) = (r.u32()?, r.u64()?, r.f64()?);

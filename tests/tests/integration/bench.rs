@@ -209,7 +209,7 @@ fn rooted_algorithms_take_the_same_time_from_every_root_on_the_shipped_systems()
         let exact = !name.ends_with("ring16.json") && system.nodes() == 1 && system.pe_spec().injection_ns > 0.0;
         let mut comm = Communicator::new(system.clone());
         for collective in [Collective::Broadcast, Collective::Reduce] {
-            let candidates = Series::parse_list("all", comm.registry(), collective).unwrap();
+            let candidates = Series::parse_list("all", comm.registry(), collective, comm.system()).unwrap();
             for size in [1 << 10, 1 << 14, 1 << 18] {
                 let times = |comm: &mut Communicator, root| -> Vec<f64> {
                     candidates.iter().map(|series| rooted_time(comm, collective, series, size, root).0).collect()
@@ -234,7 +234,7 @@ fn auto_picks_the_fastest_rooted_algorithm_from_every_root_on_the_built_in_syste
     let system = System::builtin();
     let mut comm = Communicator::new(system.clone());
     for collective in [Collective::Broadcast, Collective::Reduce] {
-        let candidates = Series::parse_list("all", comm.registry(), collective).unwrap();
+        let candidates = Series::parse_list("all", comm.registry(), collective, comm.system()).unwrap();
         for size in [1 << 10, 1 << 13, 1 << 14, 1 << 15, 1 << 18] {
             for root in 0..system.sips() {
                 let (auto, picked) = rooted_time(&mut comm, collective, &Series::Auto, size, root);

@@ -78,7 +78,7 @@ fn system_lines(name: &str, system: &System, timing_only: bool) -> String {
     let mut out = String::new();
     let mut comm = Communicator::new(system.clone()).loop_budget(LOOP_BUDGET).timing_only(timing_only);
     for collective in Collective::ALL {
-        let algorithms = Series::parse_list("all", comm.registry(), collective).unwrap();
+        let algorithms = Series::parse_list("all", comm.registry(), collective, comm.system()).unwrap();
         let sweep = Sweep::new(collective, algorithms.clone(), SIZES.to_vec());
         for series in &algorithms {
             let mut too_many_messages = false;

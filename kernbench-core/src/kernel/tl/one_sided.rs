@@ -1,14 +1,15 @@
 //! One-sided operations on [`symmetric`](crate::kernel::symmetric) memory: declaring buffers,
-//! reading and writing this PE's copy, puts to and gets from peers, signals, fences and quiets.
+//! reading and writing this PE's copy, puts to and gets from peers, signals, fences and quiets, and
+//! multicast objects whose `multimem` operations the switch fans out and reduces.
 
 use std::future::{Future, poll_fn};
 use std::task::Poll;
 
 use super::Tl;
 use super::backend::{Work, with};
-use crate::kernel::symmetric::{CallSite, OneSided, Put, Symmetric};
+use crate::kernel::symmetric::{CallSite, Multicast, MultimemStore, OneSided, Put, Symmetric};
 use crate::kernel::{KernelError, Op};
-use crate::tile::{Dtype, Tile};
+use crate::tile::{Dtype, ReduceOp, Tile};
 
 impl Tl {
     /// Declares the symmetric buffer `name` of `len` elements of `dtype` on this PE and returns its
@@ -154,6 +155,80 @@ impl Tl {
             })
         })
         .await
+    }
+
+    /// Declares the symmetric buffer `name` (as [`Tl::symmetric`]) and spans it with a multicast object
+    /// over every rank of the run, behind the system's switch: NVLS's multicast object, whose
+    /// `multimem` operations reach every member's copy through the switch at the cost of one. Every
+    /// rank makes it with the same shape.
+    ///
+    /// # Errors
+    /// [`KernelError::NoMulticast`] when the switch does not multicast (the spec's `switch`) or the
+    /// ranks are not all SIP leaders behind one switch; [`KernelError::SymmetricMismatch`] as
+    /// [`Tl::symmetric`].
+    pub fn multicast(&self, name: &'static str, dtype: Dtype, len: usize) -> Result<Multicast, KernelError> {
+        let buffer = Symmetric { name, dtype, len };
+        self.one_sided(Op::Multicast, |b| b.multicast(&buffer))
+    }
+
+    /// Reads elements `offset..offset + len` of every member's copy of `multicast`'s buffer, reduced
+    /// by `op` in the switch (`multimem.ld_reduce`): the request crosses to the switch, which reads
+    /// every member's bytes, reduces them and sends the result back once. This PE does no
+    /// arithmetic; the members' copies are combined in rank order, so every rank gets the same bits.
+    /// `Avg` adds, as [`Tl::reduce`] does: end with [`Tl::finish`].
+    ///
+    /// # Errors
+    /// [`KernelError::BadSymmetricAccess`] past the end; [`KernelError::Race`] or
+    /// [`KernelError::Uninitialised`] when a member's bytes are unordered with a write to them, or
+    /// nobody wrote them.
+    #[track_caller]
+    pub fn multimem_ld_reduce(
+        &self,
+        multicast: &Multicast,
+        offset: usize,
+        len: usize,
+        op: ReduceOp,
+    ) -> impl Future<Output = Result<Tile, KernelError>> + '_ {
+        let (site, multicast) = (CallSite(std::panic::Location::caller()), *multicast);
+        poll_fn(move |cx| {
+            with(|b| match b.one_sided() {
+                Some(one_sided) => one_sided.poll_multimem_ld_reduce(&multicast, offset, len, op, site, cx),
+                None => Poll::Ready(Err(KernelError::Unsupported { pe: self.ctx.pe, op: Op::MultimemLdReduce })),
+            })
+        })
+    }
+
+    /// Writes `tile` into every member's copy of `multicast`'s buffer at `offset`, without waiting
+    /// (`multimem.st`): the tile crosses to the switch once and the switch fans it out. Ordered as a
+    /// plain [`Tl::put`] to every member: follow with `tl.fence()` and a signal, or a barrier.
+    ///
+    /// # Errors
+    /// [`KernelError::BadSymmetricAccess`] for a range past the end or another dtype.
+    #[track_caller]
+    pub fn multimem_st(&self, multicast: &Multicast, offset: usize, tile: &Tile) -> Result<(), KernelError> {
+        let site = CallSite(std::panic::Location::caller());
+        self.one_sided(Op::MultimemSt, |b| {
+            b.multimem_store(MultimemStore { multicast, offset, tile, reduce: None, site })
+        })
+    }
+
+    /// Reduces `tile` by `op` into every member's copy of `multicast`'s buffer at `offset`
+    /// (`multimem.red`): as [`Tl::multimem_st`], with the reduction done in the switch at its rate.
+    /// `Avg` adds, as [`Tl::reduce`] does.
+    ///
+    /// # Errors
+    /// As [`Tl::multimem_st`].
+    #[track_caller]
+    pub fn multimem_red(
+        &self,
+        multicast: &Multicast,
+        offset: usize,
+        tile: &Tile,
+        op: ReduceOp,
+    ) -> Result<(), KernelError> {
+        let site = CallSite(std::panic::Location::caller());
+        let store = MultimemStore { multicast, offset, tile, reduce: Some(op), site };
+        self.one_sided(Op::MultimemRed, |b| b.multimem_store(store))
     }
 
     /// Runs `f` on the backend's symmetric memory, or fails `op` when it has none.

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use super::{SipInterconnect, System};
+use crate::machine::PeId;
 
 /// Why a system spec was rejected. Each of these is the configuration's fault.
 #[derive(Debug, thiserror::Error)]
@@ -113,6 +114,14 @@ pub enum SpecError {
         /// The interconnect given.
         interconnect: SipInterconnect,
     },
+    /// `switch` is given on a system that is not `switched`: only a switch multicasts and reduces.
+    #[error(
+        "system spec field `switch` is given but `sip_interconnect` is `{interconnect}`: expected `switched` (multicast and in-switch reduction are a switch's), or no `switch`"
+    )]
+    SwitchNotSwitched {
+        /// The interconnect given.
+        interconnect: SipInterconnect,
+    },
     /// The spec file could not be read.
     #[error("cannot read system spec file `{}`: {source}", path.display())]
     Io {
@@ -128,6 +137,54 @@ pub enum SpecError {
         path: PathBuf,
         /// What is wrong with its content.
         source: Box<SpecError>,
+    },
+}
+
+/// Why a multicast object cannot span a set of PEs on a system ([`System::check_multicast`]): the
+/// configuration's fault (the system, or the PEs an algorithm's mapper chose).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MulticastError {
+    /// The SIPs are not behind a switch.
+    #[error(
+        "multicast needs a switch: the system's `sip_interconnect` is `{interconnect}`; expected `switched` with `\"switch\": {{\"multicast\": true, ...}}`"
+    )]
+    NotSwitched {
+        /// The interconnect the system has.
+        interconnect: SipInterconnect,
+    },
+    /// The switch only forwards.
+    #[error(
+        "the system's switch has no multicast ({}): expected a spec with `\"switch\": {{\"multicast\": true, \"reduce_gbps\": ...}}`",
+        if *given { "its `switch.multicast` is false" } else { "its spec gives no `switch`" }
+    )]
+    NoMulticast {
+        /// Whether the spec gives a `switch` (one whose `multicast` is false).
+        given: bool,
+    },
+    /// A member does not hang off the switch by one link: only a SIP's leader (cube 0, PE 0) does.
+    #[error(
+        "{member} cannot be a member of a multicast object on {system}: expected SIP leaders (cube 0, PE 0), which the switch reaches by one link (mapper leader_only)"
+    )]
+    OffSwitch {
+        /// The member.
+        member: PeId,
+        /// The system's shape.
+        system: String,
+    },
+    /// Members in two nodes: each node has its own switch, and a multicast object spans one.
+    #[error(
+        "{first} (node {first_node}) and {member} (node {node}) are behind different switches: a multicast object spans one node's switch; expected members of one node (two-level NVLS across nodes is not modelled)"
+    )]
+    AcrossNodes {
+        /// The first member.
+        first: PeId,
+        /// Its node.
+        first_node: u32,
+        /// A member of another node.
+        member: PeId,
+        /// Its node.
+        node: u32,
     },
 }
 

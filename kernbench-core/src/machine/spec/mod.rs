@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 mod error;
 
-pub use error::SpecError;
+pub use error::{MulticastError, SpecError};
 
 use crate::machine::protocol::{Carriage, Protocol, ProtocolNotGiven, ProtocolsSpec, StepSpec};
 use crate::machine::{CubeCoord, LinkClass, PeId};
@@ -234,6 +234,33 @@ pub struct SystemSpec {
     /// Two nodes of 8 SIPs, each SIP with a NIC of its own. See [`NodesSpec`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<NodesSpec>,
+    /// What the switch of a `switched` system does beside forwarding: multicast and in-switch
+    /// reduction (NVLink SHARP, NVLS). Left out, the switch only forwards, as it did before (and the
+    /// JSON has no `switch`); given on a system that is not `switched`, the spec is rejected.
+    ///
+    /// ```json
+    /// {"sips": 8, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1, "sip_interconnect": "switched",
+    ///  "switch": {"multicast": true, "reduce_gbps": 480}}
+    /// ```
+    ///
+    /// See [`SwitchSpec`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch: Option<SwitchSpec>,
+}
+
+/// What a switch computes (NVLink SHARP): with `multicast`, a multicast object spans a buffer on
+/// every SIP behind the switch, so one store reaches them all and one load comes back reduced
+/// (`tl.multicast`, `tl.multimem_ld_reduce`, `tl.multimem_st`, `tl.multimem_red`). In a system of
+/// several nodes each node's switch has these figures; a multicast object spans one node.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchSpec {
+    /// Whether the switch multicasts and reduces: `false` describes a switch without NVLS (an
+    /// A100's NVSwitch), which only forwards.
+    pub multicast: bool,
+    /// The rate, in GB/s of reduced result, at which the switch reduces: one resource for the whole
+    /// switch, so reductions for several requesters at once share it.
+    pub reduce_gbps: f64,
 }
 
 /// How SIPs group into nodes, and the NICs and network switch that join the nodes.
@@ -338,6 +365,7 @@ impl Default for SystemSpec {
             call: CallSpec::default(),
             protocols: None,
             nodes: None,
+            switch: None,
         }
     }
 }
@@ -485,6 +513,12 @@ impl System {
         if let Some(nodes) = &spec.nodes {
             check_nodes(&spec, nodes)?;
         }
+        if let Some(switch) = &spec.switch {
+            if spec.sip_interconnect != SipInterconnect::Switched {
+                return Err(SpecError::SwitchNotSwitched { interconnect: spec.sip_interconnect });
+            }
+            check_rate(format_args!("switch.reduce_gbps"), switch.reduce_gbps)?;
+        }
         if spec.ipcq_depth == 0 {
             return Err(SpecError::ZeroIpcqDepth);
         }
@@ -631,6 +665,42 @@ impl System {
             pe_ns_per_byte: figures.pe_gbps.map_or(0.0, |rate| 1.0 / rate),
             step_ns: LinkClass::ALL.map(|class| self.step_ns(class).get(protocol)),
         })
+    }
+
+    /// What the switch computes, if the system's switch (each node's) multicasts: `None` for a
+    /// switch that only forwards, or a system without one.
+    pub fn multicast_switch(&self) -> Option<SwitchSpec> {
+        self.spec.switch.filter(|switch| switch.multicast)
+    }
+
+    /// Whether one multicast object can span `members`: the system's switch multicasts, and every
+    /// member hangs off the same switch by one link (its route to every other member is up to the
+    /// switch and down from it), so one node's SIP leaders (cube 0, PE 0).
+    ///
+    /// # Errors
+    /// [`MulticastError`] saying which of these fails, naming the member.
+    pub fn check_multicast(&self, members: &[PeId]) -> Result<(), MulticastError> {
+        if self.interconnect() != SipInterconnect::Switched {
+            return Err(MulticastError::NotSwitched { interconnect: self.interconnect() });
+        }
+        if self.multicast_switch().is_none() {
+            return Err(MulticastError::NoMulticast { given: self.spec.switch.is_some() });
+        }
+        let Some(&first) = members.first() else { return Ok(()) };
+        for &member in members {
+            if !self.contains(member) || member.cube != 0 || member.pe != 0 {
+                return Err(MulticastError::OffSwitch { member, system: self.describe() });
+            }
+            if self.node_of(member.sip) != self.node_of(first.sip) {
+                return Err(MulticastError::AcrossNodes {
+                    first,
+                    member,
+                    first_node: self.node_of(first.sip),
+                    node: self.node_of(member.sip),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The mesh position of a cube index, row-major: `cube = y * w + x`.

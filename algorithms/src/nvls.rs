@@ -1,0 +1,91 @@
+//! NVLS algorithms: the switch computes. On a system whose switch multicasts and reduces (NVLink
+//! SHARP), a multicast object spans a buffer on every rank, so a rank sends its data to the switch
+//! once and reads the reduction back once (`tl.multimem_ld_reduce`), and one store reaches every rank
+//! (`tl.multimem_st`), as NCCL's NVLS kernels do on H100.
+//!
+//! Every kernel here runs on the `multicast` topology, whose plan refuses a system without such a
+//! switch (so `auto` and a sweep of every algorithm pass them by there), one rank per GPU (mapper
+//! `leader_only`), on `lanes` lanes: NCCL runs NVLS on 16 channels on Hopper (`NVLS_NCHANNELS_SM90`),
+//! and lane `l` takes chunk `l` of each rank's part, so one lane's stores overlap the next lane's
+//! loads.
+
+use std::ops::Range;
+
+use kernbench_core::chunk_range;
+use kernbench_core::prelude::*;
+
+use crate::ring::lane_share;
+
+/// Lane `lane`'s near-equal share of elements `range`, among `lanes`.
+fn lane_range(range: Range<usize>, (lane, lanes): (usize, usize)) -> Result<Range<usize>, kernbench_core::TileError> {
+    let share = chunk_range(range.len(), lane, lanes)?;
+    Ok(range.start + share.start..range.start + share.end)
+}
+
+/// Copies this lane's share of the input into this rank's copy of `data`, then waits until every
+/// rank has: the switch may read any of them after.
+#[ccl_kernel(helper, crate = "kernbench_core")]
+fn publish_input(tl: &Tl, data: &Multicast) {
+    let (share, start) = lane_share(tl, Input, 0..tl.buffer_len(Input));
+    tl.write(&data.buffer, start, &share);
+    tl.barrier();
+}
+
+/// NVLS all-reduce: each rank copies its input into the multicast object's buffer; then rank `r`
+/// reads part `r` of it reduced by the switch (`multimem_ld_reduce`) and stores the result into part
+/// `r` of every rank's copy (`multimem_st`); after a barrier (which also lands the stores) every rank
+/// copies the whole reduction out.
+///
+/// Each rank's link up carries its input once (as the switch reads it) and its part once; its link
+/// down its part once and every rank's part once: about `(1 + 1/n)` of the input each way, where a
+/// ring moves `2 (n-1)/n`.
+#[ccl_kernel(lanes = lanes, crate = "kernbench_core")]
+pub fn nvls_allreduce(tl: &Tl, #[default = 16] lanes: usize) {
+    let (rank, n, op) = (tl.rank(), tl.size(), tl.op());
+    let len = tl.buffer_len(Input);
+    let data = tl.multicast("nvls_data", tl.load(Input).dtype(), len);
+    publish_input(tl, &data);
+    let mine = lane_range(chunk_range(len, rank, n)?, (tl.lane(), tl.lanes()))?;
+    if !mine.is_empty() {
+        let mut reduced = tl.multimem_ld_reduce(&data, mine.start, mine.len(), op);
+        tl.finish(&mut reduced, op, n);
+        tl.multimem_st(&data, mine.start, &reduced);
+    }
+    tl.barrier();
+    let all = lane_range(0..len, (tl.lane(), tl.lanes()))?;
+    tl.store_at(Output, all.start, &tl.read(&data.buffer, all.start, all.len()));
+}
+
+/// NVLS all-gather: rank `r` stores its block into block `r` of every rank's copy of the multicast
+/// object's buffer with one `multimem_st`; after a barrier every rank copies the gathered blocks out.
+/// Each rank's link up carries its block once, where a ring sends it on `n - 1` times.
+#[ccl_kernel(lanes = lanes, crate = "kernbench_core")]
+pub fn nvls_allgather(tl: &Tl, #[default = 16] lanes: usize) {
+    let (rank, n) = (tl.rank(), tl.size());
+    let block = tl.buffer_len(Input);
+    let gathered = tl.multicast("nvls_gathered", tl.load(Input).dtype(), n * block);
+    let (share, start) = lane_share(tl, Input, 0..block);
+    if share.len() > 0 {
+        tl.multimem_st(&gathered, rank * block + start, &share);
+    }
+    tl.barrier();
+    let all = lane_range(0..n * block, (tl.lane(), tl.lanes()))?;
+    tl.store_at(Output, all.start, &tl.read(&gathered.buffer, all.start, all.len()));
+}
+
+/// NVLS reduce-scatter: each rank copies its input into the multicast object's buffer; after a
+/// barrier rank `r` reads part `r` reduced by the switch (`multimem_ld_reduce`) into its output.
+#[ccl_kernel(lanes = lanes, crate = "kernbench_core")]
+pub fn nvls_reduce_scatter(tl: &Tl, #[default = 16] lanes: usize) {
+    let (rank, n, op) = (tl.rank(), tl.size(), tl.op());
+    let len = tl.buffer_len(Input);
+    let data = tl.multicast("nvls_data", tl.load(Input).dtype(), len);
+    publish_input(tl, &data);
+    let part = chunk_range(len, rank, n)?;
+    let mine = lane_range(part.clone(), (tl.lane(), tl.lanes()))?;
+    if !mine.is_empty() {
+        let mut reduced = tl.multimem_ld_reduce(&data, mine.start, mine.len(), op);
+        tl.finish(&mut reduced, op, n);
+        tl.store_at(Output, mine.start - part.start, &reduced);
+    }
+}
