@@ -80,7 +80,7 @@ pub fn nvls_allgather(tl: &Tl, #[default = 16] lanes: usize) {
     let block = tl.buffer_len(Input);
     let gathered = tl.multicast("nvls_gathered", tl.load(Input).dtype(), n * block);
     let (share, start) = lane_share(tl, Input, 0..block);
-    if share.len() > 0 {
+    if !share.is_empty() {
         tl.multimem_st(&gathered, rank * block + start, &share);
     }
     tl.barrier();
