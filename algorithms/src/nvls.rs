@@ -31,28 +31,34 @@ fn publish_input(tl: &Tl, data: &Multicast) {
     tl.barrier();
 }
 
-/// The pieces of at most `chunk_bytes` (at least one) that a lane cuts its `range` of `element`-byte
-/// elements into: NCCL moves NVLS data in chunks (`NCCL_NVLS_CHUNKSIZE`, 128 KiB), so a lane's store
-/// of one piece overlaps its reduction of the next.
+/// The pieces that a lane cuts its `range` of `element`-byte elements into: of at most `chunk_bytes`
+/// each, as NCCL moves NVLS data in chunks (`NCCL_NVLS_CHUNKSIZE`, 128 KiB), so that a lane's store of
+/// one piece overlaps its reduction of the next; but no more than `chunks` (so a call's messages are
+/// bounded whatever its size, and a larger part pipelines in larger pieces), and at least one.
 fn pieces(
     range: Range<usize>,
     element: usize,
-    chunk_bytes: usize,
+    (chunk_bytes, chunks): (usize, usize),
 ) -> Result<Vec<Range<usize>>, kernbench_core::TileError> {
-    let count = (range.len() * element).div_ceil(chunk_bytes.max(1)).max(1);
+    let count = (range.len() * element).div_ceil(chunk_bytes.max(1)).clamp(1, chunks.max(1));
     (0..count).map(|piece| lane_range(range.clone(), (piece, count))).collect()
 }
 
 /// NVLS all-reduce: each rank copies its input into the multicast object's buffer; then rank `r`
 /// reads part `r` of it reduced by the switch (`multimem_ld_reduce`) and stores the result into part
-/// `r` of every rank's copy (`multimem_st`), piece by piece of at most `chunk_bytes`; after a barrier
+/// `r` of every rank's copy (`multimem_st`), piece by piece (see [`pieces`]); after a barrier
 /// (which also lands the stores) every rank copies the whole reduction out.
 ///
 /// Each rank's link up carries its input once (as the switch reads it) and its part once; its link
 /// down its part once and every rank's part once: about `(1 + 1/n)` of the input each way, where a
 /// ring moves `2 (n-1)/n`.
 #[ccl_kernel(lanes = lanes, crate = "kernbench_core")]
-pub fn nvls_allreduce(tl: &Tl, #[default = 16] lanes: usize, #[default = 131072] chunk_bytes: usize) {
+pub fn nvls_allreduce(
+    tl: &Tl,
+    #[default = 16] lanes: usize,
+    #[default = 131072] chunk_bytes: usize,
+    #[default = 64] chunks: usize,
+) {
     let (rank, n, op) = (tl.rank(), tl.size(), tl.op());
     let len = tl.buffer_len(Input);
     let dtype = tl.load(Input).dtype();
@@ -60,7 +66,7 @@ pub fn nvls_allreduce(tl: &Tl, #[default = 16] lanes: usize, #[default = 131072]
     publish_input(tl, &data);
     let mine = lane_range(chunk_range(len, rank, n)?, (tl.lane(), tl.lanes()))?;
     if !mine.is_empty() {
-        for piece in pieces(mine, dtype.size(), chunk_bytes)? {
+        for piece in pieces(mine, dtype.size(), (chunk_bytes, chunks))? {
             let mut reduced = tl.multimem_ld_reduce(&data, piece.start, piece.len(), op);
             tl.finish(&mut reduced, op, n);
             tl.multimem_st(&data, piece.start, &reduced);
@@ -91,7 +97,12 @@ pub fn nvls_allgather(tl: &Tl, #[default = 16] lanes: usize) {
 /// NVLS reduce-scatter: each rank copies its input into the multicast object's buffer; after a
 /// barrier rank `r` reads part `r` reduced by the switch (`multimem_ld_reduce`) into its output.
 #[ccl_kernel(lanes = lanes, crate = "kernbench_core")]
-pub fn nvls_reduce_scatter(tl: &Tl, #[default = 16] lanes: usize, #[default = 131072] chunk_bytes: usize) {
+pub fn nvls_reduce_scatter(
+    tl: &Tl,
+    #[default = 16] lanes: usize,
+    #[default = 131072] chunk_bytes: usize,
+    #[default = 64] chunks: usize,
+) {
     let (rank, n, op) = (tl.rank(), tl.size(), tl.op());
     let len = tl.buffer_len(Input);
     let dtype = tl.load(Input).dtype();
@@ -100,7 +111,7 @@ pub fn nvls_reduce_scatter(tl: &Tl, #[default = 16] lanes: usize, #[default = 13
     let part = chunk_range(len, rank, n)?;
     let mine = lane_range(part.clone(), (tl.lane(), tl.lanes()))?;
     if !mine.is_empty() {
-        for piece in pieces(mine, dtype.size(), chunk_bytes)? {
+        for piece in pieces(mine, dtype.size(), (chunk_bytes, chunks))? {
             let mut reduced = tl.multimem_ld_reduce(&data, piece.start, piece.len(), op);
             tl.finish(&mut reduced, op, n);
             tl.store_at(Output, piece.start - part.start, &reduced);

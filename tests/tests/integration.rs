@@ -46,3 +46,16 @@ mod spread;
 mod symmetric;
 #[path = "integration/timing/mod.rs"]
 mod timing;
+
+/// `system`, or, for an algorithm on the `multicast` topology (the NVLS algorithms, which plan only
+/// behind a switch that multicasts), the same shape behind such a switch: what the tests that run
+/// every shipped algorithm run it on.
+pub(crate) fn system_for(algorithm: &kernbench::Algorithm, system: &kernbench::System) -> kernbench::System {
+    if algorithm.topology.name() != "multicast" {
+        return system.clone();
+    }
+    let mut spec = system.spec().clone();
+    spec.sip_interconnect = kernbench::SipInterconnect::Switched;
+    spec.switch = Some(kernbench::SwitchSpec { multicast: true, reduce_gbps: 100.0 });
+    kernbench::System::from_spec(spec).unwrap()
+}

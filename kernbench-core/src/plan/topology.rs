@@ -355,8 +355,10 @@ pub fn full(system: &System, participants: &[PeId]) -> Result<Topology, PlanErro
 /// As [`full`], and [`PlanError::Multicast`] naming why the participants cannot share a multicast
 /// object.
 pub fn multicast(system: &System, participants: &[PeId]) -> Result<Topology, PlanError> {
+    // The participants are checked as every topology checks them first, then for the switch.
+    let topology = full(system, participants)?;
     system.check_multicast(participants)?;
-    full(system, participants)
+    Ok(topology)
 }
 
 /// Every rank `r` has a direct peer `peer<j>` to the ranks `r + 2^k` and `r - 2^k` (mod n) for every

@@ -216,7 +216,7 @@ fn unknown_topology_lists_the_known_ones() {
 
 #[test]
 fn listings_name_every_builtin_with_a_summary() {
-    assert_eq!(TOPOLOGIES.len(), 9);
+    assert_eq!(TOPOLOGIES.len(), 10);
     assert_eq!(MAPPERS.len(), 3);
     for item in TOPOLOGIES.iter().chain(MAPPERS).chain(kernbench_core::VALIDATORS) {
         assert!(!item.summary.is_empty(), "{} has no summary", item.name);
@@ -280,7 +280,10 @@ fn hierarchical_on_a_sparse_set_rings_what_participates() {
 
 #[test]
 fn single_sip_single_cube_single_pe_is_a_valid_shape_for_every_topology() {
-    let system = System::shape(1, 1, 1, 1).unwrap();
+    // Behind a switch that multicasts, so that the `multicast` topology plans too.
+    let spec = r#"{"sips": 1, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1, "sip_interconnect": "switched",
+                   "switch": {"multicast": true, "reduce_gbps": 100}}"#;
+    let system = System::from_json_str(spec).unwrap();
     for item in TOPOLOGIES {
         for mapper in MAPPERS {
             let plan = InstallPlan::build(&system, item.name, mapper.name).unwrap();

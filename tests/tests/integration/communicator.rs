@@ -58,7 +58,7 @@ fn matrix(algorithm: &str) {
         }
     }
     for &(sips, w, h, pes) in shapes(entry.mapper.name()) {
-        let system = System::shape(sips, w, h, pes).unwrap();
+        let system = crate::system_for(entry, &System::shape(sips, w, h, pes).unwrap());
         let participants = entry.plan(&system).unwrap().len();
         let roots: Vec<usize> = match entry.collective {
             Collective::Broadcast | Collective::Reduce => vec![0, participants - 1],
@@ -128,6 +128,9 @@ mod matrix {
         chunk_alltoall,
         hierarchical_all_to_all,
         hierarchical_all_to_all_pes,
+        nvls_allreduce,
+        nvls_allgather,
+        nvls_reduce_scatter,
     );
 }
 

@@ -121,7 +121,7 @@ fn the_message_estimate_bounds_every_shipped_algorithm() {
     let mut checked = std::collections::BTreeMap::<&str, usize>::new();
     for algorithm in registry.algorithms() {
         for &(sips, w, h, pes) in &shapes {
-            let system = System::shape(sips, w, h, pes).unwrap();
+            let system = crate::system_for(algorithm, &System::shape(sips, w, h, pes).unwrap());
             let Ok(plan) = algorithm.plan(&system) else { continue };
             let estimate = estimate::messages(algorithm, &plan);
             let policy = algorithm.mapper.layout();

@@ -103,8 +103,9 @@ fn a_contribution_from_the_wrong_index_passes_the_numbers_and_not_provenance() {
 
 #[test]
 fn every_shipped_algorithm_holds_exactly_its_contributions() {
-    let system = System::shape(2, 2, 1, 2).unwrap();
+    let shape = System::shape(2, 2, 1, 2).unwrap();
     for algorithm in kernbench::algorithms::default_registry().algorithms() {
+        let system = crate::system_for(algorithm, &shape);
         let plan = InstallPlan::build_with(&system, algorithm.topology, algorithm.mapper).unwrap();
         let n = plan.len();
         let collective = algorithm.collective;

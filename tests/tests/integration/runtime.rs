@@ -441,11 +441,12 @@ fn program_ids_and_extents_count_axes_from_the_pe_out() {
 /// outputs, per-PE figures, simulated times and the trace are the same bits on 1, 2 and 4 threads.
 #[test]
 fn every_shipped_algorithm_is_identical_bit_for_bit_on_one_two_and_four_threads() {
-    let system = System::shape(4, 2, 2, 4).unwrap();
+    let shape = System::shape(4, 2, 2, 4).unwrap();
     let registry = kernbench::algorithms::default_registry();
     let timing = Timing { trace: true, ..Timing::default() };
     let mut compared = 0;
     for algorithm in registry.algorithms() {
+        let system = crate::system_for(algorithm, &shape);
         let (topology, mapper) = (algorithm.topology.name(), algorithm.mapper.name());
         let ranks = kernbench::InstallPlan::build(&system, topology, mapper)
             .unwrap_or_else(|e| panic!("{}: {e}", algorithm.name))
