@@ -115,3 +115,25 @@ fn a_log_that_cannot_be_read_or_does_not_fit_the_bench_is_one_line() {
         assert!(stderr.contains(want), "kernbench {args:?}: expected `{want}` in\n{stderr}");
     }
 }
+
+#[test]
+fn calibrate_fits_a_system_to_a_log_writes_it_and_prints_the_fit_beside_the_log() {
+    let dir = scratch("calibrate-fixture");
+    let out = dir.join("fitted.json");
+    let out = out.to_str().unwrap();
+    let stdout = stdout_of(&["calibrate", H100X8, "--system", SWITCHED, "--algos", "ring:lanes=2", "--out", out]);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], "# kernbench calibrate: 1 log(s) on 8 SIPs x 2x2 cubes x 8 PEs", "{stdout}");
+    // The log ran 8 GPUs from one thread (`nGpus 8`), so what it constrains is the launch of each
+    // further GPU, not a thread's own; the switched system has no protocols, so its link latency.
+    let fitted: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("# fitted ")).collect();
+    let knobs: Vec<&str> = fitted.iter().map(|l| l.split(':').next().unwrap()).collect();
+    assert_eq!(knobs, ["call.launch_per_gpu_ns", "links.inter_sip.bandwidth_gbps", "links.inter_sip.latency_ns"]);
+    let error = lines.iter().find(|l| l.starts_with("# mean squared log error: ")).expect("the objective");
+    let figures: Vec<f64> = error.split([' ', ',']).filter_map(|w| w.parse().ok()).collect();
+    assert!(figures[1] < figures[0], "the fit improves on the base: {error}");
+    // The fitted system is a valid spec, and the table beside the log follows.
+    let system = kernbench::System::from_file(std::path::Path::new(out)).unwrap();
+    assert_eq!(system.sips(), 8);
+    assert!(stdout.contains("# error, small (<= 256 KiB): ring:lanes=2 mean "), "{stdout}");
+}

@@ -73,6 +73,8 @@
 //! double_binary_tree_allreduce              6 c                      N
 //! ring_broadcast, ring_reduce               c                        N
 //! hierarchical_allreduce                    9 c (3 levels, 1 up, 2 down)   N
+//! nvls_allreduce                            2 c l (multimem ops)     N
+//! nvls_allgather, nvls_reduce_scatter       c l                      N
 //! any other kernel                          its plan neighbours (each at least once)
 //! ```
 //!
@@ -217,6 +219,9 @@ pub fn messages(kernel: &str, params: &Map<String, Value>, plan: &InstallPlan) -
         "tree_allreduce" => 3,
         "double_binary_tree_allreduce" => 6,
         "ring_broadcast" | "ring_reduce" => 1,
+        // A multimem operation a piece (at most `chunks` a lane): a load and a store, or one of them.
+        "nvls_allreduce" => 2,
+        "nvls_allgather" | "nvls_reduce_scatter" => 1,
         "hierarchical_allreduce" => 9,
         _ => return plan.participants().map(|p| p.neighbors.len() as u64).fold(0, u64::saturating_add),
     };
