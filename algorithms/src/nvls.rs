@@ -44,6 +44,21 @@ fn pieces(
     (0..count).map(|piece| lane_range(range.clone(), (piece, count))).collect()
 }
 
+/// Publishes this rank's input into a multicast object spanning every rank's (see [`publish_input`]);
+/// returns the object, this rank's part of its elements (part `rank` of `size`) and the pieces of this
+/// lane's share of that part (none when the share is empty), cut as `chunking` says ([`pieces`]).
+#[ccl_kernel(helper, crate = "kernbench_core")]
+fn own_pieces(tl: &Tl, chunking: (usize, usize)) -> (Multicast, Range<usize>, Vec<Range<usize>>) {
+    let len = tl.buffer_len(Input);
+    let dtype = tl.load(Input).dtype();
+    let data = tl.multicast("nvls_data", dtype, len);
+    publish_input(tl, &data);
+    let part = chunk_range(len, tl.rank(), tl.size())?;
+    let mine = lane_range(part.clone(), (tl.lane(), tl.lanes()))?;
+    let pieces = if mine.is_empty() { Vec::new() } else { pieces(mine, dtype.size(), chunking)? };
+    (data, part, pieces)
+}
+
 /// NVLS all-reduce: each rank copies its input into the multicast object's buffer; then rank `r`
 /// reads part `r` of it reduced by the switch (`multimem_ld_reduce`) and stores the result into part
 /// `r` of every rank's copy (`multimem_st`), piece by piece (see [`pieces`]); after a barrier
@@ -59,18 +74,12 @@ pub fn nvls_allreduce(
     #[default = 131072] chunk_bytes: usize,
     #[default = 64] chunks: usize,
 ) {
-    let (rank, n, op) = (tl.rank(), tl.size(), tl.op());
-    let len = tl.buffer_len(Input);
-    let dtype = tl.load(Input).dtype();
-    let data = tl.multicast("nvls_data", dtype, len);
-    publish_input(tl, &data);
-    let mine = lane_range(chunk_range(len, rank, n)?, (tl.lane(), tl.lanes()))?;
-    if !mine.is_empty() {
-        for piece in pieces(mine, dtype.size(), (chunk_bytes, chunks))? {
-            let mut reduced = tl.multimem_ld_reduce(&data, piece.start, piece.len(), op);
-            tl.finish(&mut reduced, op, n);
-            tl.multimem_st(&data, piece.start, &reduced);
-        }
+    let (n, op, len) = (tl.size(), tl.op(), tl.buffer_len(Input));
+    let (data, _, pieces) = own_pieces(tl, (chunk_bytes, chunks));
+    for piece in pieces {
+        let mut reduced = tl.multimem_ld_reduce(&data, piece.start, piece.len(), op);
+        tl.finish(&mut reduced, op, n);
+        tl.multimem_st(&data, piece.start, &reduced);
     }
     tl.barrier();
     let all = lane_range(0..len, (tl.lane(), tl.lanes()))?;
@@ -103,18 +112,11 @@ pub fn nvls_reduce_scatter(
     #[default = 131072] chunk_bytes: usize,
     #[default = 64] chunks: usize,
 ) {
-    let (rank, n, op) = (tl.rank(), tl.size(), tl.op());
-    let len = tl.buffer_len(Input);
-    let dtype = tl.load(Input).dtype();
-    let data = tl.multicast("nvls_data", dtype, len);
-    publish_input(tl, &data);
-    let part = chunk_range(len, rank, n)?;
-    let mine = lane_range(part.clone(), (tl.lane(), tl.lanes()))?;
-    if !mine.is_empty() {
-        for piece in pieces(mine, dtype.size(), (chunk_bytes, chunks))? {
-            let mut reduced = tl.multimem_ld_reduce(&data, piece.start, piece.len(), op);
-            tl.finish(&mut reduced, op, n);
-            tl.store_at(Output, piece.start - part.start, &reduced);
-        }
+    let (n, op) = (tl.size(), tl.op());
+    let (data, part, pieces) = own_pieces(tl, (chunk_bytes, chunks));
+    for piece in pieces {
+        let mut reduced = tl.multimem_ld_reduce(&data, piece.start, piece.len(), op);
+        tl.finish(&mut reduced, op, n);
+        tl.store_at(Output, piece.start - part.start, &reduced);
     }
 }

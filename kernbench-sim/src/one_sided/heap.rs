@@ -1,9 +1,10 @@
 //! A PE's copy of the symmetric heap, and its signals.
 
-use kernbench_core::symmetric::{MAX_SIGNALS, Symmetric};
+use kernbench_core::symmetric::{Access, MAX_SIGNALS, Symmetric};
 use kernbench_core::{Dtype, KernelError, Op, PeId, Tile};
 
-use crate::race::{Released, Shadow};
+use super::conflict_error;
+use crate::race::{Released, Shadow, Stamp};
 
 /// One PE's copy of a symmetric buffer.
 pub(crate) struct HeapBuffer {
@@ -19,7 +20,70 @@ pub(crate) struct Heap {
     buffers: Vec<HeapBuffer>,
 }
 
+/// An access to a PE's copy of a symmetric buffer by a peer's one-sided operation: a get or one
+/// member's part of a multimem load (reads), a put or a multimem store (writes).
+pub(crate) struct RemoteAccess<'a> {
+    /// The PE whose copy is read.
+    pub(crate) owner: PeId,
+    /// The buffer.
+    pub(crate) buffer: &'a Symmetric,
+    /// The elements accessed.
+    pub(crate) range: std::ops::Range<usize>,
+    /// The accessor's place in the happens-before order, under the race detector.
+    pub(crate) stamp: Option<Stamp>,
+    /// The operation, for errors.
+    pub(crate) op: Op,
+}
+
 impl Heap {
+    /// The copy `write` is to write, once the write is checked and recorded under the race detector,
+    /// with the bytes recorded (`None` without the detector, or for no bytes).
+    ///
+    /// # Errors
+    /// As [`Heap::buffer`]; a race, named by `who`.
+    pub(crate) fn write(
+        &mut self,
+        write: RemoteAccess<'_>,
+        detector: bool,
+        clock: Option<&Released>,
+        who: impl Fn(&Stamp) -> Access,
+    ) -> Result<(&mut HeapBuffer, Option<std::ops::Range<u64>>), KernelError> {
+        let RemoteAccess { owner, buffer, range, stamp, op: _ } = write;
+        let copy = self.buffer(owner, buffer, detector)?;
+        let bytes = buffer.byte_range(range.start, range.len()).unwrap_or(0..0);
+        let mut recorded = None;
+        if let (Some(shadow), Some(stamp), Some(clock), false) = (&mut copy.shadow, stamp, clock, bytes.is_empty()) {
+            if let Err(conflict) = shadow.write(bytes.clone(), stamp, clock) {
+                return Err(conflict_error(who, conflict, owner, buffer.name, &stamp));
+            }
+            recorded = Some(bytes);
+        }
+        Ok((copy, recorded))
+    }
+
+    /// The elements `read` asks for, as a view (tiles copy on write, so later writes to the copy
+    /// leave it be), the read checked and recorded under the race detector first.
+    ///
+    /// # Errors
+    /// As [`Heap::buffer`]; a race or an uninitialised read, named by `who`; the range past the end.
+    pub(crate) fn read(
+        &mut self,
+        read: RemoteAccess<'_>,
+        detector: bool,
+        clock: Option<&Released>,
+        who: impl Fn(&Stamp) -> Access,
+    ) -> Result<Tile, KernelError> {
+        let RemoteAccess { owner, buffer, range, stamp, op } = read;
+        let copy = self.buffer(owner, buffer, detector)?;
+        let bytes = buffer.byte_range(range.start, range.len()).unwrap_or(0..0);
+        if let (Some(shadow), Some(stamp), Some(clock), false) = (&mut copy.shadow, stamp, clock, bytes.is_empty()) {
+            if let Err(conflict) = shadow.read(bytes, stamp, clock) {
+                return Err(conflict_error(who, conflict, owner, buffer.name, &stamp));
+            }
+        }
+        copy.data.slice(range).map_err(|source| KernelError::Tile { pe: owner, op, source })
+    }
+
     /// The PE's copy of `decl`, made (zeroed, and unwritten to the race detector) if it has none.
     ///
     /// # Errors

@@ -4,8 +4,8 @@
 use kernbench_core::symmetric::Symmetric;
 use kernbench_core::{KernelError, Op, ReduceOp, Tile};
 
-use super::heap::Raise;
-use super::{OneSidedRun, access, conflict_error};
+use super::heap::{Raise, RemoteAccess as Access_};
+use super::{OneSidedRun, access};
 use crate::error::{ExchangeError, RunError};
 use crate::lanes::{Lanes, Wait};
 use crate::race::{Released, Stamp};
@@ -295,14 +295,9 @@ impl OneSidedRun {
         let who = |s: &Stamp| access(&lanes.tasks, s);
         match out.op {
             OneSidedOp::Put { buffer, offset, tile, signal, seq, stamp } => {
-                let copy = target.heap.buffer(owner, &buffer, detector)?;
-                let bytes = buffer.byte_range(offset, tile.len()).unwrap_or(0..0);
-                if let (Some(shadow), Some(stamp), Some(clock), false) =
-                    (&mut copy.shadow, stamp, &out.clock, bytes.is_empty())
-                {
-                    if let Err(conflict) = shadow.write(bytes.clone(), stamp, clock) {
-                        return Err(conflict_error(who, conflict, owner, buffer.name, &stamp).into());
-                    }
+                let write = Access_ { owner, buffer: &buffer, range: offset..offset + tile.len(), stamp, op: Op::Put };
+                let (copy, recorded) = target.heap.write(write, detector, out.clock.as_ref(), who)?;
+                if let (Some(bytes), Some(stamp)) = (recorded, stamp) {
                     self.puts.push(PutRecord { task: out.task, to, seq, stamp, buffer: buffer.name, bytes });
                 }
                 copy.data.write_at(offset, &tile).map_err(|source| KernelError::Tile {
@@ -325,45 +320,17 @@ impl OneSidedRun {
                 lanes.wake_signal(to, signal);
             }
             OneSidedOp::Get { buffer, offset, len, stamp, back_ns, .. } => {
-                let reply = (|| {
-                    let copy = target.heap.buffer(owner, &buffer, detector)?;
-                    let bytes = buffer.byte_range(offset, len).unwrap_or(0..0);
-                    if let (Some(shadow), Some(stamp), Some(clock), false) =
-                        (&mut copy.shadow, stamp, &out.clock, bytes.is_empty())
-                    {
-                        if let Err(conflict) = shadow.read(bytes, stamp, clock) {
-                            return Err(conflict_error(who, conflict, owner, buffer.name, &stamp));
-                        }
-                    }
-                    // A view: tiles copy on write, so later writes to the target's buffer leave it be.
-                    copy.data.slice(offset..offset + len).map_err(|source| KernelError::Tile {
-                        pe: owner,
-                        op: Op::Get,
-                        source,
-                    })
-                })();
+                let read = Access_ { owner, buffer: &buffer, range: offset..offset + len, stamp, op: Op::Get };
+                let reply = target.heap.read(read, detector, out.clock.as_ref(), who);
                 if !origin_here {
                     return Ok(Some((out.task, reply, back_ns)));
                 }
                 self.reply(lanes, (out.task, reply, back_ns));
             }
             OneSidedOp::MultiLoad { buffer, offset, len, fan, stamp, back_ns, op: _, from: _ } => {
-                let part = (|| {
-                    let copy = target.heap.buffer(owner, &buffer, detector)?;
-                    let bytes = buffer.byte_range(offset, len).unwrap_or(0..0);
-                    if let (Some(shadow), Some(stamp), Some(clock), false) =
-                        (&mut copy.shadow, stamp, &out.clock, bytes.is_empty())
-                    {
-                        if let Err(conflict) = shadow.read(bytes, stamp, clock) {
-                            return Err(conflict_error(who, conflict, owner, buffer.name, &stamp));
-                        }
-                    }
-                    copy.data.slice(offset..offset + len).map_err(|source| KernelError::Tile {
-                        pe: owner,
-                        op: Op::MultimemLdReduce,
-                        source,
-                    })
-                })();
+                let read =
+                    Access_ { owner, buffer: &buffer, range: offset..offset + len, stamp, op: Op::MultimemLdReduce };
+                let part = target.heap.read(read, detector, out.clock.as_ref(), who);
                 if !origin_here {
                     // Not reached: `tl.multicast` refuses a spread run's ranks of other processes.
                     return Ok(Some((out.task, part, back_ns)));
@@ -375,14 +342,9 @@ impl OneSidedRun {
             }
             OneSidedOp::MultiStore { buffer, offset, tile, reduce, seq, stamp, fan: _ } => {
                 let op = if reduce.is_some() { Op::MultimemRed } else { Op::MultimemSt };
-                let copy = target.heap.buffer(owner, &buffer, detector)?;
-                let bytes = buffer.byte_range(offset, tile.len()).unwrap_or(0..0);
-                if let (Some(shadow), Some(stamp), Some(clock), false) =
-                    (&mut copy.shadow, stamp, &out.clock, bytes.is_empty())
-                {
-                    if let Err(conflict) = shadow.write(bytes.clone(), stamp, clock) {
-                        return Err(conflict_error(who, conflict, owner, buffer.name, &stamp).into());
-                    }
+                let write = Access_ { owner, buffer: &buffer, range: offset..offset + tile.len(), stamp, op };
+                let (copy, recorded) = target.heap.write(write, detector, out.clock.as_ref(), who)?;
+                if let (Some(bytes), Some(stamp)) = (recorded, stamp) {
                     self.puts.push(PutRecord { task: out.task, to, seq, stamp, buffer: buffer.name, bytes });
                 }
                 let tile_error = |source| KernelError::Tile { pe: owner, op, source };
