@@ -285,7 +285,7 @@ pub fn rules_csv(tunings: &[Tuning]) -> String {
 /// | `collective_type` | [`nccl_collective`]: all-to-all has none, so it writes no line |
 /// | `min_bytes`, `max_bytes` | the bucket in NCCL's `nBytes` (an all-gather's gathered output, so a rank's contribution times the ranks); 0 and -1 when open |
 /// | `algorithm` | [`nccl_algorithm`] |
-/// | `protocol` | `simple`: kernbench's kernels move whole messages, as NCCL's simple protocol does |
+/// | `protocol` | the protocol the winning calls were carried by (`ll`, `ll128`, `simple`), a line per run of sizes that share one; `simple` on a system without protocols, whose messages move whole as Simple's do |
 /// | `channels` | -1: NCCL's default |
 /// | `nNodes` | -1: any (a SIP is a rank; kernbench has no hosts) |
 /// | `nRanks` | the SIPs of the system tuned on |
@@ -303,13 +303,15 @@ pub fn nccl_tuner_csv(tunings: &[Tuning]) -> String {
         for b in &tuning.buckets {
             match (nccl_collective(tuning.collective), nccl_algorithm(&b.algorithm)) {
                 (Some(collective), Some(algorithm)) => {
-                    let _ = writeln!(
-                        out,
-                        "{collective},{},{},{algorithm},simple,-1,-1,{},-1,-1",
-                        b.min_bytes.map_or(0, |m| m.saturating_mul(scale)),
-                        b.max_bytes.map_or("-1".to_owned(), |m| m.saturating_mul(scale).to_string()),
-                        tuning.sips
-                    );
+                    for (min, max, protocol) in protocol_runs(tuning, b) {
+                        let _ = writeln!(
+                            out,
+                            "{collective},{},{},{algorithm},{protocol},-1,-1,{},-1,-1",
+                            min.map_or(0, |m| m.saturating_mul(scale)),
+                            max.map_or("-1".to_owned(), |m| m.saturating_mul(scale).to_string()),
+                            tuning.sips
+                        );
+                    }
                 }
                 (None, _) => {
                     let _ = writeln!(out, "# {} {b} (NCCL's tuner has no such collective)", tuning.collective);
@@ -321,6 +323,33 @@ pub fn nccl_tuner_csv(tunings: &[Tuning]) -> String {
         }
     }
     out
+}
+
+/// Bucket `b` of `tuning` cut where the protocol of its winning calls changes: `(min, max, protocol)`
+/// per run of sizes, in NCCL's names (`simple` where the calls were carried as data), covering the
+/// bucket's range.
+fn protocol_runs(tuning: &Tuning, b: &Bucket) -> Vec<(Option<u64>, Option<u64>, &'static str)> {
+    let inside = |bytes: u64| b.min_bytes.is_none_or(|m| bytes >= m) && b.max_bytes.is_none_or(|m| bytes <= m);
+    let mut winners: Vec<&Row> =
+        tuning.rows.iter().filter(|r| r.algorithm == b.algorithm && inside(r.bytes_per_rank)).collect();
+    winners.sort_by_key(|r| r.bytes_per_rank);
+    let name = |row: &Row| row.protocol.map_or("simple", |p| p.key());
+    let mut runs: Vec<(Option<u64>, Option<u64>, &'static str)> = Vec::new();
+    for row in winners {
+        match runs.last_mut() {
+            Some(last) if last.2 == name(row) => last.1 = Some(row.bytes_per_rank),
+            Some(last) => {
+                let start = last.1.map(|m| m + 1);
+                runs.push((start, Some(row.bytes_per_rank), name(row)));
+            }
+            None => runs.push((b.min_bytes, Some(row.bytes_per_rank), name(row))),
+        }
+    }
+    match runs.last_mut() {
+        Some(last) => last.1 = b.max_bytes,
+        None => runs.push((b.min_bytes, b.max_bytes, "simple")),
+    }
+    runs
 }
 
 /// NCCL's name of a collective in its tuner plugin's configuration, if NCCL's tuner has it (it has no
@@ -348,7 +377,7 @@ pub fn nccl_collective(collective: Collective) -> Option<&'static str> {
 /// directions over its channels, as `bidirectional_ring` does, and its tree is a double binary tree;
 /// its tree exists for all-reduce only. Recursive doubling and halving, Rabenseifner, one-shot,
 /// 2D-mesh, Bruck, tree broadcast, pairwise all-to-all and the multi-PE algorithms have none.
-const NCCL_ALGORITHMS: [(&str, &str); 8] = [
+const NCCL_ALGORITHMS: [(&str, &str); 11] = [
     ("ring", "ring"),
     ("bidirectional_ring", "ring"),
     ("tree", "tree"),
@@ -357,6 +386,9 @@ const NCCL_ALGORITHMS: [(&str, &str); 8] = [
     ("ring_reduce_scatter", "ring"),
     ("ring_broadcast", "ring"),
     ("ring_reduce", "ring"),
+    ("nvls_allreduce", "nvls"),
+    ("nvls_allgather", "nvls"),
+    ("nvls_reduce_scatter", "nvls"),
 ];
 
 /// NCCL's name of the algorithm that does what a shipped algorithm does, if there is one.
@@ -526,6 +558,35 @@ mod tests {
                 assert!(text.lines().any(|l| l == comment), "no `{comment}` in\n{text}");
             }
         }
+    }
+
+    #[test]
+    fn the_nccl_tuner_file_says_the_protocol_of_each_run_of_sizes() {
+        let carried = |bytes, protocol| Row { protocol: Some(protocol), ..row(bytes, "ring", 1.0) };
+        let rows = vec![
+            carried(1024, kernbench::Protocol::Ll),
+            carried(2048, kernbench::Protocol::Ll),
+            carried(4096, kernbench::Protocol::Ll128),
+            carried(8192, kernbench::Protocol::Simple),
+        ];
+        let tuning = Tuning {
+            collective: Collective::AllReduce,
+            candidates: vec!["ring".into()],
+            buckets: buckets(&rows),
+            rows,
+            sips: 8,
+        };
+        let text = nccl_tuner_csv(std::slice::from_ref(&tuning));
+        let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(
+            lines,
+            [
+                "allreduce,0,2048,ring,ll,-1,-1,8,-1,-1",
+                "allreduce,2049,4096,ring,ll128,-1,-1,8,-1,-1",
+                "allreduce,4097,-1,ring,simple,-1,-1,8,-1,-1"
+            ],
+            "{text}"
+        );
     }
 
     #[test]
