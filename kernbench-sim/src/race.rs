@@ -273,13 +273,17 @@ pub(crate) enum Conflict {
     Uninitialised { bytes: Range<u64> },
 }
 
-/// A byte range of a buffer with the last write to it and the reads since.
+/// A byte range of a buffer with the last write to it, and the reads and atomic reductions since.
 #[derive(Clone, Debug)]
 struct Segment {
     bytes: Range<u64>,
     write: Option<Stamp>,
     /// At most one per task: a later read of a task replaces its earlier one.
     reads: Vec<Stamp>,
+    /// Reductions done atomically where the bytes are (a switch's `multimem_red`): atomic with each
+    /// other, so unordered ones are no race, but plain accesses must be ordered with them. At most one
+    /// per task, as reads.
+    reductions: Vec<Stamp>,
 }
 
 /// Who touched which bytes of one PE's copy of a symmetric buffer: disjoint segments sorted by start;
@@ -295,45 +299,72 @@ impl Shadow {
         let range = self.split(bytes.clone());
         for segment in &self.segments[range.clone()] {
             let unordered = |s: &&Stamp| !s.before(stamp.task, clock);
-            if let Some(earlier) =
-                segment.write.as_ref().filter(unordered).or_else(|| segment.reads.iter().find(unordered))
-            {
+            let earlier = (segment.write.as_ref().filter(unordered))
+                .or_else(|| segment.reads.iter().find(unordered))
+                .or_else(|| segment.reductions.iter().find(unordered));
+            if let Some(earlier) = earlier {
                 return Err(Conflict::Race { earlier: *earlier, bytes: segment.bytes.clone() });
             }
         }
         // The write replaces everything in the range: one segment, with the gaps filled.
-        let written = Segment { bytes, write: Some(stamp), reads: Vec::new() };
+        let written = Segment { bytes, write: Some(stamp), reads: Vec::new(), reductions: Vec::new() };
         self.segments.splice(range, [written]);
         Ok(())
     }
 
-    /// Records a read of `bytes` by `stamp`, whose lane knows `clock`.
+    /// Records a read of `bytes` by `stamp`, whose lane knows `clock`: the bytes must have been written,
+    /// and the write and every atomic reduction since must be ordered before it.
     pub(crate) fn read(&mut self, bytes: Range<u64>, stamp: Stamp, clock: &impl Knows) -> Result<(), Conflict> {
+        let range = self.written(bytes, stamp, clock, |segment| &segment.reductions)?;
+        for segment in &mut self.segments[range] {
+            record(&mut segment.reads, stamp);
+        }
+        Ok(())
+    }
+
+    /// Records an atomic reduction into `bytes` by `stamp` (a switch's `multimem_red`), whose lane
+    /// knows `clock`: the bytes must have been written, and the write and every read since ordered
+    /// before it; other atomic reductions need not be, as the switch applies them one at a time.
+    pub(crate) fn reduce(&mut self, bytes: Range<u64>, stamp: Stamp, clock: &impl Knows) -> Result<(), Conflict> {
+        let range = self.written(bytes, stamp, clock, |segment| &segment.reads)?;
+        for segment in &mut self.segments[range] {
+            record(&mut segment.reductions, stamp);
+        }
+        Ok(())
+    }
+
+    /// Checks that every byte of `bytes` was written, by a write ordered before `stamp`, and that the
+    /// accesses of each segment that `since` names are too; returns the indices of the segments.
+    fn written(
+        &mut self,
+        bytes: Range<u64>,
+        stamp: Stamp,
+        clock: &impl Knows,
+        since: impl Fn(&Segment) -> &Vec<Stamp>,
+    ) -> Result<Range<usize>, Conflict> {
         let range = self.split(bytes.clone());
         let mut at = bytes.start;
         for segment in &self.segments[range.clone()] {
             if segment.bytes.start > at {
                 return Err(Conflict::Uninitialised { bytes: at..segment.bytes.start });
             }
+            let unordered = |s: &&Stamp| !s.before(stamp.task, clock);
             match &segment.write {
                 None => return Err(Conflict::Uninitialised { bytes: segment.bytes.clone() }),
-                Some(write) if !write.before(stamp.task, clock) => {
-                    return Err(Conflict::Race { earlier: *write, bytes: segment.bytes.clone() });
+                Some(write) => {
+                    if let Some(earlier) =
+                        Some(write).filter(unordered).or_else(|| since(segment).iter().find(unordered))
+                    {
+                        return Err(Conflict::Race { earlier: *earlier, bytes: segment.bytes.clone() });
+                    }
                 }
-                Some(_) => {}
             }
             at = segment.bytes.end;
         }
         if at < bytes.end {
             return Err(Conflict::Uninitialised { bytes: at..bytes.end });
         }
-        for segment in &mut self.segments[range] {
-            match segment.reads.iter_mut().find(|r| r.task == stamp.task) {
-                Some(read) => *read = stamp,
-                None => segment.reads.push(stamp),
-            }
-        }
-        Ok(())
+        Ok(range)
     }
 
     /// Splits segments at `bytes`' ends; returns the indices of the segments inside `bytes`.
@@ -350,6 +381,15 @@ impl Shadow {
         let first = self.segments.partition_point(|s| s.bytes.end <= bytes.start);
         let last = self.segments.partition_point(|s| s.bytes.start < bytes.end);
         first..last.max(first)
+    }
+}
+
+/// Adds `stamp` to `accesses`, replacing its task's earlier one: a task's later access is ordered after
+/// its earlier ones, so it alone need be checked against.
+fn record(accesses: &mut Vec<Stamp>, stamp: Stamp) {
+    match accesses.iter_mut().find(|a| a.task == stamp.task) {
+        Some(access) => *access = stamp,
+        None => accesses.push(stamp),
     }
 }
 

@@ -36,8 +36,9 @@ pub(crate) struct RemoteAccess<'a> {
 }
 
 impl Heap {
-    /// The copy `write` is to write, once the write is checked and recorded under the race detector,
-    /// with the bytes recorded (`None` without the detector, or for no bytes).
+    /// The copy `write` is to write, once the write is checked and recorded under the race detector
+    /// (a `multimem_red` as an atomic reduction), with the bytes recorded (`None` without the detector,
+    /// or for no bytes).
     ///
     /// # Errors
     /// As [`Heap::buffer`]; a race, named by `who`.
@@ -48,12 +49,18 @@ impl Heap {
         clock: Option<&Released>,
         who: impl Fn(&Stamp) -> Access,
     ) -> Result<(&mut HeapBuffer, Option<std::ops::Range<u64>>), KernelError> {
-        let RemoteAccess { owner, buffer, range, stamp, op: _ } = write;
+        let RemoteAccess { owner, buffer, range, stamp, op } = write;
         let copy = self.buffer(owner, buffer, detector)?;
         let bytes = buffer.byte_range(range.start, range.len()).unwrap_or(0..0);
         let mut recorded = None;
         if let (Some(shadow), Some(stamp), Some(clock), false) = (&mut copy.shadow, stamp, clock, bytes.is_empty()) {
-            if let Err(conflict) = shadow.write(bytes.clone(), stamp, clock) {
+            // The switch applies its reductions one at a time: atomic with each other, not plain writes.
+            let checked = if op == Op::MultimemRed {
+                shadow.reduce(bytes.clone(), stamp, clock)
+            } else {
+                shadow.write(bytes.clone(), stamp, clock)
+            };
+            if let Err(conflict) = checked {
                 return Err(conflict_error(who, conflict, owner, buffer.name, &stamp));
             }
             recorded = Some(bytes);

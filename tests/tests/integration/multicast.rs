@@ -86,9 +86,9 @@ fn an_unordered_multimem_st_against_a_peer_s_write_is_a_race_naming_both_sides()
     assert_eq!((error.owner, error.buffer), (PeId::new(1, 0, 0), "data"));
 }
 
-/// Rank 0 reduces its input into every rank's buffer of 2s through the switch, and every rank reads
-/// the inputs' sum with `multimem_ld_reduce`. (Concurrent `multimem_red`s into the same bytes are
-/// reported as a race: their atomicity is not modelled.)
+/// Every rank reduces its input into every rank's buffer of 2s through the switch at once (the switch
+/// applies the reductions one at a time: atomic with each other, so no race), and every rank reads the
+/// inputs' sum with `multimem_ld_reduce`.
 #[ccl_kernel]
 fn reduces_in_the_switch(tl: &Tl) {
     let n = tl.size();
@@ -97,16 +97,44 @@ fn reduces_in_the_switch(tl: &Tl) {
     let sums = tl.multicast("sums", F32, 8);
     tl.write(&sums.buffer, 0, &Tile::filled(F32, 8, 2.0));
     tl.barrier();
-    if tl.rank() == 0 {
-        tl.multimem_red(&sums, 0, &tl.load(Input), ReduceOp::Sum);
-    }
+    tl.multimem_red(&sums, 0, &tl.load(Input), ReduceOp::Sum);
     let loaded = tl.multimem_ld_reduce(&input, 0, 8, ReduceOp::Sum);
     tl.barrier();
     let reduced = tl.read(&sums.buffer, 0, 8);
-    let (sum, plus_rank_0) = (Tile::filled(F32, 8, (n * (n + 1) / 2) as f64), Tile::filled(F32, 8, 3.0));
-    if reduced != plus_rank_0 || loaded != sum {
-        Err(format!("{reduced:?} / {loaded:?}, expected {plus_rank_0:?} / {sum:?}"))?;
+    let sum = (n * (n + 1) / 2) as f64;
+    let (want_loaded, want_reduced) = (Tile::filled(F32, 8, sum), Tile::filled(F32, 8, 2.0 + sum));
+    if reduced != want_reduced || loaded != want_loaded {
+        Err(format!("{reduced:?} / {loaded:?}, expected {want_reduced:?} / {want_loaded:?}"))?;
     }
+}
+
+/// Rank 0 reduces into every rank's buffer through the switch while rank 1 reads its copy, nothing
+/// ordering the two: an atomic reduction is still a write to a plain read.
+#[ccl_kernel]
+fn reads_a_multicast_reduction_unordered(tl: &Tl) {
+    let data = tl.multicast("data", F32, 8);
+    tl.write(&data.buffer, 0, &Tile::zeros(F32, 8));
+    tl.barrier();
+    if tl.rank() == 0 {
+        tl.multimem_red(&data, 0, &tl.load(Input), ReduceOp::Sum);
+    } else if tl.rank() == 1 {
+        let _ = tl.read(&data.buffer, 0, 8); // the racy read
+    }
+    tl.barrier();
+}
+
+#[test]
+fn a_read_unordered_with_a_multimem_red_is_a_race_naming_both_sides() {
+    let system = Box::leak(Box::new(nvls_system()));
+    let run = MockRun::new(system, "multicast", "leader_only", &reads_a_multicast_reduction_unordered::KERNEL)
+        .inputs(|_, rank| Tile::filled(F32, 8, (rank + 1) as f64));
+    let error = match run.run() {
+        Err(MockError::Run(RunError::Kernel(KernelError::Race(race)))) => race,
+        other => panic!("expected a race, got {other:?}"),
+    };
+    let mut sides = [(error.first.pe, error.first.op), (error.second.pe, error.second.op)];
+    sides.sort_by_key(|&(pe, _)| pe);
+    assert_eq!(sides, [(PeId::new(0, 0, 0), Op::MultimemRed), (PeId::new(1, 0, 0), Op::Read)], "{error}");
 }
 
 #[test]
