@@ -300,14 +300,28 @@ pub fn ring_reduce_scatter(tl: &Tl, #[default = 1] chunks: usize, #[default = 1]
     tl.store_at(Output, own_start, &mine);
 }
 
+/// The most pieces a pipelined chain cuts its data into: a pipeline of `p` pieces over `h` hops keeps
+/// its links busy `p / (p + h - 1)` of the time, 95 % over 7 hops at 128.
+pub const MAX_CHAIN_PIECES: usize = 128;
+
+/// How many pieces a pipelined chain cuts `len` elements of `element` bytes into: `chunks`, or more so
+/// that none is larger than `chunk_bytes` (NCCL moves a pipeline's data in steps: Simple's is 512
+/// KiB), at most [`MAX_CHAIN_PIECES`] (unless `chunks` asks for more), and at least 1 and at most
+/// `len`.
+fn chain_pieces(len: usize, element: usize, chunks: usize, chunk_bytes: usize) -> usize {
+    let by_size = (len * element).div_ceil(chunk_bytes.max(1)).min(MAX_CHAIN_PIECES);
+    chunks.max(by_size).clamp(1, len.max(1))
+}
+
 /// Pipelined ring broadcast: the root's data travels east along the chain root, root + 1, ..., in
-/// `chunks` pieces, each rank forwarding a piece as soon as it has it.
+/// `chunks` pieces (more for large data: see [`chain_pieces`]), each rank forwarding a piece as soon
+/// as it has it.
 #[ccl_kernel(crate = "kernbench_core")]
-pub fn ring_broadcast(tl: &Tl, chunks: usize) {
+pub fn ring_broadcast(tl: &Tl, chunks: usize, #[default = 524288] chunk_bytes: usize) {
     let ring = rank_ring(tl);
     let root = tl.root();
     let data = tl.load(Input);
-    let chunks = chunks.clamp(1, data.len().max(1));
+    let chunks = chain_pieces(data.len(), data.dtype().size(), chunks, chunk_bytes);
     // Distance from the root along the chain; the last rank does not forward.
     let hop = (ring.position + ring.count - root) % ring.count;
     let mut pieces = Vec::with_capacity(chunks);
@@ -327,13 +341,14 @@ pub fn ring_broadcast(tl: &Tl, chunks: usize) {
 }
 
 /// Pipelined ring reduce: partial results travel east from the rank after the root to the root, each
-/// rank adding its own, in `chunks` pieces. Only the root's output changes.
+/// rank adding its own, in `chunks` pieces (more for large data: see [`chain_pieces`]). Only the root's
+/// output changes.
 #[ccl_kernel(crate = "kernbench_core")]
-pub fn ring_reduce(tl: &Tl, chunks: usize) {
+pub fn ring_reduce(tl: &Tl, chunks: usize, #[default = 524288] chunk_bytes: usize) {
     let ring = rank_ring(tl);
     let (root, op) = (tl.root(), tl.op());
     let data = tl.load(Input);
-    let chunks = chunks.clamp(1, data.len().max(1));
+    let chunks = chain_pieces(data.len(), data.dtype().size(), chunks, chunk_bytes);
     // Distance from the chain's start (the rank after the root); the root is last.
     let hop = (ring.position + ring.count - root - 1) % ring.count;
     let mut pieces = Vec::with_capacity(chunks);

@@ -71,7 +71,7 @@
 //! rabenseifner_allreduce                    2 d + 2                  N log N
 //! tree_allreduce                            3 c                      N
 //! double_binary_tree_allreduce              6 c                      N
-//! ring_broadcast, ring_reduce               c                        N
+//! ring_broadcast, ring_reduce               128 c (pieces by size)   N
 //! hierarchical_allreduce                    9 c (3 levels, 1 up, 2 down)   N
 //! nvls_allreduce                            2 c l (multimem ops)     N
 //! nvls_allgather, nvls_reduce_scatter       c l                      N
@@ -218,7 +218,8 @@ pub fn messages(kernel: &str, params: &Map<String, Value>, plan: &InstallPlan) -
         "rabenseifner_allreduce" => 2 * d + 2,
         "tree_allreduce" => 3,
         "double_binary_tree_allreduce" => 6,
-        "ring_broadcast" | "ring_reduce" => 1,
+        // At least `chunks` pieces, and up to 128 for large data (`MAX_CHAIN_PIECES` of the kernels).
+        "ring_broadcast" | "ring_reduce" => 128,
         // A multimem operation a piece (at most `chunks` a lane): a load and a store, or one of them.
         "nvls_allreduce" => 2,
         "nvls_allgather" | "nvls_reduce_scatter" => 1,
