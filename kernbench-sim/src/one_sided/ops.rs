@@ -260,11 +260,12 @@ impl Initiator<'_> {
     }
 
     /// Spans `buffer` with a multicast object over `members`, once their PEs are known to share one
-    /// and all to be in this process.
+    /// and the run to be in this process alone.
     pub(crate) fn multicast(&mut self, buffer: &Symmetric, members: &Arc<[usize]>) -> Result<Multicast, KernelError> {
         let pe = self.ctx.pe_id();
-        let op = if members.len() == self.lanes.tasks.pes().len() { Op::Multicast } else { Op::MulticastTeam };
         let pes = self.lanes.tasks.pes();
+        // Errors name the call: `tl.multicast` spans every rank, `tl.multicast_team` a team's.
+        let op = if members.len() == pes.len() { Op::Multicast } else { Op::MulticastTeam };
         if let Some(&member) = members.iter().find(|&&m| m >= pes.len()) {
             let message = format!("a multicast object over rank {member}, past the run's {} ranks", pes.len());
             return Err(KernelError::kernel(pe, message));
@@ -273,7 +274,9 @@ impl Initiator<'_> {
         if let Err(source) = self.run.system.check_multicast(&member_pes) {
             return Err(KernelError::NoMulticast { pe, op, source });
         }
-        if let Some(&member) = members.iter().find(|&&rank| !self.lanes.tasks.holds(rank as u32)) {
+        // Even a team held by this process is refused in a spread run: the other processes would see
+        // its transfers as plain ones, and time the run otherwise.
+        if let Some(member) = (0..pes.len()).find(|&rank| !self.lanes.tasks.holds(rank as u32)) {
             return Err(KernelError::MulticastSpread { pe, op, member });
         }
         self.declare(buffer)?;
@@ -281,8 +284,8 @@ impl Initiator<'_> {
     }
 
     /// The parts' routes of a multimem operation over every member, in member order, and the
-    /// requester's own: each part's member (its global rank), [`Part`] and queues `(to, from)`, whose last and first
-    /// channels are the switch's link down to the member and the member's link up (see
+    /// requester's own: each part's member (its global rank), [`Part`] and queues `(to, from)`, whose
+    /// last and first channels are the switch's link down to the member and the member's link up (see
     /// [`Outgoing::member_legs`]). For the requester itself, any of its queues to and from a peer
     /// serves: its first channel is the requester's link up, the other's last its link down.
     ///
