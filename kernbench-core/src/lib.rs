@@ -55,7 +55,7 @@ pub use collective::{bound, postcondition, provenance};
 pub use kernbench_macros::ccl_kernel;
 pub use kernel::{
     ArgsError, Buffer, Group, Instantiate, KernelDef, KernelError, KernelFuture, KernelSet, Launch, Multicast, Op,
-    ParamDef, Params, Symmetric, Tl, TlContext, UnknownKernel, WatchdogBudget,
+    ParamDef, Params, Symmetric, Team, Tl, TlContext, UnknownKernel, WatchdogBudget,
 };
 pub use kernel::{symmetric, tl};
 
@@ -81,7 +81,7 @@ pub use registry::{
 /// Everything a kernel author needs: `use kernbench::prelude::*;`.
 pub mod prelude {
     pub use crate::kernel::Buffer::{self, Input, Output, Scratch};
-    pub use crate::kernel::{Group, KernelError, Multicast, Symmetric, Tl};
+    pub use crate::kernel::{Group, KernelError, Multicast, Symmetric, Team, Tl};
     pub use crate::machine::Direction::{self, E, N, S, W};
     pub use crate::machine::PeId;
     pub use crate::tile::Dtype::{self, BF16, F16, F32, I32, I64};

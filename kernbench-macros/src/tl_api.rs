@@ -14,6 +14,7 @@ pub(crate) const WAITING: &[&str] = &[
     "recv_like",
     "barrier",
     "barrier_in",
+    "barrier_team",
     "get",
     "wait_until",
     "quiet",

@@ -44,6 +44,8 @@ mod runtime;
 mod spread;
 #[path = "integration/symmetric.rs"]
 mod symmetric;
+#[path = "integration/teams.rs"]
+mod teams;
 #[path = "integration/timing/mod.rs"]
 mod timing;
 

@@ -3,7 +3,7 @@
 use std::fmt;
 
 use crate::kernel::Buffer;
-use crate::kernel::symmetric::{Race, Symmetric, Uninitialised};
+use crate::kernel::symmetric::{Race, Symmetric, Team, TeamSplitError, Uninitialised};
 use crate::machine::{Direction, MulticastError, PeId};
 use crate::names::comma_list;
 use crate::tile::{Dtype, TileError};
@@ -60,6 +60,12 @@ pub enum Op {
     MultimemSt,
     /// `tl.multimem_red`.
     MultimemRed,
+    /// A team constructor: `tl.team_split_strided`, `tl.team_split_2d`, `tl.team_sip`, `tl.team_node`.
+    TeamSplit,
+    /// `tl.barrier_team`.
+    BarrierTeam,
+    /// `tl.multicast_team`.
+    MulticastTeam,
     /// A future that is not a `tl` operation (a hand-written `Launch` awaiting something else).
     External,
 }
@@ -91,6 +97,9 @@ impl fmt::Display for Op {
             Op::MultimemLdReduce => "multimem_ld_reduce",
             Op::MultimemSt => "multimem_st",
             Op::MultimemRed => "multimem_red",
+            Op::TeamSplit => "team split",
+            Op::BarrierTeam => "barrier_team",
+            Op::MulticastTeam => "multicast_team",
             Op::External => "a non-tl future",
         })
     }
@@ -363,6 +372,40 @@ pub enum KernelError {
         /// A member held by another process.
         member: usize,
     },
+    /// A team split that names no valid team ([`TeamSplitError`] says what would be valid).
+    #[error("{pe}: {op}: {source}")]
+    BadTeamSplit {
+        /// The PE.
+        pe: PeId,
+        /// The split.
+        op: Op,
+        /// What is wrong with it.
+        source: TeamSplitError,
+    },
+    /// A team operation by a rank that is not one of the team's members: only members barrier or
+    /// multicast over a team.
+    #[error("{pe}: {op} by rank {rank}, which is not a member of {team}: only the team's members may call it")]
+    NotInTeam {
+        /// The PE.
+        pe: PeId,
+        /// Its rank.
+        rank: usize,
+        /// The operation.
+        op: Op,
+        /// The team (as the rank was handed it).
+        team: Team,
+    },
+    /// A team that needs the run's PEs (`tl.team_sip`, `tl.team_node`) asked of a runtime that does
+    /// not say where other ranks run.
+    #[error("{pe}: {op}: this runtime does not say which PE rank {peer} runs on")]
+    UnknownPlacement {
+        /// The PE.
+        pe: PeId,
+        /// The operation.
+        op: Op,
+        /// The rank whose PE was asked for.
+        peer: usize,
+    },
     /// A one-sided operation on a backend that has no symmetric memory.
     #[error("{pe}: {op}: this runtime has no symmetric memory")]
     Unsupported {
@@ -444,6 +487,9 @@ impl KernelError {
             | KernelError::BadSymmetricAccess { pe, .. }
             | KernelError::NoSuchSignal { pe, .. }
             | KernelError::Unsupported { pe, .. }
+            | KernelError::BadTeamSplit { pe, .. }
+            | KernelError::NotInTeam { pe, .. }
+            | KernelError::UnknownPlacement { pe, .. }
             | KernelError::NoMulticast { pe, .. }
             | KernelError::MulticastSpread { pe, .. }
             | KernelError::Relayed { pe, .. }

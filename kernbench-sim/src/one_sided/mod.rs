@@ -24,7 +24,7 @@ pub(crate) use ops::Initiator;
 use std::sync::atomic::AtomicBool;
 
 use kernbench_core::symmetric::{Access, Race, Uninitialised};
-use kernbench_core::{KernelError, MulticastError, PeId, Tile};
+use kernbench_core::{KernelError, PeId, System, Tile};
 
 use crate::lanes::{Lanes, Tasks, Wait};
 use crate::protocol::Cells;
@@ -61,19 +61,14 @@ pub(crate) struct OneSidedRun {
     pub(crate) used: AtomicBool,
     /// Every put applied, under the race detector, for the check at the end of the run.
     puts: Vec<PutRecord>,
-    /// Whether the run's ranks can share a multicast object ([`System::check_multicast`]).
-    ///
-    /// [`System::check_multicast`]: kernbench_core::System::check_multicast
-    pub(crate) multicast: Result<(), MulticastError>,
+    /// The system, which says whether a multicast object's members can share one
+    /// ([`System::check_multicast`]) and which node a rank is on (for `tl.team_node`).
+    pub(crate) system: System,
 }
 
 impl OneSidedRun {
-    pub(crate) fn new(
-        pes: Cells<Option<Box<PeOneSided>>>,
-        detector: bool,
-        multicast: Result<(), MulticastError>,
-    ) -> OneSidedRun {
-        OneSidedRun { pes, detector, used: AtomicBool::new(false), puts: Vec::new(), multicast }
+    pub(crate) fn new(pes: Cells<Option<Box<PeOneSided>>>, detector: bool, system: System) -> OneSidedRun {
+        OneSidedRun { pes, detector, used: AtomicBool::new(false), puts: Vec::new(), system }
     }
 }
 

@@ -2,11 +2,12 @@
 //! its own copy of the heap at once, puts, gets and signals to the outbox until the round is merged,
 //! waits on its own signals.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
 use kernbench_core::symmetric::{CallSite, Multicast, MultimemStore, Put, Symmetric};
-use kernbench_core::{Dtype, KernelError, Op, ReduceOp, Tile};
+use kernbench_core::{Dtype, KernelError, Op, PeId, ReduceOp, Tile};
 
 use super::heap::{HeapBuffer, Raise, check_signal};
 use super::op::{OneSidedOp, Outgoing, Part};
@@ -258,32 +259,45 @@ impl Initiator<'_> {
         Ok(())
     }
 
-    /// Spans `buffer` with a multicast object over every rank, once the run's ranks are known to share
-    /// one and are all in this process.
-    pub(crate) fn multicast(&mut self, buffer: &Symmetric) -> Result<Multicast, KernelError> {
+    /// Spans `buffer` with a multicast object over `members`, once their PEs are known to share one
+    /// and the run to be in this process alone.
+    pub(crate) fn multicast(&mut self, buffer: &Symmetric, members: &Arc<[usize]>) -> Result<Multicast, KernelError> {
         let pe = self.ctx.pe_id();
-        if let Err(source) = &self.run.multicast {
-            return Err(KernelError::NoMulticast { pe, op: Op::Multicast, source: source.clone() });
+        let pes = self.lanes.tasks.pes();
+        // Errors name the call: `tl.multicast` spans every rank, `tl.multicast_team` a team's.
+        let op = if members.len() == pes.len() { Op::Multicast } else { Op::MulticastTeam };
+        if let Some(&member) = members.iter().find(|&&m| m >= pes.len()) {
+            let message = format!("a multicast object over rank {member}, past the run's {} ranks", pes.len());
+            return Err(KernelError::kernel(pe, message));
         }
-        let members = self.lanes.tasks.pes().len();
-        if let Some(member) = (0..members).find(|&rank| !self.lanes.tasks.holds(rank as u32)) {
-            return Err(KernelError::MulticastSpread { pe, op: Op::Multicast, member });
+        let member_pes: Vec<PeId> = members.iter().map(|&m| pes[m]).collect();
+        if let Err(source) = self.run.system.check_multicast(&member_pes) {
+            return Err(KernelError::NoMulticast { pe, op, source });
+        }
+        // Even a team held by this process is refused in a spread run: the other processes would see
+        // its transfers as plain ones, and time the run otherwise.
+        if let Some(member) = (0..pes.len()).find(|&rank| !self.lanes.tasks.holds(rank as u32)) {
+            return Err(KernelError::MulticastSpread { pe, op, member });
         }
         self.declare(buffer)?;
-        Ok(Multicast { buffer: *buffer, members })
+        Ok(Multicast { buffer: *buffer, members: members.clone() })
     }
 
     /// The parts' routes of a multimem operation over every member, in member order, and the
-    /// requester's own: each part's [`Part`] and its queues `(to, from)`, whose last and first
-    /// channels are the switch's link down to the member and the member's link up (see
+    /// requester's own: each part's member (its global rank), [`Part`] and queues `(to, from)`, whose
+    /// last and first channels are the switch's link down to the member and the member's link up (see
     /// [`Outgoing::member_legs`]). For the requester itself, any of its queues to and from a peer
     /// serves: its first channel is the requester's link up, the other's last its link down.
     ///
     /// [`Outgoing::member_legs`]: super::op::Outgoing::member_legs
-    fn fan_out(&mut self, multicast: &Multicast, op: Op) -> Result<Vec<(Part, u32, u32)>, KernelError> {
+    fn fan_out(&mut self, multicast: &Multicast, op: Op) -> Result<Vec<(u32, Part, u32, u32)>, KernelError> {
         let rank = self.rank() as usize;
-        let others = (0..multicast.members).filter(|&m| m != rank);
-        let mut legs = Vec::with_capacity(multicast.members);
+        let Some(own) = multicast.members.iter().position(|&m| m == rank) else {
+            let message = format!("{op} through {multicast}, which does not span this PE's rank {rank}");
+            return Err(KernelError::kernel(self.ctx.pe_id(), message));
+        };
+        let others = multicast.members.iter().copied().filter(|&m| m != rank);
+        let mut legs = Vec::with_capacity(multicast.members.len());
         for member in others {
             legs.push((member, self.peer(member, op)?));
         }
@@ -291,12 +305,12 @@ impl Initiator<'_> {
             Some(&(_, (to, from))) => (to, from),
             None => return Ok(Vec::new()),
         };
-        legs.insert(rank.min(legs.len()), (rank, (down, up)));
+        legs.insert(own, (rank, (down, up)));
         let parts = legs.len() as u32;
         Ok(legs
             .into_iter()
             .enumerate()
-            .map(|(part, (_, (to, from)))| (Part { part: part as u32, parts, up, down }, to, from))
+            .map(|(part, (member, (to, from)))| (member as u32, Part { part: part as u32, parts, up, down }, to, from))
             .collect())
     }
 
@@ -342,9 +356,9 @@ impl Initiator<'_> {
             (None, None, 0)
         };
         let buffer = multicast.buffer;
-        let parts = fan.into_iter().map(|(part, to, _)| {
+        let parts = fan.into_iter().map(|(member, part, to, _)| {
             let op = OneSidedOp::MultiStore { buffer, offset, tile: tile.clone(), reduce, fan: part, seq, stamp };
-            (part.part, to, op)
+            (member, to, op)
         });
         self.start_parts(clock, parts);
         Ok(())
@@ -394,7 +408,7 @@ impl Initiator<'_> {
                 return Poll::Pending;
             };
             let arrived = memory.gathered.iter().filter(|&&(t, ..)| t == task).count();
-            if arrived < multicast.members {
+            if arrived < multicast.members.len() {
                 self.ctx.park(Wait::Get, cx);
                 return Poll::Pending;
             }
@@ -442,9 +456,9 @@ impl Initiator<'_> {
             (None, None)
         };
         let buffer = multicast.buffer;
-        let parts = fan.into_iter().map(|(part, to, from)| {
+        let parts = fan.into_iter().map(|(member, part, to, from)| {
             let op = OneSidedOp::MultiLoad { buffer, offset, len, op: reduce, fan: part, from, stamp, back_ns: 0.0 };
-            (part.part, to, op)
+            (member, to, op)
         });
         self.start_parts(clock, parts);
         self.ctx.park(Wait::Get, cx);

@@ -3,15 +3,17 @@
 
 use std::task::{Context, Poll};
 
-use kernbench_core::symmetric::{CallSite, Multicast, MultimemStore, OneSided, Put, Symmetric};
+use std::sync::Arc;
+
+use kernbench_core::symmetric::{CallSite, Multicast, MultimemStore, OneSided, Put, Symmetric, Team};
 use kernbench_core::tl::{Backend, Work, message_generation};
-use kernbench_core::{Buffer, Direction, Dtype, Group, KernelError, Op, ReduceOp, Tile, WatchdogBudget};
+use kernbench_core::{Buffer, Direction, Dtype, Group, KernelError, Op, PeId, ReduceOp, Tile, WatchdogBudget};
 
 use super::Execution;
 use crate::lanes::LaneCtx;
 use crate::one_sided::{Initiator, PeOneSided};
 use crate::timing::SpanKind;
-use crate::two_sided::{Endpoint, PeLinks};
+use crate::two_sided::{BarrierKey, Endpoint, PeLinks};
 
 /// One lane of one PE for one poll.
 pub(crate) struct PeView<'v, 'a> {
@@ -72,7 +74,17 @@ impl Backend for PeView<'_, '_> {
     }
 
     fn poll_barrier(&mut self, group: Group, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
-        self.endpoint().poll_barrier(group, cx)
+        let key = BarrierKey::of_group(group, self.ctx.pe_id());
+        self.endpoint().poll_barrier(key, cx)
+    }
+
+    fn poll_barrier_team(&mut self, team: &Team, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
+        self.endpoint().poll_barrier(BarrierKey::Team(team.shared_members().clone()), cx)
+    }
+
+    fn placement(&self, rank: usize) -> Option<(PeId, u32)> {
+        let pe = *self.run.lanes.tasks.pes().get(rank)?;
+        Some((pe, self.run.one_sided.system.node_of(pe.sip)))
     }
 
     fn one_sided(&mut self) -> Option<&mut dyn OneSided> {
@@ -200,8 +212,8 @@ impl OneSided for PeView<'_, '_> {
         self.initiator().poll_quiet(cx)
     }
 
-    fn multicast(&mut self, buffer: &Symmetric) -> Result<Multicast, KernelError> {
-        self.initiator().multicast(buffer)
+    fn multicast(&mut self, buffer: &Symmetric, members: &Arc<[usize]>) -> Result<Multicast, KernelError> {
+        self.initiator().multicast(buffer, members)
     }
 
     fn multimem_store(&mut self, store: MultimemStore<'_>) -> Result<(), KernelError> {

@@ -120,7 +120,7 @@ pub(super) fn run(
         detector,
         barriers: Barriers::default(),
     };
-    let one_sided = OneSidedRun::new(Cells::held(memories, by_rank), detector, system.check_multicast(pes));
+    let one_sided = OneSidedRun::new(Cells::held(memories, by_rank), detector, system.clone());
     let lanes = Lanes {
         pes: Cells::held(cores, by_rank),
         states: Cells::held(states, by_task),

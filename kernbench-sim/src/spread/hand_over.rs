@@ -11,7 +11,7 @@ use crate::lanes::{Lanes, Tasks, Wait};
 use crate::one_sided::{OneSidedRun, Outgoing};
 use crate::timing::Transfer;
 use crate::two_sided::queue::{Message, Side};
-use crate::two_sided::{Arrival, Crossing, TwoSided, wake_side};
+use crate::two_sided::{Arrival, BarrierKey, Crossing, TwoSided, wake_side};
 use crate::wire::{Reader, Writer, read_tile, write_tile};
 
 /// What a round's polls in this process came to: lanes woken, lanes finished, and the lowest failure.
@@ -242,7 +242,7 @@ impl Spread<'_> {
         common.u64(share.arrivals.len() as u64);
         for a in share.arrivals {
             common.u32(a.task);
-            common.u64(a.group);
+            write_barrier_key(&mut common, &a.group);
             common.f64(a.at_ns);
         }
         // A small common part rides along with each process's own part, in one all-to-all; a large one
@@ -414,7 +414,7 @@ fn decode_common(r: &mut Reader<'_>, from: usize, totals: &mut RoundTotals) -> R
         totals.transfers.push(Transfer { depart_ns, sender, queue, position, bytes, reply, put_by, multicast: None });
     }
     for _ in 0..r.u64()? {
-        let (task, group, at_ns) = (r.u32()?, r.u64()?, r.f64()?);
+        let (task, group, at_ns) = (r.u32()?, read_barrier_key(r)?, r.f64()?);
         totals.arrivals.push(Arrival { group, task, at_ns, clock: None });
     }
     Ok(())
@@ -443,3 +443,30 @@ fn decode_own(r: &mut Reader<'_>, totals: &mut RoundTotals) -> Result<(), RunErr
 /// The largest common part of a round's hand-over sent inline to each process (see [`Spread::swap`]):
 /// about 1,600 transfers.
 const INLINE_COMMON: usize = 64 << 10;
+
+/// A barrier's key on the wire: a group's number, or a team's members.
+fn write_barrier_key(w: &mut Writer, key: &BarrierKey) {
+    match key {
+        BarrierKey::Group(group) => {
+            w.u8(0);
+            w.u64(*group);
+        }
+        BarrierKey::Team(members) => {
+            w.u8(1);
+            w.u64(members.len() as u64);
+            for &member in members.iter() {
+                w.u64(member as u64);
+            }
+        }
+    }
+}
+
+/// A barrier's key as [`write_barrier_key`] wrote it.
+fn read_barrier_key(r: &mut Reader<'_>) -> Result<BarrierKey, RunError> {
+    if r.u8()? == 0 {
+        return Ok(BarrierKey::Group(r.u64()?));
+    }
+    // Read member by member, so a corrupt length runs out of bytes rather than allocating.
+    let members = (0..r.u64()?).map(|_| r.u64().map(|m| m as usize)).collect::<Result<Vec<_>, _>>()?;
+    Ok(BarrierKey::Team(members.into()))
+}

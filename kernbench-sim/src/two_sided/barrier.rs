@@ -2,8 +2,8 @@
 //! arrived is released at once, at the latest arrival (a lane's arrival waits for its puts to land).
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use kernbench_core::{Group, KernelError, Op, PeId};
@@ -15,7 +15,7 @@ use crate::timing::SpanKind;
 
 /// A lane at a barrier: its task, the group's key, when it arrived and what it released.
 pub(crate) struct Arrival {
-    pub(crate) group: u64,
+    pub(crate) group: BarrierKey,
     pub(crate) task: u32,
     pub(crate) at_ns: f64,
     pub(crate) clock: Option<Released>,
@@ -29,12 +29,29 @@ pub(crate) struct Barriers {
     /// The round's arrivals.
     waiters: Mutex<Vec<Arrival>>,
     /// Lanes per group, counted when a group first meets.
-    group_lanes: BTreeMap<u64, usize>,
+    group_lanes: BTreeMap<BarrierKey, usize>,
     /// The lanes at each group that has not opened yet.
-    at_barrier: BTreeMap<u64, Vec<Arrival>>,
+    at_barrier: BTreeMap<BarrierKey, Vec<Arrival>>,
 }
 
-/// The key of `pe`'s `group`: lanes with the same key wait for each other.
+/// Which lanes a barrier waits for: lanes with the same key wait for each other.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum BarrierKey {
+    /// A [`Group`] of the arriving PE, by [`group_key`].
+    Group(u64),
+    /// A team's members (global ranks, ascending): teams of the same members share a barrier, as
+    /// the members cannot tell them apart.
+    Team(Arc<[usize]>),
+}
+
+impl BarrierKey {
+    /// The key of `pe`'s `group`.
+    pub(crate) fn of_group(group: Group, pe: PeId) -> BarrierKey {
+        BarrierKey::Group(group_key(group, pe))
+    }
+}
+
+/// The number of `pe`'s `group`, unique among groups.
 fn group_key(group: Group, pe: PeId) -> u64 {
     match group {
         Group::All => 0,
@@ -67,13 +84,13 @@ impl Barriers {
         // The round's arrivals join their groups; only a group someone joined can be complete now.
         let mut joined_groups = Vec::new();
         for arrival in arrivals {
-            joined_groups.push(arrival.group);
-            self.at_barrier.entry(arrival.group).or_default().push(arrival);
+            joined_groups.push(arrival.group.clone());
+            self.at_barrier.entry(arrival.group.clone()).or_default().push(arrival);
         }
         joined_groups.sort_unstable();
         joined_groups.dedup();
         for group in joined_groups {
-            let complete = self.at_barrier.get(&group).map_or(0, Vec::len) >= self.group_lanes(group, tasks);
+            let complete = self.at_barrier.get(&group).map_or(0, Vec::len) >= self.group_lanes(&group, tasks);
             if !complete {
                 continue;
             }
@@ -105,23 +122,33 @@ impl Barriers {
     }
 
     /// How many lanes barrier `group` waits for.
-    fn group_lanes(&mut self, group: u64, tasks: &Tasks<'_>) -> usize {
-        *self.group_lanes.entry(group).or_insert_with(|| {
-            let pes = tasks.pes();
-            (0..pes.len() as u32)
+    fn group_lanes(&mut self, group: &BarrierKey, tasks: &Tasks<'_>) -> usize {
+        if let Some(&lanes) = self.group_lanes.get(group) {
+            return lanes;
+        }
+        let pes = tasks.pes();
+        let lanes = match group {
+            BarrierKey::Group(key) => (0..pes.len() as u32)
                 .filter(|&rank| {
                     let pe = pes[rank as usize];
-                    [Group::All, Group::Sip, Group::Cube].iter().any(|&g| group_key(g, pe) == group)
+                    [Group::All, Group::Sip, Group::Cube].iter().any(|&g| group_key(g, pe) == *key)
                 })
                 .map(|rank| tasks.lanes_of(rank).len())
-                .sum()
-        })
+                .sum(),
+            // A team's members are ranks of the run (teams are made from its size); one past it
+            // would count no lanes, and the barrier would be reported stuck rather than panic.
+            BarrierKey::Team(members) => {
+                members.iter().filter(|&&rank| rank < pes.len()).map(|&rank| tasks.lanes_of(rank as u32).len()).sum()
+            }
+        };
+        self.group_lanes.insert(group.clone(), lanes);
+        lanes
     }
 }
 
 impl Endpoint<'_> {
     /// Waits until every lane of every participant in the lane's `group` has arrived.
-    pub(crate) fn poll_barrier(&mut self, group: Group, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
+    pub(crate) fn poll_barrier(&mut self, group: BarrierKey, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
         if let Err(e) = self.ctx.check_steps() {
             return Poll::Ready(Err(e));
         }
@@ -145,12 +172,7 @@ impl Endpoint<'_> {
                     }
                     _ => None,
                 };
-                let arrival = Arrival {
-                    group: group_key(group, self.ctx.pe_id()),
-                    task: self.ctx.task,
-                    at_ns: self.ctx.lane.clock.now,
-                    clock,
-                };
+                let arrival = Arrival { group, task: self.ctx.task, at_ns: self.ctx.lane.clock.now, clock };
                 let barriers = &self.run.barriers;
                 barriers.arrived.store(true, Ordering::Relaxed);
                 barriers.waiters.lock().unwrap_or_else(|e| e.into_inner()).push(arrival);

@@ -161,6 +161,51 @@ fn a_deadlock_across_processes_is_reported_in_every_process_as_in_one() {
     assert_eq!(sips, vec![0, 1, 2, 3], "{error}");
 }
 
+/// Rank `r` reduces a long tile `r` times, then barriers over its column of the 2-D split by 4: ranks
+/// `r` and `r + 4`, which a spread run over 2 processes holds in different processes.
+#[ccl_kernel]
+fn barriers_over_a_column(tl: &Tl) {
+    let (_, column) = tl.team_split_2d(4);
+    let mut acc = Tile::zeros(F32, 1 << 12);
+    for _ in 0..tl.rank() {
+        tl.reduce(&mut acc, &Tile::zeros(F32, 1 << 12), ReduceOp::Sum);
+    }
+    tl.barrier_team(&column);
+}
+
+#[test]
+fn a_team_barrier_across_processes_releases_as_in_one() {
+    let system = ring();
+    let mock = || MockRun::new(system, "ring_1d", "all_pes", &barriers_over_a_column::KERNEL);
+    let (report, _) = same_everywhere(mock, &[2, 4], "a column's barrier").unwrap();
+    // Each column is released when its slower member (rank r + 4) arrives: columns one apart.
+    let finish: Vec<f64> = report.time().unwrap().pes.iter().map(|p| p.finish_ns).collect();
+    for r in 0..4 {
+        assert_eq!(finish[r].to_bits(), finish[r + 4].to_bits(), "{finish:?}");
+    }
+    assert!(finish.windows(2).take(3).all(|w| w[0] < w[1]), "{finish:?}");
+}
+
+/// A multicast object over this rank's node.
+#[ccl_kernel]
+fn multicasts_over_its_node(tl: &Tl) {
+    let _ = tl.multicast_team(&tl.team_node(), "node", F32, 8);
+}
+
+#[test]
+fn a_multicast_over_a_node_held_by_one_process_is_still_refused_in_a_spread_run() {
+    // 2 nodes of 2 SIPs: over 2 processes, each process holds one node.
+    let spec = r#"{"sips": 4, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1, "sip_interconnect": "switched",
+        "switch": {"multicast": true, "reduce_gbps": 100}, "nodes": {"sips_per_node": 2}}"#;
+    let system = leak(System::from_json_str(spec).unwrap());
+    let mock = || MockRun::new(system, "full", "leader_only", &multicasts_over_its_node::KERNEL);
+    mock().run().unwrap();
+    for (process, got) in spread(2, |e| seen(mock().spread_over(e).run())).into_iter().enumerate() {
+        let error = got.expect_err("a multicast in a spread run");
+        assert!(error.contains("multicast_team: rank 2's heap is in another process"), "process {process}: {error}");
+    }
+}
+
 #[test]
 fn a_round_with_thousands_of_transfers_is_handed_over_as_one_with_few() {
     // 3 SIPs of 2,048 PEs on a ring: every process sends 2,048 or more messages in the first round, more

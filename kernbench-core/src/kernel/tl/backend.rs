@@ -8,8 +8,8 @@ use std::task::{Context, Poll};
 
 use super::Buffer;
 use crate::kernel::KernelError;
-use crate::kernel::symmetric::{Group, OneSided};
-use crate::machine::Direction;
+use crate::kernel::symmetric::{Group, OneSided, Team};
+use crate::machine::{Direction, PeId};
 use crate::tile::{Dtype, Tile};
 
 /// Work that takes a PE's time: the timing model charges it at the PE's compute or memory rate.
@@ -55,6 +55,17 @@ pub trait Backend {
     ) -> Poll<Result<Tile, KernelError>>;
     /// Waits until every lane of every participant in the caller's `group` has reached the barrier.
     fn poll_barrier(&mut self, group: Group, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>>;
+    /// Waits until every lane of every member of `team` has reached the barrier (the caller is a
+    /// member: [`Tl::barrier_team`](super::Tl::barrier_team) checks). Members of another team, even
+    /// one overlapping this, do not take part.
+    fn poll_barrier_team(&mut self, team: &Team, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>>;
+    /// Where rank `rank` of the run runs: its PE and its node (the system's `nodes`; 0 in a system of
+    /// one), or `None` past the run's ranks. Teams of a SIP or a node are computed from it. The
+    /// default, for a runtime that does not know, is `None`: such teams then fail by name.
+    fn placement(&self, rank: usize) -> Option<(PeId, u32)> {
+        let _ = rank;
+        None
+    }
     /// The backend's symmetric memory, if it has one: `None` (the default) makes every one-sided
     /// operation fail with [`KernelError::Unsupported`].
     fn one_sided(&mut self) -> Option<&mut dyn OneSided> {

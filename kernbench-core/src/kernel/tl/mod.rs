@@ -31,6 +31,7 @@ mod backend;
 mod buffers;
 mod messages;
 mod one_sided;
+mod teams;
 
 use serde::{Deserialize, Serialize};
 
@@ -218,6 +219,7 @@ mod tests {
             include_str!("messages.rs"),
             include_str!("one_sided.rs"),
             include_str!("buffers.rs"),
+            include_str!("teams.rs"),
         ];
         let mut methods = Vec::new();
         for source in sources {

@@ -3,6 +3,7 @@
 //! multicast objects whose `multimem` operations the switch fans out and reduces.
 
 use std::future::{Future, poll_fn};
+use std::sync::Arc;
 use std::task::Poll;
 
 use super::Tl;
@@ -53,7 +54,9 @@ impl Tl {
 
     /// Writes `tile` into rank `peer`'s copy of `buffer` at `offset`, without waiting: the bytes take
     /// the route's time as a send of them would. Nothing tells the peer they have landed: follow with
-    /// `tl.fence()` and `tl.signal`, or use [`Tl::put_signal`].
+    /// `tl.fence()` and `tl.signal`, or use [`Tl::put_signal`]. `peer` is a global rank, as in every
+    /// one-sided operation: a team's member `r` is `tl.put(team.global(r)?, ...)`
+    /// ([`Team::global`](crate::kernel::symmetric::Team::global)).
     ///
     /// # Errors
     /// [`KernelError::NotAPeer`] for a rank the install plan does not reach,
@@ -168,7 +171,8 @@ impl Tl {
     /// [`Tl::symmetric`].
     pub fn multicast(&self, name: &'static str, dtype: Dtype, len: usize) -> Result<Multicast, KernelError> {
         let buffer = Symmetric { name, dtype, len };
-        self.one_sided(Op::Multicast, |b| b.multicast(&buffer))
+        let every_rank: Arc<[usize]> = (0..self.ctx.size).collect();
+        self.one_sided(Op::Multicast, |b| b.multicast(&buffer, &every_rank))
     }
 
     /// Reads elements `offset..offset + len` of every member's copy of `multicast`'s buffer, reduced
@@ -189,7 +193,7 @@ impl Tl {
         len: usize,
         op: ReduceOp,
     ) -> impl Future<Output = Result<Tile, KernelError>> + '_ {
-        let (site, multicast) = (CallSite(std::panic::Location::caller()), *multicast);
+        let (site, multicast) = (CallSite(std::panic::Location::caller()), multicast.clone());
         poll_fn(move |cx| {
             with(|b| match b.one_sided() {
                 Some(one_sided) => one_sided.poll_multimem_ld_reduce(&multicast, offset, len, op, site, cx),
@@ -232,7 +236,7 @@ impl Tl {
     }
 
     /// Runs `f` on the backend's symmetric memory, or fails `op` when it has none.
-    fn one_sided<R>(
+    pub(super) fn one_sided<R>(
         &self,
         op: Op,
         f: impl FnOnce(&mut dyn OneSided) -> Result<R, KernelError>,

@@ -70,6 +70,9 @@ impl Backend for Loopback {
     fn poll_barrier(&mut self, _: Group, _: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
         Poll::Ready(Ok(()))
     }
+    fn poll_barrier_team(&mut self, _: &Team, _: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
+        Poll::Ready(Ok(()))
+    }
     fn has(&self, direction: Direction) -> bool {
         matches!(direction, E | W)
     }
