@@ -23,6 +23,7 @@ pub const KERNELS: &[&KernelDef] = &[
     &crate::nvls::nvls_allgather::KERNEL,
     &crate::nvls::nvls_allreduce::KERNEL,
     &crate::nvls::nvls_reduce_scatter::KERNEL,
+    &crate::nvls::nvls_tree_allreduce::KERNEL,
     &crate::butterfly::rabenseifner_allreduce::KERNEL,
     &crate::butterfly::recursive_doubling_allgather::KERNEL,
     &crate::butterfly::recursive_doubling_allreduce::KERNEL,

@@ -120,3 +120,59 @@ pub fn nvls_reduce_scatter(
         tl.store_at(Output, piece.start - part.start, &reduced);
     }
 }
+
+/// NVLS across nodes (NCCL's NVLS tree): in each node the switch reduces and multicasts, and between
+/// nodes the ranks of the same place in each node (a rail: `tl.team_split_strided(local, g, nodes)`,
+/// whose messages cross the NICs of their lanes' rails) exchange what their node reduced.
+///
+/// Every rank publishes its input into a multicast object of its node (`tl.multicast_team` over
+/// `tl.team_node()`); rank `local` of a node of `g` reads part `local` reduced by its node's switch,
+/// piece by piece (see [`pieces`]), sends each piece to its rail peers and sums theirs with its own in
+/// rail order (so every node ends with the same bits), and stores the sum into part `local` of every
+/// copy in its node (`multimem_st`); after a barrier of the node every rank copies the reduction out.
+/// On one node it is [`nvls_allreduce`] with a team barrier. Topology `multicast_nodes`.
+#[ccl_kernel(lanes = lanes, crate = "kernbench_core")]
+pub fn nvls_tree_allreduce(
+    tl: &Tl,
+    #[default = 16] lanes: usize,
+    #[default = 131072] chunk_bytes: usize,
+    #[default = 64] chunks: usize,
+) {
+    let (me, n, op, len) = (tl.rank(), tl.size(), tl.op(), tl.buffer_len(Input));
+    let node = tl.team_node();
+    let (g, local) = (node.size(), node.rank());
+    let rail = tl.team_split_strided(local, g, n / g);
+    let rail =
+        rail.ok_or_else(|| format!("rank {me} is not on its rail ({local} + k * {g}): nodes of unequal size"))?;
+    let dtype = tl.load(Input).dtype();
+    let data = tl.multicast_team(&node, "nvls_tree", dtype, len);
+    let (share, start) = lane_share(tl, Input, 0..len);
+    tl.write(&data.buffer, start, &share);
+    tl.barrier_team(&node);
+    let mine = lane_range(chunk_range(len, local, g)?, (tl.lane(), tl.lanes()))?;
+    let pieces = if mine.is_empty() { Vec::new() } else { pieces(mine, dtype.size(), (chunk_bytes, chunks))? };
+    for piece in pieces {
+        let reduced = tl.multimem_ld_reduce(&data, piece.start, piece.len(), op);
+        for &peer_rank in rail.members().iter().filter(|&&r| r != me) {
+            tl.send(crate::direct::peer(peer_rank), &reduced);
+        }
+        let mut sum: Option<Tile> = None;
+        for &member in rail.members().iter() {
+            let theirs =
+                if member == me { reduced.clone() } else { tl.recv(crate::direct::peer(member), piece.len(), dtype) };
+            sum = Some(match sum {
+                None => theirs,
+                Some(mut acc) => {
+                    tl.reduce(&mut acc, &theirs, op);
+                    acc
+                }
+            });
+        }
+        let mut sum = sum.unwrap_or(reduced);
+        tl.finish(&mut sum, op, n);
+        tl.multimem_st(&data, piece.start, &sum);
+    }
+    tl.barrier_team(&node);
+    let all = lane_range(0..len, (tl.lane(), tl.lanes()))?;
+    tl.store_at(Output, all.start, &tl.read(&data.buffer, all.start, all.len()));
+}

@@ -68,8 +68,8 @@ pub use plan::{
     LayoutError, LayoutKind, MAPPERS, Mapper, MapperFn, NeighborTableEntry, PeInstall, PlanError, PlanLinks, SipPlan,
     Split, TOPOLOGIES, Topology, TopologyFn, VALIDATORS, ValidationError, ValidatorFn, all_pes, any, check_plan,
     circulant, cube_leaders, double_binary_tree, full, hierarchical_3level, hypercube, intercube, leader_only,
-    mapper_by_name, mesh_2d, mesh_2d_grid, multi_pe_sip_local, multicast, replicated, ring_1d, single_shard,
-    topology_by_name, tree, validator_by_name,
+    mapper_by_name, mesh_2d, mesh_2d_grid, multi_pe_sip_local, multicast, multicast_nodes, replicated, ring_1d,
+    single_shard, topology_by_name, tree, validator_by_name,
 };
 pub use plan::{partition, samples};
 pub use quote::Quoted;

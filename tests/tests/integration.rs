@@ -53,7 +53,7 @@ mod timing;
 /// behind a switch that multicasts), the same shape behind such a switch: what the tests that run
 /// every shipped algorithm run it on.
 pub(crate) fn system_for(algorithm: &kernbench::Algorithm, system: &kernbench::System) -> kernbench::System {
-    if algorithm.topology.name() != "multicast" {
+    if !matches!(algorithm.topology.name(), "multicast" | "multicast_nodes") {
         return system.clone();
     }
     let mut spec = system.spec().clone();

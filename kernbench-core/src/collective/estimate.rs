@@ -75,6 +75,7 @@
 //! hierarchical_allreduce                    9 c (3 levels, 1 up, 2 down)   N
 //! nvls_allreduce                            2 c l (multimem ops)     N
 //! nvls_allgather, nvls_reduce_scatter       c l                      N
+//! nvls_tree_allreduce                       (N + 1) c l              N^2
 //! any other kernel                          its plan neighbours (each at least once)
 //! ```
 //!
@@ -223,6 +224,8 @@ pub fn messages(kernel: &str, params: &Map<String, Value>, plan: &InstallPlan) -
         // A multimem operation a piece (at most `chunks` a lane): a load and a store, or one of them.
         "nvls_allreduce" => 2,
         "nvls_allgather" | "nvls_reduce_scatter" => 1,
+        // A load and a store a piece, and a message to each rail peer (at most every other rank).
+        "nvls_tree_allreduce" => 2 + steps,
         "hierarchical_allreduce" => 9,
         _ => return plan.participants().map(|p| p.neighbors.len() as u64).fold(0, u64::saturating_add),
     };

@@ -31,7 +31,8 @@ pub use layout::{DistTensor, DpPolicy, Layout, LayoutError, LayoutKind, Split};
 pub use mapper::{MAPPERS, Mapper, MapperFn, all_pes, cube_leaders, leader_only, mapper_by_name};
 pub use topology::{
     FULL_MAX_PARTICIPANTS, HYPERCUBE_MAX_PARTICIPANTS, TOPOLOGIES, Topology, TopologyFn, circulant, double_binary_tree,
-    full, hierarchical_3level, hypercube, intercube, mesh_2d, mesh_2d_grid, multicast, ring_1d, topology_by_name, tree,
+    full, hierarchical_3level, hypercube, intercube, mesh_2d, mesh_2d_grid, multicast, multicast_nodes, ring_1d,
+    topology_by_name, tree,
 };
 pub use validator::{
     VALIDATORS, ValidationError, ValidatorFn, any, multi_pe_sip_local, replicated, single_shard, validator_by_name,

@@ -85,7 +85,7 @@ impl Topology {
 /// topology cannot link this set (saying why).
 pub type TopologyFn = fn(&System, &[PeId]) -> Result<Topology, PlanError>;
 
-const TABLE: [Builtin<TopologyFn>; 10] = [
+const TABLE: [Builtin<TopologyFn>; 11] = [
     Builtin {
         item: NamedItem { name: "ring_1d", summary: "one ring over all participants: E to rank+1, W to rank-1" },
         function: ring_1d,
@@ -119,6 +119,13 @@ const TABLE: [Builtin<TopologyFn>; 10] = [
             summary: "as full, on a system whose switch multicasts and reduces (NVLS): every rank behind it",
         },
         function: multicast,
+    },
+    Builtin {
+        item: NamedItem {
+            name: "multicast_nodes",
+            summary: "as full, on nodes whose switches multicast and reduce (NVLS): each node's ranks behind its own",
+        },
+        function: multicast_nodes,
     },
     Builtin {
         item: NamedItem {
@@ -358,6 +365,25 @@ pub fn multicast(system: &System, participants: &[PeId]) -> Result<Topology, Pla
     // The participants are checked as every topology checks them first, then for the switch.
     let topology = full(system, participants)?;
     system.check_multicast(participants)?;
+    Ok(topology)
+}
+
+/// [`full`], for kernels that multicast within each node (`tl.multicast_team` over `tl.team_node()`)
+/// and reach the other nodes by messages: refused unless every node's switch multicasts and each
+/// node's participants hang off it ([`System::check_multicast`], node by node).
+///
+/// # Errors
+/// As [`full`], and [`PlanError::Multicast`] naming why one node's participants cannot share a
+/// multicast object.
+pub fn multicast_nodes(system: &System, participants: &[PeId]) -> Result<Topology, PlanError> {
+    let topology = full(system, participants)?;
+    let mut by_node: Vec<Vec<PeId>> = vec![Vec::new(); system.nodes()];
+    for &pe in participants {
+        by_node[system.node_of(pe.sip) as usize].push(pe);
+    }
+    for node in by_node.iter().filter(|members| !members.is_empty()) {
+        system.check_multicast(node)?;
+    }
     Ok(topology)
 }
 

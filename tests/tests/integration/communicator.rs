@@ -131,6 +131,7 @@ mod matrix {
         nvls_allreduce,
         nvls_allgather,
         nvls_reduce_scatter,
+        nvls_tree_allreduce,
     );
 }
 
