@@ -216,7 +216,7 @@ fn unknown_topology_lists_the_known_ones() {
 
 #[test]
 fn listings_name_every_builtin_with_a_summary() {
-    assert_eq!(TOPOLOGIES.len(), 10);
+    assert_eq!(TOPOLOGIES.len(), 11);
     assert_eq!(MAPPERS.len(), 3);
     for item in TOPOLOGIES.iter().chain(MAPPERS).chain(kernbench_core::VALIDATORS) {
         assert!(!item.summary.is_empty(), "{} has no summary", item.name);

@@ -166,7 +166,8 @@ fn the_two_level_nvls_all_reduce_is_exact_across_two_nodes_and_beats_the_ring_th
     let mut comm = kernbench::Communicator::new(system.clone()).timing_only(true);
     let time = |comm: &mut kernbench::Communicator, name: &str| {
         let tensor =
-            kernbench::samples::sample_tensor(&system, 1 << 30, F32, ReduceOp::Sum, kernbench::DpPolicy::LEADER).unwrap();
+            kernbench::samples::sample_tensor(&system, 1 << 30, F32, ReduceOp::Sum, kernbench::DpPolicy::LEADER)
+                .unwrap();
         let options = kernbench::CallOptions { algorithm: Some(name.to_owned()), ..Default::default() };
         let (_, report) = comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &options).unwrap();
         report.run.completion_ns().unwrap()
