@@ -314,8 +314,8 @@ fn chain_pieces(len: usize, element: usize, chunks: usize, chunk_bytes: usize) -
 }
 
 /// Pipelined ring broadcast: the root's data travels east along the chain root, root + 1, ..., in
-/// `chunks` pieces (more for large data: see [`chain_pieces`]), each rank forwarding a piece as soon
-/// as it has it.
+/// `chunks` pieces (more for large data: at most `chunk_bytes` each, up to 128), each rank forwarding
+/// a piece as soon as it has it.
 #[ccl_kernel(crate = "kernbench_core")]
 pub fn ring_broadcast(tl: &Tl, chunks: usize, #[default = 524288] chunk_bytes: usize) {
     let ring = rank_ring(tl);
@@ -341,7 +341,8 @@ pub fn ring_broadcast(tl: &Tl, chunks: usize, #[default = 524288] chunk_bytes: u
 }
 
 /// Pipelined ring reduce: partial results travel east from the rank after the root to the root, each
-/// rank adding its own, in `chunks` pieces (more for large data: see [`chain_pieces`]). Only the root's
+/// rank adding its own, in `chunks` pieces (more for large data: at most `chunk_bytes` each, up to
+/// 128). Only the root's
 /// output changes.
 #[ccl_kernel(crate = "kernbench_core")]
 pub fn ring_reduce(tl: &Tl, chunks: usize, #[default = 524288] chunk_bytes: usize) {
