@@ -16,13 +16,13 @@
 //!
 //! | module | what lives there |
 //! |---|---|
-//! | `protocol`, `timing`, `race`, `wire`, `error` | the round protocol and the cells it makes safe to share; the timing model (clocks, channels, time reports, traces); the race detector's clocks and shadows; the bytes between processes; why a run failed |
+//! | `protocol`, `timing`, `race`, `wire`, `error` | the round protocol and the cells it makes safe to share; the timing model (clocks, channels, time reports); the race detector's clocks and shadows; the bytes between processes; why a run failed |
 //! | `lanes` | the tasks (a lane of a PE each), what a lane keeps and waits for, what every kind of traffic sees of a PE, the watchdog's counts |
 //! | `two_sided` | queues and credits, ports, send and receive, barriers, what a merge publishes |
 //! | `one_sided` | each PE's symmetric heap and signals, one-sided operations, their delivery, the checks at the end |
 //! | [`spread`] | a run over several processes: who holds which PE, each round's hand-over, the transports |
 //! | `rounds` | the executor: poll, merge, placement of transfers, delivery, barriers, round after round |
-//! | `diagnosis`, `report` | why a stuck run is stuck and what a finished one left behind; the report |
+//! | `diagnosis`, `report`, `trace` | why a stuck run is stuck and what a finished one left behind; the report; its spans as a Chrome / Perfetto trace |
 //! | `setup` | [`Runtime`] and [`RunOptions`]: a run from a plan and buffers, installed, driven, diagnosed, reported |
 //! | [`testing`] | [`testing::MockRun`]: a whole run in one call |
 //!
@@ -105,6 +105,7 @@ mod setup;
 pub mod spread;
 pub mod testing;
 mod timing;
+mod trace;
 mod two_sided;
 mod wire;
 
@@ -114,7 +115,8 @@ pub use report::{PeReport, RunReport};
 pub use setup::{
     Call, DEFAULT_LOOP_BUDGET, DEFAULT_STEP_BUDGET, ExactRunError, PARALLEL_MIN_READY, PeBuffers, RunOptions, Runtime,
 };
-pub use timing::{ChannelTime, PeTime, Routing, Span, SpanKind, Straggler, TimeReport, Timing, Trace};
+pub use timing::{ChannelTime, PeTime, Routing, Span, SpanKind, Straggler, TimeReport, Timing};
+pub use trace::Trace;
 
 /// The runtime under its earlier module path.
 #[doc(hidden)]

@@ -11,7 +11,8 @@ use crate::error::{ExchangeError, RunError};
 use crate::lanes::{LaneState, PeFigures};
 use crate::protocol::Cells;
 use crate::rounds::Execution;
-use crate::timing::{Clock, PeTime, TimeReport, Trace};
+use crate::timing::{Clock, PeTime, TimeReport};
+use crate::trace::Trace;
 use crate::two_sided::queue::Queues;
 use crate::wire::{Reader, Writer, read_tile, write_tile};
 

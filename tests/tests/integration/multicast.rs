@@ -71,10 +71,10 @@ fn reads_a_multicast_store_unordered(tl: &Tl) {
     tl.barrier();
 }
 
-#[test]
-fn an_unordered_multimem_st_against_a_peer_s_write_is_a_race_naming_both_sides() {
+/// The race `kernel` ends in on the NVLS system, and its two sides (PE and operation) in PE order.
+fn race_of(kernel: &'static kernbench::KernelDef) -> (Box<kernbench::symmetric::Race>, [(PeId, Op); 2]) {
     let system = Box::leak(Box::new(nvls_system()));
-    let run = MockRun::new(system, "multicast", "leader_only", &reads_a_multicast_store_unordered::KERNEL)
+    let run = MockRun::new(system, "multicast", "leader_only", kernel)
         .inputs(|_, rank| Tile::filled(F32, 8, (rank + 1) as f64));
     let error = match run.run() {
         Err(MockError::Run(RunError::Kernel(KernelError::Race(race)))) => race,
@@ -82,6 +82,12 @@ fn an_unordered_multimem_st_against_a_peer_s_write_is_a_race_naming_both_sides()
     };
     let mut sides = [(error.first.pe, error.first.op), (error.second.pe, error.second.op)];
     sides.sort_by_key(|&(pe, _)| pe);
+    (error, sides)
+}
+
+#[test]
+fn an_unordered_multimem_st_against_a_peer_s_write_is_a_race_naming_both_sides() {
+    let (error, sides) = race_of(&reads_a_multicast_store_unordered::KERNEL);
     assert_eq!(sides, [(PeId::new(0, 0, 0), Op::MultimemSt), (PeId::new(1, 0, 0), Op::Write)], "{error}");
     assert_eq!((error.owner, error.buffer), (PeId::new(1, 0, 0), "data"));
 }
@@ -125,15 +131,7 @@ fn reads_a_multicast_reduction_unordered(tl: &Tl) {
 
 #[test]
 fn a_read_unordered_with_a_multimem_red_is_a_race_naming_both_sides() {
-    let system = Box::leak(Box::new(nvls_system()));
-    let run = MockRun::new(system, "multicast", "leader_only", &reads_a_multicast_reduction_unordered::KERNEL)
-        .inputs(|_, rank| Tile::filled(F32, 8, (rank + 1) as f64));
-    let error = match run.run() {
-        Err(MockError::Run(RunError::Kernel(KernelError::Race(race)))) => race,
-        other => panic!("expected a race, got {other:?}"),
-    };
-    let mut sides = [(error.first.pe, error.first.op), (error.second.pe, error.second.op)];
-    sides.sort_by_key(|&(pe, _)| pe);
+    let (error, sides) = race_of(&reads_a_multicast_reduction_unordered::KERNEL);
     assert_eq!(sides, [(PeId::new(0, 0, 0), Op::MultimemRed), (PeId::new(1, 0, 0), Op::Read)], "{error}");
 }
 
