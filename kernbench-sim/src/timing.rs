@@ -77,7 +77,7 @@ pub struct Timing {
     pub routing: Routing,
     /// PEs that run slower or start late.
     pub stragglers: BTreeMap<PeId, Straggler>,
-    /// Whether to record every operation and transfer as a span, for [`Trace`].
+    /// Whether to record every operation and transfer as a span, for [`Trace`](crate::Trace).
     pub trace: bool,
 }
 
