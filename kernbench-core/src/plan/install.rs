@@ -289,6 +289,14 @@ impl InstallPlan {
         Counted { inner: self.sips.iter().flat_map(|s| s.pes.iter()), left: self.len() }
     }
 
+    /// The farthest link class a route from the first participant to another crosses on `system`: the
+    /// class whose figures bound the call's steps. `None` with fewer than two participants.
+    pub fn farthest_class(&self, system: &System) -> Option<LinkClass> {
+        let mut pes = self.participants().map(|p| p.pe);
+        let first = pes.next()?;
+        pes.filter_map(|pe| system.route(first, pe).farthest_class()).max()
+    }
+
     /// The number of participating PEs.
     pub fn len(&self) -> usize {
         self.sips.iter().map(|s| s.pes.len()).sum()

@@ -108,9 +108,7 @@ impl Algorithm {
         }
         let fallback = || if protocols.simple.is_some() { Some(Protocol::Simple) } else { protocols.given().next() };
         let Some(pattern) = self.pattern() else { return fallback() };
-        let mut pes = plan.participants().map(|p| p.pe);
-        let first = pes.next()?;
-        let class = pes.filter_map(|pe| system.route(first, pe).farthest_class()).max()?;
+        let class = plan.farthest_class(system)?;
         let lanes = self.launch.lanes(0, ranks);
         tuning::pick(system, (pattern, self.collective, ranks), class, lanes, bytes).or_else(fallback)
     }
