@@ -23,12 +23,12 @@ fn ring<'a>(system: &'a System, kernel: &'a KernelDef) -> MockRun<'a> {
     MockRun::new(system, "ring_1d", "all_pes", kernel)
 }
 
-/// The run's error, and that it came within a second of wall time (the budgets of these tests are
+/// The run's error, and that it came within seconds of wall time (the budgets of these tests are
 /// small: a hang or a budget that is not enforced fails here rather than in CI's timeout).
 fn timed_error(run: MockRun<'_>) -> RunError {
     let start = Instant::now();
     let result = run.run();
-    assert!(start.elapsed() < Duration::from_secs(1), "the run took {:?}", start.elapsed());
+    assert!(start.elapsed() < Duration::from_secs(5), "the run took {:?}", start.elapsed());
     match result {
         Err(MockError::Run(error)) => error,
         other => panic!("expected a run error, got {other:?}"),
@@ -171,7 +171,7 @@ fn spins_on_its_id(tl: &Tl) {
 }
 
 #[test]
-fn a_kernel_that_takes_no_step_ends_in_the_watchdog_within_two_seconds_with_the_default_budget() {
+fn a_kernel_that_takes_no_step_ends_in_the_watchdog_in_seconds_with_the_default_budget() {
     let system = System::builtin();
     let start = Instant::now();
     let result = MockRun::new(&system, "ring_1d", "leader_only", &spins_on_its_id::KERNEL).run();
@@ -185,7 +185,8 @@ fn a_kernel_that_takes_no_step_ends_in_the_watchdog_within_two_seconds_with_the_
         ),
         "expected rank 0's watchdog, got {error}"
     );
-    assert!(took < Duration::from_secs(2), "the watchdog took {took:?}");
+    // Minutes before the loop budget existed; a few seconds in a debug build on a loaded machine.
+    assert!(took < Duration::from_secs(10), "the watchdog took {took:?}");
 }
 
 /// Rank 2 reads a count from its parameter and fails with `?` when it is not a number.

@@ -23,7 +23,7 @@ fn a_call_over_the_memory_limit_is_refused_before_it_allocates() {
     let mut comm = Communicator::new(system).max_memory(Some(16 << 30));
     let started = Instant::now();
     let err = comm.call(Collective::AllGather, &tensor, ReduceOp::Sum, 0, &named("ring_allgather")).unwrap_err();
-    assert!(started.elapsed() < Duration::from_millis(500), "took {:?}", started.elapsed());
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
     let expected = estimate::peak_memory(Collective::AllGather, 1024, 64 << 10);
     assert!(
         matches!(err, CommError::TooMuchMemory { estimate, limit, ranks: 1024, .. } if estimate == expected && limit == 16 << 30),
@@ -65,7 +65,7 @@ fn a_ring_all_reduce_on_4096_sips_is_refused_for_its_messages_at_once() {
     let tensor = sample_tensor(&system, 1 << 10, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
     let mut comm = Communicator::new(system);
     let err = comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &named("ring")).unwrap_err();
-    assert!(started.elapsed() < Duration::from_secs(1), "took {:?}", started.elapsed());
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
     // 4,096 ranks, each 2 x 4,095 steps of 2 pieces on 4 lanes.
     let expected = 4096 * 2 * 4095 * 2 * 4;
     assert!(

@@ -394,7 +394,7 @@ fn a_hundred_thousand_threads_are_refused_quickly_before_any_is_started() {
                 .threads(threads)
                 .run(),
         );
-        assert!(start.elapsed() < std::time::Duration::from_secs(1), "{threads} threads took {:?}", start.elapsed());
+        assert!(start.elapsed() < std::time::Duration::from_secs(5), "{threads} threads took {:?}", start.elapsed());
         assert_eq!(error, RunError::TooManyThreads { threads, max: Runtime::MAX_THREADS });
         assert!(error.to_string().contains(&format!("expected 1..={}", Runtime::MAX_THREADS)), "{error}");
     }
