@@ -57,7 +57,7 @@ pub use kernel::{
     ArgsError, Buffer, Group, Instantiate, KernelDef, KernelError, KernelFuture, KernelSet, Launch, Multicast, Op,
     ParamDef, Params, Symmetric, Team, Tl, TlContext, UnknownKernel, WatchdogBudget,
 };
-pub use kernel::{symmetric, tl};
+pub use kernel::{atomic, symmetric, tl};
 
 pub use files::{MAX_FILE_BYTES, read_bounded};
 pub use names::{Builtin, NamedItem, UnknownName};
@@ -81,6 +81,7 @@ pub use registry::{
 /// Everything a kernel author needs: `use kernbench::prelude::*;`.
 pub mod prelude {
     pub use crate::kernel::Buffer::{self, Input, Output, Scratch};
+    pub use crate::kernel::atomic::{Cmp, MemoryOrder, Scope};
     pub use crate::kernel::{Group, KernelError, Multicast, Symmetric, Team, Tl};
     pub use crate::machine::Direction::{self, E, N, S, W};
     pub use crate::machine::PeId;

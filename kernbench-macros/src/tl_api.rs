@@ -19,6 +19,14 @@ pub(crate) const WAITING: &[&str] = &[
     "wait_until",
     "quiet",
     "multimem_ld_reduce",
+    "atomic_fetch_add",
+    "atomic_compare_swap",
+    "atomic_swap",
+    "atomic_fetch_max",
+    "atomic_fetch_min",
+    "wait_value",
+    "signal_wait_until",
+    "alloc",
 ];
 
 /// The methods of `Tl` that return a plain value, not a `Result`.

@@ -37,6 +37,7 @@ impl Execution<'_> {
                 credits,
                 depth,
                 signal: None,
+                waits_for: None,
             };
             let pes = self.lanes.tasks.pes();
             let entry = match self.lanes.parked.get(task as usize).wait {
@@ -52,14 +53,32 @@ impl Execution<'_> {
                     let state = (queue.visible(), queue.credits(), queue.depth());
                     waiting(Op::Recv, Some(queue.recv_dir), Some(peer), queue.channel as usize, state)
                 }
-                Wait::Barrier | Wait::Released => waiting(Op::Barrier, None, None, 0, (0, 0, 0)),
-                Wait::Signal { signal, until } => {
+                Wait::Barrier | Wait::Released => {
+                    let label = self.two_sided.barriers.label_of(task);
+                    let op = if label.is_some() { Op::Alloc } else { Op::Barrier };
+                    let mut entry = waiting(op, None, None, 0, (0, 0, 0));
+                    entry.waits_for = label.map(|(buffer, site)| {
+                        format!("every rank to allocate {buffer} at {site} (a rank that takes another path never does)")
+                    });
+                    entry
+                }
+                Wait::Signal { signal, cmp, until } => {
                     let generation = self.lanes.states.get(task as usize).generation;
                     let memory = self.one_sided.pes.get(rank as usize).get_or_insert_default();
                     let state = memory.signals.get(signal as usize);
                     let (holds, other_generations) = (state.value(generation), state.other_generations(generation));
                     let mut entry = waiting(Op::WaitSignal, None, None, 0, (0, 0, 0));
-                    entry.signal = Some(SignalWait { signal: signal as usize, until, holds, other_generations });
+                    entry.signal = Some(SignalWait { signal: signal as usize, cmp, until, holds, other_generations });
+                    entry
+                }
+                Wait::Value => {
+                    let memory = self.one_sided.pes.get(rank as usize).get_or_insert_default();
+                    let mut entry = waiting(Op::WaitValue, None, None, 0, (0, 0, 0));
+                    entry.waits_for = memory.value_waits.iter().find(|w| w.task == task).map(|w| {
+                        let (name, index, cmp, operand, value, site) =
+                            (w.buffer.name, w.index, w.cmp, w.operand, w.value, w.site);
+                        format!("`{name}`[{index}] {cmp} {operand} at {site}; it holds {value}")
+                    });
                     entry
                 }
                 Wait::Get => waiting(Op::Get, None, None, 0, (0, 0, 0)),

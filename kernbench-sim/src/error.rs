@@ -4,6 +4,7 @@ use std::fmt;
 
 use std::ops::Range;
 
+use kernbench_core::atomic::Cmp;
 use kernbench_core::symmetric::Access;
 use kernbench_core::{Direction, Dtype, KernelError, Op, PeId, PlanError};
 use serde::{Deserialize, Serialize};
@@ -319,7 +320,9 @@ fn left_raised(list: &[LeftRaised]) -> String {
 pub struct SignalWait {
     /// The signal.
     pub signal: usize,
-    /// The value it waits for (at least).
+    /// The comparison it waits for: `holds cmp until`.
+    pub cmp: Cmp,
+    /// The value it compares with.
     pub until: u64,
     /// What the signal holds for the lane's generation (call and phase).
     pub holds: u64,
@@ -392,6 +395,8 @@ pub struct BlockedPe {
     pub depth: u64,
     /// For a lane in `tl.wait_until`: the signal, the value it waits for and what it holds.
     pub signal: Option<SignalWait>,
+    /// For a lane in `tl.wait_value` or `tl.alloc`: what it waits for, in words.
+    pub waits_for: Option<String>,
 }
 
 impl fmt::Display for DeadlockReport {
@@ -422,13 +427,17 @@ impl fmt::Display for DeadlockReport {
                 _ => match b.signal {
                     Some(s) => {
                         let (op, signal, until, holds) = (b.op, s.signal, s.until, s.holds);
-                        write!(f, "  {who} waits in {op} on signal {signal} for >= {until}; it holds {holds}")?;
+                        let cmp = s.cmp;
+                        write!(f, "  {who} waits in {op} on signal {signal} for {cmp} {until}; it holds {holds}")?;
                         match s.other_generations {
                             0 => writeln!(f)?,
                             other => writeln!(f, " (and {other} raised in another call or phase, which do not count)")?,
                         }
                     }
-                    None => writeln!(f, "  {who} waits in {}", b.op)?,
+                    None => match &b.waits_for {
+                        Some(what) => writeln!(f, "  {who} waits in {} for {what}", b.op)?,
+                        None => writeln!(f, "  {who} waits in {}", b.op)?,
+                    },
                 },
             }
         }

@@ -10,6 +10,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::task::{Context, Waker};
 
+use kernbench_core::atomic::Cmp;
 use kernbench_core::tl;
 use kernbench_core::{Direction, KernelError, Op, PeId, Tile, WatchdogBudget};
 use serde::{Deserialize, Serialize};
@@ -263,11 +264,15 @@ pub(crate) enum Wait {
     Barrier,
     /// A barrier that has released it.
     Released,
-    /// Its own signal to reach a value.
+    /// Its own signal to compare with a value.
     Signal {
         signal: u32,
+        cmp: Cmp,
         until: u64,
     },
+    /// An element of its own copy of a buffer to compare with a value (what it waits on is its PE's
+    /// `value_waits`).
+    Value,
     /// A get's reply.
     Get,
     /// Its puts of this round to be placed.

@@ -111,6 +111,7 @@ mod wire;
 
 pub use error::{BlockedPe, DeadlockReport, ExchangeError, LeftRaised, Leftover, RunError, SignalWait, Unreceived};
 pub use lanes::PeFigures;
+pub use one_sided::{WindowError, Windows};
 pub use report::{PeReport, RunReport};
 pub use setup::{
     Call, DEFAULT_LOOP_BUDGET, DEFAULT_STEP_BUDGET, ExactRunError, PARALLEL_MIN_READY, PeBuffers, RunOptions, Runtime,

@@ -20,8 +20,9 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use kernbench_core::Op;
+use kernbench_core::atomic::Scope;
 use kernbench_core::symmetric::CallSite;
+use kernbench_core::{Op, PeId};
 use rustc_hash::FxHashMap;
 
 /// What a lane knows of other lanes: for each slot it has heard of, the latest epoch.
@@ -122,12 +123,25 @@ pub(crate) struct Stamp {
     pub(crate) epoch: u32,
     pub(crate) op: Op,
     pub(crate) site: CallSite,
+    /// An atomic's scope; `None` for a plain access.
+    pub(crate) scope: Option<Scope>,
+    /// For an access of an earlier call, kept by a window: its PE, lane and call. Its `task` is then
+    /// [`RETIRED`], no task of the current call.
+    pub(crate) retired: Option<(PeId, u32, u64)>,
 }
+
+/// The task of a stamp of an earlier call.
+pub(crate) const RETIRED: u32 = u32::MAX;
 
 impl Stamp {
     /// Whether this access happens before one made by `task` knowing `clock`.
     fn before(&self, task: u32, clock: &impl Knows) -> bool {
         self.task == task || clock.epoch(self.slot) >= self.epoch
+    }
+
+    /// Whether it is an atomic that changes the bytes (not a wait's load).
+    fn atomic_write(&self) -> bool {
+        self.scope.is_some() && self.op != Op::WaitValue
     }
 }
 
@@ -162,7 +176,7 @@ impl Released {
         Released { others: Arc::new(clock), own: None }
     }
 
-    fn join_into(&self, clock: &mut VClock) {
+    pub(crate) fn join_into(&self, clock: &mut VClock) {
         clock.join(&self.others);
         if let Some((task, local, fenced)) = self.own {
             clock.raise(local_slot(task), local);
@@ -199,19 +213,52 @@ pub(crate) struct LaneSync {
 
 impl LaneSync {
     pub(crate) fn new(task: u32) -> LaneSync {
-        LaneSync { task, clock: Arc::default(), local: 1, puts: 0, fenced: 0, all_puts: 0, quieted: 0 }
+        LaneSync::inheriting(task, Arc::default())
+    }
+
+    /// A lane that starts knowing `clock`: what its PE's lanes of the communicator's earlier calls
+    /// did and knew (a kernel starts after the previous one on its PE ends).
+    pub(crate) fn inheriting(task: u32, clock: Arc<VClock>) -> LaneSync {
+        LaneSync { task, clock, local: 1, puts: 0, fenced: 0, all_puts: 0, quieted: 0 }
+    }
+
+    /// The stamp of an atomic (or a wait's atomic load) made now, at `scope`: ordered with the lane's
+    /// accesses, as a local access is.
+    pub(crate) fn atomic(&self, op: Op, site: CallSite, scope: Scope) -> Stamp {
+        Stamp { scope: Some(scope), ..self.local_access(op, site) }
+    }
+
+    /// Everything the lane did and knew at the end of its call, its puts completed (a kernel's end
+    /// completes them): what the next call's lanes of its PE start knowing.
+    pub(crate) fn at_end(&self, into: &mut VClock) {
+        into.join(&self.clock);
+        into.raise(local_slot(self.task), self.local);
+        into.raise(put_slot(self.task), self.puts);
+    }
+
+    /// Acquires `clock` (what an atomic read from releases).
+    pub(crate) fn acquire_clock(&mut self, clock: &VClock) {
+        Arc::make_mut(&mut self.clock).join(clock);
     }
 
     /// The stamp of a local access (a read, a write, a get, a put-with-signal's write) made now.
     pub(crate) fn local_access(&self, op: Op, site: CallSite) -> Stamp {
-        Stamp { task: self.task, slot: local_slot(self.task), epoch: self.local, op, site }
+        Stamp { task: self.task, slot: local_slot(self.task), epoch: self.local, op, site, scope: None, retired: None }
     }
 
     /// The stamp of a plain put made now.
     pub(crate) fn put(&mut self, site: CallSite) -> Stamp {
         self.puts += 1;
         self.all_puts += 1;
-        Stamp { task: self.task, slot: put_slot(self.task), epoch: self.puts, op: Op::Put, site }
+        Stamp {
+            task: self.task,
+            slot: put_slot(self.task),
+            epoch: self.puts,
+            op: Op::Put,
+            site,
+            scope: None,
+            retired: None,
+        }
     }
 
     /// The stamp of a put-with-signal made now: its own signal releases it.
@@ -264,6 +311,61 @@ impl LaneSync {
     }
 }
 
+/// Renames the current call's slots as slots of an earlier call, when a window keeps stamps and
+/// clocks past it: a call numbers its slots from 0, so a later call's would collide with them.
+#[derive(Default)]
+pub(crate) struct Retirement {
+    renamed: FxHashMap<u32, u32>,
+    next: u32,
+}
+
+impl Retirement {
+    /// Slots from here on are of earlier calls.
+    const FIRST: u32 = 1 << 31;
+
+    /// Starts a call: its slots are new.
+    pub(crate) fn next_call(&mut self) {
+        self.renamed.clear();
+    }
+
+    fn slot(&mut self, slot: u32) -> u32 {
+        if slot >= Self::FIRST {
+            return slot;
+        }
+        let next = &mut self.next;
+        *self.renamed.entry(slot).or_insert_with(|| {
+            // Past 2^31 renamed slots the oldest are reused: a race across that many calls goes unseen.
+            let renamed = Self::FIRST + *next;
+            *next = (*next + 1) % Self::FIRST;
+            renamed
+        })
+    }
+
+    /// `stamp`, made by the lane at `place` (PE, lane, call) of the ending call, as one of an earlier
+    /// call.
+    pub(crate) fn stamp(&mut self, stamp: &mut Stamp, place: impl Fn(u32) -> (PeId, u32, u64)) {
+        if stamp.retired.is_none() {
+            stamp.retired = Some(place(stamp.task));
+            stamp.task = RETIRED;
+        }
+        stamp.slot = self.slot(stamp.slot);
+    }
+
+    /// `clock` in earlier calls' slots.
+    pub(crate) fn clock(&mut self, clock: &mut VClock) {
+        let mut renamed: Vec<(u32, u32)> = clock.0.iter().map(|&(slot, epoch)| (self.slot(slot), epoch)).collect();
+        renamed.sort_unstable();
+        renamed.dedup_by(|later, earlier| {
+            let same = later.0 == earlier.0;
+            if same {
+                earlier.1 = earlier.1.max(later.1);
+            }
+            same
+        });
+        clock.0 = renamed;
+    }
+}
+
 /// What an access found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Conflict {
@@ -284,6 +386,33 @@ struct Segment {
     /// other, so unordered ones are no race, but plain accesses must be ordered with them. At most one
     /// per task, as reads.
     reductions: Vec<Stamp>,
+    /// Atomics since the last plain write (and waits' loads): atomic with each other when morally
+    /// strong, but plain accesses must be ordered with them. At most one per task.
+    atomics: Vec<Stamp>,
+    /// What the releasing atomics since the last plain write released: an acquiring atomic that
+    /// reads the bytes acquires it (their release sequence).
+    released: Option<VClock>,
+}
+
+impl Segment {
+    fn empty(bytes: Range<u64>) -> Segment {
+        Segment { bytes, write: None, reads: Vec::new(), reductions: Vec::new(), atomics: Vec::new(), released: None }
+    }
+
+    /// Whether something wrote its bytes: a plain write or an atomic.
+    fn initialised(&self) -> bool {
+        self.write.is_some() || self.atomics.iter().any(Stamp::atomic_write)
+    }
+}
+
+/// What an atomic does, for the race detector: its stamp, what its lane knows, what it releases.
+pub(crate) struct AtomicAccess<'a, K: Knows> {
+    pub(crate) stamp: Stamp,
+    pub(crate) clock: &'a K,
+    /// What it releases, when its order releases.
+    pub(crate) release: Option<&'a Released>,
+    /// Whether it acquires.
+    pub(crate) acquire: bool,
 }
 
 /// Who touched which bytes of one PE's copy of a symmetric buffer: disjoint segments sorted by start;
@@ -301,13 +430,14 @@ impl Shadow {
             let unordered = |s: &&Stamp| !s.before(stamp.task, clock);
             let earlier = (segment.write.as_ref().filter(unordered))
                 .or_else(|| segment.reads.iter().find(unordered))
-                .or_else(|| segment.reductions.iter().find(unordered));
+                .or_else(|| segment.reductions.iter().find(unordered))
+                .or_else(|| segment.atomics.iter().find(unordered));
             if let Some(earlier) = earlier {
                 return Err(Conflict::Race { earlier: *earlier, bytes: segment.bytes.clone() });
             }
         }
         // The write replaces everything in the range: one segment, with the gaps filled.
-        let written = Segment { bytes, write: Some(stamp), reads: Vec::new(), reductions: Vec::new() };
+        let written = Segment { write: Some(stamp), ..Segment::empty(bytes) };
         self.segments.splice(range, [written]);
         Ok(())
     }
@@ -315,7 +445,7 @@ impl Shadow {
     /// Records a read of `bytes` by `stamp`, whose lane knows `clock`: the bytes must have been written,
     /// and the write and every atomic reduction since must be ordered before it.
     pub(crate) fn read(&mut self, bytes: Range<u64>, stamp: Stamp, clock: &impl Knows) -> Result<(), Conflict> {
-        let range = self.written(bytes, stamp, clock, |segment| &segment.reductions)?;
+        let range = self.written(bytes, stamp, clock, |segment| (&segment.reductions, &segment.atomics))?;
         for segment in &mut self.segments[range] {
             record(&mut segment.reads, stamp);
         }
@@ -326,11 +456,81 @@ impl Shadow {
     /// knows `clock`: the bytes must have been written, and the write and every read since ordered
     /// before it; other atomic reductions need not be, as the switch applies them one at a time.
     pub(crate) fn reduce(&mut self, bytes: Range<u64>, stamp: Stamp, clock: &impl Knows) -> Result<(), Conflict> {
-        let range = self.written(bytes, stamp, clock, |segment| &segment.reads)?;
+        let range = self.written(bytes, stamp, clock, |segment| (&segment.reads, &segment.atomics))?;
         for segment in &mut self.segments[range] {
             record(&mut segment.reductions, stamp);
         }
         Ok(())
+    }
+
+    /// Records an atomic (or a wait's atomic load) of `bytes`: earlier plain accesses must be ordered
+    /// before it (a load need not be after plain reads), earlier atomics ordered before it or morally
+    /// strong with it (`strong`). Bytes nobody wrote hold zeros, as registered memory does. Returns
+    /// what it acquires: what the releasing atomics of the bytes released.
+    pub(crate) fn atomic<K: Knows>(
+        &mut self,
+        bytes: Range<u64>,
+        access: AtomicAccess<'_, K>,
+        strong: impl Fn(&Stamp, &Stamp) -> bool,
+    ) -> Result<Option<VClock>, Conflict> {
+        let AtomicAccess { stamp, clock, release, acquire } = access;
+        let range = self.cover(bytes);
+        let writes = stamp.atomic_write();
+        for segment in &self.segments[range.clone()] {
+            let unordered = |s: &&Stamp| !s.before(stamp.task, clock);
+            let conflicting = |s: &&Stamp| unordered(s) && (writes || s.atomic_write()) && !strong(s, &stamp);
+            let earlier = (segment.write.as_ref().filter(unordered))
+                .or_else(|| segment.reads.iter().filter(|_| writes).find(unordered))
+                .or_else(|| segment.reductions.iter().find(unordered))
+                .or_else(|| segment.atomics.iter().find(conflicting));
+            if let Some(earlier) = earlier {
+                return Err(Conflict::Race { earlier: *earlier, bytes: segment.bytes.clone() });
+            }
+        }
+        let mut acquired: Option<VClock> = None;
+        for segment in &mut self.segments[range] {
+            if let (true, Some(released)) = (acquire, &segment.released) {
+                acquired.get_or_insert_with(VClock::default).join(released);
+            }
+            if let Some(release) = release {
+                release.join_into(segment.released.get_or_insert_with(VClock::default));
+            }
+            record(&mut segment.atomics, stamp);
+        }
+        Ok(acquired)
+    }
+
+    /// Splits segments at `bytes`' ends and fills the gaps inside it with untouched segments; returns
+    /// the indices of the segments that cover it.
+    fn cover(&mut self, bytes: Range<u64>) -> Range<usize> {
+        let range = self.split(bytes.clone());
+        let mut covered = Vec::with_capacity(range.len() + 1);
+        let mut at = bytes.start;
+        for segment in self.segments.drain(range.clone()) {
+            if segment.bytes.start > at {
+                covered.push(Segment::empty(at..segment.bytes.start));
+            }
+            at = segment.bytes.end;
+            covered.push(segment);
+        }
+        if at < bytes.end {
+            covered.push(Segment::empty(at..bytes.end));
+        }
+        let n = covered.len();
+        self.segments.splice(range.start..range.start, covered);
+        range.start..range.start + n
+    }
+
+    /// Makes every stamp and clock it holds one of an earlier call, to be kept by a window past the
+    /// call; `place` says where the ending call's task ran.
+    pub(crate) fn retire(&mut self, retirement: &mut Retirement, place: impl Fn(u32) -> (PeId, u32, u64)) {
+        for segment in &mut self.segments {
+            let stamps = segment.write.iter_mut().chain(&mut segment.reads).chain(&mut segment.reductions);
+            stamps.chain(&mut segment.atomics).for_each(|stamp| retirement.stamp(stamp, &place));
+            if let Some(released) = &mut segment.released {
+                retirement.clock(released);
+            }
+        }
     }
 
     /// Checks that every byte of `bytes` was written, by a write ordered before `stamp`, and that the
@@ -340,7 +540,7 @@ impl Shadow {
         bytes: Range<u64>,
         stamp: Stamp,
         clock: &impl Knows,
-        since: impl Fn(&Segment) -> &Vec<Stamp>,
+        since: impl Fn(&Segment) -> (&Vec<Stamp>, &Vec<Stamp>),
     ) -> Result<Range<usize>, Conflict> {
         let range = self.split(bytes.clone());
         let mut at = bytes.start;
@@ -349,15 +549,14 @@ impl Shadow {
                 return Err(Conflict::Uninitialised { bytes: at..segment.bytes.start });
             }
             let unordered = |s: &&Stamp| !s.before(stamp.task, clock);
-            match &segment.write {
-                None => return Err(Conflict::Uninitialised { bytes: segment.bytes.clone() }),
-                Some(write) => {
-                    if let Some(earlier) =
-                        Some(write).filter(unordered).or_else(|| since(segment).iter().find(unordered))
-                    {
-                        return Err(Conflict::Race { earlier: *earlier, bytes: segment.bytes.clone() });
-                    }
-                }
+            if !segment.initialised() {
+                return Err(Conflict::Uninitialised { bytes: segment.bytes.clone() });
+            }
+            let (first, second) = since(segment);
+            let earlier = segment.write.as_ref().filter(unordered);
+            let earlier = earlier.or_else(|| first.iter().find(unordered)).or_else(|| second.iter().find(unordered));
+            if let Some(earlier) = earlier {
+                return Err(Conflict::Race { earlier: *earlier, bytes: segment.bytes.clone() });
             }
             at = segment.bytes.end;
         }

@@ -1,12 +1,17 @@
 //! Mock runs in one call, for tests: build the plan, bind the kernel's arguments, fill the inputs, run,
 //! and check exactly when asked.
 
+use std::rc::Rc;
+
 use kernbench_core::postcondition::starting_output;
 use kernbench_core::program::ProgramKernel;
 use kernbench_core::provenance::Exactness;
-use kernbench_core::{ArgsError, Collective, InstallPlan, KernelDef, Launch, PeId, PlanError, ReduceOp, System, Tile};
+use kernbench_core::{
+    ArgsError, Collective, Dtype, InstallPlan, KernelDef, Launch, PeId, PlanError, ReduceOp, System, Tile,
+};
 
 use crate::error::RunError;
+use crate::one_sided::{WindowError, Windows};
 use crate::report::RunReport;
 use crate::setup::{Call, ExactRunError, PeBuffers, RunOptions, Runtime};
 use crate::spread::SipBlocks;
@@ -37,13 +42,63 @@ pub enum MockError {
     /// The provenance run of [`MockRun::exact`] failed, or its reference could not be made.
     #[error(transparent)]
     ExactRun(#[from] ExactRunError),
+    /// A window of [`MockRun::window`] could not be registered.
+    #[error(transparent)]
+    Window(#[from] WindowError),
+    /// Call `call` of a run of several ([`MockRun::calls`]) failed.
+    #[error("call {call} of {calls}: {source}")]
+    Call {
+        /// The failing call, from 1.
+        call: u64,
+        /// The calls asked for.
+        calls: u64,
+        /// Why it failed.
+        source: RunError,
+    },
+    /// [`MockRun::exact`] with several calls or windows: the provenance run is one call on fresh
+    /// memory, so it would check another run than the one asked for.
+    #[error(
+        "an exact check of a run of {calls} call(s) over {windows} window(s): MockRun::exact checks one call without windows"
+    )]
+    ExactAcrossCalls {
+        /// The calls asked for.
+        calls: u64,
+        /// The windows registered.
+        windows: usize,
+    },
+}
+
+/// What [`MockRun::schedules`] found: how many seeds it ran, and the first whose outcome differs
+/// from the default order's (or fails).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Schedules {
+    /// Seeds run, up to and including the first that differs.
+    pub runs: usize,
+    /// The first seed whose outcome differs, if any.
+    pub differs: Option<Divergence>,
+}
+
+/// A seed whose outcome differs from the default order's: replay it with
+/// `MockRun::schedule(Some(seed))`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Divergence {
+    /// The seed.
+    pub seed: u64,
+    /// How its outcome differs, in words.
+    pub what: String,
+}
+
+impl std::fmt::Display for Divergence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "schedule seed {}: {} (replay it with .schedule(Some({})))", self.seed, self.what, self.seed)
+    }
 }
 
 /// Makes a PE's input from its id and rank.
-type InputFn<'a> = Box<dyn Fn(PeId, usize) -> Tile + 'a>;
+type InputFn<'a> = Rc<dyn Fn(PeId, usize) -> Tile + 'a>;
 
 /// Makes a PE's starting output from its id, rank and input.
-type OutputFn<'a> = Box<dyn Fn(PeId, usize, &Tile) -> Tile + 'a>;
+type OutputFn<'a> = Rc<dyn Fn(PeId, usize, &Tile) -> Tile + 'a>;
 
 /// The kernel of a mock run: a definition whose parameters the run binds, or a kernel already made.
 #[derive(Clone, Copy)]
@@ -87,6 +142,8 @@ pub struct MockRun<'a> {
     call: Call,
     options: RunOptions,
     exact: Option<Collective>,
+    windows: Vec<(&'static str, Dtype, usize)>,
+    calls: u64,
 }
 
 impl std::fmt::Debug for MockRun<'_> {
@@ -132,13 +189,31 @@ impl<'a> MockRun<'a> {
             mapper,
             kernel,
             params: serde_json::Value::Object(serde_json::Map::new()),
-            inputs: Box::new(|_, rank| Tile::filled(kernbench_core::Dtype::F32, 16, (rank + 1) as f64)),
+            inputs: Rc::new(|_, rank| Tile::filled(kernbench_core::Dtype::F32, 16, (rank + 1) as f64)),
             outputs: None,
             collective: None,
             call: Call::default(),
             options: RunOptions::default(),
             exact: None,
+            windows: Vec::new(),
+            calls: 1,
         }
+    }
+
+    /// Registers window `name` of `len` elements of `dtype` ([`Windows`]): the kernel reaches it with
+    /// `tl.window(name)`, and it keeps its values from one of the run's [calls](MockRun::calls) to the
+    /// next.
+    pub fn window(mut self, name: &'static str, dtype: Dtype, len: usize) -> Self {
+        self.windows.push((name, dtype, len));
+        self
+    }
+
+    /// Runs the kernel `calls` times (at least once), as a communicator's consecutive calls: each call
+    /// has the next generation and fresh buffers, and finds the windows as the last one left them. The
+    /// report is the last call's; a failing call ends the run in [`MockError::Call`].
+    pub fn calls(mut self, calls: u64) -> Self {
+        self.calls = calls.max(1);
+        self
     }
 
     fn options_mut(&mut self) -> &mut RunOptions {
@@ -156,13 +231,13 @@ impl<'a> MockRun<'a> {
 
     /// Each PE's input, from its id and rank.
     pub fn inputs(mut self, f: impl Fn(PeId, usize) -> Tile + 'a) -> Self {
-        self.inputs = Box::new(f);
+        self.inputs = Rc::new(f);
         self
     }
 
     /// Each PE's starting output buffer, from its id, rank and input.
     pub fn outputs(mut self, f: impl Fn(PeId, usize, &Tile) -> Tile + 'a) -> Self {
-        self.outputs = Some(Box::new(f));
+        self.outputs = Some(Rc::new(f));
         self
     }
 
@@ -221,12 +296,84 @@ impl<'a> MockRun<'a> {
                 kernel
             }
         };
-        let buffers = self.buffers(&plan);
         let runtime = Runtime::new(self.system).options(self.options.clone());
-        let (report, exact) = runtime.run_then_exact(&plan, kernel, buffers, self.call, self.exact)?;
-        match exact.transpose()? {
-            Some(exactness) if !exactness.held => Err(MockError::Exact(exactness)),
-            _ => Ok(report),
+        if self.calls == 1 && self.windows.is_empty() {
+            let buffers = self.buffers(&plan);
+            let (report, exact) = runtime.run_then_exact(&plan, kernel, buffers, self.call, self.exact)?;
+            return match exact.transpose()? {
+                Some(exactness) if !exactness.held => Err(MockError::Exact(exactness)),
+                _ => Ok(report),
+            };
+        }
+        if self.exact.is_some() {
+            return Err(MockError::ExactAcrossCalls { calls: self.calls, windows: self.windows.len() });
+        }
+        let mut windows = Windows::new();
+        for &(name, dtype, len) in &self.windows {
+            windows.register(name, dtype, len)?;
+        }
+        let mut last = None;
+        for k in 0..self.calls {
+            let call = Call { generation: self.call.generation + k, ..self.call };
+            let buffers = self.buffers(&plan);
+            let report = runtime.run_windowed(&plan, kernel, buffers, call, Some(&mut windows));
+            let report = report.map_err(|source| MockError::Call { call: k + 1, calls: self.calls, source })?;
+            last = Some(report);
+        }
+        Ok(last.expect("at least one call"))
+    }
+
+    /// Runs the kernel in the default order of same-time operations, then under each of `seeds`
+    /// ([`RunOptions::schedule`]), and stops at the first seed whose outcome (every PE's output, or
+    /// the error) differs from the default's. Without atomics (or with atomics whose order does not
+    /// matter) every seed gives the default's outcome.
+    ///
+    /// # Errors
+    /// [`MockError`] when the plan or the kernel's arguments fail (a failing run is an outcome).
+    pub fn schedules(&self, seeds: impl IntoIterator<Item = u64>) -> Result<Schedules, MockError> {
+        let outcome = |seed: Option<u64>| -> Result<Result<Vec<Tile>, String>, MockError> {
+            let mut run = MockRun { options: self.options.clone(), ..self.clone_config() };
+            run.options.schedule = seed;
+            match run.run() {
+                Ok(report) => Ok(Ok(report.pes().iter().map(|p| p.output.clone()).collect())),
+                Err(e @ (MockError::Plan(_) | MockError::Args(_) | MockError::Window(_))) => Err(e),
+                Err(e) => Ok(Err(e.to_string())),
+            }
+        };
+        let default = outcome(None)?;
+        let mut runs = 0;
+        for seed in seeds {
+            runs += 1;
+            let what = match (&default, outcome(Some(seed))?) {
+                (Ok(expected), Ok(got)) => match expected.iter().zip(&got).position(|(e, g)| !e.bit_eq(g)) {
+                    Some(rank) => format!("rank {rank}'s output differs from the default order's"),
+                    None => continue,
+                },
+                (Err(expected), Err(got)) if *expected == got => continue,
+                (_, Err(got)) => format!("the run failed: {got}"),
+                (Err(expected), Ok(_)) => format!("the run succeeded where the default order's failed: {expected}"),
+            };
+            return Ok(Schedules { runs, differs: Some(Divergence { seed, what }) });
+        }
+        Ok(Schedules { runs, differs: None })
+    }
+
+    /// The run's settings, to run again with other options.
+    fn clone_config(&self) -> MockRun<'a> {
+        MockRun {
+            system: self.system,
+            topology: self.topology,
+            mapper: self.mapper,
+            kernel: self.kernel,
+            params: self.params.clone(),
+            inputs: Rc::clone(&self.inputs),
+            outputs: self.outputs.clone(),
+            collective: self.collective,
+            call: self.call,
+            options: self.options.clone(),
+            exact: self.exact,
+            windows: self.windows.clone(),
+            calls: self.calls,
         }
     }
 

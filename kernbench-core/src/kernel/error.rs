@@ -3,7 +3,7 @@
 use std::fmt;
 
 use crate::kernel::Buffer;
-use crate::kernel::symmetric::{Race, Symmetric, Team, TeamSplitError, Uninitialised};
+use crate::kernel::symmetric::{CallSite, Race, Symmetric, Team, TeamSplitError, Uninitialised};
 use crate::machine::{Direction, MulticastError, PeId};
 use crate::names::comma_list;
 use crate::tile::{Dtype, TileError};
@@ -66,6 +66,24 @@ pub enum Op {
     BarrierTeam,
     /// `tl.multicast_team`.
     MulticastTeam,
+    /// `tl.atomic_add`.
+    AtomicAdd,
+    /// `tl.atomic_fetch_add`.
+    AtomicFetchAdd,
+    /// `tl.atomic_compare_swap`.
+    AtomicCompareSwap,
+    /// `tl.atomic_swap`.
+    AtomicSwap,
+    /// `tl.atomic_fetch_max`.
+    AtomicFetchMax,
+    /// `tl.atomic_fetch_min`.
+    AtomicFetchMin,
+    /// `tl.wait_value`.
+    WaitValue,
+    /// `tl.window`.
+    Window,
+    /// `tl.alloc`.
+    Alloc,
     /// A future that is not a `tl` operation (a hand-written `Launch` awaiting something else).
     External,
 }
@@ -100,6 +118,15 @@ impl fmt::Display for Op {
             Op::TeamSplit => "team split",
             Op::BarrierTeam => "barrier_team",
             Op::MulticastTeam => "multicast_team",
+            Op::AtomicAdd => "atomic_add",
+            Op::AtomicFetchAdd => "atomic_fetch_add",
+            Op::AtomicCompareSwap => "atomic_compare_swap",
+            Op::AtomicSwap => "atomic_swap",
+            Op::AtomicFetchMax => "atomic_fetch_max",
+            Op::AtomicFetchMin => "atomic_fetch_min",
+            Op::WaitValue => "wait_value",
+            Op::Window => "window",
+            Op::Alloc => "alloc",
             Op::External => "a non-tl future",
         })
     }
@@ -331,6 +358,62 @@ pub enum KernelError {
         /// [`MAX_SIGNALS`](crate::kernel::symmetric::MAX_SIGNALS).
         max: usize,
     },
+    /// An atomic (or a wait on an element) that does not fit its buffer: past its end, or on a float
+    /// buffer.
+    #[error("{pe}: {op} on element {index} of {buffer}: expected an i32 or i64 buffer and an element below {}", buffer.len)]
+    BadAtomic {
+        /// The PE.
+        pe: PeId,
+        /// The operation.
+        op: Op,
+        /// The buffer.
+        buffer: Symmetric,
+        /// The element asked for.
+        index: usize,
+    },
+    /// `tl.window` of a name the communicator registered no window under.
+    #[error(
+        "{pe}: window `{name}` is not registered: expected one of [{}] (a communicator registers its windows before its calls)",
+        comma_list(registered)
+    )]
+    NoSuchWindow {
+        /// The PE.
+        pe: PeId,
+        /// The name asked for.
+        name: String,
+        /// The windows registered.
+        registered: Vec<&'static str>,
+    },
+    /// Ranks met at different collective calls: a collective allocation on one, another allocation or
+    /// a barrier on another. Every rank must make the same collective calls in the same order.
+    #[error(
+        "{pe}: {mine} but {other_pe} is at {theirs}: every rank must make the same collective calls in the same order"
+    )]
+    CollectiveMismatch {
+        /// The PE.
+        pe: PeId,
+        /// Where this PE is: `alloc of `x` (f32[16]) at file:line:col`, or `barrier`.
+        mine: String,
+        /// A PE at another collective call.
+        other_pe: PeId,
+        /// Where that PE is.
+        theirs: String,
+    },
+    /// A multimem operation reached a member that had not joined the multicast object yet (every
+    /// member must make it, and a barrier follow, before any member uses it).
+    #[error("{pe}: {op}{} through the multicast object of {multicast} reached rank {member}, which has not joined it yet: every member must call tl.multicast (then a barrier) before any uses it", site.map(|s| format!(" at {s}")).unwrap_or_default())]
+    MulticastNotJoined {
+        /// The PE that issued the operation.
+        pe: PeId,
+        /// The operation.
+        op: Op,
+        /// Where in the kernel (unknown for an operation read from another process).
+        site: Option<CallSite>,
+        /// The multicast object's buffer.
+        multicast: Symmetric,
+        /// The member that had not joined.
+        member: usize,
+    },
     /// Two unordered accesses to the same bytes of symmetric memory, at least one a write: see
     /// [`Race`].
     #[error("{0}")]
@@ -486,6 +569,10 @@ impl KernelError {
             | KernelError::SymmetricMismatch { pe, .. }
             | KernelError::BadSymmetricAccess { pe, .. }
             | KernelError::NoSuchSignal { pe, .. }
+            | KernelError::BadAtomic { pe, .. }
+            | KernelError::NoSuchWindow { pe, .. }
+            | KernelError::CollectiveMismatch { pe, .. }
+            | KernelError::MulticastNotJoined { pe, .. }
             | KernelError::Unsupported { pe, .. }
             | KernelError::BadTeamSplit { pe, .. }
             | KernelError::NotInTeam { pe, .. }

@@ -7,6 +7,7 @@
 //! `#[ccl_kernel]` generates so a registry can start it by name; [`KernelError`] is what a step raises
 //! at run time. What a kernel must compute is the [`collective`](crate::collective)'s.
 
+pub mod atomic;
 mod def;
 mod error;
 pub mod symmetric;

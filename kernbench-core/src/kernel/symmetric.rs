@@ -25,6 +25,7 @@ use std::panic::Location;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use crate::kernel::atomic::{Allocation, Atomic, Cmp, Scope, ValueWait};
 use crate::kernel::{KernelError, Op};
 use crate::machine::PeId;
 use crate::tile::{Dtype, ReduceOp, Tile};
@@ -377,11 +378,24 @@ pub struct Access {
     pub op: Op,
     /// The call in the kernel's source.
     pub site: CallSite,
+    /// An atomic's scope (`None` for a plain access).
+    pub scope: Option<Scope>,
+    /// The call (communicator generation) it was made in, when that was an earlier call than the
+    /// other side's: windows keep accesses across calls.
+    pub call: Option<u64>,
 }
 
 impl fmt::Display for Access {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} lane {} ({} at {})", self.pe, self.lane, self.op, self.site)
+        write!(f, "{} lane {} ({}", self.pe, self.lane, self.op)?;
+        if let Some(scope) = self.scope {
+            write!(f, " at scope {scope}")?;
+        }
+        write!(f, " at {}", self.site)?;
+        if let Some(call) = self.call {
+            write!(f, ", in call {call}")?;
+        }
+        f.write_str(")")
     }
 }
 
@@ -405,9 +419,21 @@ impl fmt::Display for Race {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "data race on {}'s `{}` bytes {}..{}: {} and {} are not ordered by any signal, wait, fence, barrier or message (a put is ordered before a later signal only by tl.fence or tl.quiet; tl.put_signal orders itself)",
+            "data race on {}'s `{}` bytes {}..{}: {} and {} are not ordered by any signal, wait, fence, barrier or message",
             self.owner, self.buffer, self.bytes.start, self.bytes.end, self.first, self.second
-        )
+        )?;
+        match (self.first.scope, self.second.scope) {
+            (Some(a), Some(b)) => write!(
+                f,
+                ", and as atomics they are not atomic with each other: scope {a} and scope {b} must each include the other's lane (a release at a narrow scope is not seen beyond it)"
+            ),
+            _ if self.first.call.is_some() => f.write_str(
+                " (a window keeps its values across calls: a flag or counter an earlier call left can end a wait of this call at once)",
+            ),
+            _ => f.write_str(
+                " (a put is ordered before a later signal only by tl.fence or tl.quiet; tl.put_signal orders itself)",
+            ),
+        }
     }
 }
 
@@ -474,8 +500,14 @@ pub trait OneSided {
     ) -> Poll<Result<Tile, KernelError>>;
     /// Raises the peer's `signal` by `add` (a small message).
     fn signal(&mut self, peer: usize, signal: usize, add: u64) -> Result<(), KernelError>;
-    /// Waits until this PE's `signal` holds at least `value`.
-    fn poll_wait(&mut self, signal: usize, value: u64, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>>;
+    /// Waits until this PE's `signal` holds a value `v` with `v cmp value`; returns it.
+    fn poll_wait(
+        &mut self,
+        signal: usize,
+        cmp: Cmp,
+        value: u64,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<u64, KernelError>>;
     /// Sets this PE's `signal` back to 0.
     fn reset(&mut self, signal: usize) -> Result<(), KernelError>;
     /// Orders this lane's earlier puts before its later puts and signals.
@@ -498,6 +530,16 @@ pub trait OneSided {
         site: CallSite,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Tile, KernelError>>;
+    /// Starts an atomic that does not fetch (its own copy's at once, a peer's when it lands).
+    fn atomic(&mut self, atomic: Atomic<'_>) -> Result<(), KernelError>;
+    /// An atomic that fetches: the element's old value.
+    fn poll_fetch(&mut self, atomic: Atomic<'_>, cx: &mut Context<'_>) -> Poll<Result<i64, KernelError>>;
+    /// Waits until an element of this PE's copy compares as asked; returns its value.
+    fn poll_wait_value(&mut self, wait: ValueWait<'_>, cx: &mut Context<'_>) -> Poll<Result<i64, KernelError>>;
+    /// The window registered as `name`.
+    fn window(&mut self, name: &str) -> Result<Symmetric, KernelError>;
+    /// Declares the buffer, then waits for every rank to reach the same allocation.
+    fn poll_alloc(&mut self, allocation: Allocation, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>>;
 }
 
 /// The most signals a PE has: signals are numbered `0..MAX_SIGNALS`.

@@ -109,7 +109,7 @@ impl Tile {
     /// [`TileError::TooLarge`] above [`Tile::MAX_BYTES`], [`TileError::OutOfMemory`] when the allocator
     /// cannot provide the buffer.
     pub fn try_filled(dtype: Dtype, len: usize, value: f64) -> Result<Tile, TileError> {
-        if WITHOUT_DATA.get() {
+        if WITHOUT_DATA.get() && !Tile::steers(dtype, len) {
             return Ok(Tile::without_data(dtype, len));
         }
         with_element!(dtype, T => {
@@ -139,6 +139,17 @@ impl Tile {
             }
             Ok(Tile::from_vec(values))
         })
+    }
+
+    /// The most elements of an integer tile that keeps its data while [`without_data_while`] says
+    /// otherwise.
+    pub const STEERING_ELEMENTS: usize = 4096;
+
+    /// Whether a tile of `len` elements of `dtype` keeps its data even in a timing-only run: a small
+    /// integer tile holds flags, counters or indices, whose values steer a run (a wait on a flag, a
+    /// compare-and-swap on a lock), and costs nothing to keep.
+    pub fn steers(dtype: Dtype, len: usize) -> bool {
+        matches!(dtype, Dtype::I32 | Dtype::I64) && len <= Tile::STEERING_ELEMENTS
     }
 
     /// A tile of `len` elements of `dtype` that carries no data, only its dtype and length: what a

@@ -68,13 +68,7 @@ impl Tile {
     /// [`TileError::DtypeMismatch`], or [`TileError::OutOfRange`] when `src` does not fit;
     /// [`TileError::OutOfMemory`] when a shared buffer's replacement cannot be allocated.
     pub fn write_at(&mut self, offset: usize, src: &Tile) -> Result<(), TileError> {
-        if self.dtype() != src.dtype() {
-            return Err(TileError::DtypeMismatch { left: self.dtype(), right: src.dtype() });
-        }
-        let end = offset.checked_add(src.len()).filter(|&end| end <= self.len);
-        let Some(end) = end else {
-            return Err(TileError::OutOfRange { start: offset, end: offset.saturating_add(src.len()), len: self.len });
-        };
+        let end = self.check_same_dtype_fits(offset, src)?;
         if offset == 0 && end == self.len {
             // All of it: the same values as a copy, without copying.
             *self = src.clone();
@@ -100,6 +94,24 @@ impl Tile {
             }
         });
         Ok(())
+    }
+}
+
+impl Tile {
+    /// Checks that `src` could be written at `offset` ([`Tile::write_at`]'s checks); returns where it
+    /// would end.
+    ///
+    /// # Errors
+    /// As [`Tile::write_at`].
+    pub fn check_same_dtype_fits(&self, offset: usize, src: &Tile) -> Result<usize, TileError> {
+        if self.dtype() != src.dtype() {
+            return Err(TileError::DtypeMismatch { left: self.dtype(), right: src.dtype() });
+        }
+        offset.checked_add(src.len()).filter(|&end| end <= self.len).ok_or(TileError::OutOfRange {
+            start: offset,
+            end: offset.saturating_add(src.len()),
+            len: self.len,
+        })
     }
 }
 

@@ -3,11 +3,19 @@
 
 use kernbench_core::PeId;
 
-use super::OneSidedRun;
 use super::access;
+use super::{OneSidedRun, Outgoing};
 use crate::error::{LeftRaised, RunError};
 use crate::lanes::Lanes;
 use crate::timing::Transfer;
+
+/// SplitMix64's finaliser: a seed's order of lanes, the same on every machine.
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
 
 /// The flag that marks a transfer's position as an index into its sender's outbox.
 pub(crate) const ONE_SIDED: u64 = 1 << 63;
@@ -25,18 +33,32 @@ impl OneSidedRun {
         }
     }
 
-    /// Applies the round's one-sided operations to their targets (rule B): rank by rank, each PE's in
-    /// the order its lanes made them. Wakes the lanes waiting on what they change.
+    /// Applies the round's one-sided operations to their targets (rule B) in the order they land in
+    /// simulated time; those that land at the same time rank by rank, each PE's in the order its lanes
+    /// made them, or, under a [schedule](crate::RunOptions::schedule), lane by lane in the seed's
+    /// order. Wakes the lanes waiting on what they change.
     ///
     /// # Errors
     /// A race (a put's write unordered with an access already made), or a put into a buffer declared
     /// with another shape on its target.
     pub(crate) fn deliver(&mut self, polled: &[u32], lanes: &mut Lanes<'_>) -> Result<(), RunError> {
+        let mut round: Vec<Outgoing> = Vec::new();
         for &rank in polled {
             let Some(memory) = self.pes.get(rank as usize) else { continue };
-            for out in std::mem::take(&mut memory.outbox) {
-                self.apply(out, true, lanes)?;
+            round.append(&mut memory.outbox);
+        }
+        match self.schedule {
+            // Stable: ties keep the order they were gathered in.
+            None => round.sort_by(|a, b| a.arrive_ns.total_cmp(&b.arrive_ns)),
+            Some(seed) => {
+                let lane_order = |task: u32| splitmix(seed ^ splitmix(u64::from(task)));
+                round.sort_by(|a, b| {
+                    a.arrive_ns.total_cmp(&b.arrive_ns).then_with(|| lane_order(a.task).cmp(&lane_order(b.task)))
+                });
             }
+        }
+        for out in round {
+            self.apply(out, true, lanes)?;
         }
         Ok(())
     }

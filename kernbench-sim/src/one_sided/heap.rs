@@ -1,10 +1,11 @@
 //! A PE's copy of the symmetric heap, and its signals.
 
+use kernbench_core::atomic::{AtomicOp, Cmp};
 use kernbench_core::symmetric::{Access, MAX_SIGNALS, Symmetric};
 use kernbench_core::{Dtype, KernelError, Op, PeId, Tile};
 
 use super::conflict_error;
-use crate::race::{Released, Shadow, Stamp};
+use crate::race::{AtomicAccess, Released, Shadow, Stamp, VClock};
 
 /// One PE's copy of a symmetric buffer.
 pub(crate) struct HeapBuffer {
@@ -12,6 +13,55 @@ pub(crate) struct HeapBuffer {
     pub(crate) data: Tile,
     /// Who touched which bytes, when the race detector is on.
     pub(crate) shadow: Option<Shadow>,
+    /// Whether it is a window's copy, kept past the call.
+    pub(crate) window: bool,
+    /// When the last write or atomic from a peer landed in it this call: a wait on one of its
+    /// elements ends no earlier.
+    pub(crate) landed_ns: f64,
+}
+
+impl HeapBuffer {
+    /// Element `index` as an atomic sees it: an `i32` or `i64`, as `i64`; `None` for a float buffer,
+    /// or a copy without data (a timing-only run's, never a window's or an integer buffer's).
+    pub(crate) fn element(&self, index: usize) -> Option<i64> {
+        match self.decl.dtype {
+            Dtype::I32 => self.data.as_slice::<i32>().ok()?.get(index).map(|&v| i64::from(v)),
+            Dtype::I64 => self.data.as_slice::<i64>().ok()?.get(index).copied(),
+            _ => None,
+        }
+    }
+
+    /// Writes `tile` at `offset`. A tile without data (a timing-only run's) leaves a copy with data as
+    /// it was rather than dropping all of its data: the copy's flags and counters keep steering the run.
+    pub(crate) fn write(&mut self, offset: usize, tile: &Tile) -> Result<(), kernbench_core::TileError> {
+        if self.data.has_data() && !tile.has_data() {
+            return self.data.check_same_dtype_fits(offset, tile).map(|_| ());
+        }
+        self.data.write_at(offset, tile)
+    }
+
+    /// Sets element `index` (wrapping to 32 bits in an `i32` buffer).
+    pub(crate) fn set_element(&mut self, index: usize, value: i64) -> Result<(), kernbench_core::TileError> {
+        let tile = match self.decl.dtype {
+            Dtype::I32 => Tile::from_vec(vec![value as i32]),
+            _ => Tile::from_vec(vec![value]),
+        };
+        self.data.write_at(index, &tile)
+    }
+}
+
+/// An atomic (or, with no `op`, a wait's load) applied to an element of a PE's copy.
+pub(crate) struct AtomicApply<'a> {
+    pub(crate) owner: PeId,
+    pub(crate) buffer: &'a Symmetric,
+    pub(crate) index: usize,
+    pub(crate) op: Option<AtomicOp>,
+    /// Its stamp and its lane's knowledge (or release), under the race detector.
+    pub(crate) stamp: Option<Stamp>,
+    pub(crate) clock: Option<&'a Released>,
+    /// Whether its order releases (then `clock` is what it releases) and acquires.
+    pub(crate) release: bool,
+    pub(crate) acquire: bool,
 }
 
 /// One PE's copy of the symmetric heap: few buffers, found by name.
@@ -91,6 +141,41 @@ impl Heap {
         copy.data.slice(range).map_err(|source| KernelError::Tile { pe: owner, op, source })
     }
 
+    /// Applies an atomic to element `index` of the PE's copy of `buffer` (checked and recorded first
+    /// under the race detector, `strong` saying which pairs of atomics are morally strong): its old
+    /// value, and what it acquires. A copy without data (a float buffer cannot be addressed) reads 0.
+    ///
+    /// # Errors
+    /// As [`Heap::buffer`]; a race, named by `who`.
+    pub(crate) fn atomic(
+        &mut self,
+        apply: AtomicApply<'_>,
+        detector: bool,
+        strong: impl Fn(&Stamp, &Stamp) -> bool,
+        who: impl Fn(&Stamp) -> Access,
+    ) -> Result<(i64, Option<VClock>), KernelError> {
+        let AtomicApply { owner, buffer, index, op, stamp, clock, release, acquire } = apply;
+        let copy = self.buffer(owner, buffer, detector)?;
+        let mut acquired = None;
+        if let (Some(shadow), Some(stamp), Some(clock)) = (&mut copy.shadow, stamp, clock) {
+            let bytes = buffer.byte_range(index, 1).unwrap_or(0..0);
+            let access = AtomicAccess { stamp, clock, release: release.then_some(clock), acquire };
+            acquired = shadow
+                .atomic(bytes, access, strong)
+                .map_err(|conflict| conflict_error(who, conflict, owner, buffer.name, &stamp))?;
+        }
+        let old = copy.element(index).unwrap_or(0);
+        if let Some(op) = op {
+            let new = op.apply(old);
+            if new != old {
+                let tile_error =
+                    |source| KernelError::Tile { pe: owner, op: stamp.map_or(Op::AtomicAdd, |s| s.op), source };
+                copy.set_element(index, new).map_err(tile_error)?;
+            }
+        }
+        Ok((old, acquired))
+    }
+
     /// The PE's copy of `decl`, made (zeroed, and unwritten to the race detector) if it has none.
     ///
     /// # Errors
@@ -109,7 +194,8 @@ impl Heap {
                     op: Op::Declare,
                     source,
                 })?;
-                self.buffers.push(HeapBuffer { decl: *decl, data, shadow: detector.then(Shadow::default) });
+                let shadow = detector.then(Shadow::default);
+                self.buffers.push(HeapBuffer { decl: *decl, data, shadow, window: false, landed_ns: 0.0 });
                 self.buffers.len() - 1
             }
         };
@@ -123,6 +209,25 @@ impl Heap {
             });
         }
         Ok(buffer)
+    }
+}
+
+impl Heap {
+    /// The window copies it holds, taken out to outlive the call.
+    pub(crate) fn take_windows(&mut self) -> Vec<HeapBuffer> {
+        let (windows, heap) = std::mem::take(&mut self.buffers).into_iter().partition(|b| b.window);
+        self.buffers = heap;
+        windows
+    }
+
+    /// Takes in a rank's window copies at the start of a call.
+    pub(crate) fn with_windows(windows: Vec<HeapBuffer>) -> Heap {
+        Heap { buffers: windows }
+    }
+
+    /// The windows it holds, by their declarations.
+    pub(crate) fn windows(&self) -> impl Iterator<Item = &Symmetric> {
+        self.buffers.iter().filter(|b| b.window).map(|b| &b.decl)
     }
 }
 
@@ -181,17 +286,26 @@ impl Signal {
         generations.into_iter().map(|g| (g, self.value(g), self.waited(g))).collect()
     }
 
-    /// The raises of `generation` that brought the signal to `until`: those that landed first in
-    /// simulated time, ties in the order they were delivered.
-    pub(crate) fn reaching(&self, generation: u64, until: u64) -> Vec<&Raise> {
+    /// The raises of `generation` that made `value cmp until` hold: the fewest that landed first in
+    /// simulated time (ties in the order they were delivered) whose sum does; all of them when no
+    /// fewer do.
+    pub(crate) fn reaching(&self, generation: u64, cmp: Cmp, until: u64) -> Vec<&Raise> {
         let mut by_time: Vec<&Raise> = self.raises.iter().filter(|r| r.generation == generation).collect();
         by_time.sort_by(|a, b| a.at_ns.total_cmp(&b.at_ns));
+        // A wait that held before any raise took none (a wait for at least a value keeps counting
+        // from the first raise, as it always has).
+        if cmp != Cmp::Ge && cmp.holds(0, until) {
+            by_time.clear();
+            return by_time;
+        }
         let mut sum = 0u64;
         let reached = by_time.iter().position(|r| {
             sum = sum.saturating_add(r.add);
-            sum >= until
+            cmp.holds(sum, until)
         });
-        by_time.truncate(reached.map_or(0, |i| i + 1));
+        if let Some(i) = reached {
+            by_time.truncate(i + 1);
+        }
         by_time
     }
 }

@@ -12,18 +12,22 @@
 //! times and errors on any number of threads. A wait on a signal completes when the raises that
 //! brought it to its value have landed.
 
+mod atomics;
 mod delivery;
 mod heap;
 mod op;
 mod ops;
+mod windows;
 
 pub(crate) use delivery::ONE_SIDED;
 pub(crate) use op::Outgoing;
 pub(crate) use ops::Initiator;
+pub use windows::{WindowError, Windows};
 
 use std::sync::atomic::AtomicBool;
 
-use kernbench_core::symmetric::{Access, Race, Uninitialised};
+use kernbench_core::atomic::{Cmp, LanePlace, Scope};
+use kernbench_core::symmetric::{Access, CallSite, Race, Symmetric, Uninitialised};
 use kernbench_core::{KernelError, PeId, System, Tile};
 
 use crate::lanes::{Lanes, Tasks, Wait};
@@ -49,6 +53,23 @@ pub(crate) struct PeOneSided {
     /// Members' parts of its lanes' multimem loads, for the switch to reduce: the lane's task, the
     /// member, the member's data or error, when the reduced result arrives.
     pub(crate) gathered: Vec<(u32, u32, Result<Tile, KernelError>, f64)>,
+    /// Its lanes' waits on elements of its copies, while they wait (for a deadlock's report).
+    pub(crate) value_waits: Vec<ValueWaiting>,
+    /// The buffers of the multicast objects it has joined.
+    pub(crate) joined: Vec<&'static str>,
+}
+
+/// A lane's wait on an element of its PE's copy of a buffer, as the kernel asked for it, and what the
+/// element held when it last looked.
+#[derive(Clone, Debug)]
+pub(crate) struct ValueWaiting {
+    pub(crate) task: u32,
+    pub(crate) buffer: Symmetric,
+    pub(crate) index: usize,
+    pub(crate) cmp: Cmp,
+    pub(crate) operand: i64,
+    pub(crate) value: i64,
+    pub(crate) site: CallSite,
 }
 
 /// The run's one-sided part.
@@ -64,11 +85,31 @@ pub(crate) struct OneSidedRun {
     /// The system, which says whether a multicast object's members can share one
     /// ([`System::check_multicast`]) and which node a rank is on (for `tl.team_node`).
     pub(crate) system: System,
+    /// The call's generation (the communicator's count of calls): which call a window's access was
+    /// made in.
+    pub(crate) call: u64,
+    /// The seed of the order of same-time operations ([`crate::RunOptions::schedule`]).
+    pub(crate) schedule: Option<u64>,
 }
 
 impl OneSidedRun {
-    pub(crate) fn new(pes: Cells<Option<Box<PeOneSided>>>, detector: bool, system: System) -> OneSidedRun {
-        OneSidedRun { pes, detector, used: AtomicBool::new(false), puts: Vec::new(), system }
+    pub(crate) fn new(
+        pes: Cells<Option<Box<PeOneSided>>>,
+        detector: bool,
+        system: System,
+        (call, schedule): (u64, Option<u64>),
+    ) -> OneSidedRun {
+        OneSidedRun { pes, detector, used: AtomicBool::new(false), puts: Vec::new(), system, call, schedule }
+    }
+
+    /// Whether two atomics are morally strong: each one's scope includes the other's lane.
+    pub(crate) fn strong<'a>(&'a self, tasks: &'a Tasks<'_>) -> impl Fn(&Stamp, &Stamp) -> bool + 'a {
+        move |a, b| morally_strong((&self.system, self.call, tasks), a, b)
+    }
+
+    /// Who made an access, for an error.
+    pub(crate) fn access(&self, tasks: &Tasks<'_>, stamp: &Stamp) -> Access {
+        access(tasks, stamp)
     }
 }
 
@@ -78,6 +119,14 @@ impl Lanes<'_> {
         let lane = self.states.get(task as usize);
         lane.landed_ns = lane.landed_ns.max(arrive_ns);
         self.wake_task(task, Wait::Quiet);
+    }
+
+    /// Wakes the lanes of `rank` that wait on an element's value (rule B): a write or atomic landed
+    /// in its copy.
+    fn wake_values(&mut self, rank: u32) {
+        for task in self.tasks.lanes_of(rank) {
+            self.parked.get(task).wake_if(|wait| wait == Wait::Value);
+        }
     }
 
     /// Wakes the lanes of `rank` that wait on `signal` (rule B).
@@ -90,10 +139,30 @@ impl Lanes<'_> {
     }
 }
 
-/// Who made an access, for an error: its PE and lane, from its task.
+/// Whether two atomics, of the current call `call` of a run on `system` (or of earlier calls, kept
+/// by a window), are morally strong: each one's scope includes the other's lane.
+pub(crate) fn morally_strong((system, call, tasks): (&System, u64, &Tasks<'_>), a: &Stamp, b: &Stamp) -> bool {
+    let place = |stamp: &Stamp| {
+        let (pe, lane, call) = match stamp.retired {
+            Some(retired) => retired,
+            None => (tasks.pe(tasks.rank(stamp.task)), tasks.lane(stamp.task), call),
+        };
+        LanePlace { pe, node: system.node_of(pe.sip), lane, call }
+    };
+    match (a.scope, b.scope) {
+        (Some(sa), Some(sb)) => Scope::strong(sa, &place(a), sb, &place(b)),
+        _ => false,
+    }
+}
+
+/// Who made an access, for an error: its PE and lane, from its task (or, for an access of an
+/// earlier call that a window kept, as it was recorded then).
 fn access(tasks: &Tasks<'_>, stamp: &Stamp) -> Access {
-    let pe = tasks.pe(tasks.rank(stamp.task));
-    Access { pe, lane: tasks.lane(stamp.task) as usize, op: stamp.op, site: stamp.site }
+    let (pe, lane, call) = match stamp.retired {
+        Some((pe, lane, call)) => (pe, lane, Some(call)),
+        None => (tasks.pe(tasks.rank(stamp.task)), tasks.lane(stamp.task), None),
+    };
+    Access { pe, lane: lane as usize, op: stamp.op, site: stamp.site, scope: stamp.scope, call }
 }
 
 /// What the race detector found, as the error that names both sides.

@@ -1,11 +1,12 @@
 //! One-sided operations in flight: what each kind is, what it puts on the wire, what it does when it
 //! reaches its target, and how it crosses to another process. The one place that tells the kinds apart.
 
-use kernbench_core::symmetric::Symmetric;
+use kernbench_core::atomic::AtomicOp;
+use kernbench_core::symmetric::{CallSite, Symmetric};
 use kernbench_core::{KernelError, Op, ReduceOp, Tile};
 
-use super::heap::{Raise, RemoteAccess as Access_};
-use super::{OneSidedRun, access};
+use super::heap::{AtomicApply, Raise, RemoteAccess as Access_};
+use super::{OneSidedRun, PeOneSided, access, morally_strong};
 use crate::error::{ExchangeError, RunError};
 use crate::lanes::{Lanes, Wait};
 use crate::race::{Released, Stamp};
@@ -36,6 +37,7 @@ pub(crate) enum OneSidedOp {
         from: u32,
         stamp: Option<Stamp>,
         back_ns: f64,
+        site: Option<CallSite>,
     },
     /// One member's part of a `multimem_st` (`reduce: None`) or `multimem_red`: writes (or reduces)
     /// `tile` at `offset` of the member's copy, as a plain put does.
@@ -47,6 +49,21 @@ pub(crate) enum OneSidedOp {
         fan: Part,
         seq: u32,
         stamp: Option<Stamp>,
+        site: Option<CallSite>,
+    },
+    /// An atomic on element `index`; a fetching one sends the old value back on `back`, arriving at
+    /// `back_ns`; one that does not completes its lane's quiet as a put does (`seq` is its put count).
+    Atomic {
+        buffer: Symmetric,
+        index: usize,
+        op: AtomicOp,
+        fetch: bool,
+        release: bool,
+        acquire: bool,
+        stamp: Option<Stamp>,
+        seq: u32,
+        back: u32,
+        back_ns: f64,
     },
 }
 
@@ -100,13 +117,20 @@ impl Outgoing {
     pub(crate) fn bytes(&self) -> u64 {
         match &self.op {
             OneSidedOp::Put { tile, .. } | OneSidedOp::MultiStore { tile, .. } => tile.bytes() as u64,
-            OneSidedOp::Signal { .. } | OneSidedOp::Get { .. } | OneSidedOp::MultiLoad { .. } => CONTROL_BYTES,
+            OneSidedOp::Signal { .. }
+            | OneSidedOp::Get { .. }
+            | OneSidedOp::MultiLoad { .. }
+            | OneSidedOp::Atomic { .. } => CONTROL_BYTES,
         }
     }
 
-    /// Whether it is a put (whose landing completes its lane's quiet).
+    /// Whether it is a put (whose landing completes its lane's quiet): an atomic that fetches nothing
+    /// is one too.
     pub(crate) fn is_put(&self) -> bool {
-        matches!(self.op, OneSidedOp::Put { .. } | OneSidedOp::MultiStore { .. })
+        matches!(
+            self.op,
+            OneSidedOp::Put { .. } | OneSidedOp::MultiStore { .. } | OneSidedOp::Atomic { fetch: false, .. }
+        )
     }
 
     /// The transfer to place for it, as place `position` of its sender `sender`'s round; `None` for a
@@ -116,7 +140,8 @@ impl Outgoing {
             OneSidedOp::Get { back, len, buffer, .. } => {
                 (Some((*back, (*len * buffer.dtype.size()) as u64)), None, None)
             }
-            OneSidedOp::Put { .. } => (None, Some(self.task), None),
+            OneSidedOp::Put { .. } | OneSidedOp::Atomic { fetch: false, .. } => (None, Some(self.task), None),
+            OneSidedOp::Atomic { back, .. } => (Some((*back, CONTROL_BYTES)), None, None),
             OneSidedOp::Signal { .. } => (None, None, None),
             OneSidedOp::MultiLoad { fan, .. } | OneSidedOp::MultiStore { fan, .. } if fan.part > 0 => return None,
             OneSidedOp::MultiLoad { fan, len, buffer, .. } => {
@@ -156,8 +181,12 @@ impl Outgoing {
     /// back at `back_ns`.
     pub(crate) fn arrives(&mut self, arrive_ns: f64, back_ns: Option<f64>) {
         self.arrive_ns = arrive_ns;
-        if let (OneSidedOp::Get { back_ns: at, .. } | OneSidedOp::MultiLoad { back_ns: at, .. }, Some(back)) =
-            (&mut self.op, back_ns)
+        if let (
+            OneSidedOp::Get { back_ns: at, .. }
+            | OneSidedOp::MultiLoad { back_ns: at, .. }
+            | OneSidedOp::Atomic { back_ns: at, .. },
+            Some(back),
+        ) = (&mut self.op, back_ns)
         {
             *at = back;
         }
@@ -217,6 +246,24 @@ impl Outgoing {
                 write_fan(w, fan);
                 w.u32(*seq);
             }
+            OneSidedOp::Atomic { buffer, index, op, fetch, release, acquire, seq, back, .. } => {
+                w.u8(5);
+                write_buffer(w, buffer);
+                w.u64(*index as u64);
+                let (kind, a, b) = match *op {
+                    AtomicOp::Add(v) => (0, v, 0),
+                    AtomicOp::Swap(v) => (1, v, 0),
+                    AtomicOp::CompareSwap { expected, new } => (2, expected, new),
+                    AtomicOp::Max(v) => (3, v, 0),
+                    AtomicOp::Min(v) => (4, v, 0),
+                };
+                w.u8(kind);
+                w.u64(a as u64);
+                w.u64(b as u64);
+                w.u8(u8::from(*fetch) | u8::from(*release) << 1 | u8::from(*acquire) << 2);
+                w.u32(*seq);
+                w.u32(*back);
+            }
         }
     }
 
@@ -238,18 +285,70 @@ impl Outgoing {
                 let (buffer, offset, len) = (read_buffer(r)?, r.u64()? as usize, r.u64()? as usize);
                 let op = read_reduce_op(r)?.ok_or_else(|| r.malformed("a multimem load's reduction"))?;
                 let (fan, from) = (read_fan(r)?, r.u32()?);
-                OneSidedOp::MultiLoad { buffer, offset, len, op, fan, from, stamp: None, back_ns: depart_ns }
+                OneSidedOp::MultiLoad {
+                    buffer,
+                    offset,
+                    len,
+                    op,
+                    fan,
+                    from,
+                    stamp: None,
+                    back_ns: depart_ns,
+                    site: None,
+                }
             }
             4 => {
                 let (buffer, offset, tile) = (read_buffer(r)?, r.u64()? as usize, read_tile(r)?);
                 let (reduce, fan, seq) = (read_reduce_op(r)?, read_fan(r)?, r.u32()?);
-                OneSidedOp::MultiStore { buffer, offset, tile, reduce, fan, seq, stamp: None }
+                OneSidedOp::MultiStore { buffer, offset, tile, reduce, fan, seq, stamp: None, site: None }
+            }
+            5 => {
+                let (buffer, index) = (read_buffer(r)?, r.u64()? as usize);
+                let (kind, a, b) = (r.u8()?, r.u64()? as i64, r.u64()? as i64);
+                let op = match kind {
+                    0 => AtomicOp::Add(a),
+                    1 => AtomicOp::Swap(a),
+                    2 => AtomicOp::CompareSwap { expected: a, new: b },
+                    3 => AtomicOp::Max(a),
+                    4 => AtomicOp::Min(a),
+                    _ => return Err(r.malformed("an atomic's kind")),
+                };
+                let flags = r.u8()?;
+                let (fetch, release, acquire) = (flags & 1 != 0, flags & 2 != 0, flags & 4 != 0);
+                let (seq, back) = (r.u32()?, r.u32()?);
+                OneSidedOp::Atomic {
+                    buffer,
+                    index,
+                    op,
+                    fetch,
+                    release,
+                    acquire,
+                    stamp: None,
+                    seq,
+                    back,
+                    back_ns: depart_ns,
+                }
             }
             _ => return Err(r.malformed("a one-sided operation's kind")),
         };
         // Its arrival is set when this process places the round's transfers (untimed: when it left).
         Ok(Outgoing { task, generation, to, route, depart_ns, arrive_ns: depart_ns, clock: None, op })
     }
+}
+
+/// Checks that the member a multimem operation reached has joined its multicast object.
+fn joined(
+    member: &PeOneSided,
+    buffer: &Symmetric,
+    (op, site): (Op, Option<CallSite>),
+    (task, to): (u32, u32),
+    lanes: &Lanes<'_>,
+) -> Result<(), KernelError> {
+    if member.joined.contains(&buffer.name) {
+        return Ok(());
+    }
+    let pe = lanes.tasks.pe(lanes.tasks.rank(task));
+    Err(KernelError::MulticastNotJoined { pe, op, site, multicast: *buffer, member: to as usize })
 }
 
 /// A multimem store's reduction on the wire: 0 for none, then [`ReduceOp::ALL`]'s order from 1.
@@ -300,16 +399,14 @@ impl OneSidedRun {
                 if let (Some(bytes), Some(stamp)) = (recorded, stamp) {
                     self.puts.push(PutRecord { task: out.task, to, seq, stamp, buffer: buffer.name, bytes });
                 }
-                copy.data.write_at(offset, &tile).map_err(|source| KernelError::Tile {
-                    pe: owner,
-                    op: Op::Put,
-                    source,
-                })?;
+                copy.write(offset, &tile).map_err(|source| KernelError::Tile { pe: owner, op: Op::Put, source })?;
+                copy.landed_ns = copy.landed_ns.max(out.arrive_ns);
                 if let Some((signal, add)) = signal {
                     let raise = Raise { add, at_ns: out.arrive_ns, generation: out.generation, clock: out.clock };
                     target.signals.raise(signal, raise);
                     lanes.wake_signal(to, signal);
                 }
+                lanes.wake_values(to);
                 if origin_here {
                     lanes.land(out.task, out.arrive_ns);
                 }
@@ -327,10 +424,15 @@ impl OneSidedRun {
                 }
                 self.reply(lanes, (out.task, reply, back_ns));
             }
-            OneSidedOp::MultiLoad { buffer, offset, len, fan, stamp, back_ns, op: _, from: _ } => {
-                let read =
-                    Access_ { owner, buffer: &buffer, range: offset..offset + len, stamp, op: Op::MultimemLdReduce };
-                let part = target.heap.read(read, detector, out.clock.as_ref(), who);
+            OneSidedOp::MultiLoad { buffer, offset, len, fan, stamp, back_ns, site, op: _, from: _ } => {
+                let op = Op::MultimemLdReduce;
+                let part = match joined(target, &buffer, (op, site), (out.task, to), lanes) {
+                    Ok(()) => {
+                        let read = Access_ { owner, buffer: &buffer, range: offset..offset + len, stamp, op };
+                        target.heap.read(read, detector, out.clock.as_ref(), who)
+                    }
+                    Err(e) => Err(e),
+                };
                 if !origin_here {
                     // Not reached: `tl.multicast` refuses a spread run's ranks of other processes.
                     return Ok(Some((out.task, part, back_ns)));
@@ -340,8 +442,9 @@ impl OneSidedRun {
                 memory.gathered.push((out.task, fan.part, part, back_ns));
                 lanes.wake_task(out.task, Wait::Get);
             }
-            OneSidedOp::MultiStore { buffer, offset, tile, reduce, seq, stamp, fan: _ } => {
+            OneSidedOp::MultiStore { buffer, offset, tile, reduce, seq, stamp, site, fan: _ } => {
                 let op = if reduce.is_some() { Op::MultimemRed } else { Op::MultimemSt };
+                joined(target, &buffer, (op, site), (out.task, to), lanes)?;
                 let write = Access_ { owner, buffer: &buffer, range: offset..offset + tile.len(), stamp, op };
                 let (copy, recorded) = target.heap.write(write, detector, out.clock.as_ref(), who)?;
                 if let (Some(bytes), Some(stamp)) = (recorded, stamp) {
@@ -356,10 +459,53 @@ impl OneSidedRun {
                     }
                     None => tile,
                 };
-                copy.data.write_at(offset, &written).map_err(tile_error)?;
+                copy.write(offset, &written).map_err(tile_error)?;
+                copy.landed_ns = copy.landed_ns.max(out.arrive_ns);
+                lanes.wake_values(to);
                 if origin_here {
                     lanes.land(out.task, out.arrive_ns);
                 }
+            }
+            OneSidedOp::Atomic { buffer, index, op, fetch, release, acquire, stamp, seq, back_ns, back: _ } => {
+                let apply = AtomicApply {
+                    owner,
+                    buffer: &buffer,
+                    index,
+                    op: Some(op),
+                    stamp,
+                    clock: out.clock.as_ref(),
+                    release,
+                    acquire,
+                };
+                let strong = |a: &Stamp, b: &Stamp| morally_strong((&self.system, self.call, &lanes.tasks), a, b);
+                let applied = target.heap.atomic(apply, detector, strong, who);
+                if let Ok(copy) = target.heap.buffer(owner, &buffer, detector) {
+                    copy.landed_ns = copy.landed_ns.max(out.arrive_ns);
+                }
+                lanes.wake_values(to);
+                let (old, acquired) = match applied {
+                    Ok(applied) => applied,
+                    Err(e) if fetch && !origin_here => return Ok(Some((out.task, Err(e), back_ns))),
+                    Err(e) => return Err(e.into()),
+                };
+                if let (Some(stamp), false) = (stamp, fetch) {
+                    let bytes = buffer.byte_range(index, 1).unwrap_or(0..0);
+                    self.puts.push(PutRecord { task: out.task, to, seq, stamp, buffer: buffer.name, bytes });
+                }
+                if !fetch {
+                    if origin_here {
+                        lanes.land(out.task, out.arrive_ns);
+                    }
+                    return Ok(None);
+                }
+                let reply = Ok(Tile::from_vec(vec![old]));
+                if !origin_here {
+                    return Ok(Some((out.task, reply, back_ns)));
+                }
+                if let Some(acquired) = acquired {
+                    lanes.states.get(out.task as usize).sync(out.task).acquire_clock(&acquired);
+                }
+                self.reply(lanes, (out.task, reply, back_ns));
             }
         }
         Ok(None)

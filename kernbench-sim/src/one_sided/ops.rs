@@ -36,12 +36,12 @@ impl Initiator<'_> {
         self.pe.get_or_insert_default()
     }
 
-    fn rank(&self) -> u32 {
+    pub(super) fn rank(&self) -> u32 {
         self.lanes.tasks.rank(self.ctx.task)
     }
 
     /// The route to rank `peer` for a one-sided `op`: the queues of channel 0 to and from it.
-    fn peer(&mut self, peer: usize, op: Op) -> Result<(u32, u32), KernelError> {
+    pub(super) fn peer(&mut self, peer: usize, op: Op) -> Result<(u32, u32), KernelError> {
         let (rank, pe) = (self.rank(), self.ctx.pe_id());
         let (links, queues) = (self.links, self.queues);
         let memory = self.pe.get_or_insert_default();
@@ -78,7 +78,7 @@ impl Initiator<'_> {
     }
 
     /// Injects a one-sided operation and queues it for the end of the round.
-    fn start(&mut self, to: u32, route: u32, clock: Option<Released>, op: OneSidedOp) {
+    pub(super) fn start(&mut self, to: u32, route: u32, clock: Option<Released>, op: OneSidedOp) {
         let (task, generation) = (self.ctx.task, self.ctx.lane.generation);
         let mut out = Outgoing { task, generation, to, route, depart_ns: 0.0, arrive_ns: 0.0, clock, op };
         let bytes = out.bytes();
@@ -154,7 +154,7 @@ impl Initiator<'_> {
         let bytes = self.range(Op::Write, buffer, offset, tile.len(), tile.dtype())?;
         let pe = self.ctx.pe_id();
         let copy = self.local_access(Op::Write, buffer, bytes, site)?;
-        copy.data.write_at(offset, tile).map_err(|source| KernelError::Tile { pe, op: Op::Write, source })
+        copy.write(offset, tile).map_err(|source| KernelError::Tile { pe, op: Op::Write, source })
     }
 
     /// Starts a put (with its signal, if any) into a peer's copy.
@@ -199,18 +199,7 @@ impl Initiator<'_> {
         cx: &mut Context<'_>,
     ) -> Poll<Result<Tile, KernelError>> {
         if self.ctx.parked.wait == Wait::Get {
-            let task = self.ctx.task;
-            let replies = self.pe.as_mut().map(|m| &mut m.replies);
-            let Some(at) = replies.as_ref().and_then(|r| r.iter().position(|&(t, ..)| t == task)) else {
-                self.ctx.park(Wait::Get, cx);
-                return Poll::Pending;
-            };
-            let (_, reply, at_ns) = replies.expect("a reply was found").swap_remove(at);
-            self.ctx.parked.wait = Wait::None;
-            let bytes = reply.as_ref().map_or(0, |t| t.bytes() as u64);
-            self.ctx.lane.clock.advance_to(SpanKind::Recv, at_ns, bytes, false);
-            self.ctx.step_done(Op::Get, None);
-            return Poll::Ready(reply);
+            return self.take_reply(Op::Get, cx);
         }
         if let Err(e) = self.ctx.check_steps() {
             return Poll::Ready(Err(e));
@@ -280,6 +269,10 @@ impl Initiator<'_> {
             return Err(KernelError::MulticastSpread { pe, op, member });
         }
         self.declare(buffer)?;
+        let joined = &mut self.memory().joined;
+        if !joined.contains(&buffer.name) {
+            joined.push(buffer.name);
+        }
         Ok(Multicast { buffer: *buffer, members: members.clone() })
     }
 
@@ -357,7 +350,8 @@ impl Initiator<'_> {
         };
         let buffer = multicast.buffer;
         let parts = fan.into_iter().map(|(member, part, to, _)| {
-            let op = OneSidedOp::MultiStore { buffer, offset, tile: tile.clone(), reduce, fan: part, seq, stamp };
+            let site = Some(site);
+            let op = OneSidedOp::MultiStore { buffer, offset, tile: tile.clone(), reduce, fan: part, seq, stamp, site };
             (member, to, op)
         });
         self.start_parts(clock, parts);
@@ -386,7 +380,7 @@ impl Initiator<'_> {
             }
             None => tile.clone(),
         };
-        copy.data.write_at(offset, &written).map_err(tile_error)
+        copy.write(offset, &written).map_err(tile_error)
     }
 
     /// Reads `len` elements at `offset` of every member's copy, reduced by `op` in the switch: the
@@ -457,7 +451,8 @@ impl Initiator<'_> {
         };
         let buffer = multicast.buffer;
         let parts = fan.into_iter().map(|(member, part, to, from)| {
-            let op = OneSidedOp::MultiLoad { buffer, offset, len, op: reduce, fan: part, from, stamp, back_ns: 0.0 };
+            let (back_ns, site) = (0.0, Some(site));
+            let op = OneSidedOp::MultiLoad { buffer, offset, len, op: reduce, fan: part, from, stamp, back_ns, site };
             (member, to, op)
         });
         self.start_parts(clock, parts);
@@ -486,42 +481,6 @@ impl Initiator<'_> {
             }
         }
         acc.ok_or_else(|| KernelError::kernel(pe, "a multimem load over no members"))
-    }
-
-    /// Waits until this PE's `signal` holds `until` or more for the lane's generation.
-    pub(crate) fn poll_wait(
-        &mut self,
-        signal: usize,
-        until: u64,
-        cx: &mut Context<'_>,
-    ) -> Poll<Result<(), KernelError>> {
-        let checked = self.ctx.check_steps().and_then(|()| check_signal(self.ctx.pe_id(), Op::WaitSignal, signal));
-        let signal = match checked {
-            Ok(signal) => signal,
-            Err(e) => return Poll::Ready(Err(e)),
-        };
-        let generation = self.ctx.lane.generation;
-        let state = self.pe.get_or_insert_default().signals.get(signal);
-        if state.value(generation) < until {
-            self.ctx.park(Wait::Signal { signal: signal as u32, until }, cx);
-            return Poll::Pending;
-        }
-        state.wait_done(generation, until);
-        let raises = state.reaching(generation, until);
-        if let Some(last) = raises.last() {
-            self.ctx.lane.clock.advance_to(SpanKind::SignalWait, last.at_ns, 0, false);
-        }
-        if self.run.detector && raises.iter().any(|r| r.clock.is_some()) {
-            let sync = self.ctx.lane.sync(self.ctx.task);
-            for raise in &raises {
-                if let Some(clock) = &raise.clock {
-                    sync.acquire(clock);
-                }
-            }
-        }
-        self.ctx.parked.wait = Wait::None;
-        self.ctx.step_done(Op::WaitSignal, None);
-        Poll::Ready(Ok(()))
     }
 
     /// Sets this PE's `signal` back to 0.

@@ -5,6 +5,7 @@ use std::task::{Context, Poll};
 
 use std::sync::Arc;
 
+use kernbench_core::atomic::{Allocation, Atomic, Cmp, ValueWait};
 use kernbench_core::symmetric::{CallSite, Multicast, MultimemStore, OneSided, Put, Symmetric, Team};
 use kernbench_core::tl::{Backend, Work, message_generation};
 use kernbench_core::{Buffer, Direction, Dtype, Group, KernelError, Op, PeId, ReduceOp, Tile, WatchdogBudget};
@@ -196,8 +197,14 @@ impl OneSided for PeView<'_, '_> {
         self.initiator().signal(peer, signal, add)
     }
 
-    fn poll_wait(&mut self, signal: usize, until: u64, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
-        self.initiator().poll_wait(signal, until, cx)
+    fn poll_wait(
+        &mut self,
+        signal: usize,
+        cmp: Cmp,
+        value: u64,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<u64, KernelError>> {
+        self.initiator().poll_wait_signal(signal, cmp, value, cx)
     }
 
     fn reset(&mut self, signal: usize) -> Result<(), KernelError> {
@@ -230,5 +237,31 @@ impl OneSided for PeView<'_, '_> {
         cx: &mut Context<'_>,
     ) -> Poll<Result<Tile, KernelError>> {
         self.initiator().poll_multimem_ld_reduce(multicast, offset, len, op, site, cx)
+    }
+
+    fn atomic(&mut self, atomic: Atomic<'_>) -> Result<(), KernelError> {
+        self.initiator().atomic(atomic)
+    }
+
+    fn poll_fetch(&mut self, atomic: Atomic<'_>, cx: &mut Context<'_>) -> Poll<Result<i64, KernelError>> {
+        self.initiator().poll_fetch(atomic, cx)
+    }
+
+    fn poll_wait_value(&mut self, wait: ValueWait<'_>, cx: &mut Context<'_>) -> Poll<Result<i64, KernelError>> {
+        self.initiator().poll_wait_value(wait, cx)
+    }
+
+    fn window(&mut self, name: &str) -> Result<Symmetric, KernelError> {
+        self.initiator().window(name)
+    }
+
+    fn poll_alloc(&mut self, allocation: Allocation, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
+        if self.ctx.parked.wait == crate::lanes::Wait::None {
+            if let Err(e) = self.initiator().allocate(&allocation) {
+                return Poll::Ready(Err(e));
+            }
+        }
+        let key = BarrierKey::of_group(Group::All, self.ctx.pe_id());
+        self.endpoint().poll_collective(key, Some((allocation.buffer, allocation.site)), cx)
     }
 }

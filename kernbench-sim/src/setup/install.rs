@@ -5,15 +5,15 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 use kernbench_core::tl::{TlContext, message_generation};
-use kernbench_core::{Dtype, InstallPlan, Launch, PeId, System, Tile, Tl};
+use kernbench_core::{Dtype, InstallPlan, KernelError, Launch, Op, PeId, System, Tile, Tl};
 use rayon::prelude::*;
 
 use super::{Call, PeBuffers, RunOptions, Runtime};
 use crate::error::RunError;
 use crate::lanes::{Budget, LaneState, Lanes, Parked, PeCore, Tasks, Watch};
-use crate::one_sided::OneSidedRun;
+use crate::one_sided::{OneSidedRun, PeOneSided, Windows};
 use crate::protocol::Cells;
-use crate::race::MessageOrders;
+use crate::race::{LaneSync, MessageOrders};
 use crate::report::RunReport;
 use crate::rounds::{Ended, Execution, Polling, ReadyLists, quiet_kernel_panics};
 use crate::spread::Spread;
@@ -27,7 +27,7 @@ pub(super) fn run(
     (plan, pes): (&InstallPlan, &[PeId]),
     kernel: &dyn Launch,
     buffers: Vec<PeBuffers>,
-    call: Call,
+    (call, mut windows): (Call, Option<&mut Windows>),
 ) -> Result<RunReport, RunError> {
     let spread = match &options.spread {
         Some(exchange) => Spread::new(&**exchange, system, pes)?,
@@ -107,9 +107,21 @@ pub(super) fn run(
     };
     let held = states.len();
     let links = installed.links.into_iter().enumerate().filter(|&(rank, _)| holds(rank)).map(|(_, l)| l).collect();
-    let memories = (0..pes.len()).filter(|&rank| holds(rank)).map(|_| None).collect();
     // A race's two sides may be in two processes: a spread run does not look for races.
     let detector = options.race_detector && spread.is_none();
+    let mut memories = Vec::new();
+    for rank in (0..pes.len()).filter(|&rank| holds(rank)) {
+        let memory = match windows.as_deref_mut().filter(|w| !w.registered().is_empty()) {
+            Some(windows) => {
+                let heap = windows.heap_of(rank, pes.len(), detector).map_err(|source| {
+                    RunError::Kernel(KernelError::OutOfMemory { pe: pes[rank], op: Op::Window, source })
+                })?;
+                Some(Box::new(PeOneSided { heap, ..PeOneSided::default() }))
+            }
+            None => None,
+        };
+        memories.push(memory);
+    }
     let mut network = network;
     let credit_latency = network.as_mut().map(Network::take_route_latency).unwrap_or_default();
     let two_sided = TwoSided {
@@ -120,21 +132,36 @@ pub(super) fn run(
         detector,
         barriers: Barriers::default(),
     };
-    let one_sided = OneSidedRun::new(Cells::held(memories, by_rank), detector, system.clone());
-    let lanes = Lanes {
+    let one_sided =
+        OneSidedRun::new(Cells::held(memories, by_rank), detector, system.clone(), (call.generation, options.schedule));
+    let mut lanes = Lanes {
         pes: Cells::held(cores, by_rank),
         states: Cells::held(states, by_task),
         parked: Cells::held((0..held).map(|_| Parked::new()).collect(), by_task),
         tasks,
         budget: Budget { loops: options.loop_budget, steps: options.step_budget },
     };
+    if let (Some(windows), true) = (windows.as_deref(), detector) {
+        // A kernel starts after the previous one on its PE ended: its lanes know what those knew.
+        for task in 0..lanes.tasks.len() as u32 {
+            let rank = lanes.tasks.rank(task);
+            if let (true, Some(knew)) = (lanes.tasks.holds(rank), windows.carried(rank as usize)) {
+                let sync = LaneSync::inheriting(task, Arc::new(knew.clone()));
+                lanes.states.get(task as usize).sync = Some(Box::new(sync));
+            }
+        }
+    }
     let results: Arc<[OnceLock<Ended>]> = (0..held).map(|_| OnceLock::new()).collect();
     let parts = (two_sided, one_sided);
     let mut exec = Execution::new(lanes, (call.generation, results), parts, (network, spread), options.timing_only);
     let ready = Arc::new(ReadyLists::new(options.threads));
     start(&exec, (kernel, call, system), &ready, pool.as_ref());
     let polling = Polling { pool: pool.as_ref(), parallel_min_ready: options.parallel_min_ready };
-    let driven = exec.drive(&ready, polling)?;
+    let driven = exec.drive(&ready, polling);
+    if let Some(windows) = windows {
+        windows.keep(&mut exec.one_sided.pes, &mut exec.lanes, call.generation);
+    }
+    let driven = driven?;
     if driven.finished < exec.lanes.tasks.len() {
         return Err(RunError::Deadlock(exec.deadlock_report(driven.finished)?));
     }

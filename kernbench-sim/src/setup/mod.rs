@@ -13,6 +13,7 @@ use kernbench_core::tl::MAX_GENERATION;
 use kernbench_core::{CheckedPlan, Collective, Launch, PeId, ReduceOp, System, Tile};
 
 use crate::error::RunError;
+use crate::one_sided::Windows;
 use crate::report::RunReport;
 
 /// A PE's buffers at the start of a run.
@@ -100,6 +101,23 @@ impl<'s> Runtime<'s> {
         buffers: Vec<PeBuffers>,
         call: Call,
     ) -> Result<RunReport, RunError> {
+        self.run_windowed(plan, kernel, buffers, call, None)
+    }
+
+    /// [`Runtime::run`] with the communicator's `windows` ([`Windows`]): the kernel reaches them by
+    /// name (`tl.window`), finds them as the communicator's last call left them, and leaves them for
+    /// its next. Calls on one `Windows` must have increasing generations.
+    ///
+    /// # Errors
+    /// As [`Runtime::run`].
+    pub fn run_windowed(
+        &self,
+        plan: &CheckedPlan,
+        kernel: &dyn Launch,
+        buffers: Vec<PeBuffers>,
+        call: Call,
+        windows: Option<&mut Windows>,
+    ) -> Result<RunReport, RunError> {
         self.options.check(self.system)?;
         if call.generation == 0 {
             return Err(RunError::ZeroGeneration);
@@ -115,7 +133,7 @@ impl<'s> Runtime<'s> {
             return Err(RunError::BufferCount { participants: pes.len(), buffers: buffers.len() });
         }
         plan.fits(self.system)?;
-        install::run(self.system, &self.options, (plan, &pes), kernel, buffers, call)
+        install::run(self.system, &self.options, (plan, &pes), kernel, buffers, (call, windows))
     }
 
     /// Runs `kernel` on provenance inputs shaped as `inputs` ([`kernbench_core::provenance`]), untimed,

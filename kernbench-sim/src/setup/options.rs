@@ -68,6 +68,9 @@ pub struct RunOptions {
     /// How many consecutive SIPs (GPUs) one host thread launches kernels on, one after another: the
     /// run style of nccl-tests' `-g`. At least 1 (the default: a thread, or a process, per GPU).
     pub gpus_per_thread: usize,
+    /// The seed of the order in which one-sided operations that land at the same simulated time are
+    /// applied, or `None` (the default): in rank order, each PE's in the order its lanes made them.
+    pub schedule: Option<u64>,
 }
 
 impl Default for RunOptions {
@@ -84,6 +87,7 @@ impl Default for RunOptions {
             protocol: None,
             max_lanes: None,
             gpus_per_thread: 1,
+            schedule: None,
         }
     }
 }
@@ -189,6 +193,15 @@ macro_rules! run_option_setters {
         /// system's `call.launch_per_gpu_ns` after the first, as under nccl-tests' `-g`.
         pub fn gpus_per_thread(mut self, gpus: usize) -> Self {
             self.options_mut().gpus_per_thread = gpus.max(1);
+            self
+        }
+
+        /// Applies one-sided operations that land at the same simulated time in the order seed `seed`
+        /// picks (`None`, the default: in rank order): where atomics make the outcome depend on which
+        /// lands first, another seed shows another outcome, and the same seed the same one again.
+        /// Operations of one lane keep their order; times never change.
+        pub fn schedule(mut self, seed: ::std::option::Option<u64>) -> Self {
+            self.options_mut().schedule = seed;
             self
         }
 

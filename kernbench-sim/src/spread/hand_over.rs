@@ -415,7 +415,7 @@ fn decode_common(r: &mut Reader<'_>, from: usize, totals: &mut RoundTotals) -> R
     }
     for _ in 0..r.u64()? {
         let (task, group, at_ns) = (r.u32()?, read_barrier_key(r)?, r.f64()?);
-        totals.arrivals.push(Arrival { group, task, at_ns, clock: None });
+        totals.arrivals.push(Arrival { group, task, at_ns, clock: None, label: None });
     }
     Ok(())
 }

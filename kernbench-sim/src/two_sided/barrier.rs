@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
+use kernbench_core::symmetric::{CallSite, Symmetric};
 use kernbench_core::{Group, KernelError, Op, PeId};
 
 use super::send_recv::Endpoint;
@@ -13,12 +14,22 @@ use crate::lanes::{Lanes, Tasks, Wait};
 use crate::race::Released;
 use crate::timing::SpanKind;
 
-/// A lane at a barrier: its task, the group's key, when it arrived and what it released.
+/// A lane at a barrier: its task, the group's key, when it arrived and what it released, and the
+/// collective allocation it is part of (`None`: a plain barrier).
 pub(crate) struct Arrival {
     pub(crate) group: BarrierKey,
     pub(crate) task: u32,
     pub(crate) at_ns: f64,
     pub(crate) clock: Option<Released>,
+    pub(crate) label: Option<(Symmetric, CallSite)>,
+}
+
+/// What a lane is at, in words: a barrier, or a collective allocation.
+fn describe(label: Option<&(Symmetric, CallSite)>) -> String {
+    match label {
+        Some((buffer, site)) => format!("alloc of {buffer} at {site}"),
+        None => "a barrier".to_owned(),
+    }
 }
 
 /// The run's barriers.
@@ -32,6 +43,8 @@ pub(crate) struct Barriers {
     group_lanes: BTreeMap<BarrierKey, usize>,
     /// The lanes at each group that has not opened yet.
     at_barrier: BTreeMap<BarrierKey, Vec<Arrival>>,
+    /// The error of each lane released from a group whose lanes were at different collective calls.
+    mismatched: Mutex<BTreeMap<u32, KernelError>>,
 }
 
 /// Which lanes a barrier waits for: lanes with the same key wait for each other.
@@ -61,6 +74,16 @@ fn group_key(group: Group, pe: PeId) -> u64 {
 }
 
 impl Barriers {
+    /// The collective allocation lane `task` waits at, if it waits at one.
+    pub(crate) fn label_of(&self, task: u32) -> Option<(Symmetric, CallSite)> {
+        self.at_barrier.values().flatten().find(|a| a.task == task).and_then(|a| a.label)
+    }
+
+    /// The error of lane `task`, released from a barrier whose lanes were at different collective calls.
+    pub(crate) fn mismatch(&self, task: u32) -> Option<KernelError> {
+        self.mismatched.lock().unwrap_or_else(|e| e.into_inner()).remove(&task)
+    }
+
     /// The round's arrivals, taken (rule B).
     pub(crate) fn take_arrivals(&mut self) -> Vec<Arrival> {
         if self.arrived.swap(false, Ordering::Relaxed) {
@@ -96,6 +119,22 @@ impl Barriers {
             }
             let mut arrivals = self.at_barrier.remove(&group).unwrap_or_default();
             arrivals.sort_unstable_by_key(|a| a.task);
+            // Labels do not cross processes: a spread run compares the lanes of each process.
+            let here: Vec<&Arrival> = arrivals.iter().filter(|a| tasks.holds(tasks.rank(a.task))).collect();
+            if let Some(&other) = here.iter().find(|a| a.label != here[0].label) {
+                let mut mismatched = self.mismatched.lock().unwrap_or_else(|e| e.into_inner());
+                for &arrival in &here {
+                    // Each lane is told of one at another call than its own.
+                    let theirs = if arrival.label == other.label { here[0] } else { other };
+                    let error = KernelError::CollectiveMismatch {
+                        pe: tasks.pe(tasks.rank(arrival.task)),
+                        mine: describe(arrival.label.as_ref()),
+                        other_pe: tasks.pe(tasks.rank(theirs.task)),
+                        theirs: describe(theirs.label.as_ref()),
+                    };
+                    mismatched.insert(arrival.task, error);
+                }
+            }
             let mut release = 0.0f64;
             for arrival in &arrivals {
                 let landed = if tasks.holds(tasks.rank(arrival.task)) {
@@ -149,13 +188,27 @@ impl Barriers {
 impl Endpoint<'_> {
     /// Waits until every lane of every participant in the lane's `group` has arrived.
     pub(crate) fn poll_barrier(&mut self, group: BarrierKey, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
+        self.poll_collective(group, None, cx)
+    }
+
+    /// Waits at barrier `group` as part of the collective allocation `label` (`None`: a plain
+    /// barrier); lanes that meet at different collective calls fail.
+    pub(crate) fn poll_collective(
+        &mut self,
+        group: BarrierKey,
+        label: Option<(Symmetric, CallSite)>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), KernelError>> {
         if let Err(e) = self.ctx.check_steps() {
             return Poll::Ready(Err(e));
         }
         match self.ctx.parked.wait {
             Wait::Released => {
                 self.ctx.parked.wait = Wait::None;
-                self.ctx.step_done(Op::Barrier, None);
+                if let Some(error) = self.run.barriers.mismatch(self.ctx.task) {
+                    return Poll::Ready(Err(error));
+                }
+                self.ctx.step_done(if label.is_some() { Op::Alloc } else { Op::Barrier }, None);
                 Poll::Ready(Ok(()))
             }
             Wait::Barrier => {
@@ -172,7 +225,7 @@ impl Endpoint<'_> {
                     }
                     _ => None,
                 };
-                let arrival = Arrival { group, task: self.ctx.task, at_ns: self.ctx.lane.clock.now, clock };
+                let arrival = Arrival { group, task: self.ctx.task, at_ns: self.ctx.lane.clock.now, clock, label };
                 let barriers = &self.run.barriers;
                 barriers.arrived.store(true, Ordering::Relaxed);
                 barriers.waiters.lock().unwrap_or_else(|e| e.into_inner()).push(arrival);

@@ -188,6 +188,7 @@ fn a_receive_cycle_is_a_deadlock_listing_every_blocked_pe() {
             credits: 4,
             depth: 4,
             signal: None,
+            waits_for: None,
         })
         .collect();
     assert_eq!(report.blocked, expected);
@@ -221,6 +222,7 @@ fn senders_out_of_credits_are_a_deadlock_showing_full_queues() {
             credits: 0,
             depth: 4,
             signal: None,
+            waits_for: None,
         })
         .collect();
     assert_eq!(report.blocked, expected);

@@ -190,7 +190,10 @@ fn a_two_shot_with_one_signal_missing_is_a_deadlock_naming_the_waiter_and_its_si
     assert_eq!((report.finished, report.total, report.blocked.len()), (3, 4, 1));
     let waiter = &report.blocked[0];
     assert_eq!((waiter.pe, waiter.op), (pe(1), Op::WaitSignal));
-    assert_eq!(waiter.signal, Some(SignalWait { signal: DONE, until: 3, holds: 2, other_generations: 0 }));
+    assert_eq!(
+        waiter.signal,
+        Some(SignalWait { signal: DONE, cmp: Cmp::Ge, until: 3, holds: 2, other_generations: 0 })
+    );
     let text = error.to_string();
     assert!(text.contains("(sip 0, cube 0, pe 1) waits in wait_until on signal 1 for >= 3; it holds 2"), "{text}");
 }
@@ -211,7 +214,10 @@ fn a_raise_of_another_phase_or_call_cannot_satisfy_a_wait() {
     let error = same_error_on_any_thread_count(|| run_full(2, &raises_in_another_phase::KERNEL));
     let RunError::Deadlock(report) = &error else { panic!("expected a deadlock, got {error}") };
     let waiter = &report.blocked[0];
-    assert_eq!(waiter.signal, Some(SignalWait { signal: DATA, until: 1, holds: 0, other_generations: 1 }));
+    assert_eq!(
+        waiter.signal,
+        Some(SignalWait { signal: DATA, cmp: Cmp::Ge, until: 1, holds: 0, other_generations: 1 })
+    );
     let expected = "waits in wait_until on signal 0 for >= 1; it holds 0 (and 1 raised in another call or phase";
     assert!(error.to_string().contains(expected), "{error}");
 }

@@ -27,6 +27,7 @@
 //! for the duration of the poll ([`enter`]); the operations reach it from there. So the same kernel can
 //! run on the mock runtime or on any other backend.
 
+mod atomics;
 mod backend;
 mod buffers;
 mod messages;
@@ -220,6 +221,7 @@ mod tests {
             include_str!("one_sided.rs"),
             include_str!("buffers.rs"),
             include_str!("teams.rs"),
+            include_str!("atomics.rs"),
         ];
         let mut methods = Vec::new();
         for source in sources {

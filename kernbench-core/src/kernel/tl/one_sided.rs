@@ -8,6 +8,7 @@ use std::task::Poll;
 
 use super::Tl;
 use super::backend::{Work, with};
+use crate::kernel::atomic::Cmp;
 use crate::kernel::symmetric::{CallSite, Multicast, MultimemStore, OneSided, Put, Symmetric};
 use crate::kernel::{KernelError, Op};
 use crate::tile::{Dtype, ReduceOp, Tile};
@@ -123,13 +124,7 @@ impl Tl {
     /// # Errors
     /// [`KernelError::NoSuchSignal`].
     pub async fn wait_until(&self, signal: usize, value: u64) -> Result<(), KernelError> {
-        poll_fn(|cx| {
-            with(|b| match b.one_sided() {
-                Some(one_sided) => one_sided.poll_wait(signal, value, cx),
-                None => Poll::Ready(Err(KernelError::Unsupported { pe: self.ctx.pe, op: Op::WaitSignal })),
-            })
-        })
-        .await
+        self.signal_wait_until(signal, Cmp::Ge, value).await.map(|_| ())
     }
 
     /// Sets this PE's `signal` back to 0, for the next use.
