@@ -20,7 +20,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use kernbench_core::atomic::Scope;
+use kernbench_core::atomic::{Cmp, Scope};
 use kernbench_core::symmetric::CallSite;
 use kernbench_core::{Op, PeId};
 use rustc_hash::FxHashMap;
@@ -392,11 +392,26 @@ struct Segment {
     /// What the releasing atomics since the last plain write released: an acquiring atomic that
     /// reads the bytes acquires it (their release sequence).
     released: Option<VClock>,
+    /// The values the atomics since the last plain write left, each with what `released` was then,
+    /// oldest first (the last [`HISTORY`]): a wait acquires only what was released when its
+    /// comparison last began to hold, since it may have read any value from then on.
+    history: Vec<(i64, Option<VClock>)>,
 }
+
+/// How many atomic writes of a segment a wait looks back over.
+const HISTORY: usize = 16;
 
 impl Segment {
     fn empty(bytes: Range<u64>) -> Segment {
-        Segment { bytes, write: None, reads: Vec::new(), reductions: Vec::new(), atomics: Vec::new(), released: None }
+        Segment {
+            bytes,
+            write: None,
+            reads: Vec::new(),
+            reductions: Vec::new(),
+            atomics: Vec::new(),
+            released: None,
+            history: Vec::new(),
+        }
     }
 
     /// Whether something wrote its bytes: a plain write or an atomic.
@@ -413,6 +428,17 @@ pub(crate) struct AtomicAccess<'a, K: Knows> {
     pub(crate) release: Option<&'a Released>,
     /// Whether it acquires.
     pub(crate) acquire: bool,
+    /// The value it leaves (an atomic write), or the comparison it waited for (a wait's load).
+    pub(crate) value: AtomicValue,
+}
+
+/// What an atomic does to an element's value, for a wait's acquire.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum AtomicValue {
+    /// An atomic write that leaves this value.
+    Leaves(i64),
+    /// A wait's load that saw its comparison hold.
+    Waited(Cmp, i64),
 }
 
 /// Who touched which bytes of one PE's copy of a symmetric buffer: disjoint segments sorted by start;
@@ -473,7 +499,7 @@ impl Shadow {
         access: AtomicAccess<'_, K>,
         strong: impl Fn(&Stamp, &Stamp) -> bool,
     ) -> Result<Option<VClock>, Conflict> {
-        let AtomicAccess { stamp, clock, release, acquire } = access;
+        let AtomicAccess { stamp, clock, release, acquire, value } = access;
         let range = self.cover(bytes);
         let writes = stamp.atomic_write();
         for segment in &self.segments[range.clone()] {
@@ -489,11 +515,26 @@ impl Shadow {
         }
         let mut acquired: Option<VClock> = None;
         for segment in &mut self.segments[range] {
-            if let (true, Some(released)) = (acquire, &segment.released) {
-                acquired.get_or_insert_with(VClock::default).join(released);
+            let seen = match value {
+                // A read-modify-write reads the latest value: the whole release sequence.
+                AtomicValue::Leaves(_) => segment.released.as_ref(),
+                AtomicValue::Waited(cmp, operand) => {
+                    let held = segment.history.iter().rev().take_while(|(v, _)| cmp.holds(*v, operand)).count();
+                    let since = segment.history.len() - held;
+                    segment.history.get(since).and_then(|(_, released)| released.as_ref())
+                }
+            };
+            if let (true, Some(seen)) = (acquire, seen) {
+                acquired.get_or_insert_with(VClock::default).join(seen);
             }
             if let Some(release) = release {
                 release.join_into(segment.released.get_or_insert_with(VClock::default));
+            }
+            if let AtomicValue::Leaves(left) = value {
+                if segment.history.len() == HISTORY {
+                    segment.history.remove(0);
+                }
+                segment.history.push((left, segment.released.clone()));
             }
             record(&mut segment.atomics, stamp);
         }
@@ -527,9 +568,8 @@ impl Shadow {
         for segment in &mut self.segments {
             let stamps = segment.write.iter_mut().chain(&mut segment.reads).chain(&mut segment.reductions);
             stamps.chain(&mut segment.atomics).for_each(|stamp| retirement.stamp(stamp, &place));
-            if let Some(released) = &mut segment.released {
-                retirement.clock(released);
-            }
+            let clocks = segment.released.iter_mut().chain(segment.history.iter_mut().filter_map(|(_, c)| c.as_mut()));
+            clocks.for_each(|clock| retirement.clock(clock));
         }
     }
 

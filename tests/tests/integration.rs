@@ -6,6 +6,8 @@
 
 #[path = "integration/all_to_all.rs"]
 mod all_to_all;
+#[path = "integration/atomics.rs"]
+mod atomics;
 #[path = "integration/bench.rs"]
 mod bench;
 #[path = "integration/chunk_programs.rs"]
@@ -30,6 +32,8 @@ mod multicast;
 mod mutate;
 #[path = "integration/nodes.rs"]
 mod nodes;
+#[path = "integration/one_sided_bugs.rs"]
+mod one_sided_bugs;
 #[path = "integration/programs.rs"]
 mod programs;
 #[path = "integration/protocols.rs"]

@@ -413,6 +413,8 @@ pub struct Race {
     pub first: Access,
     /// The access that found it unordered.
     pub second: Access,
+    /// Whether the buffer is a window, whose values outlive a call.
+    pub window: bool,
 }
 
 impl fmt::Display for Race {
@@ -427,8 +429,8 @@ impl fmt::Display for Race {
                 f,
                 ", and as atomics they are not atomic with each other: scope {a} and scope {b} must each include the other's lane (a release at a narrow scope is not seen beyond it)"
             ),
-            _ if self.first.call.is_some() => f.write_str(
-                " (a window keeps its values across calls: a flag or counter an earlier call left can end a wait of this call at once)",
+            _ if self.window => f.write_str(
+                " (a window keeps its values across calls: a flag or counter an earlier call left can end a wait of this call at once, and the next call's writes can land while this one still reads; wait for a value only this call writes, such as its generation, and order calls that reuse a buffer)",
             ),
             _ => f.write_str(
                 " (a put is ordered before a later signal only by tl.fence or tl.quiet; tl.put_signal orders itself)",

@@ -50,6 +50,7 @@ impl Initiator<'_> {
             clock: clock.as_ref(),
             release: atomic.order.releases(),
             acquire: atomic.order.acquires(),
+            waited: None,
         };
         let (run, tasks) = (self.run, &self.lanes.tasks);
         let memory = self.pe.get_or_insert_default();
@@ -160,6 +161,7 @@ impl Initiator<'_> {
                 clock: Some(&clock),
                 release: false,
                 acquire: true,
+                waited: Some((cmp, operand)),
             };
             let (run, tasks) = (self.run, &self.lanes.tasks);
             let memory = self.pe.get_or_insert_default();

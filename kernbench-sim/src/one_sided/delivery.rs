@@ -57,6 +57,11 @@ impl OneSidedRun {
                 });
             }
         }
+        // A multimem operation that reaches a member that has not joined fails before any of the
+        // round's operations touches memory: what it would have done there is moot.
+        for out in &round {
+            self.check_joined(out, lanes)?;
+        }
         for out in round {
             self.apply(out, true, lanes)?;
         }

@@ -5,7 +5,7 @@ use kernbench_core::symmetric::{Access, MAX_SIGNALS, Symmetric};
 use kernbench_core::{Dtype, KernelError, Op, PeId, Tile};
 
 use super::conflict_error;
-use crate::race::{AtomicAccess, Released, Shadow, Stamp, VClock};
+use crate::race::{AtomicAccess, AtomicValue, Released, Shadow, Stamp, VClock};
 
 /// One PE's copy of a symmetric buffer.
 pub(crate) struct HeapBuffer {
@@ -62,6 +62,8 @@ pub(crate) struct AtomicApply<'a> {
     /// Whether its order releases (then `clock` is what it releases) and acquires.
     pub(crate) release: bool,
     pub(crate) acquire: bool,
+    /// A wait's comparison, which it saw hold.
+    pub(crate) waited: Option<(Cmp, i64)>,
 }
 
 /// One PE's copy of the symmetric heap: few buffers, found by name.
@@ -111,7 +113,7 @@ impl Heap {
                 shadow.write(bytes.clone(), stamp, clock)
             };
             if let Err(conflict) = checked {
-                return Err(conflict_error(who, conflict, owner, buffer.name, &stamp));
+                return Err(conflict_error(who, conflict, owner, (buffer.name, copy.window), &stamp));
             }
             recorded = Some(bytes);
         }
@@ -135,7 +137,7 @@ impl Heap {
         let bytes = buffer.byte_range(range.start, range.len()).unwrap_or(0..0);
         if let (Some(shadow), Some(stamp), Some(clock), false) = (&mut copy.shadow, stamp, clock, bytes.is_empty()) {
             if let Err(conflict) = shadow.read(bytes, stamp, clock) {
-                return Err(conflict_error(who, conflict, owner, buffer.name, &stamp));
+                return Err(conflict_error(who, conflict, owner, (buffer.name, copy.window), &stamp));
             }
         }
         copy.data.slice(range).map_err(|source| KernelError::Tile { pe: owner, op, source })
@@ -154,19 +156,25 @@ impl Heap {
         strong: impl Fn(&Stamp, &Stamp) -> bool,
         who: impl Fn(&Stamp) -> Access,
     ) -> Result<(i64, Option<VClock>), KernelError> {
-        let AtomicApply { owner, buffer, index, op, stamp, clock, release, acquire } = apply;
+        let AtomicApply { owner, buffer, index, op, stamp, clock, release, acquire, waited } = apply;
         let copy = self.buffer(owner, buffer, detector)?;
+        let old = copy.element(index).unwrap_or(0);
+        let new = op.map(|op| op.apply(old));
         let mut acquired = None;
+        let window = copy.window;
         if let (Some(shadow), Some(stamp), Some(clock)) = (&mut copy.shadow, stamp, clock) {
             let bytes = buffer.byte_range(index, 1).unwrap_or(0..0);
-            let access = AtomicAccess { stamp, clock, release: release.then_some(clock), acquire };
+            let value = match (new, waited) {
+                (Some(new), _) => AtomicValue::Leaves(new),
+                (None, Some((cmp, operand))) => AtomicValue::Waited(cmp, operand),
+                (None, None) => AtomicValue::Waited(Cmp::Eq, old),
+            };
+            let access = AtomicAccess { stamp, clock, release: release.then_some(clock), acquire, value };
             acquired = shadow
                 .atomic(bytes, access, strong)
-                .map_err(|conflict| conflict_error(who, conflict, owner, buffer.name, &stamp))?;
+                .map_err(|conflict| conflict_error(who, conflict, owner, (buffer.name, window), &stamp))?;
         }
-        let old = copy.element(index).unwrap_or(0);
-        if let Some(op) = op {
-            let new = op.apply(old);
+        if let Some(new) = new {
             if new != old {
                 let tile_error =
                     |source| KernelError::Tile { pe: owner, op: stamp.map_or(Op::AtomicAdd, |s| s.op), source };

@@ -170,12 +170,12 @@ fn conflict_error(
     who: impl Fn(&Stamp) -> Access,
     conflict: Conflict,
     owner: PeId,
-    buffer: &'static str,
+    (buffer, window): (&'static str, bool),
     stamp: &Stamp,
 ) -> KernelError {
     match conflict {
         Conflict::Race { earlier, bytes } => {
-            KernelError::Race(Box::new(Race { owner, buffer, bytes, first: who(&earlier), second: who(stamp) }))
+            KernelError::Race(Box::new(Race { owner, buffer, bytes, first: who(&earlier), second: who(stamp), window }))
         }
         Conflict::Uninitialised { bytes } => {
             KernelError::Uninitialised(Box::new(Uninitialised { owner, buffer, bytes, reader: who(stamp) }))

@@ -6,7 +6,7 @@ use kernbench_core::symmetric::{CallSite, Symmetric};
 use kernbench_core::{KernelError, Op, ReduceOp, Tile};
 
 use super::heap::{AtomicApply, Raise, RemoteAccess as Access_};
-use super::{OneSidedRun, PeOneSided, access, morally_strong};
+use super::{OneSidedRun, access, morally_strong};
 use crate::error::{ExchangeError, RunError};
 use crate::lanes::{Lanes, Wait};
 use crate::race::{Released, Stamp};
@@ -336,21 +336,6 @@ impl Outgoing {
     }
 }
 
-/// Checks that the member a multimem operation reached has joined its multicast object.
-fn joined(
-    member: &PeOneSided,
-    buffer: &Symmetric,
-    (op, site): (Op, Option<CallSite>),
-    (task, to): (u32, u32),
-    lanes: &Lanes<'_>,
-) -> Result<(), KernelError> {
-    if member.joined.contains(&buffer.name) {
-        return Ok(());
-    }
-    let pe = lanes.tasks.pe(lanes.tasks.rank(task));
-    Err(KernelError::MulticastNotJoined { pe, op, site, multicast: *buffer, member: to as usize })
-}
-
 /// A multimem store's reduction on the wire: 0 for none, then [`ReduceOp::ALL`]'s order from 1.
 fn reduce_op_code(op: Option<ReduceOp>) -> u8 {
     op.and_then(|op| ReduceOp::ALL.iter().position(|&o| o == op)).map_or(0, |i| i as u8 + 1)
@@ -424,15 +409,10 @@ impl OneSidedRun {
                 }
                 self.reply(lanes, (out.task, reply, back_ns));
             }
-            OneSidedOp::MultiLoad { buffer, offset, len, fan, stamp, back_ns, site, op: _, from: _ } => {
+            OneSidedOp::MultiLoad { buffer, offset, len, fan, stamp, back_ns, site: _, op: _, from: _ } => {
                 let op = Op::MultimemLdReduce;
-                let part = match joined(target, &buffer, (op, site), (out.task, to), lanes) {
-                    Ok(()) => {
-                        let read = Access_ { owner, buffer: &buffer, range: offset..offset + len, stamp, op };
-                        target.heap.read(read, detector, out.clock.as_ref(), who)
-                    }
-                    Err(e) => Err(e),
-                };
+                let read = Access_ { owner, buffer: &buffer, range: offset..offset + len, stamp, op };
+                let part = target.heap.read(read, detector, out.clock.as_ref(), who);
                 if !origin_here {
                     // Not reached: `tl.multicast` refuses a spread run's ranks of other processes.
                     return Ok(Some((out.task, part, back_ns)));
@@ -442,9 +422,8 @@ impl OneSidedRun {
                 memory.gathered.push((out.task, fan.part, part, back_ns));
                 lanes.wake_task(out.task, Wait::Get);
             }
-            OneSidedOp::MultiStore { buffer, offset, tile, reduce, seq, stamp, site, fan: _ } => {
+            OneSidedOp::MultiStore { buffer, offset, tile, reduce, seq, stamp, site: _, fan: _ } => {
                 let op = if reduce.is_some() { Op::MultimemRed } else { Op::MultimemSt };
-                joined(target, &buffer, (op, site), (out.task, to), lanes)?;
                 let write = Access_ { owner, buffer: &buffer, range: offset..offset + tile.len(), stamp, op };
                 let (copy, recorded) = target.heap.write(write, detector, out.clock.as_ref(), who)?;
                 if let (Some(bytes), Some(stamp)) = (recorded, stamp) {
@@ -476,6 +455,7 @@ impl OneSidedRun {
                     clock: out.clock.as_ref(),
                     release,
                     acquire,
+                    waited: None,
                 };
                 let strong = |a: &Stamp, b: &Stamp| morally_strong((&self.system, self.call, &lanes.tasks), a, b);
                 let applied = target.heap.atomic(apply, detector, strong, who);
@@ -509,6 +489,26 @@ impl OneSidedRun {
             }
         }
         Ok(None)
+    }
+
+    /// Checks that the member a multimem operation reaches has joined its multicast object.
+    ///
+    /// # Errors
+    /// [`KernelError::MulticastNotJoined`].
+    pub(crate) fn check_joined(&mut self, out: &Outgoing, lanes: &Lanes<'_>) -> Result<(), KernelError> {
+        let (buffer, op, site) = match &out.op {
+            OneSidedOp::MultiLoad { buffer, site, .. } => (buffer, Op::MultimemLdReduce, *site),
+            OneSidedOp::MultiStore { buffer, reduce, site, .. } => {
+                (buffer, if reduce.is_some() { Op::MultimemRed } else { Op::MultimemSt }, *site)
+            }
+            _ => return Ok(()),
+        };
+        let member = self.pes.get(out.to as usize).get_or_insert_default();
+        if member.joined.contains(&buffer.name) {
+            return Ok(());
+        }
+        let pe = lanes.tasks.pe(lanes.tasks.rank(out.task));
+        Err(KernelError::MulticastNotJoined { pe, op, site, multicast: *buffer, member: out.to as usize })
     }
 
     /// Hands a get's reply to its lane, of this process, and wakes it (rule B).

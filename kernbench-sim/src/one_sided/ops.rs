@@ -103,6 +103,7 @@ impl Initiator<'_> {
     ) -> Result<&mut HeapBuffer, KernelError> {
         let (pe, detector) = (self.ctx.pe_id(), self.run.detector);
         let copy = self.pe.get_or_insert_default().heap.buffer(pe, buffer, detector)?;
+        let window = copy.window;
         if let (Some(shadow), false) = (&mut copy.shadow, bytes.is_empty()) {
             let sync = self.ctx.lane.sync(self.ctx.task);
             let stamp = sync.local_access(op, site);
@@ -111,14 +112,14 @@ impl Initiator<'_> {
                 _ => shadow.read(bytes, stamp, sync.clock()),
             };
             if let Err(conflict) = checked {
-                return Err(self.conflict(conflict, buffer.name, &stamp));
+                return Err(self.conflict(conflict, (buffer.name, window), &stamp));
             }
         }
         self.memory().heap.buffer(pe, buffer, detector)
     }
 
     /// The error for what the race detector found on this PE's copy of `buffer`.
-    fn conflict(&self, conflict: Conflict, buffer: &'static str, stamp: &Stamp) -> KernelError {
+    fn conflict(&self, conflict: Conflict, buffer: (&'static str, bool), stamp: &Stamp) -> KernelError {
         let tasks = &self.lanes.tasks;
         conflict_error(|s| access(tasks, s), conflict, self.ctx.pe_id(), buffer, stamp)
     }

@@ -1,0 +1,222 @@
+//! Atomics, memory scopes, waits with comparisons, windows across calls and seeded schedules: what
+//! each does when used right (the bugs they let a kernel make are the corpus in `one_sided_bugs`).
+
+use kernbench::prelude::*;
+use kernbench::sim::RunError;
+use kernbench::sim::testing::{MockError, MockRun};
+use kernbench::{KernelDef, Op, System};
+
+/// `kernel` on every PE of one cube of `pes`, every pair linked, each input one f32 of `rank + 1`.
+fn on_cube(pes: usize, kernel: &'static KernelDef) -> MockRun<'static> {
+    let system: &'static System = Box::leak(Box::new(System::shape(1, 1, 1, pes).unwrap()));
+    MockRun::new(system, "full", "all_pes", kernel).inputs(|_, rank| Tile::filled(F32, 1, (rank + 1) as f64))
+}
+
+fn outputs(result: Result<kernbench::sim::RunReport, MockError>) -> Vec<f64> {
+    let report = result.unwrap_or_else(|e| panic!("{e}"));
+    report.pes().iter().map(|p| p.output.to_f64_vec()[0]).collect()
+}
+
+/// Every rank takes a ticket from rank 0's counter and keeps it as its output.
+#[ccl_kernel]
+fn takes_a_ticket(tl: &Tl) {
+    let counter = tl.symmetric("counter", I64, 1);
+    let ticket = tl.atomic_fetch_add(0, &counter, 0, 1, MemoryOrder::Relaxed, Scope::System);
+    tl.store(Output, &Tile::filled(F32, 1, ticket as f64));
+}
+
+#[test]
+fn fetch_add_hands_out_every_ticket_once_and_a_seed_replays_its_order() {
+    let mut tickets = outputs(on_cube(4, &takes_a_ticket::KERNEL).run());
+    // Rank 0's own counter is changed at once; the others' requests land together.
+    assert_eq!(tickets[0], 0.0);
+    tickets.sort_by(f64::total_cmp);
+    assert_eq!(tickets, [0.0, 1.0, 2.0, 3.0]);
+    // Which of the tied requests lands first is the schedule's to say: some seed orders them otherwise.
+    let schedules = on_cube(4, &takes_a_ticket::KERNEL).schedules(1..=16).unwrap();
+    let divergence = schedules.differs.expect("some seed hands out the tickets in another order");
+    assert!(divergence.what.contains("output differs"), "{divergence}");
+    let replay = || outputs(on_cube(4, &takes_a_ticket::KERNEL).schedule(Some(divergence.seed)).run());
+    let (first, again) = (replay(), replay());
+    assert_eq!(first, again, "seed {} replays differently", divergence.seed);
+    let default = outputs(on_cube(4, &takes_a_ticket::KERNEL).run());
+    assert_ne!(first, default, "seed {} was reported to differ", divergence.seed);
+}
+
+#[test]
+fn without_atomics_every_seed_gives_the_default_outcome() {
+    let system = System::shape(1, 1, 1, 4).unwrap();
+    for kernel in [
+        &kernbench::algorithms::symmetric_one_shot_allreduce::KERNEL,
+        &kernbench::algorithms::symmetric_two_shot_allreduce::KERNEL,
+        &kernbench::algorithms::symmetric_alltoall::KERNEL,
+    ] {
+        let run = MockRun::new(&system, "full", "all_pes", kernel)
+            .inputs(|_, rank| Tile::from_f64s(F32, &[rank as f64 + 0.5; 8]));
+        let schedules = run.schedules(0..8).unwrap();
+        assert_eq!((schedules.runs, schedules.differs), (8, None), "{}", kernel.name);
+    }
+}
+
+/// Each rank adds its rank + 1 to rank 0's total under a spin lock on rank 0: compare-and-swap to
+/// take it (acquire), a plain get and put inside, a swap to give it back (release) at `release`.
+#[ccl_kernel]
+fn sums_under_a_lock(tl: &Tl, release: String) {
+    let release = if release == "sip" { Scope::Sip } else { Scope::System };
+    let lock = tl.symmetric("lock", I64, 1);
+    let total = tl.symmetric("total", F32, 1);
+    if tl.rank() == 0 {
+        tl.write(&total, 0, &Tile::zeros(F32, 1));
+    }
+    tl.barrier();
+    while tl.atomic_compare_swap(0, &lock, 0, 0, 1, MemoryOrder::Acquire, Scope::System) != 0 {}
+    // Rank 0 reads and writes its own copy; the others get and put it.
+    let mut sum = if tl.rank() == 0 { tl.read(&total, 0, 1) } else { tl.get(0, &total, 0, 1) };
+    tl.reduce(&mut sum, &tl.load(Input), ReduceOp::Sum);
+    if tl.rank() == 0 {
+        tl.write(&total, 0, &sum);
+    } else {
+        tl.put(0, &total, 0, &sum);
+        tl.quiet();
+    }
+    tl.atomic_swap(0, &lock, 0, 0, MemoryOrder::Release, release);
+    tl.barrier();
+    if tl.rank() == 0 {
+        tl.store(Output, &tl.read(&total, 0, 1));
+    }
+}
+
+#[test]
+fn a_lock_taken_and_given_back_at_system_scope_orders_its_critical_sections() {
+    let two_gpus: &'static System = Box::leak(Box::new(System::shape(4, 1, 1, 1).unwrap()));
+    for threads in [1, 2, 4] {
+        let run = MockRun::new(two_gpus, "full", "leader_only", &sums_under_a_lock::KERNEL)
+            .params(serde_json::json!({"release": "system"}))
+            .inputs(|_, rank| Tile::filled(F32, 1, (rank + 1) as f64))
+            .threads(threads)
+            .parallel_min_ready(1);
+        assert_eq!(outputs(run.run())[0], 10.0, "{threads} threads");
+    }
+}
+
+/// Rank 1 counts down rank 0's signal and waits on its own element with each comparison.
+#[ccl_kernel]
+fn waits_with_comparisons(tl: &Tl) {
+    let flags = tl.symmetric("flags", I32, 2);
+    if tl.rank() == 0 {
+        tl.signal(1, 0, 3);
+        tl.atomic_add(1, &flags, 1, -2, MemoryOrder::Release, Scope::System);
+        tl.quiet();
+    } else {
+        let seen = tl.signal_wait_until(0, Cmp::Eq, 3);
+        let below = tl.wait_value(&flags, 1, Cmp::Lt, 0, Scope::System);
+        let same = tl.wait_value(&flags, 0, Cmp::Ne, 1, Scope::System);
+        tl.note("seen", seen);
+        tl.note("below", below);
+        tl.note("same", same);
+    }
+}
+
+#[test]
+fn waits_compare_as_asked_and_return_what_they_saw() {
+    let report = on_cube(2, &waits_with_comparisons::KERNEL).run().unwrap_or_else(|e| panic!("{e}"));
+    let notes = &report.pes()[1].notes;
+    assert_eq!((notes["seen"].as_str(), notes["below"].as_str(), notes["same"].as_str()), ("3", "-2", "0"));
+}
+
+/// An atomic on a float buffer, or past the end of an integer one.
+#[ccl_kernel]
+fn misaddresses_an_atomic(tl: &Tl, what: String) {
+    let floats = tl.symmetric("floats", F32, 4);
+    let ints = tl.symmetric("ints", I32, 4);
+    if what == "float" {
+        tl.atomic_add(0, &floats, 0, 1, MemoryOrder::Relaxed, Scope::System);
+    } else {
+        tl.atomic_fetch_max(0, &ints, 4, 1, MemoryOrder::Relaxed, Scope::System);
+    }
+}
+
+#[test]
+fn an_atomic_on_a_float_buffer_or_past_the_end_is_refused_by_name() {
+    for (what, op, index) in [("float", Op::AtomicAdd, 0), ("past", Op::AtomicFetchMax, 4)] {
+        let run = on_cube(1, &misaddresses_an_atomic::KERNEL).params(serde_json::json!({ "what": what }));
+        let Err(MockError::Run(RunError::Kernel(error))) = run.run() else { panic!("{what}: expected an error") };
+        assert!(matches!(&error, KernelError::BadAtomic { op: o, index: i, .. } if *o == op && *i == index), "{error}");
+        assert!(error.to_string().contains("expected an i32 or i64 buffer and an element below 4"), "{error}");
+    }
+}
+
+/// Counts its calls in window `calls` (its own copy, at once) and outputs the count before this one.
+#[ccl_kernel]
+fn counts_its_calls(tl: &Tl) {
+    let calls = tl.window("calls");
+    let before = tl.atomic_fetch_add(tl.rank(), &calls, 0, 1, MemoryOrder::Relaxed, Scope::Pe);
+    tl.store(Output, &Tile::filled(F32, 1, before as f64));
+}
+
+#[test]
+fn a_window_keeps_its_values_from_one_call_to_the_next() {
+    let run = on_cube(2, &counts_its_calls::KERNEL).window("calls", I64, 1);
+    assert_eq!(outputs(run.calls(3).run()), [2.0, 2.0]);
+    // A fresh run starts from zeros again.
+    assert_eq!(outputs(on_cube(2, &counts_its_calls::KERNEL).window("calls", I64, 1).run()), [0.0, 0.0]);
+}
+
+#[test]
+fn a_window_nobody_registered_is_named_with_those_that_were() {
+    let run = on_cube(1, &counts_its_calls::KERNEL).window("other", I64, 1);
+    let Err(MockError::Call { call: 1, source: RunError::Kernel(error), .. }) = run.run() else {
+        panic!("expected the call to fail")
+    };
+    assert!(
+        matches!(&error, KernelError::NoSuchWindow { name, registered, .. } if name == "calls" && registered == &["other"])
+    );
+    assert!(error.to_string().contains("window `calls` is not registered: expected one of [other]"), "{error}");
+    let duplicate = on_cube(1, &counts_its_calls::KERNEL).window("calls", I64, 1).window("calls", I32, 2).run();
+    assert!(matches!(duplicate, Err(MockError::Window(_))), "{duplicate:?}");
+}
+
+/// A one-shot all-reduce on windows that waits, on every call, for the call's own epoch in each
+/// peer's flag: the right way to reuse flags across calls.
+#[ccl_kernel]
+pub(crate) fn epoch_one_shot(tl: &Tl) {
+    let (rank, n) = (tl.rank(), tl.size());
+    let data = tl.load(Input);
+    let len = data.len();
+    let slots = tl.window("slots");
+    let flags = tl.window("flags");
+    let epoch = tl.context().generation as i64;
+    for peer in (0..n).filter(|&p| p != rank) {
+        tl.put(peer, &slots, rank * len, &data);
+        tl.fence();
+        tl.atomic_swap(peer, &flags, rank, epoch, MemoryOrder::Release, Scope::System);
+    }
+    let mut acc = data.clone();
+    for peer in (0..n).filter(|&p| p != rank) {
+        tl.wait_value(&flags, peer, Cmp::Ge, epoch, Scope::System);
+        tl.reduce(&mut acc, &tl.read(&slots, peer * len, len), ReduceOp::Sum);
+    }
+    // Nobody writes a rank's slots again before it has read them: the next call's puts wait for this.
+    tl.barrier();
+    tl.store(Output, &acc);
+}
+
+#[test]
+fn a_one_shot_all_reduce_that_waits_for_its_call_s_epoch_is_right_on_every_call_and_as_fast_without_data() {
+    let run = |timing_only: bool| {
+        on_cube(4, &epoch_one_shot::KERNEL)
+            .inputs(|_, rank| Tile::from_f64s(F32, &[(rank + 1) as f64; 64]))
+            .window("slots", F32, 4 * 64)
+            .window("flags", I64, 4)
+            .calls(3)
+            .timing_only(timing_only)
+            .run()
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let with_data = run(false);
+    assert!(with_data.pes().iter().all(|p| p.output == Tile::from_f64s(F32, &[10.0; 64])));
+    // The flags steer the run in a timing-only run too: the same time to the bit.
+    let without = run(true);
+    let time = |r: &kernbench::sim::RunReport| r.time().unwrap().completion_ns.to_bits();
+    assert_eq!(time(&without), time(&with_data));
+}
