@@ -344,6 +344,11 @@ impl Communicator {
         &self.options
     }
 
+    /// How its next calls run, changed in place (the builder methods take it by value).
+    pub fn run_options_mut(&mut self) -> &mut RunOptions {
+        &mut self.options
+    }
+
     /// Refuses a call whose [estimated peak memory](estimate::peak_memory) passes `limit` bytes, with
     /// [`CommError::TooMuchMemory`] before it allocates anything; `None`, the default, is no limit.
     ///

@@ -1,6 +1,6 @@
 //! The mock runtime's speed, each figure beside its target: per-message overhead untimed and timed, the
 //! ring all-reduce's reduction bandwidth against a plain in-place add, a million-PE run on one and two
-//! threads, the race detector's cost, whole `kernbench bench` processes, and runs spread over the
+//! threads, the race detector's cost (with signals and with atomics), whole `kernbench bench` processes, and runs spread over the
 //! processes of an MPI job (section `spread`, with `--features mpi`).
 //!
 //! `cargo bench --bench runtime` prints them. The machine's own speed comes first (a `VecDeque`
@@ -225,17 +225,52 @@ fn reduce(m: &Machine) {
 /// system (4 SIPs, a PE each): with it on against off, best of a few runs each.
 fn race_detector() {
     let system = System::builtin();
-    let kernel = &kernbench::algorithms::symmetric_one_shot_allreduce::KERNEL;
     let elements = if quick() { 1 << 16 } else { 1 << 18 };
-    let run = |on: bool| {
-        let run = MockRun::new(&system, "full", "leader_only", kernel)
-            .inputs(|_, rank| Tile::filled(F32, elements, rank as f64))
-            .race_detector(on);
-        best_of(|| time(|| run.run().unwrap()).1)
-    };
-    let (on, off) = (run(true), run(false));
-    let note = format!("one-sided one-shot, 1 MiB per rank: {:.2} vs {:.2} ms", on * 1e3, off * 1e3);
-    println!("{}", figure("race detector on / off", on / off, "x", Goal::AtMost(2.0), &note));
+    let kernels = [
+        ("race detector on / off", &kernbench::algorithms::symmetric_one_shot_allreduce::KERNEL, "signals"),
+        ("race detector on / off, atomics", &one_shot_with_atomics::KERNEL, "atomic flags"),
+    ];
+    for (label, kernel, how) in kernels {
+        let run = |on: bool| {
+            let run = MockRun::new(&system, "full", "leader_only", kernel)
+                .inputs(|_, rank| Tile::filled(F32, elements, rank as f64))
+                .race_detector(on);
+            best_of(|| time(|| run.run().unwrap()).1)
+        };
+        let off = run(false);
+        let on = run(true);
+        let note = format!("one-sided one-shot, {how}, 1 MiB per rank: {:.2} vs {:.2} ms", on * 1e3, off * 1e3);
+        println!("{}", figure(label, on / off, "x", Goal::AtMost(2.0), &note));
+    }
+}
+
+/// One-shot all-reduce synchronised by atomics: each rank puts its input into its slot of every
+/// peer's `slots` and raises its flag there with a releasing fetch-add; each waits (acquiring) for
+/// every peer's flag and reduces in rank order.
+#[ccl_kernel]
+fn one_shot_with_atomics(tl: &Tl) {
+    let (rank, n) = (tl.rank(), tl.size());
+    let data = tl.load(Input);
+    let len = data.len();
+    let slots = tl.symmetric("slots", data.dtype(), n * len);
+    let flags = tl.symmetric("flags", I64, n);
+    for peer in (0..n).filter(|&p| p != rank) {
+        tl.put(peer, &slots, rank * len, &data);
+        tl.fence();
+        tl.atomic_add(peer, &flags, rank, 1, MemoryOrder::Release, Scope::System);
+    }
+    tl.quiet();
+    let mut acc = Tile::zeros(data.dtype(), len);
+    for peer in 0..n {
+        let theirs = if peer == rank {
+            data.clone()
+        } else {
+            tl.wait_value(&flags, peer, Cmp::Eq, 1, Scope::System);
+            tl.read(&slots, peer * len, len)
+        };
+        tl.reduce(&mut acc, &theirs, ReduceOp::Sum);
+    }
+    tl.store(Output, &acc);
 }
 
 /// Set to a thread count, makes this benchmark's process do one million-PE run on that many threads

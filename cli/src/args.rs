@@ -182,6 +182,15 @@ pub struct RunArgs {
     /// element holds each of its contributions exactly once (beside the numeric check).
     #[arg(long)]
     pub exact: bool,
+    /// Run each call again under N seeded orders of the one-sided operations that land at the same
+    /// time, and say whether any changes the outcome (it can only where atomics race); a seed that
+    /// does is named, to replay with --schedule.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub schedules: u64,
+    /// Apply one-sided operations that land at the same time in the order of seed SEED (default: rank
+    /// order): replays a seed --schedules named.
+    #[arg(long, value_name = "SEED")]
+    pub schedule: Option<u64>,
 }
 
 /// `kernbench bench`.

@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::{Result, bail};
 use kernbench::samples::{CUBE_LEADERS, EVERY_PE};
-use kernbench::{Collective, DpPolicy, Quoted};
+use kernbench::{CallReport, Collective, Communicator, DpPolicy, Quoted};
 
 use super::progress::{RoundingNotes, check_stop};
 use crate::args::RunArgs;
@@ -17,14 +17,14 @@ use crate::sweep::{Series, Sweep, SweepError, parse_size};
 pub(super) fn run(args: &RunArgs, job: Job, out: &mut dyn Write, stop: &AtomicBool) -> Result<()> {
     let config = Config::runner(&args.runner, job)?;
     config.check_exact(args.exact)?;
-    let mut comm = config.communicator().exact(args.exact);
+    let mut comm = config.communicator().exact(args.exact).schedule(args.schedule);
     let collectives = collectives(&args.collective)?;
     let (dtype, op) = elements(&args.elements)?;
     let layout = layout(&args.layout)?;
     let sizes = args.bytes.split(',').map(parse_size).collect::<Result<Vec<_>, _>>()?;
     let series = args.algo.clone().map_or(Series::Auto, Series::Algorithm);
     writeln!(out, "{}", config.system().describe())?;
-    let (mut wrong, mut done, mut notes) = (0, 0, RoundingNotes::default());
+    let (mut wrong, mut done, mut notes, mut diverged) = (0, 0, RoundingNotes::default(), 0);
     let points = collectives.len() * sizes.len();
     for collective in collectives {
         let sweep = Sweep::new(collective, vec![series.clone()], sizes.clone())
@@ -41,6 +41,12 @@ pub(super) fn run(args: &RunArgs, job: Job, out: &mut dyn Write, stop: &AtomicBo
             notes.note(point.rounded.as_ref(), None);
             let (_, report) = sweep.call_point(&mut comm, point).map_err(|e| in_context(e, collective, bytes))?;
             writeln!(out, "{report}")?;
+            if args.schedules > 0 {
+                let (agreed, line) = schedules(&mut comm, &sweep, (&series, bytes), &report, args.schedules)
+                    .map_err(|e| in_context(e, collective, bytes))?;
+                writeln!(out, "{line}")?;
+                diverged += usize::from(!agreed);
+            }
             // On stderr, as the rounding notes: it depends on the machine and the allocator, so it is no
             // part of the output a test or a README can compare; nothing is lost if it cannot be written.
             if let Some(peak) = memory::peak_resident() {
@@ -57,7 +63,42 @@ pub(super) fn run(args: &RunArgs, job: Job, out: &mut dyn Write, stop: &AtomicBo
     if wrong > 0 {
         bail!("{wrong} call(s) broke their postcondition");
     }
+    if diverged > 0 {
+        bail!("{diverged} call(s) gave another outcome under another order of same-time operations");
+    }
     Ok(())
+}
+
+/// Runs the call of `report` again under seeds `1..=seeds` of the order of same-time one-sided
+/// operations: whether every seed gave its outputs, and the line that says so (or names the first
+/// seed that did not).
+fn schedules(
+    comm: &mut Communicator,
+    sweep: &Sweep,
+    (series, bytes): (&Series, u64),
+    report: &CallReport,
+    seeds: u64,
+) -> Result<(bool, String), SweepError> {
+    let default_order = comm.run_options().schedule;
+    let outputs = |r: &CallReport| r.run.pes().iter().map(|p| p.output.clone()).collect::<Vec<_>>();
+    let expected = outputs(report);
+    let mut found = None;
+    for seed in 1..=seeds {
+        comm.run_options_mut().schedule = Some(seed);
+        let point = sweep.point(comm, series, bytes)?;
+        let (_, again) = sweep.call_point(comm, point)?;
+        if let Some(rank) = expected.iter().zip(outputs(&again)).position(|(e, g)| !e.bit_eq(&g)) {
+            found = Some((seed, rank));
+            break;
+        }
+    }
+    comm.run_options_mut().schedule = default_order;
+    Ok(match found {
+        None => (true, format!("schedules: {seeds} seeded orders of same-time operations give the same outputs")),
+        Some((seed, rank)) => {
+            (false, format!("schedules: seed {seed} changes rank {rank}'s output (replay it with --schedule {seed})"))
+        }
+    })
 }
 
 /// The layout `--layout` names.

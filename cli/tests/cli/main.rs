@@ -687,3 +687,15 @@ fn an_msccl_file_runs_timing_only_in_the_times_it_takes_with_data() {
     assert!(with_data.status.success() && timing_only.status.success(), "{}", text(&timing_only.stderr));
     assert_eq!(rows(&with_data), rows(&timing_only));
 }
+
+#[test]
+fn run_under_seeded_schedules_says_whether_any_changes_the_outputs_and_a_seed_replays() {
+    let out = kernbench(&["run", "all_reduce", "--algo", "symmetric_one_shot", "--bytes", "1K", "--schedules", "3"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(stdout.contains("schedules: 3 seeded orders of same-time operations give the same outputs"), "{stdout}");
+    let plain = text(&kernbench(&["run", "all_reduce", "--algo", "symmetric_one_shot", "--bytes", "1K"]).stdout);
+    let replayed =
+        kernbench(&["run", "all_reduce", "--algo", "symmetric_one_shot", "--bytes", "1K", "--schedule", "2"]);
+    assert_eq!(text(&replayed.stdout), plain);
+}
