@@ -19,11 +19,11 @@ use kernbench_core::provenance::Exactness;
 use kernbench_core::tile;
 use kernbench_core::tl::MAX_GENERATION;
 use kernbench_core::{
-    Algorithm, CheckedPlan, Collective, DistTensor, Layout, LayoutError, PeId, PlanError, ReduceOp, Registry,
-    RegistryError, System, Tile, Tuned, ValidationError,
+    Algorithm, CheckedPlan, Collective, DistTensor, Dtype, Layout, LayoutError, PeId, PlanError, ReduceOp, Registry,
+    RegistryError, Symmetric, System, Tile, Tuned, ValidationError,
 };
 use kernbench_sim::spread::Exchange;
-use kernbench_sim::{Call, ExactRunError, PeBuffers, RunError, RunOptions, RunReport, Runtime};
+use kernbench_sim::{Call, ExactRunError, PeBuffers, RunError, RunOptions, RunReport, Runtime, WindowError, Windows};
 
 use crate::estimate::{self, Checking, Estimate};
 
@@ -310,6 +310,8 @@ pub struct Communicator {
     max_memory: Option<u64>,
     max_messages: Option<u64>,
     exact: bool,
+    /// The windows its calls' kernels reach by name, kept from call to call.
+    windows: Windows,
 }
 
 impl Communicator {
@@ -330,7 +332,23 @@ impl Communicator {
             max_memory: None,
             max_messages: Some(estimate::DEFAULT_MAX_MESSAGES),
             exact: false,
+            windows: Windows::new(),
         }
+    }
+
+    /// Registers window `name` of `len` elements of `dtype`: a symmetric buffer on every rank, zeros at
+    /// first, that the kernels of its calls reach with `tl.window(name)` and that keeps its values from
+    /// one call to the next ([`Windows`]).
+    ///
+    /// # Errors
+    /// [`WindowError`] for a name registered already, or a window larger than a tile may be.
+    pub fn register_window(&mut self, name: &'static str, dtype: Dtype, len: usize) -> Result<Symmetric, WindowError> {
+        self.windows.register(name, dtype, len)
+    }
+
+    /// Its windows, as its last call left them.
+    pub fn windows(&self) -> &Windows {
+        &self.windows
     }
 
     fn options_mut(&mut self) -> &mut RunOptions {
@@ -598,7 +616,8 @@ impl Communicator {
         let runtime = Runtime::new(&self.system).options(self.options.clone()).protocol(protocol).max_lanes(lanes);
         let call = Call { op, root, generation };
         let exact = self.exact.then_some(collective);
-        let (run, exact) = runtime.run_then_exact(plan, algorithm.launch(), buffers, call, exact)?;
+        let windows = Some(&mut self.windows).filter(|w| !w.registered().is_empty());
+        let (run, exact) = runtime.run_then_exact(plan, algorithm.launch(), buffers, (call, windows), exact)?;
         let outputs: Vec<Tile> = run.pes().iter().map(|p| p.output.clone()).collect();
         let element = tensor.dtype().size() as u64;
         let size = inputs.iter().chain(&outputs).map(|t| t.len() as u64 * element).max().unwrap_or(0);

@@ -299,7 +299,7 @@ impl<'a> MockRun<'a> {
         let runtime = Runtime::new(self.system).options(self.options.clone());
         if self.calls == 1 && self.windows.is_empty() {
             let buffers = self.buffers(&plan);
-            let (report, exact) = runtime.run_then_exact(&plan, kernel, buffers, self.call, self.exact)?;
+            let (report, exact) = runtime.run_then_exact(&plan, kernel, buffers, (self.call, None), self.exact)?;
             return match exact.transpose()? {
                 Some(exactness) if !exactness.held => Err(MockError::Exact(exactness)),
                 _ => Ok(report),

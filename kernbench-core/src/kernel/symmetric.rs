@@ -13,7 +13,9 @@
 //! Signals are counters per PE (`0..MAX_SIGNALS`). A raise carries its raiser's message generation
 //! (call and phase, [`crate::kernel::tl::message_generation`]) and counts only for waits of the same, so a
 //! flag of another phase or call never satisfies a wait. A runtime makes the heap at the start of a
-//! call and drops it at the end.
+//! call and drops it at the end; a window (`tl.window`), which a communicator registers once, outlives
+//! its calls, and nothing tags what a call wrote to it. Atomics, with their orders and scopes, are
+//! [`atomic`](crate::kernel::atomic)'s.
 //!
 //! A runtime that checks these rules (the mock runtime's race detector) reports two accesses to
 //! overlapping bytes that they leave unordered, at least one a write, as a [`Race`], and a read of

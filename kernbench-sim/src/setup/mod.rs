@@ -162,9 +162,10 @@ impl<'s> Runtime<'s> {
         Ok(provenance::check(facts, &pes, &inputs, &before, &outputs)?)
     }
 
-    /// Runs `kernel` ([`Runtime::run`]), then, when `exact` names the call's collective, again on
-    /// provenance inputs shaped as the run's ([`Runtime::run_exact`]): the report, and the exact check's
-    /// verdict or why it gave none.
+    /// Runs `kernel` ([`Runtime::run_windowed`]), then, when `exact` names the call's collective,
+    /// again on provenance inputs shaped as the run's ([`Runtime::run_exact`]): the report, and the
+    /// exact check's verdict or why it gave none (a call with windows gets none:
+    /// [`ExactRunError::Windows`]).
     ///
     /// # Errors
     /// The first run's [`RunError`].
@@ -174,12 +175,17 @@ impl<'s> Runtime<'s> {
         plan: &CheckedPlan,
         kernel: &dyn Launch,
         buffers: Vec<PeBuffers>,
-        call: Call,
+        (call, mut windows): (Call, Option<&mut Windows>),
         exact: Option<Collective>,
     ) -> Result<(RunReport, Option<Result<Exactness, ExactRunError>>), RunError> {
         let inputs: Option<Vec<Tile>> = exact.map(|_| buffers.iter().map(|b| b.input.clone()).collect());
-        let report = self.run(plan, kernel, buffers, call)?;
+        let registered: Vec<&'static str> =
+            windows.as_deref().map(|w| w.registered().iter().map(|w| w.name).collect()).unwrap_or_default();
+        let report = self.run_windowed(plan, kernel, buffers, call, windows.as_deref_mut())?;
         let exact = exact.zip(inputs).map(|(collective, inputs)| {
+            if !registered.is_empty() {
+                return Err(ExactRunError::Windows { windows: registered });
+            }
             let facts = CallFacts { collective, op: call.op, root: call.root };
             self.run_exact(plan, kernel, (facts, call.generation), &inputs)
         });
@@ -196,4 +202,14 @@ pub enum ExactRunError {
     /// The collective's reference could not be made.
     #[error(transparent)]
     Reference(#[from] PostconditionError),
+    /// The call uses windows: the provenance run carries `i64` provenance where the windows hold the
+    /// call's data, and would start from fresh windows, not the ones the call found.
+    #[error(
+        "no exact check of a call with windows [{}]: the provenance run would need windows of its own i64 data, starting as the call's did",
+        windows.join(", ")
+    )]
+    Windows {
+        /// The windows registered.
+        windows: Vec<&'static str>,
+    },
 }

@@ -220,3 +220,40 @@ fn a_one_shot_all_reduce_that_waits_for_its_call_s_epoch_is_right_on_every_call_
     let time = |r: &kernbench::sim::RunReport| r.time().unwrap().completion_ns.to_bits();
     assert_eq!(time(&without), time(&with_data));
 }
+
+#[test]
+fn a_communicator_keeps_its_windows_across_calls_and_says_why_it_cannot_check_them_exactly() {
+    use kernbench::samples::sample_tensor;
+    use kernbench::{CallOptions, Collective, Communicator, DpPolicy, KernelSet, RegistrySpec};
+    let mut kernels = KernelSet::new();
+    kernels.register(&epoch_one_shot::KERNEL);
+    let spec: RegistrySpec = serde_json::from_value(serde_json::json!({
+        "algorithms": {"epoch_one_shot": {
+            "collective": "all_reduce", "kernel": "epoch_one_shot", "topology": "full",
+            "mapper": "leader_only", "validator": "single_shard", "buffer_kind": "hbm", "params": {},
+            "summary": "one-shot all-reduce on windows, flags at the call's generation"
+        }},
+        "selection": {}
+    }))
+    .unwrap();
+    let mut registry = kernbench::algorithms::default_registry();
+    registry.merge(spec, &kernels).unwrap();
+    let system = System::shape(4, 1, 1, 1).unwrap();
+    let tensor = sample_tensor(&system, 64, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
+    let mut comm = Communicator::with_registry(system, registry);
+    comm.register_window("slots", F32, 4 * 64).unwrap();
+    comm.register_window("flags", I64, 4).unwrap();
+    assert!(comm.register_window("flags", I64, 4).is_err());
+    let options = CallOptions { algorithm: Some("epoch_one_shot".to_owned()), generation: None };
+    for call in 1..=3 {
+        let (_, report) = comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &options).unwrap();
+        assert!(report.postcondition.held, "{report}");
+        // Each call left its generation in every peer's flag.
+        let flags = comm.windows().copy(0, "flags").unwrap().to_vec::<i64>().unwrap();
+        assert_eq!(flags, [0, call, call, call], "call {call}");
+    }
+    // The provenance run carries i64 provenance, which windows of the call's data cannot hold.
+    let mut exact = std::mem::replace(&mut comm, Communicator::new(System::builtin())).exact(true);
+    let error = exact.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &options).unwrap_err();
+    assert!(error.to_string().contains("no exact check of a call with windows [slots, flags]"), "{error}");
+}

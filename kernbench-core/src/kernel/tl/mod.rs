@@ -1,7 +1,8 @@
 //! The `tl` API: what a kernel can do on the PE it runs on.
 //!
 //! A kernel receives `tl: &Tl`. The methods that can wait for another PE (`send`, `recv`, `recv_like`,
-//! `barrier`, and of symmetric memory `get`, `wait_until` and `quiet`) are `async` (or return a future);
+//! `barrier`, and of symmetric memory `get`, the waits, `quiet`, the fetching atomics and `alloc`) are
+//! `async` (or return a future);
 //! every other method returns at once, with a `Result` where it can fail.
 //! `#[ccl_kernel]` adds what each call needs, so the author writes plain calls and the expansion reads:
 //!
@@ -96,9 +97,10 @@ pub struct TlContext {
 
 /// The handle a kernel uses to talk to its PE, its neighbours and its buffers.
 ///
-/// The methods that wait (`send`, `recv`, `recv_like`, `barrier`, `get`, `wait_until`, `quiet`) are
-/// `async`; the others return at once. One-sided operations on symmetric memory are described in
-/// [`crate::kernel::symmetric`].
+/// The methods that wait (`send`, `recv`, `recv_like`, `barrier`, `get`, the waits, `quiet`, the
+/// fetching atomics, `alloc`) are `async`; the others return at once. One-sided operations on
+/// symmetric memory are described in [`crate::kernel::symmetric`], atomics in
+/// [`crate::kernel::atomic`].
 /// In a `#[ccl_kernel]` the macro adds `.await` where a call waits and `?` where it can fail, so kernels
 /// read like Triton: `let x = tl.recv(W, n, F32);`.
 #[derive(Debug)]

@@ -352,10 +352,15 @@ fn reading_a_value_out_of_a_tile_without_data_is_an_error_naming_the_read() {
 }
 
 #[test]
-fn tiles_made_while_without_data_is_on_carry_none() {
+fn tiles_made_while_without_data_is_on_carry_none_but_small_integer_ones() {
+    let steering = Tile::STEERING_ELEMENTS;
     let made = kernbench_core::tile::without_data_while(true, || {
-        (Tile::zeros(Dtype::F32, 1 << 30), Tile::filled(Dtype::I64, 4, 1.0))
+        let none = (Tile::zeros(Dtype::F32, 1 << 30), Tile::filled(Dtype::I64, steering + 1, 1.0));
+        (none, Tile::filled(Dtype::I64, 4, 1.0), Tile::zeros(Dtype::I32, steering), Tile::zeros(Dtype::F32, 4))
     });
-    assert!(!made.0.has_data() && !made.1.has_data());
+    assert!(!made.0.0.has_data() && !made.0.1.has_data() && !made.3.has_data());
+    // Flags, counters and indices keep their values: they steer a timing-only run.
+    assert_eq!(made.1.to_vec::<i64>().unwrap(), [1; 4]);
+    assert!(made.2.has_data());
     assert!(Tile::zeros(Dtype::F32, 4).has_data(), "outside it, tiles carry data again");
 }
