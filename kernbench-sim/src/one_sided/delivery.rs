@@ -36,7 +36,8 @@ impl OneSidedRun {
     /// Applies the round's one-sided operations to their targets (rule B) in the order they land in
     /// simulated time; those that land at the same time rank by rank, each PE's in the order its lanes
     /// made them, or, under a [schedule](crate::RunOptions::schedule), lane by lane in the seed's
-    /// order. Wakes the lanes waiting on what they change.
+    /// order (and, with a jitter, operations that land close together too). Wakes the lanes waiting on
+    /// what they change.
     ///
     /// # Errors
     /// A race (a put's write unordered with an access already made), or a put into a buffer declared
@@ -52,8 +53,12 @@ impl OneSidedRun {
             None => round.sort_by(|a, b| a.arrive_ns.total_cmp(&b.arrive_ns)),
             Some(seed) => {
                 let lane_order = |task: u32| splitmix(seed ^ splitmix(u64::from(task)));
+                // A lane's own offset keeps its operations in their order; the jitter lets lanes'
+                // operations that land close together be applied in either order.
+                let unit = |task: u32| (lane_order(task) >> 11) as f64 / (1u64 << 53) as f64;
+                let key = |out: &Outgoing| out.arrive_ns + self.jitter_ns * unit(out.task);
                 round.sort_by(|a, b| {
-                    a.arrive_ns.total_cmp(&b.arrive_ns).then_with(|| lane_order(a.task).cmp(&lane_order(b.task)))
+                    key(a).total_cmp(&key(b)).then_with(|| lane_order(a.task).cmp(&lane_order(b.task)))
                 });
             }
         }

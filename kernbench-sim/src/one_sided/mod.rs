@@ -88,8 +88,10 @@ pub(crate) struct OneSidedRun {
     /// The call's generation (the communicator's count of calls): which call a window's access was
     /// made in.
     pub(crate) call: u64,
-    /// The seed of the order of same-time operations ([`crate::RunOptions::schedule`]).
+    /// The seed of the order of same-time operations ([`crate::RunOptions::schedule`]), and how far
+    /// apart operations may land and still swap ([`crate::RunOptions::schedule_jitter_ns`]).
     pub(crate) schedule: Option<u64>,
+    pub(crate) jitter_ns: f64,
 }
 
 impl OneSidedRun {
@@ -97,9 +99,10 @@ impl OneSidedRun {
         pes: Cells<Option<Box<PeOneSided>>>,
         detector: bool,
         system: System,
-        (call, schedule): (u64, Option<u64>),
+        (call, schedule, jitter_ns): (u64, Option<u64>, f64),
     ) -> OneSidedRun {
-        OneSidedRun { pes, detector, used: AtomicBool::new(false), puts: Vec::new(), system, call, schedule }
+        let used = AtomicBool::new(false);
+        OneSidedRun { pes, detector, used, puts: Vec::new(), system, call, schedule, jitter_ns }
     }
 
     /// Whether two atomics are morally strong: each one's scope includes the other's lane.

@@ -132,8 +132,12 @@ pub(super) fn run(
         detector,
         barriers: Barriers::default(),
     };
-    let one_sided =
-        OneSidedRun::new(Cells::held(memories, by_rank), detector, system.clone(), (call.generation, options.schedule));
+    let one_sided = OneSidedRun::new(
+        Cells::held(memories, by_rank),
+        detector,
+        system.clone(),
+        (call.generation, options.schedule, options.schedule_jitter_ns),
+    );
     let mut lanes = Lanes {
         pes: Cells::held(cores, by_rank),
         states: Cells::held(states, by_task),

@@ -71,6 +71,9 @@ pub struct RunOptions {
     /// The seed of the order in which one-sided operations that land at the same simulated time are
     /// applied, or `None` (the default): in rank order, each PE's in the order its lanes made them.
     pub schedule: Option<u64>,
+    /// Under a [schedule](RunOptions::schedule), how far apart in simulated ns two one-sided operations
+    /// may land and still be applied in either order (0, the default: only ties).
+    pub schedule_jitter_ns: f64,
 }
 
 impl Default for RunOptions {
@@ -88,6 +91,7 @@ impl Default for RunOptions {
             max_lanes: None,
             gpus_per_thread: 1,
             schedule: None,
+            schedule_jitter_ns: 0.0,
         }
     }
 }
@@ -202,6 +206,15 @@ macro_rules! run_option_setters {
         /// Operations of one lane keep their order; times never change.
         pub fn schedule(mut self, seed: ::std::option::Option<u64>) -> Self {
             self.options_mut().schedule = seed;
+            self
+        }
+
+        /// Under a schedule, lets one-sided operations that land up to `ns` apart be applied in
+        /// either order (each lane's shifted by its own offset below `ns`, drawn from the seed): a
+        /// bounded latency jitter for the order of application, which leaves times as they are.
+        /// Negative or not finite counts as 0.
+        pub fn schedule_jitter(mut self, ns: f64) -> Self {
+            self.options_mut().schedule_jitter_ns = if ns.is_finite() { ns.max(0.0) } else { 0.0 };
             self
         }
 

@@ -257,3 +257,29 @@ fn a_communicator_keeps_its_windows_across_calls_and_says_why_it_cannot_check_th
     let error = exact.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &options).unwrap_err();
     assert!(error.to_string().contains("no exact check of a call with windows [slots, flags]"), "{error}");
 }
+
+/// As [`takes_a_ticket`], but rank 1 first writes 256 KiB into its own memory, so its request lands
+/// later than the others'.
+#[ccl_kernel]
+fn takes_a_ticket_late_on_rank_one(tl: &Tl) {
+    let counter = tl.symmetric("counter", I64, 1);
+    if tl.rank() == 1 {
+        let scratch = tl.symmetric("scratch", F32, 1 << 16);
+        tl.write(&scratch, 0, &Tile::zeros(F32, 1 << 16));
+    }
+    let ticket = tl.atomic_fetch_add(0, &counter, 0, 1, MemoryOrder::Relaxed, Scope::System);
+    tl.store(Output, &Tile::filled(F32, 1, ticket as f64));
+}
+
+#[test]
+fn a_schedule_reorders_only_ties_unless_a_jitter_lets_operations_close_in_time_swap() {
+    let run = || on_cube(3, &takes_a_ticket_late_on_rank_one::KERNEL);
+    // Rank 2's request lands first, whatever the seed.
+    assert_eq!(outputs(run().run()), [0.0, 2.0, 1.0]);
+    assert_eq!(run().schedules(1..=16).unwrap().differs, None);
+    // With a jitter of a second, every request may land first.
+    let jittered = run().schedule_jitter(1e9).schedules(1..=16).unwrap();
+    let divergence = jittered.differs.expect("a seed applies rank 1's request first");
+    let replay = outputs(run().schedule_jitter(1e9).schedule(Some(divergence.seed)).run());
+    assert_eq!(replay, [0.0, 1.0, 2.0], "seed {}", divergence.seed);
+}

@@ -11,15 +11,20 @@ use kernbench::sim::testing::{MockError, MockRun};
 use kernbench::symmetric::{Access, Race};
 use kernbench::{Op, System};
 
-/// The error of the run `make` builds, on 1, 2 and 4 threads: the same on each, within seconds.
+/// The error of the run `make` builds, on 1, 2 and 4 threads: the same on each, within seconds. Each
+/// run's wall time is printed (`cargo test --release -p kernbench-tests --test integration
+/// one_sided_bugs -- --nocapture --test-threads 1`).
 fn same_error_on_any_thread_count<'a>(make: impl Fn() -> MockRun<'a>) -> MockError {
     let mut first: Option<String> = None;
     let mut error = None;
+    let case = std::thread::current().name().unwrap_or("a case").to_owned();
     for threads in [1, 2, 4] {
         let start = Instant::now();
         let result = make().threads(threads).parallel_min_ready(1).run();
+        let took = start.elapsed();
+        println!("{case}: {threads} thread(s), {:.2} ms to its error", took.as_secs_f64() * 1e3);
         // Well under a second in a release build; seconds allow for a debug build on a loaded machine.
-        assert!(start.elapsed() < Duration::from_secs(5), "{threads} threads took {:?}", start.elapsed());
+        assert!(took < Duration::from_secs(5), "{threads} threads took {took:?}");
         let e = result.expect_err("the bug ends the run");
         match &first {
             None => first = Some(e.to_string()),
