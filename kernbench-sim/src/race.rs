@@ -696,4 +696,57 @@ mod tests {
         assert_eq!(shadow.read(8..20, read, &lane.knowledge()), Err(Conflict::Uninitialised { bytes: 16..20 }));
         shadow.read(8..16, read, &lane.knowledge()).unwrap();
     }
+
+    #[test]
+    fn atomics_are_atomic_with_each_other_only_when_morally_strong() {
+        let (a, b) = (LaneSync::new(0), LaneSync::new(1));
+        let mut shadow = Shadow::default();
+        let add = |sync: &LaneSync, value| {
+            let stamp = sync.atomic(Op::AtomicAdd, site(), Scope::System);
+            (stamp, AtomicValue::Leaves(value))
+        };
+        let (ka, kb) = (a.knowledge(), b.knowledge());
+        let (first, leaves) = add(&a, 1);
+        let access = AtomicAccess { stamp: first, clock: &ka, release: None, acquire: false, value: leaves };
+        shadow.atomic(0..8, access, |_, _| true).unwrap();
+        let (second, leaves) = add(&b, 2);
+        // Unordered, but strong: no race.
+        let access = AtomicAccess { stamp: second, clock: &kb, release: None, acquire: false, value: leaves };
+        shadow.atomic(0..8, access, |_, _| true).unwrap();
+        // Not strong: a race with the earlier of the two.
+        let access = AtomicAccess { stamp: second, clock: &kb, release: None, acquire: false, value: leaves };
+        let conflict = shadow.atomic(0..8, access, |_, _| false).unwrap_err();
+        assert_eq!(conflict, Conflict::Race { earlier: first, bytes: 0..8 });
+        // A plain read must be ordered after both.
+        let read = LaneSync::new(2).local_access(Op::Read, site());
+        assert!(matches!(shadow.read(0..8, read, &VClock::default()), Err(Conflict::Race { .. })));
+    }
+
+    #[test]
+    fn a_wait_acquires_only_what_was_released_when_its_comparison_began_to_hold() {
+        let (mut a, mut b, waiter) = (LaneSync::new(0), LaneSync::new(1), LaneSync::new(2));
+        let mut shadow = Shadow::default();
+        let mut release = |sync: &mut LaneSync, value| {
+            let stamp = sync.atomic(Op::AtomicSwap, site(), Scope::System);
+            let released = sync.release();
+            let access = AtomicAccess {
+                stamp,
+                clock: &released,
+                release: Some(&released),
+                acquire: false,
+                value: AtomicValue::Leaves(value),
+            };
+            shadow.atomic(0..8, access, |_, _| true).unwrap();
+        };
+        // Lane 0 sets the flag to 1, then lane 1 sets it to 1 again.
+        release(&mut a, 1);
+        release(&mut b, 1);
+        let stamp = waiter.atomic(Op::WaitValue, site(), Scope::System);
+        let knows = waiter.knowledge();
+        let value = AtomicValue::Waited(Cmp::Eq, 1);
+        let access = AtomicAccess { stamp, clock: &knows, release: None, acquire: true, value };
+        // A wait for 1 may have read lane 0's 1: it acquires lane 0's release, not lane 1's.
+        let acquired = shadow.atomic(0..8, access, |_, _| true).unwrap().unwrap_or_default();
+        assert!(acquired.get(local_slot(0)) > 0 && acquired.get(local_slot(1)) == 0, "{acquired:?}");
+    }
 }

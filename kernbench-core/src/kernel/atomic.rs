@@ -14,7 +14,6 @@
 use std::fmt;
 
 use crate::kernel::Op;
-use crate::kernel::symmetric::{CallSite, Symmetric};
 use crate::machine::PeId;
 
 /// The lanes an atomic is atomic with, and orders with: from one lane to the whole system.
@@ -220,53 +219,4 @@ impl AtomicOp {
             (AtomicOp::Min(_), _) => Op::AtomicFetchMin,
         }
     }
-}
-
-/// An atomic as the kernel asked for it.
-#[derive(Clone, Copy, Debug)]
-pub struct Atomic<'a> {
-    /// The rank whose copy it addresses (the caller's own rank for its own copy).
-    pub peer: usize,
-    /// The buffer.
-    pub buffer: &'a Symmetric,
-    /// The element.
-    pub index: usize,
-    /// What it does.
-    pub op: AtomicOp,
-    /// Whether the caller waits for the old value (`atomic_fetch_*`) or not (`atomic_add`).
-    pub fetch: bool,
-    /// Its memory order.
-    pub order: MemoryOrder,
-    /// Its scope.
-    pub scope: Scope,
-    /// The call in the kernel.
-    pub site: CallSite,
-}
-
-/// A wait on an element of this PE's copy of a symmetric buffer (NVSHMEM's `wait_until` on a
-/// symmetric variable): an atomic load at `scope`, repeated until `value cmp operand`, that acquires.
-#[derive(Clone, Copy, Debug)]
-pub struct ValueWait<'a> {
-    /// The buffer.
-    pub buffer: &'a Symmetric,
-    /// The element.
-    pub index: usize,
-    /// The comparison.
-    pub cmp: Cmp,
-    /// The operand.
-    pub operand: i64,
-    /// The load's scope.
-    pub scope: Scope,
-    /// The call in the kernel.
-    pub site: CallSite,
-}
-
-/// A collective allocation as the kernel asked for it: every rank allocates the same buffer at the
-/// same point, and waits for the others (NVSHMEM's `nvshmem_malloc`, a barrier over every rank).
-#[derive(Clone, Copy, Debug)]
-pub struct Allocation {
-    /// The buffer.
-    pub buffer: Symmetric,
-    /// The call in the kernel.
-    pub site: CallSite,
 }

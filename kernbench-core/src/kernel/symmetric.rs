@@ -27,7 +27,7 @@ use std::panic::Location;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use crate::kernel::atomic::{Allocation, Atomic, Cmp, Scope, ValueWait};
+use crate::kernel::atomic::{AtomicOp, Cmp, MemoryOrder, Scope};
 use crate::kernel::{KernelError, Op};
 use crate::machine::PeId;
 use crate::tile::{Dtype, ReduceOp, Tile};
@@ -477,6 +477,55 @@ pub struct Put<'a> {
     pub tile: &'a Tile,
     /// `(signal, add)`: a signal of the peer raised by `add` once the data has landed.
     pub signal: Option<(usize, u64)>,
+    /// The call in the kernel.
+    pub site: CallSite,
+}
+
+/// An atomic as the kernel asked for it.
+#[derive(Clone, Copy, Debug)]
+pub struct Atomic<'a> {
+    /// The rank whose copy it addresses (the caller's own rank for its own copy).
+    pub peer: usize,
+    /// The buffer.
+    pub buffer: &'a Symmetric,
+    /// The element.
+    pub index: usize,
+    /// What it does.
+    pub op: AtomicOp,
+    /// Whether the caller waits for the old value (`atomic_fetch_*`) or not (`atomic_add`).
+    pub fetch: bool,
+    /// Its memory order.
+    pub order: MemoryOrder,
+    /// Its scope.
+    pub scope: Scope,
+    /// The call in the kernel.
+    pub site: CallSite,
+}
+
+/// A wait on an element of this PE's copy of a symmetric buffer (NVSHMEM's `wait_until` on a
+/// symmetric variable): an atomic load at `scope`, repeated until `value cmp operand`, that acquires.
+#[derive(Clone, Copy, Debug)]
+pub struct ValueWait<'a> {
+    /// The buffer.
+    pub buffer: &'a Symmetric,
+    /// The element.
+    pub index: usize,
+    /// The comparison.
+    pub cmp: Cmp,
+    /// The operand.
+    pub operand: i64,
+    /// The load's scope.
+    pub scope: Scope,
+    /// The call in the kernel.
+    pub site: CallSite,
+}
+
+/// A collective allocation as the kernel asked for it: every rank allocates the same buffer at the
+/// same point, and waits for the others (NVSHMEM's `nvshmem_malloc`, a barrier over every rank).
+#[derive(Clone, Copy, Debug)]
+pub struct Allocation {
+    /// The buffer.
+    pub buffer: Symmetric,
     /// The call in the kernel.
     pub site: CallSite,
 }

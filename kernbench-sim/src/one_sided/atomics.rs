@@ -4,8 +4,8 @@
 
 use std::task::{Context, Poll};
 
-use kernbench_core::atomic::{Allocation, Atomic, Cmp, ValueWait};
-use kernbench_core::symmetric::Symmetric;
+use kernbench_core::atomic::Cmp;
+use kernbench_core::symmetric::{Allocation, Atomic, Symmetric, ValueWait};
 use kernbench_core::{Dtype, KernelError, Op, Tile};
 
 use super::heap::{AtomicApply, check_signal};

@@ -5,7 +5,8 @@ use std::task::{Context, Poll};
 
 use std::sync::Arc;
 
-use kernbench_core::atomic::{Allocation, Atomic, Cmp, ValueWait};
+use kernbench_core::atomic::Cmp;
+use kernbench_core::symmetric::{Allocation, Atomic, ValueWait};
 use kernbench_core::symmetric::{CallSite, Multicast, MultimemStore, OneSided, Put, Symmetric, Team};
 use kernbench_core::tl::{Backend, Work, message_generation};
 use kernbench_core::{Buffer, Direction, Dtype, Group, KernelError, Op, PeId, ReduceOp, Tile, WatchdogBudget};

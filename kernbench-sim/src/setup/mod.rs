@@ -175,13 +175,13 @@ impl<'s> Runtime<'s> {
         plan: &CheckedPlan,
         kernel: &dyn Launch,
         buffers: Vec<PeBuffers>,
-        (call, mut windows): (Call, Option<&mut Windows>),
+        (call, windows): (Call, Option<&mut Windows>),
         exact: Option<Collective>,
     ) -> Result<(RunReport, Option<Result<Exactness, ExactRunError>>), RunError> {
         let inputs: Option<Vec<Tile>> = exact.map(|_| buffers.iter().map(|b| b.input.clone()).collect());
         let registered: Vec<&'static str> =
             windows.as_deref().map(|w| w.registered().iter().map(|w| w.name).collect()).unwrap_or_default();
-        let report = self.run_windowed(plan, kernel, buffers, call, windows.as_deref_mut())?;
+        let report = self.run_windowed(plan, kernel, buffers, call, windows)?;
         let exact = exact.zip(inputs).map(|(collective, inputs)| {
             if !registered.is_empty() {
                 return Err(ExactRunError::Windows { windows: registered });

@@ -7,8 +7,8 @@ use std::task::Poll;
 
 use super::Tl;
 use super::backend::with;
-use crate::kernel::atomic::{Allocation, Atomic, AtomicOp, Cmp, MemoryOrder, Scope, ValueWait};
-use crate::kernel::symmetric::{CallSite, Symmetric};
+use crate::kernel::atomic::{AtomicOp, Cmp, MemoryOrder, Scope};
+use crate::kernel::symmetric::{Allocation, Atomic, CallSite, Symmetric, ValueWait};
 use crate::kernel::{KernelError, Op};
 use crate::tile::Dtype;
 
