@@ -67,7 +67,14 @@ impl Initiator<'_> {
     fn start_atomic(&mut self, atomic: &Atomic<'_>, op: Op) -> Result<(), KernelError> {
         let (route, back) = self.peer(atomic.peer, op)?;
         let (stamp, clock) = self.atomic_clock(atomic, op);
-        let seq = self.ctx.lane.sync.as_ref().map_or(0, |s| s.all_puts);
+        // One that fetches nothing completes as a put does: by a quiet, or its target's seeing it.
+        let seq = match (self.ctx.lane.sync.as_mut(), atomic.fetch) {
+            (Some(sync), false) => {
+                sync.all_puts += 1;
+                sync.all_puts
+            }
+            _ => 0,
+        };
         let remote = OneSidedOp::Atomic {
             buffer: *atomic.buffer,
             index: atomic.index,

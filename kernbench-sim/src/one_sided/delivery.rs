@@ -48,20 +48,7 @@ impl OneSidedRun {
             let Some(memory) = self.pes.get(rank as usize) else { continue };
             round.append(&mut memory.outbox);
         }
-        match self.schedule {
-            // Stable: ties keep the order they were gathered in.
-            None => round.sort_by(|a, b| a.arrive_ns.total_cmp(&b.arrive_ns)),
-            Some(seed) => {
-                let lane_order = |task: u32| splitmix(seed ^ splitmix(u64::from(task)));
-                // A lane's own offset keeps its operations in their order; the jitter lets lanes'
-                // operations that land close together be applied in either order.
-                let unit = |task: u32| (lane_order(task) >> 11) as f64 / (1u64 << 53) as f64;
-                let key = |out: &Outgoing| out.arrive_ns + self.jitter_ns * unit(out.task);
-                round.sort_by(|a, b| {
-                    key(a).total_cmp(&key(b)).then_with(|| lane_order(a.task).cmp(&lane_order(b.task)))
-                });
-            }
-        }
+        self.in_delivery_order(&mut round, |out| out);
         // A multimem operation that reaches a member that has not joined fails before any of the
         // round's operations touches memory: what it would have done there is moot.
         for out in &round {
@@ -71,6 +58,27 @@ impl OneSidedRun {
             self.apply(out, true, lanes)?;
         }
         Ok(())
+    }
+
+    /// Sorts a round's operations, gathered rank by rank and each PE's in the order its lanes made them,
+    /// into the order they are applied: by when they land, ties as gathered or, under a schedule, lane
+    /// by lane in the seed's order (shifted by the seed's jitter). The one order of every process.
+    pub(crate) fn in_delivery_order<T>(&self, round: &mut [T], out: impl Fn(&T) -> &Outgoing) {
+        match self.schedule {
+            // Stable: ties keep the order they were gathered in.
+            None => round.sort_by(|a, b| out(a).arrive_ns.total_cmp(&out(b).arrive_ns)),
+            Some(seed) => {
+                let lane_order = |task: u32| splitmix(seed ^ splitmix(u64::from(task)));
+                // A lane's own offset keeps its operations in their order; the jitter lets lanes'
+                // operations that land close together be applied in either order.
+                let unit = |task: u32| (lane_order(task) >> 11) as f64 / (1u64 << 53) as f64;
+                let key = |out: &Outgoing| out.arrive_ns + self.jitter_ns * unit(out.task);
+                round.sort_by(|a, b| {
+                    let (a, b) = (out(a), out(b));
+                    key(a).total_cmp(&key(b)).then_with(|| lane_order(a.task).cmp(&lane_order(b.task)))
+                });
+            }
+        }
     }
 
     /// Every signal of this process's PEs raised beyond what waits (and resets) took, keyed by rank: a

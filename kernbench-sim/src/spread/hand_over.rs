@@ -155,7 +155,7 @@ impl Spread<'_> {
     }
 
     /// Delivers the round's one-sided operations in a spread run (rule B): applies those whose targets
-    /// this process holds, in the order one process applies them (by sender rank, then as made), does
+    /// this process holds, in the order one process applies them ([`OneSidedRun::in_delivery_order`]), does
     /// what the others do to this process's lanes (a put lands, a get's reply comes back), and agrees
     /// with every process on the first that failed.
     ///
@@ -182,6 +182,8 @@ impl Spread<'_> {
         for (task, arrive_ns) in landed_elsewhere {
             lanes.land(task, arrive_ns);
         }
+        let mut ops: Vec<((u32, u64), Outgoing)> = ops.into_iter().collect();
+        one_sided.in_delivery_order(&mut ops, |(_, out)| out);
         let (mut replies, mut failed) = (Vec::new(), None);
         for ((rank, index), out) in ops {
             let origin_here = lanes.tasks.holds(rank);

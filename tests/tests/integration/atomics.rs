@@ -19,7 +19,7 @@ fn outputs(result: Result<kernbench::sim::RunReport, MockError>) -> Vec<f64> {
 
 /// Every rank takes a ticket from rank 0's counter and keeps it as its output.
 #[ccl_kernel]
-fn takes_a_ticket(tl: &Tl) {
+pub(crate) fn takes_a_ticket(tl: &Tl) {
     let counter = tl.symmetric("counter", I64, 1);
     let ticket = tl.atomic_fetch_add(0, &counter, 0, 1, MemoryOrder::Relaxed, Scope::System);
     tl.store(Output, &Tile::filled(F32, 1, ticket as f64));
@@ -282,4 +282,26 @@ fn a_schedule_reorders_only_ties_unless_a_jitter_lets_operations_close_in_time_s
     let divergence = jittered.differs.expect("a seed applies rank 1's request first");
     let replay = outputs(run().schedule_jitter(1e9).schedule(Some(divergence.seed)).run());
     assert_eq!(replay, [0.0, 1.0, 2.0], "seed {}", divergence.seed);
+}
+
+/// Rank 0 adds to rank 1's counter and ends without a quiet; rank 1 never looks.
+#[ccl_kernel]
+fn adds_and_leaves(tl: &Tl, quiet: bool) {
+    let counter = tl.symmetric("counter", I64, 1);
+    if tl.rank() == 0 {
+        tl.atomic_add(1, &counter, 0, 1, MemoryOrder::Relaxed, Scope::System); // add
+        if quiet {
+            tl.quiet();
+        }
+    }
+}
+
+#[test]
+fn an_atomic_add_nothing_completed_is_reported_as_a_put_that_did_not_land() {
+    let run = |quiet: bool| on_cube(2, &adds_and_leaves::KERNEL).params(serde_json::json!({ "quiet": quiet })).run();
+    run(true).unwrap_or_else(|e| panic!("{e}"));
+    let Err(MockError::Run(RunError::PutNotLanded { put, to, buffer, .. })) = run(false) else {
+        panic!("expected PutNotLanded")
+    };
+    assert_eq!((put.op, put.scope, to, buffer), (Op::AtomicAdd, Some(Scope::System), PeId::new(0, 0, 1), "counter"));
 }

@@ -282,3 +282,24 @@ fn sip_blocks_give_each_process_a_contiguous_block_of_sips() {
         assert!(SipBlocks::new(&system, 0).is_err());
     }
 }
+
+#[test]
+fn atomics_and_windows_spread_over_processes_are_the_one_process_run() {
+    let gpus = leak(System::shape(4, 1, 1, 1).unwrap());
+    let tickets = || {
+        MockRun::new(gpus, "full", "leader_only", &crate::atomics::takes_a_ticket::KERNEL)
+            .inputs(|_, _| Tile::filled(F32, 1, 0.0))
+    };
+    same_everywhere(tickets, &[2, 4], "tickets").unwrap();
+    let seeded = || tickets().schedule(Some(5));
+    same_everywhere(seeded, &[2, 4], "tickets under seed 5").unwrap();
+    let one_shot = || {
+        MockRun::new(gpus, "full", "leader_only", &crate::atomics::epoch_one_shot::KERNEL)
+            .inputs(|_, rank| Tile::filled(F32, 64, (rank + 1) as f64))
+            .window("slots", F32, 4 * 64)
+            .window("flags", I64, 4)
+            .calls(3)
+    };
+    let (report, _) = same_everywhere(one_shot, &[2, 4], "a one-shot on windows").unwrap();
+    assert!(report.pes().iter().all(|p| p.output == Tile::filled(F32, 64, 10.0)));
+}
