@@ -431,6 +431,9 @@ impl fmt::Display for Race {
                 f,
                 ", and as atomics they are not atomic with each other: scope {a} and scope {b} must each include the other's lane (a release at a narrow scope is not seen beyond it)"
             ),
+            (Some(_), None) | (None, Some(_)) => f.write_str(
+                " (a plain access and an atomic of the same bytes are a race unless something orders them: set and read a flag with atomics)",
+            ),
             _ if self.window => f.write_str(
                 " (a window keeps its values across calls: a flag or counter an earlier call left can end a wait of this call at once, and the next call's writes can land while this one still reads; wait for a value only this call writes, such as its generation, and order calls that reuse a buffer)",
             ),

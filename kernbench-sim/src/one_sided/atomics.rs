@@ -40,7 +40,7 @@ impl Initiator<'_> {
     /// Applies an atomic to this PE's own copy, at once: its old value.
     fn atomic_here(&mut self, atomic: &Atomic<'_>, op: Op) -> Result<i64, KernelError> {
         let (stamp, clock) = self.atomic_clock(atomic, op);
-        let (owner, detector, rank) = (self.ctx.pe_id(), self.run.detector, self.rank());
+        let (owner, detector) = (self.ctx.pe_id(), self.run.detector);
         let apply = AtomicApply {
             owner,
             buffer: atomic.buffer,
@@ -58,8 +58,7 @@ impl Initiator<'_> {
         if let Some(acquired) = acquired {
             self.ctx.sync().acquire_clock(&acquired);
         }
-        // SAFETY: rule P: the PE's lanes are this thread's, and only the one polled is borrowed.
-        unsafe { self.lanes.wake(rank, Some(self.ctx.task), |wait| wait == Wait::Value) };
+        self.wake_values();
         Ok(old)
     }
 

@@ -155,7 +155,17 @@ impl Initiator<'_> {
         let bytes = self.range(Op::Write, buffer, offset, tile.len(), tile.dtype())?;
         let pe = self.ctx.pe_id();
         let copy = self.local_access(Op::Write, buffer, bytes, site)?;
-        copy.write(offset, tile).map_err(|source| KernelError::Tile { pe, op: Op::Write, source })
+        copy.write(offset, tile).map_err(|source| KernelError::Tile { pe, op: Op::Write, source })?;
+        self.wake_values();
+        Ok(())
+    }
+
+    /// Wakes the PE's other lanes that wait on an element's value: this lane changed its memory.
+    pub(super) fn wake_values(&self) {
+        if self.lanes.tasks.lanes_of(self.rank()).len() > 1 {
+            // SAFETY: rule P: the PE's lanes are this thread's, and only the one polled is borrowed.
+            unsafe { self.lanes.wake(self.rank(), Some(self.ctx.task), |wait| wait == Wait::Value) };
+        }
     }
 
     /// Starts a put (with its signal, if any) into a peer's copy.
@@ -381,7 +391,9 @@ impl Initiator<'_> {
             }
             None => tile.clone(),
         };
-        copy.write(offset, &written).map_err(tile_error)
+        copy.write(offset, &written).map_err(tile_error)?;
+        self.wake_values();
+        Ok(())
     }
 
     /// Reads `len` elements at `offset` of every member's copy, reduced by `op` in the switch: the

@@ -305,3 +305,38 @@ fn an_atomic_add_nothing_completed_is_reported_as_a_put_that_did_not_land() {
     };
     assert_eq!((put.op, put.scope, to, buffer), (Op::AtomicAdd, Some(Scope::System), PeId::new(0, 0, 1), "counter"));
 }
+
+/// Lane 1 waits on a flag of its own PE's copy that lane 0 sets, after writing the data: with a
+/// releasing swap, or (`plain`) with a plain write.
+#[ccl_kernel(lanes = 2)]
+fn lanes_hand_over_through_a_flag(tl: &Tl, plain: bool) {
+    let flag = tl.symmetric("flag", I32, 1);
+    let data = tl.symmetric("data", F32, 4);
+    if tl.lane() == 0 {
+        tl.write(&data, 0, &Tile::filled(F32, 4, 7.0));
+        if plain {
+            tl.write(&flag, 0, &Tile::filled(I32, 1, 5.0)); // plain flag
+        } else {
+            tl.atomic_swap(tl.rank(), &flag, 0, 5, MemoryOrder::Release, Scope::Pe);
+        }
+    } else {
+        let seen = tl.wait_value(&flag, 0, Cmp::Eq, 5, Scope::Pe); // wait
+        tl.note("seen", seen);
+        tl.store(Output, &tl.read(&data, 0, 1));
+    }
+}
+
+#[test]
+fn a_lane_waits_for_another_lane_s_release_and_a_plain_flag_write_is_a_race_with_the_wait() {
+    let run =
+        |plain: bool| on_cube(1, &lanes_hand_over_through_a_flag::KERNEL).params(serde_json::json!({ "plain": plain }));
+    let report = run(false).run().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((report.pes()[0].notes["seen"].as_str(), report.pes()[0].output.to_f64_vec()), ("5", vec![7.0]));
+    // A plain store and an atomic load of the same bytes are a data race in the PTX model.
+    let Err(MockError::Run(error)) = run(true).run() else { panic!("expected the race") };
+    let Some(KernelError::Race(race)) = error.kernel() else { panic!("{error}") };
+    assert_eq!(
+        (race.first.op, race.first.scope, race.second.op, race.second.scope),
+        (Op::Write, None, Op::WaitValue, Some(Scope::Pe))
+    );
+}
