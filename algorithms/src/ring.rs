@@ -131,19 +131,33 @@ pub(crate) fn ring_steps(
     // receives.
     for step in steps.start..=steps.end {
         for j in 0..pieces {
-            for (ring, cut) in rings.iter().zip(&mut cut) {
+            for ((ring, cut), ring_parts) in rings.iter().zip(&mut cut).zip(&parts) {
                 if step > steps.start {
                     let received = step - 1;
                     let piece = &mut cut[ring.recv_part(received) * pieces + j];
-                    let got = tl.recv(ring.back, piece.len(), piece.dtype());
-                    if received + 1 < ring.count {
-                        tl.reduce(piece, &got, op);
-                    } else {
+                    let mut got = tl.recv(ring.back, piece.len(), piece.dtype());
+                    if received + 1 >= ring.count {
                         *piece = got;
+                    } else if op.commutes() {
+                        // The received piece is usually its sender's no longer (see below), so the
+                        // result takes its buffer in place, where this member's own piece (a view of
+                        // its input) would need a new one.
+                        tl.reduce(&mut got, piece, op);
+                        *piece = got;
+                    } else {
+                        tl.reduce(piece, &got, op);
                     }
                 }
                 if step < steps.end {
-                    tl.send(ring.forward, &cut[ring.send_part(step) * pieces + j]);
+                    let part = ring.send_part(step);
+                    let sent = &mut cut[part * pieces + j];
+                    tl.send(ring.forward, sent);
+                    // A piece that a later step of this pass replaces is not needed here after its
+                    // send: holding it would keep its buffer shared, so that the receiver's reduction
+                    // could not write into it. Its view of the input stands in until then.
+                    if sent.has_data() && step + ring.count - 1 < steps.end {
+                        *sent = tl.chunk(&ring_parts[part], j, pieces);
+                    }
                 }
             }
         }
