@@ -26,8 +26,11 @@ impl Tile {
     /// tile [without data](Tile::without_data).
     pub fn as_slice<T: Element>(&self) -> Result<&[T], TileError> {
         self.check_data("reading the values")?;
-        let all =
-            T::view(&self.data).ok_or(TileError::WrongElementType { requested: T::DTYPE, actual: self.dtype() })?;
+        let all = self
+            .data
+            .as_deref()
+            .and_then(T::view)
+            .ok_or(TileError::WrongElementType { requested: T::DTYPE, actual: self.dtype() })?;
         Ok(&all[self.start..self.start + self.len])
     }
 

@@ -6,7 +6,8 @@
 //! sender that keeps reducing into its tile never changes what a receiver already holds.
 //!
 //! A tile may also carry no data at all, only its dtype and length ([`Tile::without_data`]): what a
-//! timing-only run moves, where the time of every operation depends on those alone. Views, joins,
+//! timing-only run moves, where the time of every operation depends on those alone. Such a tile has
+//! no buffer, so making, viewing, sending and dropping one touches no shared count. Views, joins,
 //! writes and reductions work on such tiles (their results carry no data either); reading a value out
 //! of one is [`TileError::NoData`]. While [`without_data_while`] says so, the tiles a kernel makes
 //! ([`Tile::zeros`], [`Tile::filled`]) carry no data.
@@ -52,9 +53,13 @@ use storage::{Storage_, buffer, with_element};
 /// ```
 #[derive(Clone)]
 pub struct Tile {
-    data: Arc<Storage_>,
+    /// The buffer viewed; `None` for a tile [without data](Tile::without_data).
+    data: Option<Arc<Storage_>>,
     start: usize,
     len: usize,
+    /// Kept beside the buffer, so that the checks every send, receive and reduction makes read no
+    /// shared memory.
+    dtype: Dtype,
 }
 
 impl Tile {
@@ -67,7 +72,7 @@ impl Tile {
     /// A tile owning `values`.
     pub fn from_vec<T: Element>(values: Vec<T>) -> Tile {
         let len = values.len();
-        Tile { data: Arc::new(T::wrap(values)), start: 0, len }
+        Tile { data: Some(Arc::new(T::wrap(values))), start: 0, len, dtype: T::DTYPE }
     }
 
     /// `len` zeros of `dtype`.
@@ -155,17 +160,17 @@ impl Tile {
     /// assert!(matches!(half.to_vec::<f32>(), Err(TileError::NoData { .. })));
     /// ```
     pub fn without_data(dtype: Dtype, len: usize) -> Tile {
-        Tile { data: Arc::new(Storage_::absent(dtype)), start: 0, len }
+        Tile { data: None, start: 0, len, dtype }
     }
 
     /// Whether it carries its elements' data: every tile but one [without data](Tile::without_data).
     pub fn has_data(&self) -> bool {
-        self.data.has_data()
+        self.data.is_some()
     }
 
     /// The element type.
     pub fn dtype(&self) -> Dtype {
-        self.data.dtype()
+        self.dtype
     }
 
     /// The number of elements.
@@ -189,26 +194,33 @@ impl Tile {
     }
 
     /// Whether two tiles view the same buffer (a slice or a sent copy of a tile does, until either is
-    /// written).
+    /// written). Tiles without data have no buffer, so share none.
     pub fn shares_buffer_with(&self, other: &Tile) -> bool {
-        Arc::ptr_eq(&self.data, &other.data)
+        matches!((&self.data, &other.data), (Some(a), Some(b)) if Arc::ptr_eq(a, b))
     }
 
-    /// The viewed elements; the caller has matched `T` to the dtype.
+    /// Whether this tile alone holds its buffer, so that writing it changes no other tile.
+    #[inline]
+    fn holds_alone(&mut self) -> bool {
+        self.data.as_mut().is_some_and(|data| Arc::get_mut(data).is_some())
+    }
+
+    /// The viewed elements; the caller has checked that there is data and matched `T` to the dtype.
     #[inline]
     fn typed<T: Element>(&self) -> &[T] {
-        &T::view(&self.data).expect("dtype dispatched by the caller")[self.start..self.start + self.len]
+        let data = self.data.as_deref().and_then(T::view);
+        &data.expect("data and dtype checked by the caller")[self.start..self.start + self.len]
     }
 
     /// The viewed elements, writable: takes a private copy of the range first if the buffer is shared.
     #[inline]
     fn typed_mut<T: Element>(&mut self) -> &mut [T] {
-        if Arc::get_mut(&mut self.data).is_none() {
+        if !self.holds_alone() {
             let own = self.typed::<T>().to_vec();
-            self.data = Arc::new(T::wrap(own));
+            self.data = Some(Arc::new(T::wrap(own)));
             self.start = 0;
         }
-        let data = Arc::get_mut(&mut self.data).expect("unique after copy on write");
+        let data = self.data.as_mut().and_then(Arc::get_mut).expect("unique after copy on write");
         let (start, len) = (self.start, self.len);
         &mut T::view_mut(data).expect("dtype dispatched by the caller")[start..start + len]
     }

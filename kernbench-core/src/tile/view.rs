@@ -2,7 +2,6 @@
 //! tiles, and writing one into another.
 
 use std::ops::Range;
-use std::sync::Arc;
 
 use super::storage::{buffer, with_element};
 use super::{Tile, TileError};
@@ -16,7 +15,7 @@ impl Tile {
         if range.start > range.end || range.end > self.len {
             return Err(TileError::OutOfRange { start: range.start, end: range.end, len: self.len });
         }
-        Ok(Tile { data: Arc::clone(&self.data), start: self.start + range.start, len: range.len() })
+        Ok(Tile { data: self.data.clone(), start: self.start + range.start, len: range.len(), dtype: self.dtype })
     }
 
     /// Chunk `index` of `count` near-equal chunks (see [`chunk_range`]), sharing this tile's buffer.
@@ -41,7 +40,7 @@ impl Tile {
         let adjacent = tiles.windows(2).all(|w| w[0].shares_buffer_with(&w[1]) && w[0].start + w[0].len == w[1].start);
         if adjacent {
             let len = tiles.iter().map(Tile::len).sum();
-            return Ok(Tile { data: Arc::clone(&first.data), start: first.start, len });
+            return Ok(Tile { data: first.data.clone(), start: first.start, len, dtype });
         }
         // Views of one buffer can repeat it, so the total can pass usize: saturating keeps it above the
         // cap, which refuses it.
@@ -80,12 +79,16 @@ impl Tile {
             *self = src.clone();
             return Ok(());
         }
-        if !(self.has_data() && src.has_data()) {
+        if !self.has_data() {
+            // Without data it stays so, whatever is written into it.
+            return Ok(());
+        }
+        if !src.has_data() {
             *self = Tile::without_data(self.dtype(), self.len);
             return Ok(());
         }
         with_element!(self.dtype(), T => {
-            if Arc::get_mut(&mut self.data).is_some() {
+            if self.holds_alone() {
                 // A uniquely held buffer cannot alias `src` (which would hold a second reference).
                 self.typed_mut::<T>()[offset..end].copy_from_slice(src.typed::<T>());
             } else {
