@@ -126,12 +126,14 @@ pub(crate) fn ring_steps(
         }
         cut.push(ring_cut);
     }
+    // The pieces hold what the kernel needs of the parts from here on.
+    drop(parts);
     // Message `(step, j)` is piece `j` of the part sent at `step`; the receive of `(step - 1, j)`, the
     // piece it forwards, comes just before it. One pass more than there are steps takes the last
     // receives.
     for step in steps.start..=steps.end {
         for j in 0..pieces {
-            for ((ring, cut), ring_parts) in rings.iter().zip(&mut cut).zip(&parts) {
+            for (ring, cut) in rings.iter().zip(&mut cut) {
                 if step > steps.start {
                     let received = step - 1;
                     let piece = &mut cut[ring.recv_part(received) * pieces + j];
@@ -149,14 +151,13 @@ pub(crate) fn ring_steps(
                     }
                 }
                 if step < steps.end {
-                    let part = ring.send_part(step);
-                    let sent = &mut cut[part * pieces + j];
+                    let sent = &mut cut[ring.send_part(step) * pieces + j];
                     tl.send(ring.forward, sent);
                     // A piece that a later step of this pass replaces is not needed here after its
                     // send: holding it would keep its buffer shared, so that the receiver's reduction
-                    // could not write into it. Its view of the input stands in until then.
+                    // could not write into it. Its shape (all that receive reads of it) stands in.
                     if sent.has_data() && step + ring.count - 1 < steps.end {
-                        *sent = tl.chunk(&ring_parts[part], j, pieces);
+                        *sent = Tile::without_data(sent.dtype(), sent.len());
                     }
                 }
             }
