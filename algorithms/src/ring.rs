@@ -49,10 +49,17 @@ impl Ring {
         Ring { position: (self.count - self.position) % self.count, forward: self.back, back: self.forward, ..self }
     }
 
+    /// `x` modulo the member count, for `x` below twice it (as every step and position sum here is):
+    /// one subtraction where a division would be, on every message.
+    fn wrap(self, x: usize) -> usize {
+        debug_assert!(x < 2 * self.count);
+        if x >= self.count { x - self.count } else { x }
+    }
+
     /// The part this member sends at step `step` of a reduce-scatter: its own position first, then
     /// each part it has just reduced.
     fn send_part(self, step: usize) -> usize {
-        (self.position + self.count - step % self.count) % self.count
+        self.wrap(self.position + self.count - self.wrap(step))
     }
 
     /// The part that arrives at step `step` of a reduce-scatter.
