@@ -53,6 +53,19 @@ mod sealed {
 #[derive(Debug)]
 pub struct Storage_(Storage);
 
+impl Storage_ {
+    /// The dtype of the elements stored.
+    pub(super) fn dtype(&self) -> Dtype {
+        match &self.0 {
+            Storage::F32(_) => Dtype::F32,
+            Storage::F16(_) => Dtype::F16,
+            Storage::BF16(_) => Dtype::BF16,
+            Storage::I32(_) => Dtype::I32,
+            Storage::I64(_) => Dtype::I64,
+        }
+    }
+}
+
 /// `v` as an `f32` rounded to odd: truncated toward zero, with the last bit set when anything was cut
 /// off. Rounding that to a narrower type (f16, bf16: at least two bits fewer) gives the same result as
 /// rounding `v` directly, where rounding to nearest twice could round a tie the wrong way.
