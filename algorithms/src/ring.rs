@@ -49,10 +49,17 @@ impl Ring {
         Ring { position: (self.count - self.position) % self.count, forward: self.back, back: self.forward, ..self }
     }
 
+    /// `x` modulo the member count, for `x` below twice it (as every step and position sum here is):
+    /// one subtraction where a division would be, on every message.
+    fn wrap(self, x: usize) -> usize {
+        debug_assert!(x < 2 * self.count);
+        if x >= self.count { x - self.count } else { x }
+    }
+
     /// The part this member sends at step `step` of a reduce-scatter: its own position first, then
     /// each part it has just reduced.
     fn send_part(self, step: usize) -> usize {
-        (self.position + self.count - step % self.count) % self.count
+        self.wrap(self.position + self.count - self.wrap(step))
     }
 
     /// The part that arrives at step `step` of a reduce-scatter.
@@ -126,6 +133,8 @@ pub(crate) fn ring_steps(
         }
         cut.push(ring_cut);
     }
+    // The pieces hold what the kernel needs of the parts from here on.
+    drop(parts);
     // Message `(step, j)` is piece `j` of the part sent at `step`; the receive of `(step - 1, j)`, the
     // piece it forwards, comes just before it. One pass more than there are steps takes the last
     // receives.
@@ -135,15 +144,28 @@ pub(crate) fn ring_steps(
                 if step > steps.start {
                     let received = step - 1;
                     let piece = &mut cut[ring.recv_part(received) * pieces + j];
-                    let got = tl.recv(ring.back, piece.len(), piece.dtype());
-                    if received + 1 < ring.count {
-                        tl.reduce(piece, &got, op);
-                    } else {
+                    let mut got = tl.recv(ring.back, piece.len(), piece.dtype());
+                    if received + 1 >= ring.count {
                         *piece = got;
+                    } else if op.commutes() {
+                        // The received piece is usually its sender's no longer (see below), so the
+                        // result takes its buffer in place, where this member's own piece (a view of
+                        // its input) would need a new one.
+                        tl.reduce(&mut got, piece, op);
+                        *piece = got;
+                    } else {
+                        tl.reduce(piece, &got, op);
                     }
                 }
                 if step < steps.end {
-                    tl.send(ring.forward, &cut[ring.send_part(step) * pieces + j]);
+                    let sent = &mut cut[ring.send_part(step) * pieces + j];
+                    tl.send(ring.forward, sent);
+                    // A piece that a later step of this pass replaces is not needed here after its
+                    // send: holding it would keep its buffer shared, so that the receiver's reduction
+                    // could not write into it. Its shape (all that receive reads of it) stands in.
+                    if sent.has_data() && step + ring.count - 1 < steps.end {
+                        *sent = Tile::without_data(sent.dtype(), sent.len());
+                    }
                 }
             }
         }

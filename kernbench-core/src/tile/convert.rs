@@ -26,9 +26,11 @@ impl Tile {
     /// tile [without data](Tile::without_data).
     pub fn as_slice<T: Element>(&self) -> Result<&[T], TileError> {
         self.check_data("reading the values")?;
-        let all =
-            T::view(&self.data).ok_or(TileError::WrongElementType { requested: T::DTYPE, actual: self.dtype() })?;
-        Ok(&all[self.start..self.start + self.len])
+        let (all, start) = self
+            .buffer()
+            .and_then(|(buffer, start)| Some((T::view(buffer)?, start)))
+            .ok_or(TileError::WrongElementType { requested: T::DTYPE, actual: self.dtype() })?;
+        Ok(&all[start..start + self.len])
     }
 
     /// The elements copied into a vector of `T`.

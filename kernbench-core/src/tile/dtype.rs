@@ -112,6 +112,20 @@ impl ReduceOp {
             ReduceOp::Avg => "avg",
         }
     }
+
+    /// Whether `a op b` and `b op a` are the same for any two elements, so that a kernel may combine
+    /// into whichever operand it holds alone: sums (and so averages) and products, whose IEEE and
+    /// wrapping integer forms commute, but not max and min, whose float result for `-0.0` against
+    /// `0.0` depends on the order. (A NaN result's payload is not specified by Rust in any order.)
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench_core::ReduceOp;
+    /// assert!(ReduceOp::Sum.commutes() && !ReduceOp::Max.commutes());
+    /// ```
+    pub const fn commutes(self) -> bool {
+        matches!(self, ReduceOp::Sum | ReduceOp::Prod | ReduceOp::Avg)
+    }
 }
 
 impl fmt::Display for ReduceOp {

@@ -6,7 +6,8 @@
 //! sender that keeps reducing into its tile never changes what a receiver already holds.
 //!
 //! A tile may also carry no data at all, only its dtype and length ([`Tile::without_data`]): what a
-//! timing-only run moves, where the time of every operation depends on those alone. Views, joins,
+//! timing-only run moves, where the time of every operation depends on those alone. Such a tile has
+//! no buffer, so making, viewing, sending and dropping one touches no shared count. Views, joins,
 //! writes and reductions work on such tiles (their results carry no data either); reading a value out
 //! of one is [`TileError::NoData`]. While [`without_data_while`] says so, the tiles a kernel makes
 //! ([`Tile::zeros`], [`Tile::filled`]) carry no data.
@@ -52,9 +53,17 @@ use storage::{Storage_, buffer, with_element};
 /// ```
 #[derive(Clone)]
 pub struct Tile {
-    data: Arc<Storage_>,
-    start: usize,
+    view: View,
     len: usize,
+}
+
+/// What a tile views: elements of a shared buffer from `start`, or, for a tile [without
+/// data](Tile::without_data), no buffer and only the dtype (which takes the room `start` would, so a
+/// tile is three words either way).
+#[derive(Clone)]
+enum View {
+    Data { buffer: Arc<Storage_>, start: usize },
+    Absent(Dtype),
 }
 
 impl Tile {
@@ -67,7 +76,7 @@ impl Tile {
     /// A tile owning `values`.
     pub fn from_vec<T: Element>(values: Vec<T>) -> Tile {
         let len = values.len();
-        Tile { data: Arc::new(T::wrap(values)), start: 0, len }
+        Tile { view: View::Data { buffer: Arc::new(T::wrap(values)), start: 0 }, len }
     }
 
     /// `len` zeros of `dtype`.
@@ -166,17 +175,20 @@ impl Tile {
     /// assert!(matches!(half.to_vec::<f32>(), Err(TileError::NoData { .. })));
     /// ```
     pub fn without_data(dtype: Dtype, len: usize) -> Tile {
-        Tile { data: Arc::new(Storage_::absent(dtype)), start: 0, len }
+        Tile { view: View::Absent(dtype), len }
     }
 
     /// Whether it carries its elements' data: every tile but one [without data](Tile::without_data).
     pub fn has_data(&self) -> bool {
-        self.data.has_data()
+        matches!(self.view, View::Data { .. })
     }
 
     /// The element type.
     pub fn dtype(&self) -> Dtype {
-        self.data.dtype()
+        match &self.view {
+            View::Data { buffer, .. } => buffer.dtype(),
+            View::Absent(dtype) => *dtype,
+        }
     }
 
     /// The number of elements.
@@ -200,28 +212,53 @@ impl Tile {
     }
 
     /// Whether two tiles view the same buffer (a slice or a sent copy of a tile does, until either is
-    /// written).
+    /// written). Tiles without data have no buffer, so share none.
     pub fn shares_buffer_with(&self, other: &Tile) -> bool {
-        Arc::ptr_eq(&self.data, &other.data)
+        match (&self.view, &other.view) {
+            (View::Data { buffer: a, .. }, View::Data { buffer: b, .. }) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
     }
 
-    /// The viewed elements; the caller has matched `T` to the dtype.
+    /// Whether this tile alone holds its buffer, so that writing it changes no other tile.
+    #[inline]
+    fn holds_alone(&mut self) -> bool {
+        match &mut self.view {
+            View::Data { buffer, .. } => Arc::get_mut(buffer).is_some(),
+            View::Absent(_) => false,
+        }
+    }
+
+    /// The buffer and where the view starts in it; `None` for a tile without data.
+    #[inline]
+    fn buffer(&self) -> Option<(&Storage_, usize)> {
+        match &self.view {
+            View::Data { buffer, start } => Some((buffer, *start)),
+            View::Absent(_) => None,
+        }
+    }
+
+    /// The viewed elements; the caller has checked that there is data and matched `T` to the dtype.
     #[inline]
     fn typed<T: Element>(&self) -> &[T] {
-        &T::view(&self.data).expect("dtype dispatched by the caller")[self.start..self.start + self.len]
+        let (all, start) = self
+            .buffer()
+            .and_then(|(buffer, start)| Some((T::view(buffer)?, start)))
+            .expect("data and dtype checked by the caller");
+        &all[start..start + self.len]
     }
 
     /// The viewed elements, writable: takes a private copy of the range first if the buffer is shared.
     #[inline]
     fn typed_mut<T: Element>(&mut self) -> &mut [T] {
-        if Arc::get_mut(&mut self.data).is_none() {
+        if !self.holds_alone() {
             let own = self.typed::<T>().to_vec();
-            self.data = Arc::new(T::wrap(own));
-            self.start = 0;
+            self.view = View::Data { buffer: Arc::new(T::wrap(own)), start: 0 };
         }
-        let data = Arc::get_mut(&mut self.data).expect("unique after copy on write");
-        let (start, len) = (self.start, self.len);
-        &mut T::view_mut(data).expect("dtype dispatched by the caller")[start..start + len]
+        let len = self.len;
+        let View::Data { buffer, start } = &mut self.view else { unreachable!("a buffer after copy on write") };
+        let data = Arc::get_mut(buffer).expect("unique after copy on write");
+        &mut T::view_mut(data).expect("dtype dispatched by the caller")[*start..*start + len]
     }
 }
 

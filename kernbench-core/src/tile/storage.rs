@@ -7,8 +7,7 @@ use half::{bf16, f16};
 
 use super::{Dtype, ReduceOp, Tile, TileError};
 
-/// The storage behind tiles: one typed vector, or no data at all (a timing-only run's tiles carry
-/// their dtype and length only).
+/// The storage behind tiles with data: one typed vector.
 #[derive(Clone, Debug)]
 enum Storage {
     F32(Vec<f32>),
@@ -16,7 +15,6 @@ enum Storage {
     BF16(Vec<bf16>),
     I32(Vec<i32>),
     I64(Vec<i64>),
-    Absent(Dtype),
 }
 
 /// A Rust type that can be a tile's element.
@@ -55,6 +53,19 @@ mod sealed {
 #[derive(Debug)]
 pub struct Storage_(Storage);
 
+impl Storage_ {
+    /// The dtype of the elements stored.
+    pub(super) fn dtype(&self) -> Dtype {
+        match &self.0 {
+            Storage::F32(_) => Dtype::F32,
+            Storage::F16(_) => Dtype::F16,
+            Storage::BF16(_) => Dtype::BF16,
+            Storage::I32(_) => Dtype::I32,
+            Storage::I64(_) => Dtype::I64,
+        }
+    }
+}
+
 /// `v` as an `f32` rounded to odd: truncated toward zero, with the last bit set when anything was cut
 /// off. Rounding that to a narrower type (f16, bf16: at least two bits fewer) gives the same result as
 /// rounding `v` directly, where rounding to nearest twice could round a tie the wrong way.
@@ -65,34 +76,6 @@ fn f32_round_to_odd(v: f64) -> f32 {
     }
     let toward_zero = if f64::from(nearest).abs() > v.abs() { f32::from_bits(nearest.to_bits() - 1) } else { nearest };
     f32::from_bits(toward_zero.to_bits() | 1)
-}
-
-fn element_dtype<T: Element>(_: &[T]) -> Dtype {
-    T::DTYPE
-}
-
-impl Storage_ {
-    /// No data, for elements of `dtype`.
-    pub(super) fn absent(dtype: Dtype) -> Storage_ {
-        Storage_(Storage::Absent(dtype))
-    }
-
-    /// The dtype of the elements stored.
-    pub(super) fn dtype(&self) -> Dtype {
-        match &self.0 {
-            Storage::F32(v) => element_dtype(v.as_slice()),
-            Storage::F16(v) => element_dtype(v.as_slice()),
-            Storage::BF16(v) => element_dtype(v.as_slice()),
-            Storage::I32(v) => element_dtype(v.as_slice()),
-            Storage::I64(v) => element_dtype(v.as_slice()),
-            Storage::Absent(dtype) => *dtype,
-        }
-    }
-
-    /// Whether it holds the elements' data.
-    pub(super) fn has_data(&self) -> bool {
-        !matches!(self.0, Storage::Absent(_))
-    }
 }
 
 /// The storage methods of an [`Element`] kept in `Storage::$variant`: the same for every element type.

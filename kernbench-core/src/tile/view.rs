@@ -5,7 +5,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::storage::{buffer, with_element};
-use super::{Tile, TileError};
+use super::{Tile, TileError, View};
 
 impl Tile {
     /// The view `range` of this tile, sharing its buffer.
@@ -16,7 +16,11 @@ impl Tile {
         if range.start > range.end || range.end > self.len {
             return Err(TileError::OutOfRange { start: range.start, end: range.end, len: self.len });
         }
-        Ok(Tile { data: Arc::clone(&self.data), start: self.start + range.start, len: range.len() })
+        let view = match &self.view {
+            View::Data { buffer, start } => View::Data { buffer: Arc::clone(buffer), start: start + range.start },
+            View::Absent(dtype) => View::Absent(*dtype),
+        };
+        Ok(Tile { view, len: range.len() })
     }
 
     /// Chunk `index` of `count` near-equal chunks (see [`chunk_range`]), sharing this tile's buffer.
@@ -38,10 +42,13 @@ impl Tile {
         let dtype = first.dtype();
         // Views that follow each other in one buffer (the chunks of a tile, in order) are already
         // that tile: a view of them costs nothing, where a copy costs a pass over the data.
-        let adjacent = tiles.windows(2).all(|w| w[0].shares_buffer_with(&w[1]) && w[0].start + w[0].len == w[1].start);
-        if adjacent {
+        let follows = |a: &Tile, b: &Tile| match (a.buffer(), b.buffer()) {
+            (Some((_, a_start)), Some((_, b_start))) => a.shares_buffer_with(b) && a_start + a.len == b_start,
+            _ => false,
+        };
+        if tiles.windows(2).all(|w| follows(&w[0], &w[1])) && first.has_data() {
             let len = tiles.iter().map(Tile::len).sum();
-            return Ok(Tile { data: Arc::clone(&first.data), start: first.start, len });
+            return Ok(Tile { view: first.view.clone(), len });
         }
         // Views of one buffer can repeat it, so the total can pass usize: saturating keeps it above the
         // cap, which refuses it.
@@ -74,12 +81,16 @@ impl Tile {
             *self = src.clone();
             return Ok(());
         }
-        if !(self.has_data() && src.has_data()) {
+        if !self.has_data() {
+            // Without data it stays so, whatever is written into it.
+            return Ok(());
+        }
+        if !src.has_data() {
             *self = Tile::without_data(self.dtype(), self.len);
             return Ok(());
         }
         with_element!(self.dtype(), T => {
-            if Arc::get_mut(&mut self.data).is_some() {
+            if self.holds_alone() {
                 // A uniquely held buffer cannot alias `src` (which would hold a second reference).
                 self.typed_mut::<T>()[offset..end].copy_from_slice(src.typed::<T>());
             } else {

@@ -1,6 +1,7 @@
 //! A round's hand-over between the processes of a spread run: what each process tells the others
 //! after its polls, and what it does with what they told it.
 
+use std::num::NonZeroU64;
 use std::sync::atomic::Ordering;
 
 use kernbench_core::{KernelError, Tile};
@@ -274,7 +275,7 @@ impl Spread<'_> {
             let w = &mut to_each[tasks.owner(*receiver)];
             w.u32(*queue);
             w.u64(*position);
-            w.u64(message.generation);
+            w.u64(message.generation.get());
             w.f64(message.depart_ns);
             write_tile(w, &message.tile);
         }
@@ -426,6 +427,7 @@ fn decode_common(r: &mut Reader<'_>, from: usize, totals: &mut RoundTotals) -> R
 fn decode_own(r: &mut Reader<'_>, totals: &mut RoundTotals) -> Result<(), RunError> {
     for _ in 0..r.u64()? {
         let (queue, position, generation, depart_ns) = (r.u32()?, r.u64()?, r.u64()?, r.f64()?);
+        let generation = NonZeroU64::new(generation).ok_or_else(|| r.malformed("a message of generation 0"))?;
         let tile = read_tile(r)?;
         totals.messages.push((queue, position, Message { tile, generation, depart_ns, arrive_ns: depart_ns }));
     }

@@ -14,6 +14,7 @@
 //! deterministic.
 
 use std::cell::UnsafeCell;
+use std::num::NonZeroU64;
 
 use kernbench_core::{Direction, Dtype, Tile};
 
@@ -27,7 +28,9 @@ pub(crate) enum Side {
 /// One message in flight.
 pub(crate) struct Message {
     pub(crate) tile: Tile,
-    pub(crate) generation: u64,
+    /// Never zero (message generations count from 1), which leaves a [`Slot`] room to say it is free
+    /// without a word of its own.
+    pub(crate) generation: NonZeroU64,
     /// Simulated time the sender finished injecting it, in ns.
     pub(crate) depart_ns: f64,
     /// Simulated time its last byte reaches the receiver, in ns (set when the round is merged).
@@ -307,7 +310,7 @@ impl Queue {
         (head..tail)
             .filter_map(|position| {
                 let message = self.slots[(position % depth) as usize].get_mut().message();
-                message.map(|m| (m.tile.dtype(), m.tile.len(), m.generation))
+                message.map(|m| (m.tile.dtype(), m.tile.len(), m.generation.get()))
             })
             .collect()
     }

@@ -1,5 +1,6 @@
 //! Send and receive: a lane's two-sided operations while it is polled (rule P of the round protocol).
 
+use std::num::NonZeroU64;
 use std::task::{Context, Poll};
 
 use kernbench_core::{Direction, Dtype, KernelError, Op, PeId, Tile};
@@ -103,7 +104,7 @@ impl Endpoint<'_> {
         };
         let queue = &self.run.queues[q as usize];
         let bytes = tile.bytes() as u64;
-        let generation = self.ctx.lane.generation;
+        let generation = NonZeroU64::new(self.ctx.lane.generation).expect("message generations count from 1");
         let ctx = &mut self.ctx;
         let make = |credit_at: f64| {
             ctx.lane.clock.advance_to(SpanKind::CreditWait, credit_at, 0, false);
@@ -159,8 +160,8 @@ impl Endpoint<'_> {
             return Poll::Pending;
         };
         let expected = self.ctx.lane.generation;
-        if head.generation != expected {
-            let (got, from) = (head.generation, self.sender_of(q));
+        if head.generation.get() != expected {
+            let (got, from) = (head.generation.get(), self.sender_of(q));
             return Poll::Ready(Err(KernelError::GenerationMismatch { pe, direction, expected, got, from }));
         }
         if head.tile.dtype() != dtype || head.tile.len() != len {
