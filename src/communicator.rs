@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
+use kernbench_core::counts::Counts;
 use kernbench_core::postcondition::{self, CallFacts, Postcondition, PostconditionError, starting_output};
 use kernbench_core::provenance::Exactness;
 use kernbench_core::tile;
@@ -26,6 +27,8 @@ use kernbench_sim::spread::Exchange;
 use kernbench_sim::{Call, ExactRunError, PeBuffers, RunError, RunOptions, RunReport, Runtime, WindowError, Windows};
 
 use crate::estimate::{self, Checking, Estimate};
+
+mod uneven;
 
 /// Why a collective call did not run. The postcondition failing is not an error: it is in the
 /// [`CallReport`], with where it failed.
@@ -153,6 +156,15 @@ pub enum CommError {
         /// The algorithm prepared.
         algorithm: String,
     },
+    /// Per-pair counts missing from an all-to-all-v or send/recv call, given to another collective,
+    /// or not fitting the call's ranks or inputs (the caller's fault).
+    #[error("{collective}: {source}")]
+    Counts {
+        /// The collective.
+        collective: Collective,
+        /// What is wrong with them.
+        source: PostconditionError,
+    },
     /// The reference the outputs are checked against cannot be computed from the inputs.
     #[error("the inputs do not fit {collective}: {source}")]
     Reference {
@@ -198,7 +210,8 @@ pub struct CallReport {
     pub bytes_per_sip: u64,
     /// nccl-tests' size, as `kernbench bench` reports it: the bytes of a rank's larger buffer, its
     /// input except for all-gather, whose output is `n` times the input (a rank is a participant that
-    /// holds data: a SIP for one-PE layouts, a PE for multi-PE ones).
+    /// holds data: a SIP for one-PE layouts, a PE for multi-PE ones); for all-to-all-v and send/recv,
+    /// the input.
     pub size: u64,
     /// The reduction operator.
     pub op: ReduceOp,
@@ -251,6 +264,8 @@ pub struct CallOptions {
     pub algorithm: Option<String>,
     /// Use this generation (must be after the last one) instead of the next.
     pub generation: Option<u64>,
+    /// The per-pair counts of all-to-all-v and send/recv ([`PreparedCall::counts`]).
+    pub counts: Option<Arc<Counts>>,
 }
 
 /// A call made ready to run ([`Communicator::prepare`]): its algorithm, why it was chosen, the checked
@@ -272,6 +287,9 @@ pub struct PreparedCall {
     pub estimate: Estimate,
     /// Its protocol and lanes ([`Algorithm::tuned_on`]).
     pub tuned: Tuned,
+    /// The per-pair counts of all-to-all-v and send/recv, one row and column per rank of the plan
+    /// (so set once it is prepared); `None` for the other collectives.
+    pub counts: Option<Arc<Counts>>,
 }
 
 impl PreparedCall {
@@ -497,7 +515,8 @@ impl Communicator {
         options: &CallOptions,
     ) -> Result<(DistTensor, CallReport), CommError> {
         let algorithm = options.algorithm.as_deref().map(|name| self.algorithm(name)).transpose()?;
-        let prepared = self.prepare(collective, &tensor.layout(), algorithm)?;
+        let prepared =
+            PreparedCall { counts: options.counts.clone(), ..self.prepare(collective, &tensor.layout(), algorithm)? };
         self.run_prepared(&prepared, tensor, op, root, options.generation)
     }
 
@@ -568,7 +587,7 @@ impl Communicator {
         let gathered = if collective == Collective::AllGather { ranks as u64 } else { 1 };
         let nccl_bytes = (layout.sip_elements() * layout.dtype.size()) as u64 * gathered;
         let tuned = algorithm.tuned_on(&self.system, &plan, nccl_bytes);
-        Ok(PreparedCall { collective, algorithm, reason, plan, layout: layout.clone(), estimate, tuned })
+        Ok(PreparedCall { collective, algorithm, reason, plan, layout: layout.clone(), estimate, tuned, counts: None })
     }
 
     /// Runs a call [`Communicator::prepare`] made on `tensor`, which must have the layout it was prepared
@@ -586,7 +605,7 @@ impl Communicator {
         root: usize,
         generation: Option<u64>,
     ) -> Result<(DistTensor, CallReport), CommError> {
-        let PreparedCall { collective, algorithm, reason, plan, .. } = prepared;
+        let PreparedCall { collective, algorithm, reason, plan, counts, .. } = prepared;
         let collective = *collective;
         if tensor.layout() != prepared.layout {
             return Err(CommError::LayoutNotPrepared { algorithm: algorithm.name.clone() });
@@ -604,27 +623,33 @@ impl Communicator {
         let root = if rooted { root } else { 0 };
         let pes: Vec<_> = plan.participants().map(|p| p.pe).collect();
         check_inputs(collective, &pes, &inputs)?;
+        let facts = CallFacts { collective, op, root, counts: counts.clone() };
+        facts
+            .counts_for(&inputs.iter().map(Tile::len).collect::<Vec<_>>())
+            .map_err(|source| CommError::Counts { collective, source })?;
         let timing_only = self.options.timing_only;
         // A timing-only call's starting outputs carry no data, as its tiles do.
         let before: Vec<Tile> = tile::without_data_while(timing_only, || {
-            (0..n).map(|rank| starting_output(collective, &inputs[rank], rank, n)).collect()
+            (0..n).map(|rank| starting_output(&facts, &inputs[rank], rank, n)).collect()
         });
         let generation = self.take_generation(generation)?;
         let buffers =
             inputs.iter().zip(&before).map(|(i, o)| PeBuffers { input: i.clone(), output: o.clone() }).collect();
         let Tuned { protocol, lanes } = prepared.tuned;
         let runtime = Runtime::new(&self.system).options(self.options.clone()).protocol(protocol).max_lanes(lanes);
-        let call = Call { op, root, generation };
+        let call = Call { op, root, generation, counts: counts.clone() };
         let exact = self.exact.then_some(collective);
         let windows = Some(&mut self.windows).filter(|w| !w.registered().is_empty());
         let (run, exact) = runtime.run_then_exact(plan, algorithm.launch(), buffers, (call, windows), exact)?;
         let outputs: Vec<Tile> = run.pes().iter().map(|p| p.output.clone()).collect();
         let element = tensor.dtype().size() as u64;
-        let size = inputs.iter().chain(&outputs).map(|t| t.len() as u64 * element).max().unwrap_or(0);
+        // What a rank sends, for the exchanges by counts, whose outputs are as uneven as their counts.
+        let sized = if collective.takes_counts() { &outputs[..0] } else { &outputs[..] };
+        let size = inputs.iter().chain(sized).map(|t| t.len() as u64 * element).max().unwrap_or(0);
         let postcondition = if timing_only {
             Postcondition::held()
         } else {
-            postcondition::check(CallFacts { collective, op, root }, &inputs, &before, &outputs)
+            postcondition::check(&facts, &inputs, &before, &outputs)
                 .map_err(|source| CommError::Reference { collective, source })?
         };
         let exact = exact.transpose()?;

@@ -39,6 +39,8 @@ pub const KERNELS: &[&KernelDef] = &[
     &crate::symmetric::symmetric_two_shot_allreduce::KERNEL,
     &crate::tree::tree_allreduce::KERNEL,
     &crate::tree::tree_broadcast::KERNEL,
+    &crate::uneven::pairwise_uneven::KERNEL,
+    &crate::uneven::symmetric_uneven::KERNEL,
 ];
 
 /// Adds every shipped kernel to `set`.

@@ -10,6 +10,7 @@ mod programs;
 mod ring;
 mod symmetric;
 mod tree;
+mod uneven;
 
 pub use butterfly::{
     rabenseifner_allreduce, recursive_doubling_allgather, recursive_doubling_allreduce,
@@ -27,6 +28,7 @@ pub use symmetric::{
     symmetric_allgather, symmetric_alltoall, symmetric_one_shot_allreduce, symmetric_two_shot_allreduce,
 };
 pub use tree::{double_binary_tree_allreduce, tree_allreduce, tree_broadcast};
+pub use uneven::{pairwise_uneven, symmetric_uneven};
 
 mod catalog;
 pub use catalog::{DEFAULT_CCL_JSON, KERNELS, default_registry, kernels, register_all};

@@ -110,12 +110,23 @@ pub struct ElementArgs {
     /// Reduction: sum, prod, max, min, avg.
     #[arg(long, default_value = "sum")]
     pub op: String,
+    /// The seed of all_to_all_v's uneven per-pair counts: each rank sends its whole input, split over
+    /// the ranks by weights drawn from SEED, some pairs nothing.
+    #[arg(long, value_name = "SEED", default_value_t = crate::sweep::DEFAULT_COUNTS_SEED, value_parser = parse_seed)]
+    pub counts_seed: u64,
+}
+
+/// A seed: a whole number that fits 64 bits.
+fn parse_seed(text: &str) -> Result<u64, String> {
+    text.parse()
+        .map_err(|_| format!("`{}` is not a seed: expected a whole number from 0 to {}", text.escape_debug(), u64::MAX))
 }
 
 /// A sweep: one collective over algorithms and sizes, where and on what data (`bench`, `plot`).
 #[derive(Debug, clap::Args)]
 pub struct SweepArgs {
-    /// The collective: all_reduce, all_gather, reduce_scatter, broadcast, reduce or all_to_all.
+    /// The collective: all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all,
+    /// all_to_all_v or send_recv (nccl-tests' names, such as alltoallv and sendrecv, too).
     pub collective: String,
     /// `auto` (the registry's choice per size), `all` (every algorithm of the collective), or a
     /// comma-separated list of algorithms, variants of their parameters (`ring:lanes=8:chunks=1`) and
@@ -156,7 +167,8 @@ pub struct TableArgs {
 /// `kernbench run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// The collective (all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all), or `all`.
+    /// The collective (all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all,
+    /// all_to_all_v, send_recv, or nccl-tests' names), or `all`.
     pub collective: String,
     /// Run this algorithm instead of the registry's choice.
     #[arg(long)]

@@ -117,7 +117,7 @@ impl Config {
         };
         let (dtype, op) = elements(&args.elements)?;
         let sweep = Sweep::new(collective, series, sizes).dtype(dtype).op(op).max_memory(config.max_memory);
-        Ok((config, sweep, comparison))
+        Ok((config, sweep.counts_seed(args.elements.counts_seed), comparison))
     }
 
     /// The limits `args` set: `--max-memory` or else the memory available, and `--max-messages`.

@@ -23,12 +23,15 @@
 //! - `#wrong` is the number of wrong output elements, from the postcondition check.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use kernbench::bound::{self, CallShape, Limit, TimeBound};
 use kernbench::samples::{sample_tensor, shards_per_sip, tensor_without_data};
 use kernbench::{CallReport, CommError, Communicator, PreparedCall};
-use kernbench::{Collective, DistTensor, DpPolicy, Dtype, InstallPlan, Layout, PeId, ReduceOp, Registry, System};
+use kernbench::{
+    Collective, Counts, DistTensor, DpPolicy, Dtype, InstallPlan, Layout, PeId, ReduceOp, Registry, System,
+};
 use serde::Serialize;
 
 use crate::memory;
@@ -37,7 +40,7 @@ mod error;
 mod tensor;
 
 pub use error::{Interrupted, SweepError};
-pub use tensor::{Rounding, point_size, point_tensor};
+pub use tensor::{DEFAULT_COUNTS_SEED, Rounding, point_counts, point_size, point_tensor};
 
 /// What a point of a sweep runs: whatever the registry selects, or a named algorithm.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -238,8 +241,8 @@ pub fn format_size(bytes: u64) -> String {
 /// | collective | factor |
 /// | --- | --- |
 /// | all_reduce | 2(n-1)/n |
-/// | all_gather, reduce_scatter, all_to_all | (n-1)/n |
-/// | broadcast, reduce | 1 |
+/// | all_gather, reduce_scatter, all_to_all, all_to_all_v | (n-1)/n |
+/// | broadcast, reduce, send_recv | 1 |
 ///
 /// # Examples
 /// ```
@@ -252,8 +255,9 @@ pub fn busbw_factor(collective: Collective, ranks: usize) -> f64 {
 }
 
 /// A lower bound on the simulated time of `collective` with every rank's input `elements` long, on
-/// the participants of `plan` (its ranks) from rank `root`: [`bound::lower_bound`], the numerator of
-/// `sol`. `None` when nothing must move between ranks (a single rank).
+/// the participants of `plan` (its ranks) from rank `root`, sending by `counts` for all-to-all-v and
+/// send/recv: [`bound::lower_bound`], the numerator of `sol`. `None` when nothing must move between
+/// ranks (a single rank).
 ///
 /// # Examples
 /// ```
@@ -262,7 +266,7 @@ pub fn busbw_factor(collective: Collective, ranks: usize) -> f64 {
 /// let plan = InstallPlan::build(&system, "ring_1d", "leader_only").unwrap();
 /// // An all-reduce of 1 MiB a rank: 2 (n - 1) / n x 1 MiB over each SIP's two 64 GB/s channels,
 /// // plus a hop of 500 ns and an injection of 10.
-/// let bound = kernbench_cli::sweep::time_bound(&system, &plan, Collective::AllReduce, (1 << 18, Dtype::F32), 0);
+/// let bound = kernbench_cli::sweep::time_bound(&system, &plan, Collective::AllReduce, (1 << 18, Dtype::F32), (0, None));
 /// assert_eq!(bound.unwrap().ns, 1.5 * 1048576.0 / 128.0 + 510.0);
 /// ```
 pub fn time_bound(
@@ -270,10 +274,10 @@ pub fn time_bound(
     plan: &InstallPlan,
     collective: Collective,
     (elements, dtype): (usize, Dtype),
-    root: usize,
+    (root, counts): (usize, Option<&Counts>),
 ) -> Option<TimeBound> {
     let ranks: Vec<PeId> = plan.participants().map(|install| install.pe).collect();
-    let call = CallShape { collective, ranks: &ranks, elements, element_bytes: dtype.size(), root };
+    let call = CallShape { collective, ranks: &ranks, elements, element_bytes: dtype.size(), root, counts };
     Some(bound::lower_bound(system, &call)).filter(|bound| bound.limit != Limit::Nothing)
 }
 
@@ -397,6 +401,8 @@ pub struct Sweep {
     dtype: Dtype,
     op: ReduceOp,
     root: usize,
+    /// The seed of all-to-all-v's uneven counts ([`point_counts`]).
+    counts_seed: u64,
     max_memory: Option<u64>,
     /// The layout every series runs on; `None`: the one its algorithm's mapper needs.
     layout: Option<DpPolicy>,
@@ -407,7 +413,8 @@ impl Sweep {
     /// that need more than the [available](memory::available) memory.
     pub fn new(collective: Collective, series: Vec<Series>, sizes: Vec<u64>) -> Sweep {
         let max_memory = memory::available();
-        Sweep { collective, series, sizes, dtype: Dtype::F32, op: ReduceOp::Sum, root: 0, max_memory, layout: None }
+        let (dtype, op, root, counts_seed) = (Dtype::F32, ReduceOp::Sum, 0, DEFAULT_COUNTS_SEED);
+        Sweep { collective, series, sizes, dtype, op, root, counts_seed, max_memory, layout: None }
     }
 
     /// Lays every point's tensor out as `policy` says, for every series, instead of the layout each
@@ -451,6 +458,12 @@ impl Sweep {
     /// The root rank of broadcast and reduce.
     pub fn root(mut self, root: usize) -> Sweep {
         self.root = root;
+        self
+    }
+
+    /// The seed all-to-all-v's uneven counts are drawn from ([`point_counts`]).
+    pub fn counts_seed(mut self, seed: u64) -> Sweep {
+        self.counts_seed = seed;
         self
     }
 
@@ -545,10 +558,12 @@ impl Sweep {
         let layout = Layout::of(&system, self.dtype, 1, elements, policy)?;
         let too_much =
             |estimate, limit| SweepError::TooMuchMemory { collective: self.collective, size, estimate, limit };
-        let prepared = comm.prepare(self.collective, &layout, algorithm).map_err(|e| match e {
+        let mut prepared = comm.prepare(self.collective, &layout, algorithm).map_err(|e| match e {
             CommError::TooMuchMemory { estimate, limit, .. } => too_much(estimate, limit),
             e => call_error(e),
         })?;
+        let shard = elements / shards_per_sip(&system, policy);
+        prepared.counts = point_counts(self.collective, prepared.ranks(), shard, self.counts_seed).map(Arc::new);
         if let Some(limit) = self.max_memory.filter(|&limit| prepared.estimate.memory > limit) {
             return Err(too_much(prepared.estimate.memory, limit));
         }
@@ -574,8 +589,13 @@ impl Sweep {
             .run_prepared(&prepared, &tensor, self.op, self.root, None)
             .map_err(|e| self.call_error(series, size, e))?;
         let time_ns = report.run.completion_ns().ok_or(SweepError::Untimed)?;
-        let bound =
-            time_bound(&system, &report.plan, self.collective, (shard_elements as usize, self.dtype), self.root);
+        let bound = time_bound(
+            &system,
+            &report.plan,
+            self.collective,
+            (shard_elements as usize, self.dtype),
+            (self.root, prepared.counts.as_deref()),
+        );
         let gathered = if self.collective == Collective::AllGather { ranks as u64 } else { 1 };
         let buffer = shard_elements * element * gathered;
         let algbw = buffer as f64 / time_ns;

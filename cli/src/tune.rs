@@ -353,7 +353,7 @@ fn protocol_runs(tuning: &Tuning, b: &Bucket) -> Vec<(Option<u64>, Option<u64>, 
 }
 
 /// NCCL's name of a collective in its tuner plugin's configuration, if NCCL's tuner has it (it has no
-/// all-to-all).
+/// all-to-all, all-to-all-v or send/recv).
 ///
 /// # Examples
 /// ```
@@ -369,7 +369,7 @@ pub fn nccl_collective(collective: Collective) -> Option<&'static str> {
         Collective::ReduceScatter => Some("reducescatter"),
         Collective::Broadcast => Some("broadcast"),
         Collective::Reduce => Some("reduce"),
-        Collective::AllToAll => None,
+        Collective::AllToAll | Collective::AllToAllV | Collective::SendRecv => None,
     }
 }
 

@@ -7,6 +7,7 @@
 //! |---|---|---|
 //! | [`machine`] | system specs, PE ids, directions, routes | nothing of ours |
 //! | [`tile`] | tiles, dtypes, reduction operators, near-equal chunks | nothing of ours |
+//! | [`counts`] | per-pair element counts of all-to-all-v and send/recv | nothing of ours |
 //! | [`plan`] | mappers (with the layout each needs), topologies, install plans, validators, layouts, group splits, sample tensors | `machine`, `tile` |
 //! | [`collective`] | collective kinds, postconditions, provenance, time bounds, cost estimates | `machine`, `tile`, `plan` |
 //! | [`kernel`] | `tl`, symmetric memory, kernel definitions, run-time errors | `machine`, `tile` (and names `collective`'s items for code that imports them from it) |
@@ -28,6 +29,7 @@
 #![warn(unreachable_pub)]
 
 pub mod collective;
+pub mod counts;
 mod files;
 pub mod kernel;
 pub mod machine;
@@ -48,6 +50,8 @@ pub use machine::{Carriage, protocol, route};
 pub use tile::{
     Dtype, Element, ParseDtypeError, ParseReduceOpError, ReduceOp, Tile, TileError, bf16, chunk_range, chunk_start, f16,
 };
+
+pub use counts::{Counts, CountsError, Transfer};
 
 pub use collective::{Collective, ParseCollectiveError};
 pub use collective::{bound, postcondition, provenance};

@@ -3,7 +3,7 @@
 
 use std::rc::Rc;
 
-use kernbench_core::postcondition::starting_output;
+use kernbench_core::postcondition::{CallFacts, starting_output};
 use kernbench_core::program::ProgramKernel;
 use kernbench_core::provenance::Exactness;
 use kernbench_core::{
@@ -256,7 +256,7 @@ impl<'a> MockRun<'a> {
         self
     }
 
-    /// The call's facts (operator, root, generation).
+    /// The call's facts (operator, root, generation, per-pair counts).
     pub fn call(mut self, call: Call) -> Self {
         self.call = call;
         self
@@ -299,7 +299,8 @@ impl<'a> MockRun<'a> {
         let runtime = Runtime::new(self.system).options(self.options.clone());
         if self.calls == 1 && self.windows.is_empty() {
             let buffers = self.buffers(&plan);
-            let (report, exact) = runtime.run_then_exact(&plan, kernel, buffers, (self.call, None), self.exact)?;
+            let (report, exact) =
+                runtime.run_then_exact(&plan, kernel, buffers, (self.call.clone(), None), self.exact)?;
             return match exact.transpose()? {
                 Some(exactness) if !exactness.held => Err(MockError::Exact(exactness)),
                 _ => Ok(report),
@@ -314,7 +315,7 @@ impl<'a> MockRun<'a> {
         }
         let mut last = None;
         for k in 0..self.calls {
-            let call = Call { generation: self.call.generation + k, ..self.call };
+            let call = Call { generation: self.call.generation + k, ..self.call.clone() };
             let buffers = self.buffers(&plan);
             let report = runtime.run_windowed(&plan, kernel, buffers, call, Some(&mut windows));
             let report = report.map_err(|source| MockError::Call { call: k + 1, calls: self.calls, source })?;
@@ -369,7 +370,7 @@ impl<'a> MockRun<'a> {
             inputs: Rc::clone(&self.inputs),
             outputs: self.outputs.clone(),
             collective: self.collective,
-            call: self.call,
+            call: self.call.clone(),
             options: self.options.clone(),
             exact: self.exact,
             windows: self.windows.clone(),
@@ -394,7 +395,15 @@ impl<'a> MockRun<'a> {
                 let input = (self.inputs)(p.pe, p.rank);
                 let output = match (&self.outputs, self.collective) {
                     (Some(f), _) => f(p.pe, p.rank, &input),
-                    (None, Some(collective)) => starting_output(collective, &input, p.rank, n),
+                    (None, Some(collective)) => {
+                        let facts = CallFacts {
+                            collective,
+                            op: self.call.op,
+                            root: self.call.root,
+                            counts: self.call.counts.clone(),
+                        };
+                        starting_output(&facts, &input, p.rank, n)
+                    }
                     (None, None) => input.clone(),
                 };
                 PeBuffers { input, output }

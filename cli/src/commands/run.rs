@@ -31,6 +31,7 @@ pub(super) fn run(args: &RunArgs, job: Job, out: &mut dyn Write, stop: &AtomicBo
             .dtype(dtype)
             .op(op)
             .root(args.root)
+            .counts_seed(args.elements.counts_seed)
             .max_memory(config.max_memory())
             .layout(layout);
         for &bytes in sweep.sizes() {

@@ -28,6 +28,7 @@ pub(super) fn run(args: &TraceArgs, job: Job, out: &mut dyn Write, stop: &Atomic
         .dtype(dtype)
         .op(op)
         .root(args.root)
+        .counts_seed(args.elements.counts_seed)
         .max_memory(config.max_memory());
     let (row, report) = sweep.call(&mut comm, &series, size)?;
     RoundingNotes::default().note(row.rounded.as_ref(), None);

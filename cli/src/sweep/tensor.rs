@@ -4,8 +4,33 @@
 //! Uses [`super::error`].
 
 use kernbench::samples::{sample_tensor, shards_per_sip};
-use kernbench::{Collective, DistTensor, DpPolicy, Dtype, LayoutError, ReduceOp, System};
+use kernbench::{Collective, Counts, DistTensor, DpPolicy, Dtype, LayoutError, ReduceOp, System};
 use serde::Serialize;
+
+/// The seed of all-to-all-v's counts unless a sweep names another (`--counts-seed`).
+pub const DEFAULT_COUNTS_SEED: u64 = 1;
+
+/// The per-pair counts of a point of an exchange by counts, every rank's input `elements` long:
+/// all-to-all-v's uneven counts drawn from `seed`, each rank sending all its input, some pairs
+/// nothing ([`Counts::seeded`]); send/recv's nccl-tests shift, each rank sending all its input to
+/// rank + 1 ([`Counts::shift`]). `None` for the collectives that take no counts.
+///
+/// # Examples
+/// ```
+/// use kernbench::Collective;
+/// use kernbench_cli::sweep::point_counts;
+/// let counts = point_counts(Collective::AllToAllV, 8, 1000, 1).unwrap();
+/// assert!((0..8).all(|r| counts.sent_by(r) == 1000));
+/// assert_eq!(point_counts(Collective::SendRecv, 8, 1000, 1).unwrap().count(7, 0), 1000);
+/// assert!(point_counts(Collective::AllToAll, 8, 1000, 1).is_none());
+/// ```
+pub fn point_counts(collective: Collective, ranks: usize, elements: usize, seed: u64) -> Option<Counts> {
+    match collective {
+        Collective::AllToAllV => Some(Counts::seeded(ranks, elements, seed)),
+        Collective::SendRecv => Some(Counts::shift(ranks, elements)),
+        _ => None,
+    }
+}
 
 /// A size that does not run as asked, as nccl-tests rounds its sizes: what was asked, what runs and
 /// why.

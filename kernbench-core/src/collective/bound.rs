@@ -47,6 +47,7 @@
 //! | all_to_all | `g sum c_q, q not in R` | `h sum c_q, q in R` |
 //! | broadcast | `x` if the root is in `R` | `x` if it is not |
 //! | reduce | `x` if the root is not in `R` | `x` if it is |
+//! | all_to_all_v, send_recv | what ranks in `R` send to ranks outside | what ranks outside send to ranks in `R` |
 //!
 //! and the totals over the `K` regions of one kind that hold ranks are `2 (K - 1) x` both ways for
 //! all-reduce, and `sum out(R)` and `sum in(R)` for the others (`(K - 1) x` into the regions without
@@ -90,7 +91,8 @@
 //!    the routes of every rail between two PEs cross the same classes, so channel 0's stands for
 //!    all), so relaying through a third PE only adds. `T >= o + d(p, q)` over the pairs where `q` needs something of `p`: every ordered
 //!    pair for all-reduce and all-gather, those whose receiver's chunk is not empty for
-//!    reduce-scatter and all-to-all, root to rank for broadcast, rank to root for reduce. The
+//!    reduce-scatter and all-to-all, root to rank for broadcast, rank to root for reduce, and those
+//!    with a count for all-to-all-v and send/recv (each of them tried, not a sweep). The
 //!    farthest pair is found by a double sweep (the farthest receiver from rank 0, the farthest
 //!    sender from it, the farthest receiver from that): always a real pair, so a lower bound, and
 //!    the diameter on every system its tests try (rings, full and switched interconnects of cube
@@ -99,6 +101,7 @@
 use serde::Serialize;
 
 use super::Collective;
+use crate::counts::Counts;
 use crate::machine::{LinkClass, Node, PeId, SipInterconnect, System};
 use crate::tile::chunk_range;
 
@@ -116,6 +119,9 @@ pub struct CallShape<'a> {
     pub element_bytes: usize,
     /// The root rank of broadcast and reduce; the others ignore it.
     pub root: usize,
+    /// The per-pair counts of all-to-all-v and send/recv (in elements), for which `elements` is
+    /// ignored; the others ignore them.
+    pub counts: Option<&'a Counts>,
 }
 
 /// A lower bound on a call's simulated time, and which of its terms set it.
@@ -197,7 +203,7 @@ pub enum Flow {
 /// // 4 SIPs of one PE on a ring: each PE has two 64 GB/s channels out, 500 ns each; o = 10 ns.
 /// let system = System::shape(4, 1, 1, 1).unwrap();
 /// let ranks: Vec<PeId> = (0..4).map(|sip| PeId::new(sip, 0, 0)).collect();
-/// let call = CallShape { collective: Collective::AllReduce, ranks: &ranks, elements: 1 << 20, element_bytes: 4, root: 0 };
+/// let call = CallShape { collective: Collective::AllReduce, ranks: &ranks, elements: 1 << 20, element_bytes: 4, root: 0, counts: None };
 /// // 2 (n - 1) x = 6 x 4 MiB over 4 PEs x 128 GB/s, plus a hop and an injection.
 /// let bound = lower_bound(&system, &call);
 /// assert_eq!(bound.ns, 6.0 * 4194304.0 / 512.0 + 500.0 + 10.0);
@@ -349,11 +355,25 @@ fn needs(call: &CallShape<'_>, chunks: &[f64], members: &[usize]) -> (f64, f64) 
     let own: f64 = members.iter().map(|&q| chunks[q]).sum();
     let others = chunks.iter().sum::<f64>() - own;
     let has_root = members.contains(&call.root);
+    if let Some(counts) = call.counts.filter(|_| call.collective.takes_counts()) {
+        let mut inside = vec![false; n];
+        members.iter().for_each(|&m| inside[m] = true);
+        let (mut out, mut into) = (0, 0);
+        for p in 0..n {
+            for q in (0..n).filter(|&q| inside[p] != inside[q]) {
+                *(if inside[p] { &mut out } else { &mut into }) += counts.count(p, q);
+            }
+        }
+        let bytes = |elements: usize| elements as f64 * call.element_bytes as f64;
+        return (bytes(out), bytes(into));
+    }
     match call.collective {
         Collective::AllReduce => (x, x),
         Collective::AllGather => (inside * x, outside * x),
         Collective::ReduceScatter => (others, own),
         Collective::AllToAll => (inside * others, outside * own),
+        // Without counts, nothing is known to move.
+        Collective::AllToAllV | Collective::SendRecv => (0.0, 0.0),
         Collective::Broadcast if has_root => (x, 0.0),
         Collective::Broadcast => (0.0, x),
         Collective::Reduce if has_root => (0.0, x),
@@ -372,6 +392,13 @@ fn farthest_pair_ns(system: &System, call: &CallShape<'_>, chunks: &[f64]) -> f6
         candidates.map(|r| (distance(r), r)).fold((0.0, 0), |best, next| if next.0 > best.0 { next } else { best })
     };
     let all = || 0..ranks.len();
+    if let Some(counts) = call.counts.filter(|_| call.collective.takes_counts()) {
+        let pairs = all().flat_map(|p| all().map(move |q| (p, q)));
+        return pairs
+            .filter(|&(p, q)| p != q && counts.count(p, q) > 0)
+            .map(|(p, q)| latency(p, q))
+            .fold(0.0, f64::max);
+    }
     match call.collective {
         Collective::Broadcast => farthest(&mut all(), &|q| latency(call.root, q)).0,
         Collective::Reduce => farthest(&mut all(), &|p| latency(p, call.root)).0,
@@ -400,7 +427,7 @@ mod tests {
     }
 
     fn bound(system: &System, collective: Collective, ranks: &[PeId], elements: usize, root: usize) -> TimeBound {
-        lower_bound(system, &CallShape { collective, ranks, elements, element_bytes: 4, root })
+        lower_bound(system, &CallShape { collective, ranks, elements, element_bytes: 4, root, counts: None })
     }
 
     /// 4 SIPs of one PE on a ring, built-in links: every PE (and SIP) has two 64 GB/s channels out,
@@ -534,8 +561,14 @@ mod tests {
                 .flat_map(|&a| ranks.iter().map(move |&b| (a, b)))
                 .map(|(a, b)| route_ns(&system, a, b))
                 .fold(0.0, f64::max);
-            let call =
-                CallShape { collective: Collective::AllGather, ranks: &ranks, elements: 1, element_bytes: 4, root: 0 };
+            let call = CallShape {
+                collective: Collective::AllGather,
+                ranks: &ranks,
+                elements: 1,
+                element_bytes: 4,
+                root: 0,
+                counts: None,
+            };
             assert_eq!(farthest_pair_ns(&system, &call, &[4.0; 90]), diameter, "{shape}");
         }
     }

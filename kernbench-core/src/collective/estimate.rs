@@ -117,11 +117,15 @@ pub fn peak_memory(collective: Collective, ranks: usize, input_bytes: u64) -> u6
         Collective::Reduce | Collective::ReduceScatter => (input_bytes, input_bytes),
         Collective::AllGather => (inputs.saturating_mul(n), inputs),
         Collective::Broadcast => (inputs, 0),
-        Collective::AllToAll => (inputs, input_bytes),
+        Collective::AllToAll | Collective::AllToAllV | Collective::SendRecv => (inputs, input_bytes),
     };
     let in_flight = match collective {
         Collective::AllReduce | Collective::Reduce | Collective::ReduceScatter => (inputs / 4).saturating_mul(3),
-        Collective::AllGather | Collective::Broadcast | Collective::AllToAll => (outputs / 2).saturating_mul(3),
+        Collective::AllGather
+        | Collective::Broadcast
+        | Collective::AllToAll
+        | Collective::AllToAllV
+        | Collective::SendRecv => (outputs / 2).saturating_mul(3),
     };
     [inputs, outputs, reference, in_flight, FIXED_BYTES].into_iter().fold(0, u64::saturating_add)
 }

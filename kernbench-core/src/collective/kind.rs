@@ -14,7 +14,9 @@ use crate::quote::Quoted;
 /// use kernbench_core::Collective;
 /// assert_eq!("all_reduce".parse::<Collective>().unwrap(), Collective::AllReduce);
 /// assert_eq!(Collective::ReduceScatter.to_string(), "reduce_scatter");
-/// let err = "allreduce".parse::<Collective>().unwrap_err();
+/// // nccl-tests' names (its programs' names without `_perf`) work too.
+/// assert_eq!("alltoallv".parse::<Collective>().unwrap(), Collective::AllToAllV);
+/// let err = "all_reduc".parse::<Collective>().unwrap_err();
 /// assert!(err.to_string().contains("all_reduce, all_gather"));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -32,17 +34,25 @@ pub enum Collective {
     Reduce,
     /// Rank `r` ends with chunk `r` of every rank's tensor, in rank order.
     AllToAll,
+    /// All-to-all with per-pair counts ([`Counts`](crate::counts::Counts)): rank `r` ends with what
+    /// every rank sends it, in rank order.
+    AllToAllV,
+    /// A group of point-to-point sends and receives, also given by per-pair counts: each rank ends
+    /// with what the ranks that send to it sent, in rank order.
+    SendRecv,
 }
 
 impl Collective {
     /// Every collective.
-    pub const ALL: [Collective; 6] = [
+    pub const ALL: [Collective; 8] = [
         Collective::AllReduce,
         Collective::AllGather,
         Collective::ReduceScatter,
         Collective::Broadcast,
         Collective::Reduce,
         Collective::AllToAll,
+        Collective::AllToAllV,
+        Collective::SendRecv,
     ];
 
     /// The name used in JSON, on the command line and in reports.
@@ -54,7 +64,28 @@ impl Collective {
             Collective::Broadcast => "broadcast",
             Collective::Reduce => "reduce",
             Collective::AllToAll => "all_to_all",
+            Collective::AllToAllV => "all_to_all_v",
+            Collective::SendRecv => "send_recv",
         }
+    }
+
+    /// nccl-tests' name: its program's (`all_reduce_perf`, `sendrecv_perf`) without `_perf`.
+    pub const fn nccl_tests_name(self) -> &'static str {
+        match self {
+            Collective::AllReduce => "allreduce",
+            Collective::AllGather => "allgather",
+            Collective::ReduceScatter => "reducescatter",
+            Collective::Broadcast => "broadcast",
+            Collective::Reduce => "reduce",
+            Collective::AllToAll => "alltoall",
+            Collective::AllToAllV => "alltoallv",
+            Collective::SendRecv => "sendrecv",
+        }
+    }
+
+    /// Whether a call of it takes per-pair [`Counts`](crate::counts::Counts).
+    pub const fn takes_counts(self) -> bool {
+        matches!(self, Collective::AllToAllV | Collective::SendRecv)
     }
 
     /// nccl-tests' bus-bandwidth factor over `ranks` ranks: `busbw = algbw * factor`, so that busbw is
@@ -63,8 +94,8 @@ impl Collective {
     /// | collective | factor |
     /// | --- | --- |
     /// | all_reduce | 2(n-1)/n |
-    /// | all_gather, reduce_scatter, all_to_all | (n-1)/n |
-    /// | broadcast, reduce | 1 |
+    /// | all_gather, reduce_scatter, all_to_all, all_to_all_v | (n-1)/n |
+    /// | broadcast, reduce, send_recv | 1 |
     ///
     /// # Examples
     /// ```
@@ -78,8 +109,10 @@ impl Collective {
         let n = ranks.max(1) as f64;
         match self {
             Collective::AllReduce => 2.0 * (n - 1.0) / n,
-            Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => (n - 1.0) / n,
-            Collective::Broadcast | Collective::Reduce => 1.0,
+            Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll | Collective::AllToAllV => {
+                (n - 1.0) / n
+            }
+            Collective::Broadcast | Collective::Reduce | Collective::SendRecv => 1.0,
         }
     }
 }
@@ -93,7 +126,8 @@ impl fmt::Display for Collective {
 /// A string that names no collective.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown collective `{}`: expected one of all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all",
+    "unknown collective `{}`: expected one of all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, \
+     all_to_all_v, send_recv (or nccl-tests' names: allreduce, allgather, reducescatter, alltoall, alltoallv, sendrecv)",
     Quoted(&self.0)
 )]
 pub struct ParseCollectiveError(pub String);
@@ -102,6 +136,9 @@ impl FromStr for Collective {
     type Err = ParseCollectiveError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Collective::ALL.into_iter().find(|c| c.name() == s).ok_or_else(|| ParseCollectiveError(s.to_owned()))
+        Collective::ALL
+            .into_iter()
+            .find(|c| c.name() == s || c.nccl_tests_name() == s)
+            .ok_or_else(|| ParseCollectiveError(s.to_owned()))
     }
 }

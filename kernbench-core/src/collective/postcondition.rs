@@ -13,12 +13,14 @@
 //! for `prod`).
 
 use std::fmt;
+use std::sync::Arc;
 
 use super::Collective;
+use crate::counts::{Counts, CountsError};
 use crate::tile::{Dtype, ReduceOp, Tile, TileError, chunk_range};
 
 /// The facts of one collective call that its postcondition depends on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CallFacts {
     /// The collective.
     pub collective: Collective,
@@ -26,6 +28,34 @@ pub struct CallFacts {
     pub op: ReduceOp,
     /// The root rank of broadcast and reduce.
     pub root: usize,
+    /// The per-pair counts of all-to-all-v and send/recv ([`Collective::takes_counts`]); `None` for
+    /// the others.
+    pub counts: Option<Arc<Counts>>,
+}
+
+impl From<Collective> for CallFacts {
+    /// The facts of a call of `collective` summing from root 0, without counts.
+    fn from(collective: Collective) -> CallFacts {
+        CallFacts { collective, op: ReduceOp::Sum, root: 0, counts: None }
+    }
+}
+
+impl CallFacts {
+    /// The counts of a collective that takes them, checked against the inputs' lengths.
+    ///
+    /// # Errors
+    /// [`PostconditionError::NoCounts`] when the collective takes counts and the call has none (or the
+    /// other way round), [`PostconditionError::Counts`] when they do not fit the inputs.
+    pub fn counts_for(&self, input_lengths: &[usize]) -> Result<Option<&Counts>, PostconditionError> {
+        match (self.collective.takes_counts(), &self.counts) {
+            (true, Some(counts)) => {
+                counts.fit(input_lengths)?;
+                Ok(Some(counts))
+            }
+            (false, None) => Ok(None),
+            (takes, _) => Err(PostconditionError::NoCounts { collective: self.collective, takes }),
+        }
+    }
 }
 
 /// A participant's output buffer before a call: sized and typed by the collective, as every kernel of
@@ -33,21 +63,30 @@ pub struct CallFacts {
 /// leaves the other ranks' buffers as they were); every other output starts zeroed, so a kernel that
 /// forgets to write it is caught.
 ///
+/// The output of all-to-all-v and send/recv holds what `rank` receives, by `call`'s counts (empty
+/// without them: [`check`] names the missing counts).
+///
 /// # Examples
 /// ```
-/// use kernbench_core::{Collective, Dtype, Tile, postcondition::starting_output};
+/// use std::sync::Arc;
+/// use kernbench_core::{Collective, Counts, Dtype, Tile, postcondition::{CallFacts, starting_output}};
 /// let input = Tile::filled(Dtype::F32, 10, 1.0);
-/// assert_eq!(starting_output(Collective::AllGather, &input, 0, 4).len(), 40);
-/// assert_eq!(starting_output(Collective::ReduceScatter, &input, 3, 4).len(), 2); // chunks 3, 3, 2, 2
+/// assert_eq!(starting_output(&Collective::AllGather.into(), &input, 0, 4).len(), 40);
+/// assert_eq!(starting_output(&Collective::ReduceScatter.into(), &input, 3, 4).len(), 2); // chunks 3, 3, 2, 2
+/// let counts = Some(Arc::new(Counts::new(vec![vec![1, 9], vec![3, 7]]).unwrap()));
+/// let call = CallFacts { counts, ..Collective::AllToAllV.into() };
+/// assert_eq!(starting_output(&call, &input, 1, 2).len(), 16);
 /// ```
-pub fn starting_output(collective: Collective, input: &Tile, rank: usize, n: usize) -> Tile {
+pub fn starting_output(call: &CallFacts, input: &Tile, rank: usize, n: usize) -> Tile {
     let part = chunk_range(input.len(), rank, n).map_or(0, |r| r.len());
-    match collective {
+    let received = call.counts.as_ref().filter(|c| rank < c.ranks()).map_or(0, |c| c.received_by(rank));
+    match call.collective {
         Collective::AllReduce | Collective::Reduce => input.clone(),
         Collective::Broadcast => Tile::zeros(input.dtype(), input.len()),
         Collective::AllGather => Tile::zeros(input.dtype(), input.len() * n),
         Collective::ReduceScatter => Tile::zeros(input.dtype(), part),
         Collective::AllToAll => Tile::zeros(input.dtype(), part * n),
+        Collective::AllToAllV | Collective::SendRecv => Tile::zeros(input.dtype(), received),
     }
 }
 
@@ -76,6 +115,18 @@ pub enum PostconditionError {
         /// Ranks (inputs).
         ranks: usize,
     },
+    /// A collective that takes per-pair counts called without them, or one that does not take them
+    /// called with them.
+    #[error("{collective} {}", if *takes { "needs per-pair counts: expected a call with counts" } else { "takes no counts: expected a call without them" })]
+    NoCounts {
+        /// The collective.
+        collective: Collective,
+        /// Whether it takes counts.
+        takes: bool,
+    },
+    /// Counts that do not fit the inputs.
+    #[error("the counts do not fit the inputs: {0}")]
+    Counts(#[from] CountsError),
 }
 
 /// The outputs a collective must produce, per rank, from every rank's input. `before` is each rank's
@@ -84,7 +135,7 @@ pub enum PostconditionError {
 /// # Errors
 /// [`PostconditionError`] when the inputs cannot be combined, the root is not a rank, or `before` does
 /// not hold one tile per rank.
-pub fn reference(call: CallFacts, inputs: &[Tile], before: &[Tile]) -> Result<Vec<Tile>, PostconditionError> {
+pub fn reference(call: &CallFacts, inputs: &[Tile], before: &[Tile]) -> Result<Vec<Tile>, PostconditionError> {
     let references = References::new(call, inputs, before)?;
     (0..inputs.len()).map(|rank| references.of(rank)).collect()
 }
@@ -92,16 +143,20 @@ pub fn reference(call: CallFacts, inputs: &[Tile], before: &[Tile]) -> Result<Ve
 /// Every rank's reference, made one rank at a time: the ranks of all-to-all each want a different
 /// result, and holding them all at once would double the memory of checking a large call.
 struct References<'a> {
-    call: CallFacts,
+    call: &'a CallFacts,
     inputs: &'a [Tile],
     before: &'a [Tile],
-    /// The one result every rank's reference views, for every collective but all-to-all.
+    /// The one result every rank's reference views, for every collective but the all-to-alls and
+    /// send/recv.
     shared: Option<Tile>,
+    /// The per-pair counts of the collectives that take them, checked against the inputs.
+    counts: Option<&'a Counts>,
 }
 
 impl<'a> References<'a> {
-    fn new(call: CallFacts, inputs: &'a [Tile], before: &'a [Tile]) -> Result<References<'a>, PostconditionError> {
+    fn new(call: &'a CallFacts, inputs: &'a [Tile], before: &'a [Tile]) -> Result<References<'a>, PostconditionError> {
         let n = inputs.len();
+        let counts = call.counts_for(&inputs.iter().map(Tile::len).collect::<Vec<_>>())?;
         if before.len() != n {
             return Err(PostconditionError::TileCount { what: "outputs before the call", got: before.len(), ranks: n });
         }
@@ -122,9 +177,9 @@ impl<'a> References<'a> {
             Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce => Some(reduced()?),
             Collective::AllGather => Some(Tile::concat(inputs)?),
             Collective::Broadcast => Some(inputs[call.root].clone()),
-            Collective::AllToAll => None,
+            Collective::AllToAll | Collective::AllToAllV | Collective::SendRecv => None,
         };
-        Ok(References { call, inputs, before, shared })
+        Ok(References { call, inputs, before, shared, counts })
     }
 
     /// The reference of `rank`, which must be below the number of inputs.
@@ -135,7 +190,14 @@ impl<'a> References<'a> {
             (Some(_), Collective::Reduce) if rank != self.call.root => self.before[rank].clone(),
             (Some(all), _) => all.clone(),
             (None, _) => {
-                let blocks = self.inputs.iter().map(|x| x.chunk(rank, n)).collect::<Result<Vec<_>, _>>()?;
+                let block = |(from, x): (usize, &Tile)| match self.counts {
+                    Some(counts) => {
+                        let start = counts.send_offset(from, rank);
+                        x.slice(start..start + counts.count(from, rank))
+                    }
+                    None => x.chunk(rank, n),
+                };
+                let blocks = self.inputs.iter().enumerate().map(block).collect::<Result<Vec<_>, _>>()?;
                 Tile::concat(&blocks)?
             }
         })
@@ -207,7 +269,7 @@ impl fmt::Display for Verdict<Mismatch> {
 /// # Errors
 /// As [`reference()`].
 pub fn check(
-    call: CallFacts,
+    call: &CallFacts,
     inputs: &[Tile],
     before: &[Tile],
     outputs: &[Tile],
@@ -245,13 +307,13 @@ pub fn check(
 struct Tolerance<'a> {
     /// Relative error allowed per unit of magnitude; zero means exact.
     relative: f64,
-    call: CallFacts,
+    call: &'a CallFacts,
     /// The inputs, read element by element only where an output differs from the reference.
     inputs: &'a [Tile],
 }
 
 impl<'a> Tolerance<'a> {
-    fn new(call: CallFacts, inputs: &'a [Tile]) -> Tolerance<'a> {
+    fn new(call: &'a CallFacts, inputs: &'a [Tile]) -> Tolerance<'a> {
         let reduces = matches!(call.collective, Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce);
         let rounds = matches!(call.op, ReduceOp::Sum | ReduceOp::Avg | ReduceOp::Prod);
         let eps = match inputs.first().map(Tile::dtype) {

@@ -41,8 +41,8 @@ pub fn inputs(inputs: &[Tile]) -> Vec<Tile> {
 }
 
 /// The call a provenance run makes: the same collective and root, the reduction a (wrapping) sum.
-pub fn call(call: CallFacts) -> CallFacts {
-    CallFacts { op: ReduceOp::Sum, ..call }
+pub fn call(call: &CallFacts) -> CallFacts {
+    CallFacts { op: ReduceOp::Sum, ..call.clone() }
 }
 
 /// What is wrong with one element.
@@ -133,13 +133,13 @@ const EXPLAIN_AT_MOST: usize = 1 << 22;
 /// # Errors
 /// As [`reference()`].
 pub fn check(
-    call: CallFacts,
+    call: &CallFacts,
     pes: &[PeId],
     inputs: &[Tile],
     before: &[Tile],
     outputs: &[Tile],
 ) -> Result<Exactness, PostconditionError> {
-    let want = reference(self::call(call), inputs, before)?;
+    let want = reference(&self::call(call), inputs, before)?;
     let mut result = Exactness::held();
     let mut explain = Explainer::new(inputs);
     for (rank, (got, want)) in outputs.iter().zip(&want).enumerate() {

@@ -238,6 +238,13 @@ pub enum KernelError {
         /// The phase asked for.
         phase: u8,
     },
+    /// `tl.counts()` in a call without per-pair counts: the kernel is for all-to-all-v or send/recv
+    /// and was run as another collective (the configuration's fault).
+    #[error("{pe}: the call has no per-pair counts: expected the kernel to run as all_to_all_v or send_recv")]
+    NoCounts {
+        /// The PE.
+        pe: PeId,
+    },
     /// A tile the kernel asked for (`tl.zeros`, `tl.concat`) could not be made: it is larger than
     /// [`Tile::MAX_BYTES`](crate::kernel::Tile::MAX_BYTES) (`source` is [`TileError::TooLarge`]), or
     /// the allocator could not provide it (`source` is [`TileError::OutOfMemory`]). The kernel's fault
@@ -561,6 +568,7 @@ impl KernelError {
             | KernelError::GenerationMismatch { pe, .. }
             | KernelError::BadAxis { pe, .. }
             | KernelError::BadPhase { pe, .. }
+            | KernelError::NoCounts { pe }
             | KernelError::OutOfMemory { pe, .. }
             | KernelError::Tile { pe, .. }
             | KernelError::StoreMismatch { pe, .. }

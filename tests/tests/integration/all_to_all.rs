@@ -123,8 +123,8 @@ fn holds_for_rows_of(n: usize, arity: usize, len: usize, dtype: Dtype) {
         .run()
         .unwrap_or_else(|e| panic!("{what}: {e}"));
     let outputs: Vec<Tile> = report.pes().iter().map(|p| p.output.clone()).collect();
-    let facts = CallFacts { collective: Collective::AllToAll, op: ReduceOp::Sum, root: 0 };
-    let verdict = check(facts, &inputs, &before, &outputs).unwrap();
+    let facts = CallFacts { collective: Collective::AllToAll, op: ReduceOp::Sum, root: 0, counts: None };
+    let verdict = check(&facts, &inputs, &before, &outputs).unwrap();
     assert!(verdict.held, "{what}: {verdict}");
     assert_path(&report, "hierarchical", n, &what);
 }
@@ -258,7 +258,7 @@ fn all_to_all_named(
     algorithm: &str,
     generation: Option<u64>,
 ) -> Result<kernbench::CallReport, CommError> {
-    let options = CallOptions { algorithm: Some(algorithm.to_owned()), generation };
+    let options = CallOptions { algorithm: Some(algorithm.to_owned()), generation, counts: None };
     comm.call(Collective::AllToAll, tensor, ReduceOp::Sum, 0, &options).map(|(_, report)| report)
 }
 

@@ -244,7 +244,7 @@ fn a_communicator_keeps_its_windows_across_calls_and_says_why_it_cannot_check_th
     comm.register_window("slots", F32, 4 * 64).unwrap();
     comm.register_window("flags", I64, 4).unwrap();
     assert!(comm.register_window("flags", I64, 4).is_err());
-    let options = CallOptions { algorithm: Some("epoch_one_shot".to_owned()), generation: None };
+    let options = CallOptions { algorithm: Some("epoch_one_shot".to_owned()), generation: None, counts: None };
     for call in 1..=3 {
         let (_, report) = comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &options).unwrap();
         assert!(report.postcondition.held, "{report}");

@@ -15,7 +15,7 @@ fn run_named(system: &System, algorithm: &str, dtype: Dtype, op: ReduceOp, bytes
     let mut comm = comm(system);
     let entry = comm.registry().get(algorithm).unwrap().clone();
     let tensor = sample_tensor(system, bytes, dtype, op, entry.mapper.layout()).unwrap();
-    let options = CallOptions { algorithm: Some(algorithm.to_owned()), generation: None };
+    let options = CallOptions { algorithm: Some(algorithm.to_owned()), generation: None, counts: None };
     let (_, report) = comm
         .call(entry.collective, &tensor, op, root, &options)
         .unwrap_or_else(|e| panic!("{algorithm} on {}: {e}", system.describe()));
@@ -201,10 +201,10 @@ fn consecutive_calls_take_consecutive_generations_and_a_reused_one_is_an_error()
     for report in [&gathered, &exchanged, &summed] {
         assert!(report.postcondition.held, "{report}");
     }
-    let reused = CallOptions { algorithm: None, generation: Some(3) };
+    let reused = CallOptions { algorithm: None, generation: Some(3), counts: None };
     let err = comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &reused).unwrap_err();
     assert!(matches!(err, CommError::Generation { given: 3, last: 3 }), "{err}");
-    let zero = CallOptions { algorithm: None, generation: Some(0) };
+    let zero = CallOptions { algorithm: None, generation: Some(0), counts: None };
     assert!(matches!(
         comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &zero),
         Err(CommError::Generation { given: 0, .. })
@@ -223,7 +223,7 @@ fn an_algorithm_that_cannot_take_a_shape_says_so_at_plan_time() {
             &tensor,
             ReduceOp::Sum,
             0,
-            &CallOptions { algorithm: Some("one_shot".into()), generation: None },
+            &CallOptions { algorithm: Some("one_shot".into()), generation: None, counts: None },
         )
         .unwrap_err();
     assert!(matches!(err, CommError::Plan(PlanError::Unsupported { topology: "full", .. })), "{err}");
@@ -234,7 +234,7 @@ fn a_layout_the_algorithm_cannot_take_is_a_validation_error() {
     let system = System::shape(2, 2, 2, 2).unwrap();
     let tensor = sample_tensor(&system, 64, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
     let mut comm = comm(&system);
-    let options = CallOptions { algorithm: Some("hierarchical_allreduce".into()), generation: None };
+    let options = CallOptions { algorithm: Some("hierarchical_allreduce".into()), generation: None, counts: None };
     let err = comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &options).unwrap_err();
     assert!(matches!(err, CommError::Validation { .. }), "{err}");
 }
@@ -243,7 +243,7 @@ fn a_layout_the_algorithm_cannot_take_is_a_validation_error() {
 fn naming_an_algorithm_of_another_collective_is_an_error() {
     let system = System::shape(2, 1, 1, 1).unwrap();
     let tensor = sample_tensor(&system, 64, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
-    let options = CallOptions { algorithm: Some("ring_allgather".into()), generation: None };
+    let options = CallOptions { algorithm: Some("ring_allgather".into()), generation: None, counts: None };
     let err = comm(&system).call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &options).unwrap_err();
     assert!(matches!(err, CommError::WrongCollective { .. }), "{err}");
 }

@@ -245,13 +245,13 @@ fn run(
     let before: Vec<Tile> = inputs
         .iter()
         .enumerate()
-        .map(|(r, x)| kernbench::postcondition::starting_output(algo.collective, x, r, n))
+        .map(|(r, x)| kernbench::postcondition::starting_output(&algo.collective.into(), x, r, n))
         .collect();
     let report = MockRun::new(&machine.system, algo.topology, machine.mapper, algo.kernel)
         .params(algo.params.clone())
         .inputs(|_, rank| inputs[rank].clone())
         .outputs(|_, rank, _| before[rank].clone())
-        .call(Call { op, root, generation: 1 })
+        .call(Call { op, root, generation: 1, counts: None })
         .threads(threads)
         .parallel_min_ready(1)
         .run()
@@ -269,8 +269,8 @@ fn check_call(algo: &Algo, machine: &Machine, op: ReduceOp, root: usize, input: 
         let shape = inputs.first().map(|x| format!("{}[{}]", x.dtype(), x.len())).unwrap_or_default();
         format!("{} on {n} ranks ({}), {shape}, {op}, root {root}", algo.kernel.name, machine.mapper)
     };
-    let facts = CallFacts { collective: algo.collective, op, root };
-    let verdict = check(facts, &inputs, &before, &outputs).expect("inputs of one shape");
+    let facts = CallFacts { collective: algo.collective, op, root, counts: None };
+    let verdict = check(&facts, &inputs, &before, &outputs).expect("inputs of one shape");
     assert!(verdict.held, "{}: {verdict}", what());
     if algo.collective == Collective::AllReduce {
         if let Some(rank) = outputs.iter().position(|o| *o != outputs[0]) {
@@ -552,7 +552,7 @@ fn a_root_that_is_not_a_rank_is_refused_before_any_kernel_runs() {
     for (topology, kernel, params) in cases {
         let result = MockRun::new(&machine.system, topology, machine.mapper, kernel)
             .params(params)
-            .call(Call { op: ReduceOp::Sum, root: 5, generation: 1 })
+            .call(Call { op: ReduceOp::Sum, root: 5, generation: 1, counts: None })
             .run();
         match result {
             Err(MockError::Run(RunError::BadRoot { root: 5, participants: 5 })) => {}
@@ -567,7 +567,7 @@ fn a_generation_too_large_for_its_phases_is_refused() {
     let too_large = kernbench::tl::MAX_GENERATION + 1;
     let result = MockRun::new(&machine.system, "ring_1d", machine.mapper, &alg::ring_allreduce::KERNEL)
         .params(json!({"chunks": 1}))
-        .call(Call { op: ReduceOp::Sum, root: 0, generation: too_large })
+        .call(Call { op: ReduceOp::Sum, root: 0, generation: too_large, counts: None })
         .run();
     assert!(
         matches!(result, Err(MockError::Run(RunError::GenerationTooLarge { generation })) if generation == too_large),

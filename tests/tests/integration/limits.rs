@@ -11,7 +11,7 @@ use kernbench::sim::{RunError, Straggler, Timing};
 use kernbench::{CallOptions, Collective, CommError, Communicator, DpPolicy, System};
 
 fn named(algorithm: &str) -> CallOptions {
-    CallOptions { algorithm: Some(algorithm.to_owned()), generation: None }
+    CallOptions { algorithm: Some(algorithm.to_owned()), generation: None, counts: None }
 }
 
 #[test]

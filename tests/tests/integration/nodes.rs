@@ -46,7 +46,7 @@ fn the_shipped_ring_allreduce_across_two_nodes_is_right_and_uses_every_nic() {
     let system = two_nodes(50.0);
     let mut comm = Communicator::new(system.clone());
     let tensor = sample_tensor(&system, 1 << 20, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
-    let options = CallOptions { algorithm: Some("ring".to_owned()), generation: None };
+    let options = CallOptions { algorithm: Some("ring".to_owned()), generation: None, counts: None };
     let (_, report) = comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &options).unwrap();
     assert!(report.postcondition.held, "{report}");
     // The shipped ring runs 4 lanes: lane l crosses between the nodes on rail l of both of them.

@@ -109,10 +109,10 @@ pub(crate) fn run(
     let n = report.pes().len();
     let inputs: Vec<Tile> = (0..n).map(input).collect();
     let before: Vec<Tile> =
-        inputs.iter().enumerate().map(|(r, t)| starting_output(program.collective, t, r, n)).collect();
+        inputs.iter().enumerate().map(|(r, t)| starting_output(&program.collective.into(), t, r, n)).collect();
     let outputs: Vec<Tile> = report.pes().iter().map(|p| p.output.clone()).collect();
-    let facts = CallFacts { collective: program.collective, op, root: 0 };
-    let held = postcondition::check(facts, &inputs, &before, &outputs).unwrap().held;
+    let facts = CallFacts { collective: program.collective, op, root: 0, counts: None };
+    let held = postcondition::check(&facts, &inputs, &before, &outputs).unwrap().held;
     (report, held)
 }
 
@@ -370,7 +370,7 @@ fn the_chunk_program_ring_takes_the_time_of_the_rust_ring_with_the_same_schedule
         for bytes in [1 << 10, 1 << 20] {
             let tensor = sample_tensor(&system, bytes, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
             let time = |comm: &mut Communicator, name: &str| {
-                let options = CallOptions { algorithm: Some(name.to_owned()), generation: None };
+                let options = CallOptions { algorithm: Some(name.to_owned()), generation: None, counts: None };
                 let (_, report) = comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &options).unwrap();
                 assert!(report.postcondition.held, "{report}");
                 report.run.completion_ns().unwrap()

@@ -85,7 +85,7 @@ fn a_contribution_from_the_wrong_index_passes_the_numbers_and_not_provenance() {
     let run = || {
         MockRun::new(&system, "full", "leader_only", &gathers_one_element_late::KERNEL)
             .inputs(|_, rank| Tile::filled(F32, 4, rank as f64))
-            .outputs(|_, rank, input| starting_output(Collective::AllGather, input, rank, 3))
+            .outputs(|_, rank, input| starting_output(&Collective::AllGather.into(), input, rank, 3))
     };
     run().run().unwrap();
     let first = exact_error(run().exact(Collective::AllGather).run());
@@ -115,9 +115,9 @@ fn every_shipped_algorithm_holds_exactly_its_contributions() {
         for (op, root) in [(ReduceOp::Sum, 0), (ReduceOp::Max, n - 1)] {
             MockRun::new(&system, algorithm.topology.name(), algorithm.mapper.name(), algorithm.kernel)
                 .params(serde_json::Value::Object(algorithm.params.clone()))
-                .call(kernbench::sim::Call { op, root, generation: 1 })
+                .call(kernbench::sim::Call { op, root, generation: 1, counts: None })
                 .inputs(|_, rank| Tile::filled(I32, len, rank as f64))
-                .outputs(|_, rank, input| starting_output(collective, input, rank, n))
+                .outputs(|_, rank, input| starting_output(&collective.into(), input, rank, n))
                 .exact(collective)
                 .run()
                 .unwrap_or_else(|e| panic!("{} ({n} ranks, {op}, root {root}): {e}", algorithm.name));
@@ -138,7 +138,7 @@ fn imported_msccl_programs_run_exactly_too() {
         MockRun::new(&system, "full", "leader_only", &kernbench::program::MSCCL_PROGRAM)
             .params(serde_json::json!({"file": format!("{dir}/{file}")}))
             .inputs(|_, rank| Tile::filled(I64, elements, rank as f64))
-            .outputs(|_, rank, input| starting_output(collective, input, rank, ranks))
+            .outputs(|_, rank, input| starting_output(&collective.into(), input, rank, ranks))
             .exact(collective)
             .run()
             .unwrap_or_else(|e| panic!("{file}: {e}"));
@@ -159,7 +159,7 @@ fn an_exact_communicator_says_so_in_every_report_and_counts_the_run_in_its_memor
     // with it.
     let plain = kernbench::estimate::peak_memory(Collective::AllReduce, 4, 1 << 20);
     let limit = Some(plain + (1 << 20));
-    let options = CallOptions { algorithm: Some("ring".to_owned()), generation: None };
+    let options = CallOptions { algorithm: Some("ring".to_owned()), generation: None, counts: None };
     let mut comm = Communicator::new(system.clone()).max_memory(limit);
     comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &options).unwrap();
     let mut comm = Communicator::new(system).max_memory(limit).exact(true);
@@ -187,7 +187,7 @@ fn a_report_whose_exact_check_failed_is_not_called_correct() {
     let system = System::shape(4, 1, 1, 1).unwrap();
     let tensor = sample_tensor(&system, 64, I32, ReduceOp::Max, DpPolicy::LEADER).unwrap();
     let mut comm = Communicator::with_registry(system, registry).exact(true);
-    let options = CallOptions { algorithm: Some("twice".to_owned()), generation: None };
+    let options = CallOptions { algorithm: Some("twice".to_owned()), generation: None, counts: None };
     let (_, report) = comm.call(Collective::AllReduce, &tensor, ReduceOp::Max, 0, &options).unwrap();
     // Under max the numbers hold; the provenance run sees the contribution counted twice.
     assert!(report.postcondition.held && report.exact.as_ref().is_some_and(|e| !e.held), "{report}");

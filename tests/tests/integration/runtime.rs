@@ -461,7 +461,7 @@ fn every_shipped_algorithm_is_identical_bit_for_bit_on_one_two_and_four_threads(
                     Tile::from_vec(values)
                 })
                 .outputs(|_, rank, input| {
-                    kernbench::postcondition::starting_output(algorithm.collective, input, rank, ranks)
+                    kernbench::postcondition::starting_output(&algorithm.collective.into(), input, rank, ranks)
                 })
                 .timing(Some(timing.clone()))
                 .threads(threads)

@@ -86,7 +86,7 @@ fn every_shipped_algorithm_spread_over_one_to_four_processes_is_identical_bit_fo
                         Tile::from_vec(values)
                     })
                     .outputs(move |_, rank, input| {
-                        kernbench::postcondition::starting_output(algorithm.collective, input, rank, ranks)
+                        kernbench::postcondition::starting_output(&algorithm.collective.into(), input, rank, ranks)
                     })
                     .timing(Some(timing.clone()))
             };

@@ -35,6 +35,8 @@ mod messages;
 mod one_sided;
 mod teams;
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 pub use backend::{
@@ -42,6 +44,7 @@ pub use backend::{
     polling_kernel,
 };
 
+use crate::counts::Counts;
 use crate::kernel::KernelError;
 use crate::machine::{Direction, PeId};
 use crate::tile::ReduceOp;
@@ -83,6 +86,8 @@ pub struct TlContext {
     pub op: ReduceOp,
     /// The root rank of a rooted collective (broadcast, reduce); 0 otherwise.
     pub root: usize,
+    /// The per-pair counts of all-to-all-v and send/recv; `None` for the other collectives.
+    pub counts: Option<Arc<Counts>>,
     /// The call's generation (1, 2, ... per communicator); messages carry
     /// [`message_generation`]`(generation, phase)`.
     pub generation: u64,
@@ -162,6 +167,14 @@ impl Tl {
     /// The root rank of a rooted collective.
     pub fn root(&self) -> usize {
         self.ctx.root
+    }
+
+    /// The call's per-pair counts: what each rank sends to each (all-to-all-v, send/recv).
+    ///
+    /// # Errors
+    /// [`KernelError::NoCounts`] when the call has none: it is of another collective.
+    pub fn counts(&self) -> Result<&Counts, KernelError> {
+        self.ctx.counts.as_deref().ok_or(KernelError::NoCounts { pe: self.ctx.pe })
     }
 
     /// Which of its PE's lanes this coroutine is, from 0. A kernel runs as [`Tl::lanes`] concurrent

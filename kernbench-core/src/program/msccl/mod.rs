@@ -116,14 +116,7 @@ const COLLECTIVES: [(&str, Collective); 7] = [
 
 /// The `coll` names msccl-tools (Azure, new) writes, one per collective.
 fn collective_name(collective: Collective) -> &'static str {
-    match collective {
-        Collective::AllReduce => "allreduce",
-        Collective::AllGather => "allgather",
-        Collective::ReduceScatter => "reducescatter",
-        Collective::AllToAll => "alltoall",
-        Collective::Broadcast => "broadcast",
-        Collective::Reduce => "reduce",
-    }
+    collective.nccl_tests_name()
 }
 
 const PROTOCOLS: [Protocol; 3] = [Protocol::Simple, Protocol::Ll, Protocol::Ll128];

@@ -102,6 +102,7 @@ fn run(
         size,
         op: ReduceOp::Sum,
         root: 0,
+        counts: None,
         generation: 0,
         lane: 0,
         lanes: 1,
