@@ -19,16 +19,17 @@ impl Communicator {
     ///
     /// # Examples
     /// ```
-    /// use kernbench::{Communicator, Counts, DistTensor, Dtype, Tile, samples::ONE_PE};
-    /// let mut comm = Communicator::builtin(kernbench::System::shape(2, 1, 1, 1).unwrap());
-    /// let tensor = DistTensor::distribute(
-    ///     Dtype::F32, 1, 3, &[Tile::from_vec(vec![1.0f32, 2.0, 3.0]), Tile::from_vec(vec![4.0f32, 5.0, 6.0])], ONE_PE,
-    /// ).unwrap();
-    /// // Rank 0 keeps 1 element and sends 2; rank 1 sends its 3 to rank 0.
+    /// use kernbench::{Communicator, Counts, DistTensor, DpPolicy, PeId, System, Tile};
+    /// let system = System::shape(2, 1, 1, 1).unwrap();
+    /// let tiles = [Tile::from_vec(vec![1.0f32, 2.0, 3.0]), Tile::from_vec(vec![4.0f32, 5.0, 6.0])];
+    /// let tensor = DistTensor::distribute(&system, &tiles, 1, 3, DpPolicy::LEADER).unwrap();
+    /// // Rank 0 keeps 1 element and sends 2 to rank 1; rank 1 sends all 3 to rank 0.
     /// let counts = Counts::new(vec![vec![1, 2], vec![3, 0]]).unwrap();
-    /// let (out, report) = comm.all_to_all_v(&tensor, counts).unwrap();
+    /// let (out, report) = Communicator::new(system).all_to_all_v(&tensor, counts).unwrap();
     /// assert!(report.postcondition.held, "{report}");
-    /// assert_eq!(out.gather().unwrap()[0].as_slice::<f32>().unwrap(), &[1.0, 4.0, 5.0, 6.0]);
+    /// // Each output is as long as what its rank receives.
+    /// assert_eq!(out.shard(PeId::new(0, 0, 0)).unwrap().to_f64_vec(), [1.0, 4.0, 5.0, 6.0]);
+    /// assert_eq!(out.shard(PeId::new(1, 0, 0)).unwrap().to_f64_vec(), [2.0, 3.0]);
     /// ```
     pub fn all_to_all_v(&mut self, tensor: &DistTensor, counts: Counts) -> Result<(DistTensor, CallReport), CommError> {
         let options = CallOptions { counts: Some(Arc::new(counts)), ..CallOptions::default() };

@@ -6,6 +6,8 @@
 
 #[path = "integration/all_to_all.rs"]
 mod all_to_all;
+#[path = "integration/all_to_all_v.rs"]
+mod all_to_all_v;
 #[path = "integration/atomics.rs"]
 mod atomics;
 #[path = "integration/bench.rs"]

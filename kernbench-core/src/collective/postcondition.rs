@@ -117,7 +117,14 @@ pub enum PostconditionError {
     },
     /// A collective that takes per-pair counts called without them, or one that does not take them
     /// called with them.
-    #[error("{collective} {}", if *takes { "needs per-pair counts: expected a call with counts" } else { "takes no counts: expected a call without them" })]
+    #[error(
+        "{}",
+        if *takes {
+            format!("the call has no per-pair counts: expected counts, which {collective} needs")
+        } else {
+            format!("the call has per-pair counts, which {collective} does not take: expected none")
+        }
+    )]
     NoCounts {
         /// The collective.
         collective: Collective,
@@ -125,7 +132,7 @@ pub enum PostconditionError {
         takes: bool,
     },
     /// Counts that do not fit the inputs.
-    #[error("the counts do not fit the inputs: {0}")]
+    #[error(transparent)]
     Counts(#[from] CountsError),
 }
 
