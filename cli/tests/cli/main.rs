@@ -119,6 +119,11 @@ fn every_bad_invocation_gives_one_line_and_exit_code_2() {
         (&["bench", "all_reduce", "--registry", &bad_registry], "unknown algorithm `x`"),
         (&["bench", "all_reduce", "--dtype", "f8"], "unknown dtype `f8`"),
         (&["bench", "all_reduce", "--op", "xor"], "unknown reduction op `xor`"),
+        (
+            &["bench", "alltoallv", "--counts-seed", "seven"],
+            "invalid value 'seven' for '--counts-seed <SEED>': `seven` is not a seed: expected a whole number from 0 to",
+        ),
+        (&["run", "alltoallv", "--counts-seed=-1"], "`-1` is not a seed: expected a whole number"),
         (&["bench", "reduce", "--root", "9", "--sizes", "1K"], "root 9 does not exist"),
         (&["bench"], "required arguments were not provided: <COLLECTIVE>"),
         (&["bench", "all_reduce", "--json=yes"], "unexpected value"),
@@ -618,6 +623,57 @@ fn run_exact_says_every_element_holds_each_contribution_once() {
     assert!(stdout.contains(": correct (exact: every element holds each of its contributions once), "), "{stdout}");
     let out = kernbench(&["run", "all_reduce", "--system", SMALL, "--bytes", "1K"]);
     assert!(!text(&out.stdout).contains("exact"), "without --exact nothing is said of it");
+}
+
+/// The rows of a `bench` table (its lines that are not comments), each split into its columns.
+fn table_rows(table: &str) -> Vec<Vec<&str>> {
+    table.lines().filter(|l| !l.starts_with('#')).map(|l| l.split_whitespace().collect()).collect()
+}
+
+#[test]
+fn bench_alltoallv_and_sendrecv_print_nccl_tests_rows_for_every_algorithm_with_nothing_wrong() {
+    // (collective, its algorithms, nccl-tests' busbw factor on the built-in system's 4 ranks)
+    let cases = [
+        ("alltoallv", ["pairwise_alltoallv", "symmetric_alltoallv"], 0.75),
+        ("sendrecv", ["pairwise_sendrecv", "symmetric_sendrecv"], 1.0),
+    ];
+    for (collective, algorithms, factor) in cases {
+        let out = kernbench(&["bench", collective, "--algos", "all", "--exact"]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let table = text(&out.stdout);
+        let rows = table_rows(&table);
+        // 1K..16M: 15 sizes, each for both algorithms.
+        assert_eq!(rows.len(), 15 * 2, "{table}");
+        for row in &rows {
+            let [size, count, dtype, op, ranks, algorithm, _time, algbw, busbw, wrong, sol] = row[..] else {
+                panic!("not an nccl-tests row of 11 columns: {row:?}\n{table}");
+            };
+            assert_eq!((dtype, op, ranks, wrong), ("f32", "sum", "4", "0"), "{row:?}");
+            assert_eq!(size.parse::<u64>().unwrap(), 4 * count.parse::<u64>().unwrap(), "{row:?}");
+            assert!(algorithms.contains(&algorithm), "{row:?}");
+            let (algbw, busbw): (f64, f64) = (algbw.parse().unwrap(), busbw.parse().unwrap());
+            assert!((busbw - algbw * factor).abs() <= 0.011, "busbw {busbw} is not {factor} x algbw {algbw}: {row:?}");
+            assert!(sol.parse::<f64>().unwrap() <= 1.0, "{row:?}");
+        }
+        assert!(table.contains("# wrong elements: 0\n"), "{table}");
+    }
+    // Another seed draws other counts, so other times for the same sizes.
+    let time = |seed: &str| {
+        let out = kernbench(&[
+            "bench",
+            "alltoallv",
+            "--sizes",
+            "64K",
+            "--algos",
+            "pairwise_alltoallv",
+            "--counts-seed",
+            seed,
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        table_rows(&text(&out.stdout))[0][6].to_owned()
+    };
+    assert_eq!(time("1"), time("1"));
+    assert_ne!(time("1"), time("2"));
 }
 
 #[test]

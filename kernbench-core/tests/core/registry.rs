@@ -291,9 +291,11 @@ fn collective_names_parse_and_print() {
     for c in Collective::ALL {
         assert_eq!(c.to_string().parse::<Collective>().unwrap(), c);
         assert_eq!(serde_json::to_string(&c).unwrap(), format!("\"{c}\""));
+        // The command line takes nccl-tests' names too; JSON only the collective's own.
+        assert_eq!(c.nccl_tests_name().parse::<Collective>().unwrap(), c);
     }
-    let err = "allgather".parse::<Collective>().unwrap_err();
-    assert_mentions(&err.to_string(), &["unknown collective `allgather`", "all_gather", "all_to_all"]);
+    let err = "all_gathr".parse::<Collective>().unwrap_err();
+    assert_mentions(&err.to_string(), &["unknown collective `all_gathr`", "all_gather", "all_to_all_v", "sendrecv"]);
 }
 
 #[test]
