@@ -15,13 +15,14 @@ pub const NOISE_LIMIT: f64 = 0.2;
 
 /// The nccl-tests programs of the collectives kernbench simulates, as `# Collective test starting:`
 /// names them.
-const PROGRAMS: [(&str, Collective); 6] = [
+const PROGRAMS: [(&str, Collective); 7] = [
     ("all_reduce_perf", Collective::AllReduce),
     ("all_gather_perf", Collective::AllGather),
     ("reduce_scatter_perf", Collective::ReduceScatter),
     ("broadcast_perf", Collective::Broadcast),
     ("reduce_perf", Collective::Reduce),
     ("alltoall_perf", Collective::AllToAll),
+    ("sendrecv_perf", Collective::SendRecv),
 ];
 
 /// A device line, a rank's: older versions have no `Group`.
@@ -149,7 +150,7 @@ pub enum LogError {
     /// The log measured a program whose collective kernbench does not simulate.
     #[error(
         "{name}: `{}` is not a collective kernbench simulates: expected one of all_reduce_perf, all_gather_perf, \
-         reduce_scatter_perf, broadcast_perf, reduce_perf, alltoall_perf",
+         reduce_scatter_perf, broadcast_perf, reduce_perf, alltoall_perf, sendrecv_perf",
         Quoted(program)
     )]
     UnknownCollective {
@@ -161,7 +162,8 @@ pub enum LogError {
     /// Neither the log nor its name says which collective it measured, and the caller did not either.
     #[error(
         "{name}: which collective? it has no `# Collective test starting:` line and its name holds none (or \
-         several) of all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall: name the collective"
+         several) of all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv: name the \
+         collective"
     )]
     UnnamedCollective {
         /// The log.
@@ -238,7 +240,7 @@ impl NcclLog {
     ///   nodes and GPUs are unknown.
     /// - The collective is the one `# Collective test starting: PROGRAM` names; in older logs, which have
     ///   no such line, the one `name`'s file name holds (`all_reduce`, `all_gather`, `reduce_scatter`,
-    ///   `broadcast`, `reduce`, `alltoall` or `all_to_all`, with or without the underscores); else
+    ///   `broadcast`, `reduce`, `alltoall` or `all_to_all`, `sendrecv`, with or without the underscores); else
     ///   `collective`. When the log or its name says, `collective` must agree.
     /// - A row is `size count type [redop] [root] time algbw busbw #wrong`, out of place, then the same
     ///   four in place when the log has them: the columns its titles name (with or without their `#`;
@@ -865,13 +867,13 @@ mod tests {
         let header_only: String = ONE_PROCESS.lines().take(20).map(|l| format!("{l}\n")).collect();
         let no_ranks: String =
             ONE_PROCESS.lines().filter(|line| !line.contains("Rank")).map(|l| format!("{l}\n")).collect();
-        let sendrecv = ONE_PROCESS.replace("starting: all_reduce_perf", "starting: sendrecv_perf");
+        let hypercube = ONE_PROCESS.replace("starting: all_reduce_perf", "starting: hypercube_perf");
         let cases = [
             (parse("h100.log", &header_only), "h100.log: no rows of results: expected nccl-tests' table"),
             (parse("h100.log", &no_ranks), "h100.log: how many ranks? expected nccl-tests' device lines"),
             (
-                parse("h100.log", &sendrecv),
-                "h100.log: `sendrecv_perf` is not a collective kernbench simulates: expected one of all_reduce_perf,",
+                parse("h100.log", &hypercube),
+                "h100.log: `hypercube_perf` is not a collective kernbench simulates: expected one of all_reduce_perf,",
             ),
             (parse("a100.log", ONE_PROCESS_PER_GPU), "a100.log: which collective?"),
             (
@@ -915,6 +917,7 @@ mod tests {
             ("reduce_scatter_perf.log", Some(Collective::ReduceScatter)),
             ("ALL_TO_ALL.txt", Some(Collective::AllToAll)),
             ("alltoall_perf.out", Some(Collective::AllToAll)),
+            ("h100x8-sendrecv.log", Some(Collective::SendRecv)),
             ("broadcast.log", Some(Collective::Broadcast)),
             ("reduce.log", Some(Collective::Reduce)),
             ("all_reduce/run.log", None),
