@@ -9,8 +9,8 @@
 //! | [`tile`] | tiles, dtypes, reduction operators, near-equal chunks | nothing of ours |
 //! | [`counts`] | per-pair element counts of all-to-all-v and send/recv | nothing of ours |
 //! | [`plan`] | mappers (with the layout each needs), topologies, install plans, validators, layouts, group splits, sample tensors | `machine`, `tile` |
-//! | [`collective`] | collective kinds, postconditions, provenance, time bounds, cost estimates | `machine`, `tile`, `plan` |
-//! | [`kernel`] | `tl`, symmetric memory, kernel definitions, run-time errors | `machine`, `tile` (and names `collective`'s items for code that imports them from it) |
+//! | [`collective`] | collective kinds, postconditions, provenance, time bounds, cost estimates | `machine`, `tile`, `counts`, `plan` |
+//! | [`kernel`] | `tl`, symmetric memory, kernel definitions, run-time errors | `machine`, `tile`, `counts` (and names `collective`'s items for code that imports them from it) |
 //! | [`program`] | chunk programs (MSCCL's model), MSCCL-IR XML in and out, the kernel that runs them | `machine`, `tile`, `collective`, `kernel` |
 //! | [`registry`] | typed algorithms, selection rules, the JSON format | `machine`, `collective`, `kernel`, `plan` |
 //!

@@ -78,6 +78,12 @@ fn the_one_sided_all_to_all_sample_is_what_bench_prints() {
 }
 
 #[test]
+fn the_all_to_all_v_sample_is_what_bench_prints() {
+    let args = ["bench", "alltoallv", "--algos", "all", "--sizes", "1K,1M"];
+    check(&format!("cargo run --release -- {}", args.join(" ")), &args, Path::new(REPO));
+}
+
+#[test]
 fn the_msccl_sample_is_what_msccl_prints() {
     let args = ["msccl", "tests/fixtures/msccl/ring_allreduce.xml", "--sizes", "1K,1M"];
     check(&format!("cargo run --release -- {}", args.join(" ")), &args, Path::new(REPO));

@@ -1,6 +1,6 @@
 //! Collectives: what a collective call must compute and what it costs. Uses [`machine`](crate::machine)
-//! (the channels a bound counts), [`tile`](crate::tile) (the references a postcondition computes) and
-//! [`plan`](crate::plan) (the install plan a message estimate counts over); knows nothing of kernels,
+//! (the channels a bound counts), [`tile`](crate::tile) (the references a postcondition computes),
+//! [`counts`](crate::counts) (what all-to-all-v and send/recv move) and [`plan`](crate::plan) (the install plan a message estimate counts over); knows nothing of kernels,
 //! registries or any runtime.
 //!
 //! - [`Collective`]: the kinds of collective, with nccl-tests' bus-bandwidth factor of each;

@@ -1,5 +1,6 @@
 //! The kernel API: what a kernel is written against. Uses [`machine`](crate::machine) for PEs and
-//! directions and [`tile`](crate::tile) for the data it moves; knows nothing of plans, registries or
+//! directions, [`tile`](crate::tile) for the data it moves and [`counts`](crate::counts) for the
+//! per-pair counts of uneven exchanges; knows nothing of plans, registries or
 //! any runtime.
 //!
 //! [`Tl`] is the handle a kernel talks to its PE through; [`Tile`]s of a [`Dtype`] are what it moves
