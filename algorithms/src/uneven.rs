@@ -17,7 +17,7 @@ const LANDED: usize = 0;
 /// straight to it and receives what rank `r - s` has for it, skipping pairs with no count; its own
 /// part it copies.
 ///
-/// Topology `full`, any mapper, up to 1024 ranks. As [`pairwise_alltoall()`](crate::pairwise_alltoall)
+/// Topology `full`, any mapper, up to 1024 ranks. As [`pairwise_alltoall()`](crate::pairwise_alltoall())
 /// with per-pair sizes; for send/recv, only the listed pairs exchange.
 #[ccl_kernel(crate = "kernbench_core")]
 pub fn pairwise_uneven(tl: &Tl) {
