@@ -359,9 +359,10 @@ fn needs(call: &CallShape<'_>, chunks: &[f64], members: &[usize]) -> (f64, f64) 
         let mut inside = vec![false; n];
         members.iter().for_each(|&m| inside[m] = true);
         let (mut out, mut into) = (0, 0);
-        for p in 0..n {
-            for q in (0..n).filter(|&q| inside[p] != inside[q]) {
-                *(if inside[p] { &mut out } else { &mut into }) += counts.count(p, q);
+        for &m in members {
+            for q in (0..n).filter(|&q| !inside[q]) {
+                out += counts.count(m, q);
+                into += counts.count(q, m);
             }
         }
         let bytes = |elements: usize| elements as f64 * call.element_bytes as f64;
@@ -416,6 +417,7 @@ fn farthest_pair_ns(system: &System, call: &CallShape<'_>, chunks: &[f64]) -> f6
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::counts::Transfer;
     use crate::machine::{test_nodes, test_system};
 
     const O: f64 = 10.0;
@@ -424,6 +426,31 @@ mod tests {
 
     fn leaders(system: &System) -> Vec<PeId> {
         (0..system.sips() as u32).map(|sip| PeId::new(sip, 0, 0)).collect()
+    }
+
+    #[test]
+    fn exchanges_by_counts_need_what_their_counts_send() {
+        let system = System::shape(4, 1, 1, 1).unwrap();
+        let ranks = leaders(&system);
+        // nccl-tests' shift of 4 MiB: each PE sends its input over its two 64 GB/s channels.
+        let shift = Counts::shift(4, 1 << 20);
+        let call = |collective, counts| CallShape {
+            collective,
+            ranks: &ranks,
+            elements: 1 << 20,
+            element_bytes: 4,
+            root: 0,
+            counts: Some(counts),
+        };
+        let got = lower_bound(&system, &call(Collective::SendRecv, &shift));
+        assert_eq!(got.ns, X / 128.0 + 500.0 + O);
+        // Nothing sent but rank 0's 4 MiB to rank 2, two hops away: what one PE's channels carry, plus
+        // one hop; the latency bound of the two hops is lower.
+        let one = Counts::from_transfers(4, &[Transfer { from: 0, to: 2, count: 1 << 20 }]).unwrap();
+        let got = lower_bound(&system, &call(Collective::AllToAllV, &one));
+        assert_eq!(got.ns, X / 128.0 + 500.0 + O);
+        let none = Counts::from_transfers(4, &[]).unwrap();
+        assert_eq!(lower_bound(&system, &call(Collective::AllToAllV, &none)).limit, Limit::Nothing);
     }
 
     fn bound(system: &System, collective: Collective, ranks: &[PeId], elements: usize, root: usize) -> TimeBound {
