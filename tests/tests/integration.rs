@@ -55,6 +55,18 @@ mod teams;
 #[path = "integration/timing/mod.rs"]
 mod timing;
 
+/// The per-pair counts of `collective` over `ranks` ranks of `elements` each, as `bench` draws them
+/// (all-to-all-v's seeded counts, send/recv's shift); `None` for the collectives that take none: what
+/// the tests that run every shipped algorithm call it with.
+pub(crate) fn counts_for(
+    collective: kernbench::Collective,
+    ranks: usize,
+    elements: usize,
+) -> Option<std::sync::Arc<kernbench::Counts>> {
+    use kernbench_cli::sweep::{DEFAULT_COUNTS_SEED, point_counts};
+    point_counts(collective, ranks, elements, DEFAULT_COUNTS_SEED).map(std::sync::Arc::new)
+}
+
 /// `system`, or, for an algorithm on the `multicast` topology (the NVLS algorithms, which plan only
 /// behind a switch that multicasts), the same shape behind such a switch: what the tests that run
 /// every shipped algorithm run it on.

@@ -15,7 +15,10 @@ fn run_named(system: &System, algorithm: &str, dtype: Dtype, op: ReduceOp, bytes
     let mut comm = comm(system);
     let entry = comm.registry().get(algorithm).unwrap().clone();
     let tensor = sample_tensor(system, bytes, dtype, op, entry.mapper.layout()).unwrap();
-    let options = CallOptions { algorithm: Some(algorithm.to_owned()), generation: None, counts: None };
+    let ranks = comm.plan(&entry).unwrap().len();
+    let elements = tensor.shards().values().next().map_or(0, |t| t.len());
+    let counts = crate::counts_for(entry.collective, ranks, elements);
+    let options = CallOptions { algorithm: Some(algorithm.to_owned()), generation: None, counts };
     let (_, report) = comm
         .call(entry.collective, &tensor, op, root, &options)
         .unwrap_or_else(|e| panic!("{algorithm} on {}: {e}", system.describe()));
@@ -132,6 +135,10 @@ mod matrix {
         nvls_allgather,
         nvls_reduce_scatter,
         nvls_tree_allreduce,
+        pairwise_alltoallv,
+        symmetric_alltoallv,
+        pairwise_sendrecv,
+        symmetric_sendrecv,
     );
 }
 

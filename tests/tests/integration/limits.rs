@@ -129,9 +129,10 @@ fn the_message_estimate_bounds_every_shipped_algorithm() {
             for bytes in [4 * blocks, 4096 * blocks] {
                 let tensor = sample_tensor(&system, bytes, F32, ReduceOp::Sum, policy).unwrap();
                 let mut comm = Communicator::new(system.clone());
-                let Ok((_, report)) =
-                    comm.call(algorithm.collective, &tensor, ReduceOp::Sum, 0, &named(&algorithm.name))
-                else {
+                let elements = tensor.shards().values().next().map_or(0, |t| t.len());
+                let counts = crate::counts_for(algorithm.collective, plan.len(), elements);
+                let options = CallOptions { counts, ..named(&algorithm.name) };
+                let Ok((_, report)) = comm.call(algorithm.collective, &tensor, ReduceOp::Sum, 0, &options) else {
                     continue;
                 };
                 let sent = report.run.totals().messages_sent;

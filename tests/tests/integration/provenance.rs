@@ -115,9 +115,9 @@ fn every_shipped_algorithm_holds_exactly_its_contributions() {
         for (op, root) in [(ReduceOp::Sum, 0), (ReduceOp::Max, n - 1)] {
             MockRun::new(&system, algorithm.topology.name(), algorithm.mapper.name(), algorithm.kernel)
                 .params(serde_json::Value::Object(algorithm.params.clone()))
-                .call(kernbench::sim::Call { op, root, generation: 1, counts: None })
+                .call(kernbench::sim::Call { op, root, generation: 1, counts: crate::counts_for(collective, n, len) })
                 .inputs(|_, rank| Tile::filled(I32, len, rank as f64))
-                .outputs(|_, rank, input| starting_output(&collective.into(), input, rank, n))
+                .collective(collective)
                 .exact(collective)
                 .run()
                 .unwrap_or_else(|e| panic!("{} ({n} ranks, {op}, root {root}): {e}", algorithm.name));
