@@ -636,8 +636,12 @@ impl Communicator {
         let buffers =
             inputs.iter().zip(&before).map(|(i, o)| PeBuffers { input: i.clone(), output: o.clone() }).collect();
         let Tuned { protocol, lanes } = prepared.tuned;
-        let runtime = Runtime::new(&self.system).options(self.options.clone()).protocol(protocol).max_lanes(lanes);
-        let call = Call { op, root, generation, counts: counts.clone() };
+        let runtime = Runtime::new(&self.system)
+            .options(self.options.clone())
+            .protocol(protocol)
+            .max_lanes(lanes)
+            .counts(counts.clone());
+        let call = Call { op, root, generation };
         let exact = self.exact.then_some(collective);
         let windows = Some(&mut self.windows).filter(|w| !w.registered().is_empty());
         let (run, exact) = runtime.run_then_exact(plan, algorithm.launch(), buffers, (call, windows), exact)?;

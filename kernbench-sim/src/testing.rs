@@ -256,7 +256,7 @@ impl<'a> MockRun<'a> {
         self
     }
 
-    /// The call's facts (operator, root, generation, per-pair counts).
+    /// The call's facts (operator, root, generation).
     pub fn call(mut self, call: Call) -> Self {
         self.call = call;
         self
@@ -299,8 +299,7 @@ impl<'a> MockRun<'a> {
         let runtime = Runtime::new(self.system).options(self.options.clone());
         if self.calls == 1 && self.windows.is_empty() {
             let buffers = self.buffers(&plan);
-            let (report, exact) =
-                runtime.run_then_exact(&plan, kernel, buffers, (self.call.clone(), None), self.exact)?;
+            let (report, exact) = runtime.run_then_exact(&plan, kernel, buffers, (self.call, None), self.exact)?;
             return match exact.transpose()? {
                 Some(exactness) if !exactness.held => Err(MockError::Exact(exactness)),
                 _ => Ok(report),
@@ -315,7 +314,7 @@ impl<'a> MockRun<'a> {
         }
         let mut last = None;
         for k in 0..self.calls {
-            let call = Call { generation: self.call.generation + k, ..self.call.clone() };
+            let call = Call { generation: self.call.generation + k, ..self.call };
             let buffers = self.buffers(&plan);
             let report = runtime.run_windowed(&plan, kernel, buffers, call, Some(&mut windows));
             let report = report.map_err(|source| MockError::Call { call: k + 1, calls: self.calls, source })?;
@@ -400,7 +399,7 @@ impl<'a> MockRun<'a> {
                             collective,
                             op: self.call.op,
                             root: self.call.root,
-                            counts: self.call.counts.clone(),
+                            counts: self.options.counts.clone(),
                         };
                         starting_output(&facts, &input, p.rank, n)
                     }

@@ -159,7 +159,7 @@ pub(super) fn run(
     let parts = (two_sided, one_sided);
     let mut exec = Execution::new(lanes, (call.generation, results), parts, (network, spread), options.timing_only);
     let ready = Arc::new(ReadyLists::new(options.threads));
-    start(&exec, (kernel, &call, system), &ready, pool.as_ref());
+    start(&exec, (kernel, &call, system, options), &ready, pool.as_ref());
     let polling = Polling { pool: pool.as_ref(), parallel_min_ready: options.parallel_min_ready };
     let driven = exec.drive(&ready, polling);
     if let Some(windows) = windows {
@@ -178,7 +178,7 @@ pub(super) fn run(
 /// thread made them.
 fn start(
     exec: &Execution<'_>,
-    (kernel, call, system): (&dyn Launch, &Call, &System),
+    (kernel, call, system, options): (&dyn Launch, &Call, &System, &RunOptions),
     ready: &Arc<ReadyLists>,
     pool: Option<&rayon::ThreadPool>,
 ) {
@@ -193,7 +193,7 @@ fn start(
             size: tasks.pes().len(),
             op: call.op,
             root: call.root,
-            counts: call.counts.clone(),
+            counts: options.counts.clone(),
             generation: call.generation,
             lane: tasks.lane(task as u32) as usize,
             lanes: tasks.lanes_of(rank).len(),

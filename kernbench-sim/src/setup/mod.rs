@@ -10,9 +10,6 @@ pub use options::{DEFAULT_LOOP_BUDGET, DEFAULT_STEP_BUDGET, PARALLEL_MIN_READY, 
 use kernbench_core::postcondition::{CallFacts, PostconditionError, starting_output};
 use kernbench_core::provenance::{self, Exactness};
 use kernbench_core::tl::MAX_GENERATION;
-use std::sync::Arc;
-
-use kernbench_core::counts::Counts;
 use kernbench_core::{CheckedPlan, Collective, Launch, PeId, ReduceOp, System, Tile};
 
 use crate::error::RunError;
@@ -28,8 +25,9 @@ pub struct PeBuffers {
     pub output: Tile,
 }
 
-/// The per-call facts every PE's kernel sees.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The per-call facts every PE's kernel sees (an exchange by counts takes its counts as the run option
+/// [`RunOptions::counts`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Call {
     /// The reduction operator.
     pub op: ReduceOp,
@@ -37,13 +35,11 @@ pub struct Call {
     pub root: usize,
     /// The call's generation; every message carries it, and a receiver rejects another.
     pub generation: u64,
-    /// The per-pair counts of all-to-all-v and send/recv (`tl.counts()`).
-    pub counts: Option<Arc<Counts>>,
 }
 
 impl Default for Call {
     fn default() -> Self {
-        Call { op: ReduceOp::Sum, root: 0, generation: 1, counts: None }
+        Call { op: ReduceOp::Sum, root: 0, generation: 1 }
     }
 }
 
@@ -161,8 +157,8 @@ impl<'s> Runtime<'s> {
             inputs.iter().enumerate().map(|(rank, input)| starting_output(&facts, input, rank, n)).collect();
         let buffers = inputs.iter().zip(&before).map(|(i, o)| PeBuffers { input: i.clone(), output: o.clone() });
         let op = provenance::call(&facts).op;
-        let call = Call { op, root: facts.root, generation, counts: facts.counts.clone() };
-        let run = self.clone().timing(None).run(plan, kernel, buffers.collect(), call)?;
+        let call = Call { op, root: facts.root, generation };
+        let run = self.clone().timing(None).counts(facts.counts.clone()).run(plan, kernel, buffers.collect(), call)?;
         let outputs: Vec<Tile> = run.pes().iter().map(|p| p.output.clone()).collect();
         let pes: Vec<PeId> = run.pes().iter().map(|p| p.pe).collect();
         Ok(provenance::check(&facts, &pes, &inputs, &before, &outputs)?)
@@ -187,7 +183,8 @@ impl<'s> Runtime<'s> {
         let inputs: Option<Vec<Tile>> = exact.map(|_| buffers.iter().map(|b| b.input.clone()).collect());
         let registered: Vec<&'static str> =
             windows.as_deref().map(|w| w.registered().iter().map(|w| w.name).collect()).unwrap_or_default();
-        let facts = |collective| CallFacts { collective, op: call.op, root: call.root, counts: call.counts.clone() };
+        let counts = &self.options.counts;
+        let facts = |collective| CallFacts { collective, op: call.op, root: call.root, counts: counts.clone() };
         let facts = exact.map(facts);
         let generation = call.generation;
         let report = self.run_windowed(plan, kernel, buffers, call, windows)?;

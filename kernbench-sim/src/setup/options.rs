@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use kernbench_core::counts::Counts;
 use kernbench_core::{Carriage, Protocol, System};
 
 use crate::error::RunError;
@@ -74,6 +75,9 @@ pub struct RunOptions {
     /// Under a [schedule](RunOptions::schedule), how far apart in simulated ns two one-sided operations
     /// may land and still be applied in either order (0, the default: only ties).
     pub schedule_jitter_ns: f64,
+    /// The per-pair counts of an all-to-all-v or send/recv call, which its kernels read with
+    /// `tl.counts()`; `None` for every other collective.
+    pub counts: Option<Arc<Counts>>,
 }
 
 impl Default for RunOptions {
@@ -92,6 +96,7 @@ impl Default for RunOptions {
             gpus_per_thread: 1,
             schedule: None,
             schedule_jitter_ns: 0.0,
+            counts: None,
         }
     }
 }
@@ -215,6 +220,17 @@ macro_rules! run_option_setters {
         /// Negative or not finite counts as 0.
         pub fn schedule_jitter(mut self, ns: f64) -> Self {
             self.options_mut().schedule_jitter_ns = if ns.is_finite() { ns.max(0.0) } else { 0.0 };
+            self
+        }
+
+        /// Runs the call with these per-pair counts (`None`, the default, for every collective but
+        /// all-to-all-v and send/recv): what its kernels read with `tl.counts()`, and what its
+        /// postcondition holds it to.
+        pub fn counts(
+            mut self,
+            counts: ::std::option::Option<::std::sync::Arc<::kernbench_core::counts::Counts>>,
+        ) -> Self {
+            self.options_mut().counts = counts;
             self
         }
 

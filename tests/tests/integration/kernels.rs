@@ -251,7 +251,7 @@ fn run(
         .params(algo.params.clone())
         .inputs(|_, rank| inputs[rank].clone())
         .outputs(|_, rank, _| before[rank].clone())
-        .call(Call { op, root, generation: 1, counts: None })
+        .call(Call { op, root, generation: 1 })
         .threads(threads)
         .parallel_min_ready(1)
         .run()
@@ -552,7 +552,7 @@ fn a_root_that_is_not_a_rank_is_refused_before_any_kernel_runs() {
     for (topology, kernel, params) in cases {
         let result = MockRun::new(&machine.system, topology, machine.mapper, kernel)
             .params(params)
-            .call(Call { op: ReduceOp::Sum, root: 5, generation: 1, counts: None })
+            .call(Call { op: ReduceOp::Sum, root: 5, generation: 1 })
             .run();
         match result {
             Err(MockError::Run(RunError::BadRoot { root: 5, participants: 5 })) => {}
@@ -567,7 +567,7 @@ fn a_generation_too_large_for_its_phases_is_refused() {
     let too_large = kernbench::tl::MAX_GENERATION + 1;
     let result = MockRun::new(&machine.system, "ring_1d", machine.mapper, &alg::ring_allreduce::KERNEL)
         .params(json!({"chunks": 1}))
-        .call(Call { op: ReduceOp::Sum, root: 0, generation: too_large, counts: None })
+        .call(Call { op: ReduceOp::Sum, root: 0, generation: too_large })
         .run();
     assert!(
         matches!(result, Err(MockError::Run(RunError::GenerationTooLarge { generation })) if generation == too_large),

@@ -115,7 +115,8 @@ fn every_shipped_algorithm_holds_exactly_its_contributions() {
         for (op, root) in [(ReduceOp::Sum, 0), (ReduceOp::Max, n - 1)] {
             MockRun::new(&system, algorithm.topology.name(), algorithm.mapper.name(), algorithm.kernel)
                 .params(serde_json::Value::Object(algorithm.params.clone()))
-                .call(kernbench::sim::Call { op, root, generation: 1, counts: crate::counts_for(collective, n, len) })
+                .call(kernbench::sim::Call { op, root, generation: 1 })
+                .counts(crate::counts_for(collective, n, len))
                 .inputs(|_, rank| Tile::filled(I32, len, rank as f64))
                 .collective(collective)
                 .exact(collective)

@@ -460,7 +460,7 @@ fn every_shipped_algorithm_is_identical_bit_for_bit_on_one_two_and_four_threads(
                     let values: Vec<f32> = (0..96).map(|i| ((rank * 5 + i * 3) % 7) as f32 - 3.0).collect();
                     Tile::from_vec(values)
                 })
-                .call(Call { counts: crate::counts_for(algorithm.collective, ranks, 96), ..Call::default() })
+                .counts(crate::counts_for(algorithm.collective, ranks, 96))
                 .collective(algorithm.collective)
                 .timing(Some(timing.clone()))
                 .threads(threads)

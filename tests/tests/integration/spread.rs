@@ -10,7 +10,7 @@ use kernbench::System;
 use kernbench::prelude::*;
 use kernbench::sim::spread::{Exchange, ExchangeError, InMemory, SipBlocks};
 use kernbench::sim::testing::{MockError, MockRun};
-use kernbench::sim::{Call, RunError, RunReport, Timing};
+use kernbench::sim::{RunError, RunReport, Timing};
 
 fn shipped(name: &str) -> System {
     match name {
@@ -85,7 +85,7 @@ fn every_shipped_algorithm_spread_over_one_to_four_processes_is_identical_bit_fo
                         let values: Vec<f32> = (0..96).map(|i| ((rank * 5 + i * 3) % 7) as f32 - 3.0).collect();
                         Tile::from_vec(values)
                     })
-                    .call(Call { counts: crate::counts_for(algorithm.collective, ranks, 96), ..Call::default() })
+                    .counts(crate::counts_for(algorithm.collective, ranks, 96))
                     .collective(algorithm.collective)
                     .timing(Some(timing.clone()))
             };
