@@ -369,7 +369,7 @@ impl<'a> MockRun<'a> {
             inputs: Rc::clone(&self.inputs),
             outputs: self.outputs.clone(),
             collective: self.collective,
-            call: self.call.clone(),
+            call: self.call,
             options: self.options.clone(),
             exact: self.exact,
             windows: self.windows.clone(),
