@@ -5,12 +5,12 @@
 use std::task::{Context, Poll};
 
 use kernbench_core::atomic::Cmp;
-use kernbench_core::symmetric::{Allocation, Atomic, Symmetric, ValueWait};
+use kernbench_core::symmetric::{Atomic, Symmetric, ValueWait};
 use kernbench_core::{Dtype, KernelError, Op, Tile};
 
-use super::heap::{AtomicApply, check_signal};
+use super::heap::{AtomicApply, ElementAccess, check_signal};
 use super::op::OneSidedOp;
-use super::{Initiator, ValueWaiting};
+use super::{Initiator, ValueWaiting, access};
 use crate::lanes::Wait;
 use crate::race::Released;
 use crate::timing::SpanKind;
@@ -45,16 +45,15 @@ impl Initiator<'_> {
             owner,
             buffer: atomic.buffer,
             index: atomic.index,
-            op: Some(atomic.op),
+            access: ElementAccess::Atomic(atomic.op, op),
             stamp,
             clock: clock.as_ref(),
             release: atomic.order.releases(),
             acquire: atomic.order.acquires(),
-            waited: None,
         };
         let (run, tasks) = (self.run, &self.lanes.tasks);
         let memory = self.pe.get_or_insert_default();
-        let (old, acquired) = memory.heap.atomic(apply, detector, run.strong(tasks), |s| run.access(tasks, s))?;
+        let (old, acquired) = memory.heap.atomic(apply, detector, run.strong(tasks), |s| access(tasks, s))?;
         if let Some(acquired) = acquired {
             self.ctx.sync().acquire_clock(&acquired);
         }
@@ -162,16 +161,15 @@ impl Initiator<'_> {
                 owner: pe,
                 buffer,
                 index,
-                op: None,
+                access: ElementAccess::Waited(cmp, operand),
                 stamp: Some(stamp),
                 clock: Some(&clock),
                 release: false,
                 acquire: true,
-                waited: Some((cmp, operand)),
             };
             let (run, tasks) = (self.run, &self.lanes.tasks);
             let memory = self.pe.get_or_insert_default();
-            match memory.heap.atomic(apply, detector, run.strong(tasks), |s| run.access(tasks, s)) {
+            match memory.heap.atomic(apply, detector, run.strong(tasks), |s| access(tasks, s)) {
                 Ok((_, Some(acquired))) => self.ctx.sync().acquire_clock(&acquired),
                 Ok((_, None)) => {}
                 Err(e) => return Poll::Ready(Err(e)),
@@ -190,11 +188,6 @@ impl Initiator<'_> {
         }
         let registered = memory.heap.windows().map(|w| w.name).collect();
         Err(KernelError::NoSuchWindow { pe, name: name.to_owned(), registered })
-    }
-
-    /// Declares a collective allocation's buffer (its barrier is the endpoint's).
-    pub(crate) fn allocate(&mut self, allocation: &Allocation) -> Result<(), KernelError> {
-        self.declare(&allocation.buffer)
     }
 
     /// Waits until this PE's `signal` compares with `value` as asked, for the lane's generation.

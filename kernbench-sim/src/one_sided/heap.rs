@@ -50,20 +50,26 @@ impl HeapBuffer {
     }
 }
 
-/// An atomic (or, with no `op`, a wait's load) applied to an element of a PE's copy.
+/// What is applied to an element: an atomic (named by its `tl` operation, for errors), or a wait's
+/// load that saw its comparison hold.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum ElementAccess {
+    Atomic(AtomicOp, Op),
+    Waited(Cmp, i64),
+}
+
+/// An atomic or a wait's load applied to an element of a PE's copy.
 pub(crate) struct AtomicApply<'a> {
     pub(crate) owner: PeId,
     pub(crate) buffer: &'a Symmetric,
     pub(crate) index: usize,
-    pub(crate) op: Option<AtomicOp>,
+    pub(crate) access: ElementAccess,
     /// Its stamp and its lane's knowledge (or release), under the race detector.
     pub(crate) stamp: Option<Stamp>,
     pub(crate) clock: Option<&'a Released>,
     /// Whether its order releases (then `clock` is what it releases) and acquires.
     pub(crate) release: bool,
     pub(crate) acquire: bool,
-    /// A wait's comparison, which it saw hold.
-    pub(crate) waited: Option<(Cmp, i64)>,
 }
 
 /// One PE's copy of the symmetric heap: few buffers, found by name.
@@ -156,29 +162,26 @@ impl Heap {
         strong: impl Fn(&Stamp, &Stamp) -> bool,
         who: impl Fn(&Stamp) -> Access,
     ) -> Result<(i64, Option<VClock>), KernelError> {
-        let AtomicApply { owner, buffer, index, op, stamp, clock, release, acquire, waited } = apply;
+        let AtomicApply { owner, buffer, index, access, stamp, clock, release, acquire } = apply;
         let copy = self.buffer(owner, buffer, detector)?;
         let old = copy.element(index).unwrap_or(0);
-        let new = op.map(|op| op.apply(old));
         let mut acquired = None;
         let window = copy.window;
         if let (Some(shadow), Some(stamp), Some(clock)) = (&mut copy.shadow, stamp, clock) {
             let bytes = buffer.byte_range(index, 1).unwrap_or(0..0);
-            let value = match (new, waited) {
-                (Some(new), _) => AtomicValue::Leaves(new),
-                (None, Some((cmp, operand))) => AtomicValue::Waited(cmp, operand),
-                (None, None) => AtomicValue::Waited(Cmp::Eq, old),
+            let value = match access {
+                ElementAccess::Atomic(op, _) => AtomicValue::Leaves(op.apply(old)),
+                ElementAccess::Waited(cmp, operand) => AtomicValue::Waited(cmp, operand),
             };
             let access = AtomicAccess { stamp, clock, release: release.then_some(clock), acquire, value };
             acquired = shadow
                 .atomic(bytes, access, strong)
                 .map_err(|conflict| conflict_error(who, conflict, owner, (buffer.name, window), &stamp))?;
         }
-        if let Some(new) = new {
+        if let ElementAccess::Atomic(op, name) = access {
+            let new = op.apply(old);
             if new != old {
-                let tile_error =
-                    |source| KernelError::Tile { pe: owner, op: stamp.map_or(Op::AtomicAdd, |s| s.op), source };
-                copy.set_element(index, new).map_err(tile_error)?;
+                copy.set_element(index, new).map_err(|source| KernelError::Tile { pe: owner, op: name, source })?;
             }
         }
         Ok((old, acquired))

@@ -109,11 +109,6 @@ impl OneSidedRun {
     pub(crate) fn strong<'a>(&'a self, tasks: &'a Tasks<'_>) -> impl Fn(&Stamp, &Stamp) -> bool + 'a {
         move |a, b| morally_strong((&self.system, self.call, tasks), a, b)
     }
-
-    /// Who made an access, for an error.
-    pub(crate) fn access(&self, tasks: &Tasks<'_>, stamp: &Stamp) -> Access {
-        access(tasks, stamp)
-    }
 }
 
 impl Lanes<'_> {

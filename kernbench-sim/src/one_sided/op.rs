@@ -5,7 +5,7 @@ use kernbench_core::atomic::AtomicOp;
 use kernbench_core::symmetric::{CallSite, Symmetric};
 use kernbench_core::{KernelError, Op, ReduceOp, Tile};
 
-use super::heap::{AtomicApply, Raise, RemoteAccess as Access_};
+use super::heap::{AtomicApply, ElementAccess, Raise, RemoteAccess as Access_};
 use super::{OneSidedRun, access, morally_strong};
 use crate::error::{ExchangeError, RunError};
 use crate::lanes::{Lanes, Wait};
@@ -450,12 +450,11 @@ impl OneSidedRun {
                     owner,
                     buffer: &buffer,
                     index,
-                    op: Some(op),
+                    access: ElementAccess::Atomic(op, op.op(fetch)),
                     stamp,
                     clock: out.clock.as_ref(),
                     release,
                     acquire,
-                    waited: None,
                 };
                 let strong = |a: &Stamp, b: &Stamp| morally_strong((&self.system, self.call, &lanes.tasks), a, b);
                 let applied = target.heap.atomic(apply, detector, strong, who);

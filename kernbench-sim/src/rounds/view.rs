@@ -258,7 +258,7 @@ impl OneSided for PeView<'_, '_> {
 
     fn poll_alloc(&mut self, allocation: Allocation, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
         if self.ctx.parked.wait == crate::lanes::Wait::None {
-            if let Err(e) = self.initiator().allocate(&allocation) {
+            if let Err(e) = self.initiator().declare(&allocation.buffer) {
                 return Poll::Ready(Err(e));
             }
         }
