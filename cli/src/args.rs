@@ -100,6 +100,20 @@ pub struct TimingArgs {
     /// starts the system's `call.launch_per_gpu_ns` later.
     #[arg(long, value_name = "N")]
     pub gpus_per_thread: Option<usize>,
+    /// A fault to simulate, PART:EFFECT[@TIME] (repeatable): `link=3-4:fail@120us` cuts the link
+    /// between SIPs 3 and 4 (both ways) from 120 us on, `link=3>4:slow=2` halves one direction's
+    /// bandwidth from the start, `nic=0.1:fail@1ms` (node 0's NIC of rail 1), `pe=2.0.0:fail@50us`. A
+    /// message is routed round a failed link where the topology allows; otherwise the call ends with
+    /// an error naming the failed links and the ranks cut off.
+    #[arg(long = "fault", value_name = "FAULT", value_parser = parse_fault)]
+    pub faults: Vec<kernbench::sim::Fault>,
+    /// A JSON file of faults: a list of FAULT texts, or {"faults": [...]}, with any --fault.
+    #[arg(long = "faults", value_name = "FILE")]
+    pub faults_file: Option<PathBuf>,
+}
+
+fn parse_fault(text: &str) -> Result<kernbench::sim::Fault, String> {
+    text.parse().map_err(|e: kernbench::sim::FaultSyntaxError| e.why)
 }
 
 #[derive(Debug, clap::Args)]

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
+use kernbench::sim::Fault;
 use kernbench::sim::spread::Exchange;
 use kernbench::{Collective, Communicator, Dtype, ReduceOp, Registry, System};
 
@@ -47,6 +48,8 @@ pub struct Config {
     timing_only: bool,
     /// GPUs one host thread launches on, one after another.
     gpus_per_thread: usize,
+    /// Links, NICs and PEs that slow down or fail.
+    faults: Vec<Fault>,
     /// The processes the calls are spread over.
     job: Job,
 }
@@ -64,6 +67,7 @@ impl Config {
             threads: 1,
             timing_only: false,
             gpus_per_thread: 1,
+            faults: Vec::new(),
             job,
         }
     }
@@ -88,7 +92,7 @@ impl Config {
     /// As [`Config::load`] and [`Config::limits`].
     pub fn runner(args: &RunnerArgs, job: Job) -> Result<Config> {
         let config = Config::load(&args.system, job)?.limits(&args.limits)?;
-        Ok(config.threads(args.threads).timing(&args.timing))
+        config.threads(args.threads).timing(&args.timing)
     }
 
     /// The sweep `args` describe (from root 0); the configuration it runs with, whose registry holds
@@ -139,9 +143,30 @@ impl Config {
         self
     }
 
-    /// Calls timed as `args` say: with data or not, and the GPUs a host thread launches on.
-    pub fn timing(self, args: &TimingArgs) -> Config {
-        self.timing_only(args.timing_only).gpus_per_thread(args.gpus_per_thread.unwrap_or(1))
+    /// Calls timed as `args` say: with data or not, the GPUs a host thread launches on, and the
+    /// faults of `--fault` and `--faults`, checked against the system.
+    ///
+    /// # Errors
+    /// A faults file that cannot be read or does not hold faults, or a fault the system cannot have.
+    pub fn timing(self, args: &TimingArgs) -> Result<Config> {
+        let mut faults = args.faults.clone();
+        if let Some(path) = &args.faults_file {
+            faults.extend(read_faults(path)?);
+        }
+        let config = self.timing_only(args.timing_only).gpus_per_thread(args.gpus_per_thread.unwrap_or(1));
+        config.faults(faults)
+    }
+
+    /// Calls under `faults`.
+    ///
+    /// # Errors
+    /// A fault the system cannot have ([`Fault::check`]).
+    pub fn faults(mut self, faults: Vec<Fault>) -> Result<Config> {
+        for fault in &faults {
+            fault.check(&self.system)?;
+        }
+        self.faults = faults;
+        Ok(self)
     }
 
     /// Calls whose kernels one host thread launches on `gpus` consecutive GPUs, one after another.
@@ -201,7 +226,8 @@ impl Config {
             .timing_only(self.timing_only)
             .gpus_per_thread(self.gpus_per_thread)
             .max_memory(self.max_memory)
-            .max_messages(self.max_messages);
+            .max_messages(self.max_messages)
+            .faults(self.faults.clone());
         match &self.job {
             Some(job) => comm.spread_over(Arc::clone(job)),
             None => comm,
@@ -239,6 +265,21 @@ pub fn load_system(path: Option<&Path>) -> Result<System> {
     }
 }
 
+/// The faults in the JSON file at `path`: a list of fault texts, or an object whose `faults` is one.
+///
+/// # Errors
+/// A file that cannot be read, or does not hold such a list.
+pub fn read_faults(path: &Path) -> Result<Vec<Fault>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read faults file {}", path.display()))?;
+    let bad = || format!("faults file {}: expected a JSON list of faults, or {{\"faults\": [...]}}", path.display());
+    let value: serde_json::Value = serde_json::from_str(&text).with_context(bad)?;
+    let list = match value {
+        serde_json::Value::Object(mut object) => object.remove("faults").with_context(bad)?,
+        list => list,
+    };
+    serde_json::from_value(list).with_context(bad)
+}
+
 /// One collective, or every one for `all`.
 ///
 /// # Errors
@@ -253,4 +294,34 @@ pub fn collectives(name: &str) -> Result<Vec<Collective>> {
 /// A name that is not one of them.
 pub fn elements(args: &ElementArgs) -> Result<(Dtype, ReduceOp)> {
     Ok((args.dtype.parse()?, args.op.parse()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_faults;
+
+    #[test]
+    fn a_faults_file_is_a_list_or_an_object_holding_one_and_nothing_else() {
+        let dir = std::env::temp_dir().join(format!("kernbench-faults-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = |name: &str, text: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let list = read_faults(&file("list.json", r#"["link=3-4:fail@1us", "pe=1.0.0:slow=2"]"#)).unwrap();
+        let object =
+            read_faults(&file("object.json", r#"{"faults": ["link=3-4:fail@1us", "pe=1.0.0:slow=2"]}"#)).unwrap();
+        assert_eq!((list.len(), &list), (2, &object));
+        for (name, text, says) in [
+            ("typo.json", r#"["link=3-4:fial"]"#, "`fial` is not an effect"),
+            ("number.json", "[3]", "expected a JSON list of faults"),
+            ("other.json", r#"{"links": []}"#, "expected a JSON list of faults"),
+        ] {
+            let error = format!("{:#}", read_faults(&file(name, text)).unwrap_err());
+            assert!(error.contains(says), "{name}: {error}");
+        }
+        assert!(read_faults(&dir.join("missing.json")).unwrap_err().to_string().contains("cannot read faults file"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -157,6 +157,33 @@ pub enum RunError {
         /// What would be valid.
         expected: String,
     },
+    /// A fault of the timing ([`Timing::faults`](crate::Timing::faults)) on a part the system does not
+    /// have, or with a factor or time out of range (the configuration's fault); refused before any PE
+    /// runs.
+    #[error("fault `{fault}`: {why}")]
+    BadFault {
+        /// The fault, as text.
+        fault: String,
+        /// What is wrong, and what would be valid.
+        why: String,
+    },
+    /// Failed links ([`Timing::faults`](crate::Timing::faults)) cut every route from a message's
+    /// sender to its receiver: the machine's fault, as the run was told to simulate it.
+    #[error(transparent)]
+    Unreachable(Box<Cut>),
+    /// A PE failed ([`Timing::faults`](crate::Timing::faults)) before its kernel finished: the
+    /// machine's fault, as the run was told to simulate it.
+    #[error("rank {rank} {pe} failed at {at_ns} ns (fault `{fault}`) before its kernel finished")]
+    PeFailed {
+        /// Its rank.
+        rank: u32,
+        /// The PE.
+        pe: PeId,
+        /// The fault, as text.
+        fault: String,
+        /// When it failed, in ns (text, so that the error stays `Eq`).
+        at_ns: String,
+    },
     /// A timing-only run ([`RunOptions::timing_only`](crate::RunOptions)) without a timing model: it
     /// would compute nothing at all (the configuration's fault).
     #[error("a timing-only run needs simulated time: give it a timing (RunOptions::timing), or run it with data")]
@@ -180,6 +207,30 @@ pub enum RunError {
         /// Its error, as it reads.
         message: String,
     },
+}
+
+/// Where failed links cut a message off ([`RunError::Unreachable`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "rank {from_rank} {from} cannot reach rank {to_rank} {to} at {at_ns} ns: failed {}; ranks cut off from rank {from_rank}: {}",
+    .failed.join(", "),
+    crate::faults::rank_ranges(.cut_off)
+)]
+pub struct Cut {
+    /// The sender's rank.
+    pub from_rank: u32,
+    /// The sender.
+    pub from: PeId,
+    /// The receiver's rank.
+    pub to_rank: u32,
+    /// The receiver.
+    pub to: PeId,
+    /// When the message left, in ns (text, so that the error stays `Eq`).
+    pub at_ns: String,
+    /// The failed links and NICs by then, as faults' text.
+    pub failed: Vec<String>,
+    /// The ranks the sender no longer reaches, in order.
+    pub cut_off: Vec<u32>,
 }
 
 /// Why a hand-over between processes failed.

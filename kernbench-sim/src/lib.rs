@@ -95,6 +95,7 @@
 
 mod diagnosis;
 mod error;
+mod faults;
 mod lanes;
 mod one_sided;
 mod protocol;
@@ -109,7 +110,10 @@ mod trace;
 mod two_sided;
 mod wire;
 
-pub use error::{BlockedPe, DeadlockReport, ExchangeError, LeftRaised, Leftover, RunError, SignalWait, Unreceived};
+pub use error::{
+    BlockedPe, Cut, DeadlockReport, ExchangeError, LeftRaised, Leftover, RunError, SignalWait, Unreceived,
+};
+pub use faults::{Effect, Fault, FaultSyntaxError, Part};
 pub use lanes::PeFigures;
 pub use one_sided::{WindowError, Windows};
 pub use report::{PeReport, RunReport};

@@ -47,6 +47,7 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::error::RunError;
+use crate::faults::{Detour, Fault, LinkFaults, PeFaults};
 
 /// How a message crosses a multi-hop route.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,16 +80,20 @@ pub struct Timing {
     pub stragglers: BTreeMap<PeId, Straggler>,
     /// Whether to record every operation and transfer as a span, for [`Trace`](crate::Trace).
     pub trace: bool,
+    /// Links, NICs and PEs that slow down or fail from a time on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<Fault>,
 }
 
 impl Timing {
     /// Checks every straggler against the ranges a system spec allows its rates and times: rates
     /// finite and at least [`System::MIN_RATE`], start delays from 0 to [`System::MAX_TIME_NS`], on a
-    /// PE `system` has. A run given a timing that fails this would end with
-    /// [`RunError::NonFiniteTime`], or silently slow no PE.
+    /// PE `system` has; and every fault ([`Fault::check`]). A run given a timing that fails this would
+    /// end with [`RunError::NonFiniteTime`], or silently slow no PE.
     ///
     /// # Errors
-    /// [`RunError::BadStraggler`] naming the first bad straggler's PE and field.
+    /// [`RunError::BadStraggler`] naming the first bad straggler's PE and field;
+    /// [`RunError::BadFault`] naming the first bad fault.
     ///
     /// # Examples
     /// ```
@@ -125,7 +130,7 @@ impl Timing {
                 return bad("start_delay_ns", delay, format!("a number of ns from 0 to {:e}", System::MAX_TIME_NS));
             }
         }
-        Ok(())
+        self.faults.iter().try_for_each(|fault| fault.check(system))
     }
 }
 
@@ -249,6 +254,8 @@ pub(crate) struct Clock {
     /// Per byte a lane sends, the protocol's lane cap (0: none).
     pub(crate) lane_ns_per_byte: f64,
     pub(crate) spans: Option<Vec<Span>>,
+    /// The faults of its PE, if it has any.
+    pub(crate) faults: Option<Box<PeFaults>>,
 }
 
 impl Clock {
@@ -280,6 +287,7 @@ impl Clock {
             injection_ns: spec.injection_ns,
             lane_ns_per_byte: carriage.lane_ns_per_byte,
             spans: timing.trace.then(Vec::new),
+            faults: PeFaults::of(&timing.faults, pe),
         };
         clock.advance_to(SpanKind::Delay, start_delay, 0, false);
         clock
@@ -306,6 +314,12 @@ impl Clock {
     /// protocol's lane cap.
     pub(crate) fn injection(&self, bytes: u64) -> f64 {
         self.injection_ns + bytes as f64 * self.lane_ns_per_byte
+    }
+
+    /// How many times as long work started now takes: its PE's slowdown.
+    #[inline]
+    pub(crate) fn slowdown(&self) -> f64 {
+        self.faults.as_ref().map_or(1.0, |faults| faults.slowdown_at(self.now))
     }
 
     /// Spends `ns` of work.
@@ -503,13 +517,26 @@ impl Engines {
     }
 }
 
-struct ChannelState {
+pub(crate) struct ChannelState {
     latency_ns: f64,
     ns_per_byte: f64,
     /// The intervals the channel is carrying data in. A channel carries one message at a time.
     busy: Bookings,
     bytes: u64,
     busy_ns: f64,
+}
+
+impl ChannelState {
+    /// An idle channel of `link`.
+    pub(crate) fn of(link: kernbench_core::LinkSpec) -> ChannelState {
+        ChannelState {
+            latency_ns: link.latency_ns,
+            ns_per_byte: 1.0 / link.bandwidth_gbps,
+            busy: Bookings::default(),
+            bytes: 0,
+            busy_ns: 0.0,
+        }
+    }
 }
 
 /// Every channel the run's queues route over, and each queue's route.
@@ -538,6 +565,8 @@ pub(crate) struct Network {
     forget_at: usize,
     /// Whether a channel has passed `forget_at`.
     pub(crate) forget_due: bool,
+    /// The run's slow and failed links and NICs, when it has any.
+    faults: Option<Box<LinkFaults>>,
 }
 
 impl Network {
@@ -570,29 +599,20 @@ impl Network {
             reducer: Bookings::default(),
             forget_at: 2 * FORGET_ABOVE,
             forget_due: false,
+            faults: LinkFaults::of(system, &timing.faults, pes),
         };
         // Routes are interned channel by channel, a billion lookups on a big system: a fast hash.
         let mut index: FxHashMap<Channel, u32> = FxHashMap::with_capacity_and_hasher(n, Default::default());
         for (sender, receiver, channel) in queues {
+            if let Some(faults) = &mut network.faults {
+                faults.ends.push((sender, receiver));
+            }
             let route = system.route_on(pes[sender as usize], pes[receiver as usize], channel as usize);
             let mut latency = 0.0;
             for &channel in &route.channels {
                 let link = system.link(channel.class);
                 latency += link.latency_ns;
-                let id = *index.entry(channel).or_insert_with(|| {
-                    network.keys.push(channel);
-                    network.channels.push(ChannelState {
-                        latency_ns: link.latency_ns,
-                        ns_per_byte: 1.0 / link.bandwidth_gbps,
-                        busy: Bookings::default(),
-                        bytes: 0,
-                        busy_ns: 0.0,
-                    });
-                    if let Some(spans) = &mut network.spans {
-                        spans.push(Vec::new());
-                    }
-                    (network.keys.len() - 1) as u32
-                });
+                let id = *index.entry(channel).or_insert_with(|| network.add_channel(channel, link));
                 network.route_channels.push(id);
             }
             network.route_start.push(network.route_channels.len());
@@ -601,7 +621,52 @@ impl Network {
                 network.route_step.push(carriage.step_ns(route.farthest_class()));
             }
         }
+        if let Some(faults) = &mut network.faults {
+            faults.index = index;
+        }
         network
+    }
+
+    /// Adds `channel`, a channel of `link`, idle; returns its id.
+    fn add_channel(&mut self, channel: Channel, link: kernbench_core::LinkSpec) -> u32 {
+        self.keys.push(channel);
+        self.channels.push(ChannelState::of(link));
+        if let Some(spans) = &mut self.spans {
+            spans.push(Vec::new());
+        }
+        if let Some(faults) = &mut self.faults {
+            faults.add_channel(&channel);
+        }
+        (self.keys.len() - 1) as u32
+    }
+
+    /// The route a message leaving on `queue` at `depart` takes when links have failed by then: `None`
+    /// for its own, or the way round the failed ones.
+    ///
+    /// # Errors
+    /// [`RunError::Unreachable`] when failed links cut the receiver off.
+    fn detour(&mut self, queue: u32, depart: f64) -> Result<Option<Vec<u32>>, RunError> {
+        let own = &self.route_channels[self.route_start[queue as usize]..self.route_start[queue as usize + 1]];
+        let Some(faults) = &mut self.faults else { return Ok(None) };
+        let (key, route) = match faults.detour(queue, depart, own)? {
+            Detour::Own => return Ok(None),
+            Detour::Known(ids) => return Ok(Some(ids)),
+            Detour::New(key, route) => (key, route),
+        };
+        let mut ids = Vec::with_capacity(route.channels.len());
+        for channel in route.channels {
+            let faults = self.faults.as_ref().expect("faults: a detour");
+            let id = match faults.index.get(&channel) {
+                Some(&id) => id,
+                None => {
+                    let link = faults.system.link(channel.class);
+                    self.add_channel(channel, link)
+                }
+            };
+            ids.push(id);
+        }
+        self.faults.as_mut().expect("faults: a detour").remember(key, ids.clone());
+        Ok(Some(ids))
     }
 
     /// Every queue's route latency (the sum of its channels'), taken out: how long a credit takes to
@@ -613,19 +678,25 @@ impl Network {
     /// Places a message of `bytes` of data leaving on queue `queue` at `depart` on its channels, as the
     /// run's protocol puts it on the wire; returns when its last byte has arrived and the protocol's
     /// step is done.
-    pub(crate) fn deliver(&mut self, queue: u32, depart: f64, bytes: u64) -> f64 {
+    ///
+    /// # Errors
+    /// [`RunError::Unreachable`] when failed links cut the receiver off.
+    pub(crate) fn deliver(&mut self, queue: u32, depart: f64, bytes: u64) -> Result<f64, RunError> {
         let bytes = self.carriage.wire_bytes(bytes);
         let step = self.route_step.get(queue as usize).copied().unwrap_or(0.0);
-        let route = &self.route_channels[self.route_start[queue as usize]..self.route_start[queue as usize + 1]];
+        let detour = if self.faults.is_some() { self.detour(queue, depart)? } else { None };
+        let own = &self.route_channels[self.route_start[queue as usize]..self.route_start[queue as usize + 1]];
+        let route = detour.as_deref().unwrap_or(own);
         // `head`: when the first byte can enter the next channel; `tail`: when the last byte has.
         let (mut head, mut tail) = (depart, depart);
         for &id in route {
             let ch = &mut self.channels[id as usize];
-            let occupy = bytes as f64 * ch.ns_per_byte;
             let ready = match self.routing {
                 Routing::CutThrough => head,
                 Routing::StoreAndForward => tail,
             };
+            let slowdown = self.faults.as_ref().map_or(1.0, |faults| faults.slowdown(id, ready));
+            let occupy = bytes as f64 * ch.ns_per_byte * slowdown;
             let (start, end) = ch.busy.reserve(ready, occupy, tail);
             self.forget_due |= ch.busy.len() > self.forget_at;
             ch.bytes += bytes;
@@ -636,7 +707,7 @@ impl Network {
             head = start + ch.latency_ns;
             tail = end + ch.latency_ns;
         }
-        tail + step
+        Ok(tail + step)
     }
 
     /// Places `bytes` of data on one channel of queue `queue`'s route, its first (`last: false`) or
@@ -644,19 +715,28 @@ impl Network {
     /// byte has crossed it. A multimem operation's legs: a route between two ranks behind a switch is
     /// up to the switch and down from it, so the first channel is the sender's link up and the last
     /// the switch's link down to the receiver.
-    fn leg(&mut self, queue: u32, last: bool, depart: f64, bytes: u64) -> f64 {
+    ///
+    /// # Errors
+    /// [`RunError::Unreachable`] when the channel has failed by `depart`: a switch's legs take no
+    /// other way.
+    fn leg(&mut self, queue: u32, last: bool, depart: f64, bytes: u64) -> Result<f64, RunError> {
         let bytes = self.carriage.wire_bytes(bytes);
         let route = &self.route_channels[self.route_start[queue as usize]..self.route_start[queue as usize + 1]];
-        let Some(&id) = (if last { route.last() } else { route.first() }) else { return depart };
+        let Some(&id) = (if last { route.last() } else { route.first() }) else { return Ok(depart) };
+        let mut slowdown = 1.0;
+        if let Some(faults) = &self.faults {
+            faults.check_leg(queue, id, depart)?;
+            slowdown = faults.slowdown(id, depart);
+        }
         let ch = &mut self.channels[id as usize];
-        let (start, end) = ch.busy.reserve(depart, bytes as f64 * ch.ns_per_byte, depart);
+        let (start, end) = ch.busy.reserve(depart, bytes as f64 * ch.ns_per_byte * slowdown, depart);
         self.forget_due |= ch.busy.len() > self.forget_at;
         ch.bytes += bytes;
         ch.busy_ns += end - start;
         if let Some(spans) = &mut self.spans {
             spans[id as usize].push(Span { kind: SpanKind::Transfer, start_ns: start, end_ns: end, bytes });
         }
-        end + ch.latency_ns
+        Ok(end + ch.latency_ns)
     }
 
     /// The protocol's step over queue `queue`'s route.
@@ -691,30 +771,30 @@ impl Network {
         depart: f64,
         request: u64,
         legs: &[(u32, u32)],
-    ) -> (Vec<f64>, Option<f64>) {
-        let at_switch = self.leg(up, false, depart, request);
+    ) -> Result<(Vec<f64>, Option<f64>), RunError> {
+        let at_switch = self.leg(up, false, depart, request)?;
         match multicast {
             Multicast::Load { down, bytes, .. } => {
                 let mut ready = at_switch;
                 let mut asked = Vec::with_capacity(legs.len());
                 for &(to, from) in legs {
-                    let at_member = self.leg(to, true, at_switch, request);
-                    ready = ready.max(self.leg(from, false, at_member, bytes));
+                    let at_member = self.leg(to, true, at_switch, request)?;
+                    ready = ready.max(self.leg(from, false, at_member, bytes)?);
                     asked.push(at_member);
                 }
                 let reduced = self.reduce(ready, bytes);
-                let back = self.leg(down, true, reduced, bytes) + self.step(down);
-                (asked, Some(back))
+                let back = self.leg(down, true, reduced, bytes)? + self.step(down);
+                Ok((asked, Some(back)))
             }
             Multicast::Store { reduce, .. } => {
                 let arrivals = legs
                     .iter()
                     .map(|&(to, _)| {
                         let ready = if reduce { self.reduce(at_switch, request) } else { at_switch };
-                        self.leg(to, true, ready, request) + self.step(to)
+                        Ok(self.leg(to, true, ready, request)? + self.step(to))
                     })
-                    .collect();
-                (arrivals, None)
+                    .collect::<Result<_, RunError>>()?;
+                Ok((arrivals, None))
             }
         }
     }

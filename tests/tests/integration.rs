@@ -18,6 +18,8 @@ mod chunk_programs;
 mod communicator;
 #[path = "integration/diagnostics.rs"]
 mod diagnostics;
+#[path = "integration/faults.rs"]
+mod faults;
 #[path = "integration/golden.rs"]
 mod golden;
 #[path = "integration/kernels.rs"]

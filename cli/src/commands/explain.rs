@@ -15,7 +15,7 @@ use crate::sweep::{Series, Sweep, SweepError, parse_size, point_size};
 
 pub(super) fn run(args: &ExplainArgs, job: Job, out: &mut dyn Write, stop: &AtomicBool) -> Result<()> {
     let collective: Collective = args.collective.parse()?;
-    let config = Config::load(&args.system, job)?.timing(&args.timing);
+    let config = Config::load(&args.system, job)?.timing(&args.timing)?;
     let mut comm = config.communicator();
     let size = parse_size(&args.size)?;
     let algorithms = Series::parse_list("all", comm.registry(), collective, comm.system())?;

@@ -40,7 +40,7 @@ pub(super) fn run(args: &MscclArgs, job: Job, out: &mut dyn Write, stop: &Atomic
     });
     let registry = Registry::from_json_str(&registry.to_string(), &kernbench::algorithms::kernels())?;
     let config = Config::new(system, registry, job).limits(&args.limits)?.threads(args.threads);
-    let config = config.timing(&args.timing);
+    let config = config.timing(&args.timing)?;
     config.check_exact(args.table.exact)?;
     let mut comm = config.communicator().exact(args.table.exact);
     let series = Series::parse_list(&name, comm.registry(), collective, comm.system())?;

@@ -16,8 +16,9 @@ use crate::sweep::{Series, Sweep, parse_size};
 pub(super) fn run(args: &TraceArgs, job: Job, out: &mut dyn Write, stop: &AtomicBool) -> Result<()> {
     let file = OutputFile::check(&args.out)?;
     let collective: Collective = args.collective.parse()?;
-    let config = Config::load(&args.system, job)?.limits(&args.limits)?.timing(&args.timing);
-    let mut comm = config.communicator().timing(Some(Timing { trace: true, ..Timing::default() }));
+    let config = Config::load(&args.system, job)?.limits(&args.limits)?.timing(&args.timing)?;
+    let mut comm = config.communicator();
+    comm.run_options_mut().timing.get_or_insert_with(Timing::default).trace = true;
     let series = match Series::parse_list(&args.algo, comm.registry(), collective, comm.system())?.as_slice() {
         [one] => one.clone(),
         _ => bail!("bad --algo `{}`: expected one algorithm of {collective}, or auto", Quoted(&args.algo)),

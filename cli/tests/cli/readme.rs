@@ -84,6 +84,36 @@ fn the_all_to_all_v_sample_is_what_bench_prints() {
 }
 
 #[test]
+fn the_slow_link_sample_is_what_bench_prints() {
+    let args = [
+        "bench",
+        "all_reduce",
+        "--system",
+        "configs/systems/ring16.json",
+        "--algos",
+        "ring",
+        "--sizes",
+        "1M,64M",
+        "--timing-only",
+        "--fault",
+        "link=3>4:slow=2",
+    ];
+    check("--fault link=3\\>4:slow=2", &args, Path::new(REPO));
+}
+
+#[test]
+fn the_cut_ring_sample_is_the_error_run_prints() {
+    let cut = "--fault link=3-4:fail@1172us --fault link=11-12:fail@1172us";
+    let command =
+        format!("run all_reduce --system configs/systems/ring16.json --algo ring --bytes 64M --timing-only {cut}");
+    let args: Vec<&str> = command.split(' ').collect();
+    let out = Command::new(env!("CARGO_BIN_EXE_kernbench")).args(&args).current_dir(REPO).output().unwrap();
+    assert_ne!(out.status.code(), Some(0), "a cut ring must fail");
+    let sample = sample_after(&format!("cargo run --release -- {command}"));
+    assert_eq!(sample, text(&out.stderr).lines().collect::<Vec<_>>());
+}
+
+#[test]
 fn the_msccl_sample_is_what_msccl_prints() {
     let args = ["msccl", "tests/fixtures/msccl/ring_allreduce.xml", "--sizes", "1K,1M"];
     check(&format!("cargo run --release -- {}", args.join(" ")), &args, Path::new(REPO));

@@ -322,6 +322,143 @@ impl System {
         route.push(LinkClass::InterSip, self.switch_of(to_node), node(to));
     }
 
+    /// Every channel leaving `node`, in a fixed order (within a cube ring forward first; mesh +x, -x,
+    /// +y, -y; SIP rings forward first; switches their SIPs, then their NICs): as many of each class
+    /// as [`System::fan_out`] counts. The links a route around a failed one can take.
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench_core::{Node, PeId, System};
+    /// let ring = System::shape(4, 1, 1, 1).unwrap();
+    /// let ends: Vec<Node> = ring.links_from(Node::Pe(PeId::new(0, 0, 0))).iter().map(|c| c.to).collect();
+    /// assert_eq!(ends, [Node::Pe(PeId::new(1, 0, 0)), Node::Pe(PeId::new(3, 0, 0))]);
+    /// ```
+    pub fn links_from(&self, node: Node) -> Vec<Channel> {
+        let mut out = Route::default();
+        let fan_out = self.fan_out(node);
+        if fan_out == [0; LinkClass::ALL.len()] {
+            return out.channels;
+        }
+        let sip_node = |sip: u32| Node::Pe(PeId::new(sip, 0, 0));
+        // Members `next` and `prev` of a ring of `n` round `at`, as many as the ring has links.
+        let ring = |out: &mut Route, class, n: u32, at: u32, node: &dyn Fn(u32) -> Node| {
+            for (k, step) in [1, n - 1].into_iter().enumerate() {
+                if (k as u32) < (n - 1).min(2) {
+                    out.push(class, node(at), node((at + step) % n));
+                }
+            }
+        };
+        match node {
+            Node::Pe(pe) => {
+                let pes = self.pes_per_cube() as u32;
+                ring(&mut out, LinkClass::IntraCube, pes, pe.pe, &|i| Node::Pe(PeId { pe: i, ..pe }));
+                if pe.pe != 0 {
+                    return out.channels;
+                }
+                let (w, h) = self.mesh();
+                let at = self.cube_coord(pe.cube);
+                let cube = |x: u32, y: u32| {
+                    Node::Pe(PeId::new(pe.sip, self.cube_index(crate::machine::CubeCoord { x, y }), 0))
+                };
+                let steps = [(1, 0), (-1, 0), (0, 1), (0, -1)];
+                for (dx, dy) in steps {
+                    let (x, y) = (at.x as i64 + dx, at.y as i64 + dy);
+                    if (0..w as i64).contains(&x) && (0..h as i64).contains(&y) {
+                        out.push(LinkClass::InterCube, node, cube(x as u32, y as u32));
+                    }
+                }
+                if pe.cube != 0 || fan_out[LinkClass::InterSip as usize] == 0 {
+                    return out.channels;
+                }
+                let k = self.node_of(pe.sip);
+                let (base, members) = (k * self.sips_per_node() as u32, self.sips_per_node() as u32);
+                match self.interconnect() {
+                    SipInterconnect::Ring => {
+                        ring(&mut out, LinkClass::InterSip, members, pe.sip - base, &|i| sip_node(base + i));
+                    }
+                    SipInterconnect::FullyConnected => {
+                        for other in (base..base + members).filter(|&s| s != pe.sip) {
+                            out.push(LinkClass::InterSip, node, sip_node(other));
+                        }
+                    }
+                    SipInterconnect::Switched => out.push(LinkClass::InterSip, node, self.switch_of(k)),
+                }
+            }
+            Node::Switch => (0..self.sips() as u32).for_each(|s| out.push(LinkClass::InterSip, node, sip_node(s))),
+            Node::NodeSwitch(k) => {
+                let base = k * self.sips_per_node() as u32;
+                for sip in base..base + self.sips_per_node() as u32 {
+                    out.push(LinkClass::InterSip, node, sip_node(sip));
+                }
+                for rail in 0..self.nics_per_node() as u32 {
+                    out.push(LinkClass::InterSip, node, Node::Nic { node: k, rail });
+                }
+            }
+            Node::Nic { node: k, .. } => {
+                out.push(LinkClass::InterSip, node, Node::NodeSwitch(k));
+                out.push(LinkClass::InterNode, node, Node::Network);
+            }
+            Node::Network => {
+                for k in 0..self.nodes() as u32 {
+                    for rail in 0..self.nics_per_node() as u32 {
+                        out.push(LinkClass::InterNode, node, Node::Nic { node: k, rail });
+                    }
+                }
+            }
+        }
+        out.channels
+    }
+
+    /// The shortest route from PE `a` to PE `b` (fewest channels; of those tied, the first found
+    /// taking [`System::links_from`] in order) over channels `dead` does not refuse: the way round
+    /// failed links. When there is none, `Err` with every node `a` still reaches.
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench_core::{Node, PeId, System};
+    /// let ring = System::shape(4, 1, 1, 1).unwrap();
+    /// let sip = |s| Node::Pe(PeId::new(s, 0, 0));
+    /// // Links cut both ways.
+    /// let cut = |links: &'static [(u32, u32)]| {
+    ///     move |c: &kernbench_core::Channel| links.iter().any(|&(x, y)| [(sip(x), sip(y)), (sip(y), sip(x))].contains(&(c.from, c.to)))
+    /// };
+    /// let route = ring.route_avoiding(PeId::new(0, 0, 0), PeId::new(1, 0, 0), cut(&[(0, 1)])).unwrap();
+    /// assert_eq!(route.hops(), 3, "the long way round: 0 -> 3 -> 2 -> 1");
+    /// let reached = ring.route_avoiding(PeId::new(0, 0, 0), PeId::new(2, 0, 0), cut(&[(0, 1), (2, 3)])).unwrap_err();
+    /// assert_eq!(reached.into_iter().collect::<Vec<_>>(), [sip(0), sip(3)]);
+    /// ```
+    pub fn route_avoiding(
+        &self,
+        a: PeId,
+        b: PeId,
+        dead: impl Fn(&Channel) -> bool,
+    ) -> Result<Route, std::collections::BTreeSet<Node>> {
+        use std::collections::{BTreeMap, VecDeque};
+        let (start, goal) = (Node::Pe(a), Node::Pe(b));
+        // Each reached node with the channel it was reached by.
+        let mut came_by: BTreeMap<Node, Option<Channel>> = BTreeMap::from([(start, None)]);
+        let mut frontier = VecDeque::from([start]);
+        while let Some(at) = frontier.pop_front() {
+            if at == goal {
+                let mut route = Route::default();
+                let mut node = goal;
+                while let Some(Some(channel)) = came_by.get(&node) {
+                    route.channels.push(*channel);
+                    node = channel.from;
+                }
+                route.channels.reverse();
+                return Ok(route);
+            }
+            for channel in self.links_from(at) {
+                if !dead(&channel) && !came_by.contains_key(&channel.to) {
+                    came_by.insert(channel.to, Some(channel));
+                    frontier.push_back(channel.to);
+                }
+            }
+        }
+        Err(came_by.into_keys().collect())
+    }
+
     /// The switch of node `k`: the one [`Node::Switch`] of a system of one node, so that its channels
     /// are named as before nodes existed.
     fn switch_of(&self, k: u32) -> Node {
@@ -368,6 +505,48 @@ mod tests {
             assert_eq!(out.get(&node).copied().unwrap_or_default(), want, "out of {node:?} on {shape} {interconnect}");
             assert_eq!(into.get(&node).copied().unwrap_or_default(), want, "into {node:?} on {shape} {interconnect}");
         }
+    }
+
+    fn assert_links_from_are_the_fan_out(system: &System) {
+        for node in nodes_of(system) {
+            let mut counts = [0; 4];
+            for channel in system.links_from(node) {
+                assert_eq!(channel.from, node);
+                counts[channel.class as usize] += 1;
+            }
+            assert_eq!(counts, system.fan_out(node), "{node:?} on {}", system.describe());
+        }
+    }
+
+    #[test]
+    fn links_from_a_node_are_the_channels_fan_out_counts() {
+        for interconnect in [SipInterconnect::Ring, SipInterconnect::FullyConnected, SipInterconnect::Switched] {
+            for (sips, mesh, pes) in [(1, (1, 1), 1), (2, (1, 1), 2), (3, (2, 1), 3), (4, (3, 2), 4), (5, (1, 2), 1)] {
+                assert_links_from_are_the_fan_out(&test_system(sips, mesh, pes, interconnect));
+            }
+        }
+        assert_links_from_are_the_fan_out(&test_nodes(3, 2, 2, (2, 1), 2));
+    }
+
+    #[test]
+    fn a_route_avoiding_nothing_is_as_short_as_the_route() {
+        let system = test_nodes(2, 2, 2, (2, 2), 3);
+        for a in system.all_pes() {
+            for b in system.all_pes() {
+                let around = system.route_avoiding(a, b, |_| false).unwrap();
+                assert_eq!(around.hops(), system.route(a, b).hops(), "{a} -> {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_dead_nic_is_avoided_through_another_rail() {
+        let system = test_nodes(2, 2, 2, (1, 1), 1);
+        let (a, b) = (PeId::new(0, 0, 0), PeId::new(3, 0, 0));
+        let dead_nic = Node::Nic { node: 0, rail: 0 };
+        let around = system.route_avoiding(a, b, |c| c.from == dead_nic || c.to == dead_nic).unwrap();
+        assert!(around.channels.iter().any(|c| c.to == Node::Nic { node: 0, rail: 1 }), "{around:?}");
+        assert_eq!(around.hops(), system.route(a, b).hops());
     }
 
     #[test]

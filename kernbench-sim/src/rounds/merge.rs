@@ -63,7 +63,8 @@ impl Execution<'_> {
     /// process of a spread run places every transfer. `order` is room for the sort.
     ///
     /// # Errors
-    /// An exchange that failed, in a spread run.
+    /// An exchange that failed, in a spread run; a transfer that failed links cut off
+    /// ([`RunError::Unreachable`]).
     pub(crate) fn place_transfers(
         &mut self,
         transfers: &[Transfer],
@@ -81,13 +82,13 @@ impl Execution<'_> {
                 let Some(memory) = self.one_sided.pes.get(t.sender as usize).as_mut() else { continue };
                 let Some(parts) = memory.outbox.get_mut(first..first + multicast.parts() as usize) else { continue };
                 let legs: Vec<(u32, u32)> = parts.iter().map(|out| out.member_legs()).collect();
-                let (arrivals, back) = network.deliver_multicast(multicast, t.queue, t.depart_ns, t.bytes, &legs);
+                let (arrivals, back) = network.deliver_multicast(multicast, t.queue, t.depart_ns, t.bytes, &legs)?;
                 for (out, arrive_ns) in parts.iter_mut().zip(arrivals) {
                     out.arrives(arrive_ns, back);
                 }
                 continue;
             }
-            let arrive_ns = network.deliver(t.queue, t.depart_ns, t.bytes);
+            let arrive_ns = network.deliver(t.queue, t.depart_ns, t.bytes)?;
             if t.position & ONE_SIDED == 0 {
                 // The message is in this process's replica of the queue when its sender or receiver is
                 // here.
@@ -99,7 +100,7 @@ impl Execution<'_> {
                 continue;
             }
             // A get's reply leaves the target when the request has reached it.
-            let back = t.reply.map(|(back, bytes)| network.deliver(back, arrive_ns, bytes));
+            let back = t.reply.map(|(back, bytes)| network.deliver(back, arrive_ns, bytes)).transpose()?;
             let index = t.position & !ONE_SIDED;
             let out = if self.lanes.tasks.holds(t.sender) {
                 self.one_sided.pes.get(t.sender as usize).as_mut().map(|m| &mut m.outbox[index as usize])

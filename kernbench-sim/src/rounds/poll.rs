@@ -98,11 +98,20 @@ impl Execution<'_> {
         }));
         let failure = match run {
             Err(payload) => RunError::Panicked { pe, message: panic_message(&*payload) },
-            Ok(_) => match self.ended(task) {
-                None => return Polled::Pending,
-                Some(Ok(())) => return Polled::Finished,
-                Some(Err(e)) => RunError::Kernel((**e).clone()),
-            },
+            Ok(_) => {
+                let clock = &view.ctx.lane.clock;
+                // A PE that failed before its lane got this far: neither pending nor finished.
+                if let Some(fault) = clock.faults.as_ref().and_then(|f| f.failed_by(clock.now)) {
+                    let rank = self.lanes.tasks.rank(task);
+                    RunError::PeFailed { rank, pe, fault: fault.to_string(), at_ns: format!("{:.0}", fault.at_ns) }
+                } else {
+                    match self.ended(task) {
+                        None => return Polled::Pending,
+                        Some(Ok(())) => return Polled::Finished,
+                        Some(Err(e)) => RunError::Kernel((**e).clone()),
+                    }
+                }
+            }
         };
         view.ctx.lane.failure = Some(Box::new(failure));
         Polled::Failed

@@ -129,6 +129,14 @@ macro_rules! run_option_setters {
             self
         }
 
+        /// Simulates time with links, NICs and PEs that slow down or fail ([`Fault`]($crate::Fault)),
+        /// under the timing it has (or the default one): a failure the call cannot route round ends
+        /// it with a named error.
+        pub fn faults(mut self, faults: ::std::vec::Vec<$crate::Fault>) -> Self {
+            self.options_mut().timing.get_or_insert_with(::std::default::Default::default).faults = faults;
+            self
+        }
+
         /// Lets each lane's kernel make at most `iterations` loop iterations in a row without completing
         /// a waiting step (a send, receive, barrier, get or wait; default 2^23); the next ends the run
         /// with the watchdog's `KernelError::Watchdog`. `#[ccl_kernel]` counts an iteration at the top

@@ -302,3 +302,30 @@ fn atomics_and_windows_spread_over_processes_are_the_one_process_run() {
     let (report, _) = same_everywhere(one_shot, &[2, 4], "a one-shot on windows").unwrap();
     assert!(report.pes().iter().all(|p| p.output == Tile::filled(F32, 64, 10.0)));
 }
+
+#[test]
+fn faulted_runs_spread_over_processes_are_the_one_process_run() {
+    let registry = Box::leak(Box::new(kernbench::algorithms::default_registry()));
+    let system = leak(shipped("ring16"));
+    let algorithm = registry.get("ring").unwrap();
+    // A detour, a cut, a failed PE and a slow link, each from the middle of a 40 us call.
+    let cases: [&[&str]; 4] = [
+        &["link=3-4:fail@20us"],
+        &["link=3-4:fail@20us", "link=11-12:fail@20us"],
+        &["pe=5.0.0:fail@20us"],
+        &["link=9>10:slow=2@5us"],
+    ];
+    for faults in cases {
+        let timing = Timing { faults: faults.iter().map(|f| f.parse().unwrap()).collect(), ..Timing::default() };
+        let mock = || {
+            MockRun::new(system, algorithm.topology.name(), algorithm.mapper.name(), algorithm.kernel)
+                .params(serde_json::Value::Object(algorithm.params.clone()))
+                .inputs(|_, _| Tile::without_data(F32, 1 << 18))
+                .timing(Some(timing.clone()))
+                .timing_only(true)
+        };
+        let seen = same_everywhere(mock, &[2, 4], &format!("{faults:?}"));
+        // The cut and the failed PE end the run with their errors; the others complete.
+        assert_eq!(seen.is_ok(), faults.len() == 1 && !faults[0].starts_with("pe="), "{faults:?}: {:?}", seen.err());
+    }
+}
