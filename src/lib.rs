@@ -30,4 +30,4 @@ pub mod calibrate;
 mod communicator;
 pub mod estimate;
 
-pub use communicator::{CallOptions, CallReport, CommError, Communicator, PreparedCall};
+pub use communicator::{CallOptions, CallReport, CommError, Communicator, PreparedCall, TogetherCall};

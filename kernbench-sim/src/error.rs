@@ -184,6 +184,13 @@ pub enum RunError {
         /// When it failed, in ns (text, so that the error stays `Eq`).
         at_ns: String,
     },
+    /// Calls given to [`Runtime::run_together`](crate::Runtime::run_together) that cannot run together
+    /// (the caller's fault).
+    #[error("calls run together: {why}")]
+    Together {
+        /// What is wrong, and what would be valid.
+        why: String,
+    },
     /// A timing-only run ([`RunOptions::timing_only`](crate::RunOptions)) without a timing model: it
     /// would compute nothing at all (the configuration's fault).
     #[error("a timing-only run needs simulated time: give it a timing (RunOptions::timing), or run it with data")]

@@ -76,6 +76,12 @@ pub(crate) struct Tasks<'p> {
     channels: u32,
     /// In a spread run, the process holding each rank, and this process.
     owners: Option<(Owners, u32)>,
+    /// In a run of several calls together, per call the lanes it runs on each rank; a rank's lanes
+    /// are its calls' in call order (empty: one call).
+    calls: Vec<Vec<u32>>,
+    /// In a run of several calls together, per call its first channel and its channels (the most
+    /// lanes it runs on a rank): each call's queues are its own.
+    call_channels: Vec<(u32, u32)>,
 }
 
 impl<'p> Tasks<'p> {
@@ -88,7 +94,59 @@ impl<'p> Tasks<'p> {
         }
         let task_rank = lanes.iter().enumerate().flat_map(|(rank, &n)| std::iter::repeat_n(rank as u32, n)).collect();
         let channels = lanes.iter().copied().max().unwrap_or(1) as u32;
-        Tasks { pes, first_task, task_rank, channels, owners }
+        Tasks { pes, first_task, task_rank, channels, owners, calls: Vec::new(), call_channels: Vec::new() }
+    }
+
+    /// The tasks of several calls run together on `pes`: call `k` runs `calls[k][r]` lanes on rank
+    /// `r`, after those of the calls before it.
+    pub(crate) fn together(pes: &'p [PeId], calls: &[Vec<usize>]) -> Tasks<'p> {
+        let lanes: Vec<usize> = (0..pes.len()).map(|rank| calls.iter().map(|c| c[rank]).sum()).collect();
+        let mut tasks = Tasks::new(pes, &lanes, None);
+        if calls.len() > 1 {
+            tasks.calls = calls.iter().map(|c| c.iter().map(|&n| n as u32).collect()).collect();
+            let mut next = 0;
+            for lanes in &tasks.calls {
+                let channels = lanes.iter().copied().max().unwrap_or(1);
+                tasks.call_channels.push((next, channels));
+                next += channels;
+            }
+            tasks.channels = next;
+        }
+        tasks
+    }
+
+    /// Call `call`'s first channel and its channels.
+    #[inline]
+    pub(crate) fn channels_of_call(&self, call: u32) -> (u32, u32) {
+        self.call_channels.get(call as usize).copied().unwrap_or((0, self.channels))
+    }
+
+    /// The calls run together (1 for a run of one call).
+    pub(crate) fn calls(&self) -> usize {
+        self.calls.len().max(1)
+    }
+
+    /// Lane `lane` of rank `rank`'s call, its index among that call's lanes there, and how many those
+    /// are.
+    pub(crate) fn call_of(&self, rank: u32, lane: u32) -> (usize, u32, u32) {
+        let mut first = 0;
+        for (call, lanes) in self.calls.iter().enumerate() {
+            let n = lanes[rank as usize];
+            if lane < first + n {
+                return (call, lane - first, n);
+            }
+            first += n;
+        }
+        (0, lane, self.lanes_of(rank).len() as u32)
+    }
+
+    /// The lanes (indices among rank `rank`'s) of call `call`.
+    pub(crate) fn lanes_of_call(&self, rank: u32, call: usize) -> Range<u32> {
+        if self.calls.is_empty() {
+            return 0..self.lanes_of(rank).len() as u32;
+        }
+        let first: u32 = self.calls[..call].iter().map(|c| c[rank as usize]).sum();
+        first..first + self.calls[call][rank as usize]
     }
 
     /// Every participant, by rank.
@@ -203,12 +261,17 @@ pub(crate) struct PeCore {
     /// When the run's protocol caps what the PE moves over all its lanes (NCCL's `llMaxBw`) under the
     /// timing model: the cap in ns per byte, and when the PE's sends hold it.
     pub(crate) port: Option<(f64, Bookings)>,
+    /// In a run of several calls together, the input, output and scratch of every call after the
+    /// first (whose are above).
+    pub(crate) later_calls: Vec<[Tile; 3]>,
 }
 
 /// One lane of a PE: a coroutine with its own clock, phase, figures and watchdog count.
 pub(crate) struct LaneState {
     /// Its index in its PE.
     pub(crate) lane: u32,
+    /// Its call, in a run of several together (0 otherwise).
+    pub(crate) call: u32,
     pub(crate) figures: PeFigures,
     /// The generation stamped on messages sent and expected on messages received now.
     pub(crate) generation: u64,

@@ -119,6 +119,7 @@ pub use one_sided::{WindowError, Windows};
 pub use report::{PeReport, RunReport};
 pub use setup::{
     Call, DEFAULT_LOOP_BUDGET, DEFAULT_STEP_BUDGET, ExactRunError, PARALLEL_MIN_READY, PeBuffers, RunOptions, Runtime,
+    Together,
 };
 pub use timing::{ChannelTime, PeTime, Routing, Span, SpanKind, Straggler, TimeReport, Timing};
 pub use trace::Trace;

@@ -248,3 +248,52 @@ impl PeShare {
         Ok((report, self.time))
     }
 }
+impl Execution<'_> {
+    /// The report of each of the calls run together, from the run's `whole` report: each call's PEs
+    /// with its output and its lanes' figures, and its lanes' times, its completion the last of its
+    /// lanes' finish; the channels are the run's, in every call's report.
+    pub(crate) fn split_by_call(&mut self, whole: RunReport) -> Vec<RunReport> {
+        let RunReport { pes, rounds, time } = whole;
+        // Per rank, the outputs of the calls after the first (the first's are the whole report's).
+        let later: Vec<Vec<Tile>> = (0..pes.len())
+            .map(|rank| self.lanes.pes.get(rank).later_calls.iter().map(|[_, output, _]| output.clone()).collect())
+            .collect();
+        let tasks = &self.lanes.tasks;
+        (0..tasks.calls())
+            .map(|call| {
+                let output = |rank: usize, pe: &PeReport| match call {
+                    0 => pe.output.clone(),
+                    call => later[rank][call - 1].clone(),
+                };
+                let per_pe = pes.iter().enumerate().map(|(rank, pe)| {
+                    let lanes = tasks.lanes_of_call(rank as u32, call);
+                    let lanes: Vec<PeFigures> = pe.lanes[lanes.start as usize..lanes.end as usize].to_vec();
+                    let (figures, lanes) = match lanes.as_slice() {
+                        [one] => (*one, Vec::new()),
+                        several => {
+                            let mut sum = PeFigures::default();
+                            several.iter().for_each(|f| sum += f);
+                            (sum, lanes)
+                        }
+                    };
+                    PeReport { pe: pe.pe, output: output(rank, pe), figures, lanes, notes: pe.notes.clone() }
+                });
+                let per_pe: Vec<PeReport> = per_pe.collect();
+                let time = time.as_ref().map(|time| {
+                    let times: Vec<PeTime> = (time.pes.iter().enumerate())
+                        .map(|(rank, pe)| {
+                            let lanes = tasks.lanes_of_call(rank as u32, call);
+                            match &pe.lanes[lanes.start as usize..lanes.end as usize] {
+                                [one] => one.clone(),
+                                several => PeTime::of_lanes(several.to_vec()),
+                            }
+                        })
+                        .collect();
+                    let completion_ns = times.iter().map(|t| t.finish_ns).fold(0.0, f64::max);
+                    TimeReport { completion_ns, pes: times, channels: time.channels.clone(), protocol: time.protocol }
+                });
+                RunReport::new(per_pe, rounds, time)
+            })
+            .collect()
+    }
+}

@@ -293,6 +293,16 @@ impl Clock {
         clock
     }
 
+    /// Starts the kernel `ns` later than the clock says (a call run together with others, started
+    /// after them).
+    pub(crate) fn start_later(&mut self, ns: f64) {
+        if self.on && ns > 0.0 {
+            self.start_delay += ns;
+            let until = self.now + ns;
+            self.advance_to(SpanKind::Delay, until, 0, false);
+        }
+    }
+
     /// Moves the clock to `until` (if later), counting the time as busy or blocked.
     pub(crate) fn advance_to(&mut self, kind: SpanKind, until: f64, bytes: u64, busy: bool) {
         if !self.on || until <= self.now {

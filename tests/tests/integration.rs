@@ -56,6 +56,8 @@ mod symmetric;
 mod teams;
 #[path = "integration/timing/mod.rs"]
 mod timing;
+#[path = "integration/together.rs"]
+mod together;
 
 /// The per-pair counts of `collective` over `ranks` ranks of `elements` each, as `bench` draws them
 /// (all-to-all-v's seeded counts, send/recv's shift); `None` for the collectives that take none: what

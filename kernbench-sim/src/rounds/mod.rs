@@ -40,8 +40,9 @@ pub(crate) type Ended = Result<(), Box<KernelError>>;
 /// An installed run: its lanes and each kind of traffic's part, as set-up made them.
 pub(crate) struct Execution<'p> {
     pub(crate) lanes: Lanes<'p>,
-    /// The call's generation, from which each phase's message generation follows.
-    pub(crate) call_generation: u64,
+    /// Each call's generation (one unless calls run together), from which each phase's message
+    /// generation follows.
+    pub(crate) generations: Vec<u64>,
     /// Per task this process holds, how its kernel ended.
     pub(crate) results: Arc<[OnceLock<Ended>]>,
     pub(crate) two_sided: TwoSided,
@@ -74,23 +75,13 @@ pub(crate) struct Polling<'t> {
 impl<'p> Execution<'p> {
     pub(crate) fn new(
         lanes: Lanes<'p>,
-        (call_generation, results): (u64, Arc<[OnceLock<Ended>]>),
+        (generations, results): (Vec<u64>, Arc<[OnceLock<Ended>]>),
         (two_sided, one_sided): (TwoSided, OneSidedRun),
         (network, spread): (Option<Network>, Option<Spread<'p>>),
         without_data: bool,
     ) -> Execution<'p> {
         let lowest_failure = AtomicU32::new(u32::MAX);
-        Execution {
-            lanes,
-            call_generation,
-            results,
-            two_sided,
-            one_sided,
-            network,
-            spread,
-            without_data,
-            lowest_failure,
-        }
+        Execution { lanes, generations, results, two_sided, one_sided, network, spread, without_data, lowest_failure }
     }
 
     /// How `task`'s kernel ended, if it has (a task this process holds).

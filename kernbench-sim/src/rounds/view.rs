@@ -43,12 +43,29 @@ impl PeView<'_, '_> {
         }
     }
 
+    /// The lane's call's `buffer` (each of several calls run together has its own).
     fn buffer(&mut self, buffer: Buffer) -> &mut Tile {
         let pe = &mut *self.ctx.pe;
+        if let Some(later) = (self.ctx.lane.call as usize).checked_sub(1) {
+            let [input, output, scratch] = &mut pe.later_calls[later];
+            return match buffer {
+                Buffer::Input => input,
+                Buffer::Output => output,
+                Buffer::Scratch => scratch,
+            };
+        }
         match buffer {
             Buffer::Input => &mut pe.input,
             Buffer::Output => &mut pe.output,
             Buffer::Scratch => &mut pe.scratch,
+        }
+    }
+
+    /// Barrier `key` of the lane's call: calls run together each have their own.
+    fn barrier_of_call(&self, key: BarrierKey) -> BarrierKey {
+        match self.ctx.lane.call {
+            0 => key,
+            call => BarrierKey::Call(call, Box::new(key)),
         }
     }
 }
@@ -76,12 +93,13 @@ impl Backend for PeView<'_, '_> {
     }
 
     fn poll_barrier(&mut self, group: Group, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
-        let key = BarrierKey::of_group(group, self.ctx.pe_id());
+        let key = self.barrier_of_call(BarrierKey::of_group(group, self.ctx.pe_id()));
         self.endpoint().poll_barrier(key, cx)
     }
 
     fn poll_barrier_team(&mut self, team: &Team, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
-        self.endpoint().poll_barrier(BarrierKey::Team(team.shared_members().clone()), cx)
+        let key = self.barrier_of_call(BarrierKey::Team(team.shared_members().clone()));
+        self.endpoint().poll_barrier(key, cx)
     }
 
     fn placement(&self, rank: usize) -> Option<(PeId, u32)> {
@@ -90,7 +108,8 @@ impl Backend for PeView<'_, '_> {
     }
 
     fn one_sided(&mut self) -> Option<&mut dyn OneSided> {
-        Some(self)
+        // Calls run together would share each PE's symmetric heap, which is not kept apart by call.
+        (self.run.generations.len() == 1).then_some(self as &mut dyn OneSided)
     }
 
     fn has(&self, direction: Direction) -> bool {
@@ -146,7 +165,7 @@ impl Backend for PeView<'_, '_> {
     }
 
     fn set_phase(&mut self, phase: u8) {
-        self.ctx.lane.generation = message_generation(self.run.call_generation, phase);
+        self.ctx.lane.generation = message_generation(self.run.generations[self.ctx.lane.call as usize], phase);
     }
 
     fn charge(&mut self, work: Work) {

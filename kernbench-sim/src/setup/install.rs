@@ -8,7 +8,7 @@ use kernbench_core::tl::{TlContext, message_generation};
 use kernbench_core::{Dtype, InstallPlan, KernelError, Launch, Op, PeId, System, Tile, Tl};
 use rayon::prelude::*;
 
-use super::{Call, PeBuffers, RunOptions, Runtime};
+use super::{Call, PeBuffers, RunOptions, Runtime, Together};
 use crate::error::RunError;
 use crate::lanes::{Budget, LaneState, Lanes, Parked, PeCore, Tasks, Watch};
 use crate::one_sided::{OneSidedRun, PeOneSided, Windows};
@@ -20,15 +20,19 @@ use crate::spread::Spread;
 use crate::timing::{Bookings, Clock, Engines, Network};
 use crate::two_sided::{Barriers, TwoSided, install};
 
-/// Runs `kernel` on the participants `pes` of a checked `plan` with `buffers` (rank order).
+/// A call's kernel and facts.
+type Kernel<'k> = (&'k dyn Launch, Call);
+
+/// Runs each call's kernel on the participants `pes` of a checked `plan` with its buffers (rank
+/// order), the calls together (one report each); `windows` only with one call.
 pub(super) fn run(
     system: &System,
     options: &RunOptions,
     (plan, pes): (&InstallPlan, &[PeId]),
-    kernel: &dyn Launch,
-    buffers: Vec<PeBuffers>,
-    (call, mut windows): (Call, Option<&mut Windows>),
-) -> Result<RunReport, RunError> {
+    calls: Vec<Together<'_>>,
+    mut windows: Option<&mut Windows>,
+) -> Result<Vec<RunReport>, RunError> {
+    let together = calls.len() > 1;
     let spread = match &options.spread {
         Some(exchange) => Spread::new(&**exchange, system, pes)?,
         None => None,
@@ -38,11 +42,14 @@ pub(super) fn run(
         (Some(spread), Some((owners, me)))
     });
     let most = options.max_lanes.unwrap_or(usize::MAX);
-    let lanes: Vec<usize> = (0..pes.len()).map(|rank| kernel.lanes(rank, pes.len()).min(most)).collect();
-    if let Some((rank, &bad)) = lanes.iter().enumerate().find(|(_, n)| !(1..=Runtime::MAX_LANES).contains(*n)) {
-        return Err(RunError::BadLanes { pe: pes[rank], lanes: bad, max: Runtime::MAX_LANES });
+    let lanes_of = |kernel: &dyn Launch| (0..pes.len()).map(|rank| kernel.lanes(rank, pes.len()).min(most)).collect();
+    let call_lanes: Vec<Vec<usize>> = calls.iter().map(|c| lanes_of(c.kernel)).collect();
+    let lanes: Vec<usize> = (0..pes.len()).map(|rank| call_lanes.iter().map(|c| c[rank]).sum()).collect();
+    let each = call_lanes.iter().flatten().chain(&lanes).enumerate();
+    if let Some((at, &bad)) = each.clone().find(|(_, n)| !(1..=Runtime::MAX_LANES).contains(*n)) {
+        return Err(RunError::BadLanes { pe: pes[at % pes.len()], lanes: bad, max: Runtime::MAX_LANES });
     }
-    let tasks = Tasks::new(pes, &lanes, owners);
+    let tasks = if together { Tasks::together(pes, &call_lanes) } else { Tasks::new(pes, &lanes, owners) };
     // Before any PE's task exists, so a pool that cannot be built leaves nothing to clean up.
     let pool = if options.threads > 1 {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(options.threads).build();
@@ -53,6 +60,11 @@ pub(super) fn run(
     quiet_kernel_panics();
     let holds = |rank: usize| tasks.holds(rank as u32);
     let installed = install(system, plan, (system.ipcq_depth(), tasks.channels() as usize), holds);
+    let generations: Vec<u64> = calls.iter().map(|c| c.call.generation).collect();
+    let starts: Vec<f64> = calls.iter().map(|c| c.start_ns).collect();
+    let (kernels, calls_buffers): (Vec<Kernel<'_>>, Vec<Vec<PeBuffers>>) =
+        calls.into_iter().map(|c| ((c.kernel, c.call), c.buffers)).unzip();
+    let call = kernels[0].1;
     let cells_of = tasks.cells_of();
     let (by_rank, by_task) = (cells_of.as_ref().map(|c| &c.0), cells_of.as_ref().map(|c| &c.1));
     let carriage = options.carriage(system)?;
@@ -67,35 +79,51 @@ pub(super) fn run(
         let engines = system.pe_spec().engines;
         // A timing-only run keeps the buffers' shapes, not their bytes.
         let kept = |tile: Tile| if options.timing_only { Tile::without_data(tile.dtype(), tile.len()) } else { tile };
-        let cores: Vec<PeCore> = (pes.iter().zip(buffers).zip(&lanes).enumerate())
-            .filter(|&(rank, _)| holds(rank))
-            .map(|(_, ((&pe, b), &n))| PeCore {
+        let mut buffers: Vec<std::vec::IntoIter<PeBuffers>> = calls_buffers.into_iter().map(Vec::into_iter).collect();
+        let mut cores = Vec::new();
+        for (rank, (&pe, &n)) in pes.iter().zip(&lanes).enumerate() {
+            let mut each = buffers.iter_mut().map(|b| b.next().expect("a buffer per rank and call"));
+            let first = each.next().expect("a call");
+            if !holds(rank) {
+                each.for_each(drop);
+                continue;
+            }
+            let later_calls = each.map(|b| [kept(b.input), kept(b.output), no_scratch.clone()]).collect();
+            cores.push(PeCore {
                 pe,
-                input: kept(b.input),
-                output: kept(b.output),
+                input: kept(first.input),
+                output: kept(first.output),
                 scratch: no_scratch.clone(),
                 notes: BTreeMap::new(),
                 compute: (n > engines && timed).then(|| Engines::new(engines)),
                 port: (carriage.pe_ns_per_byte > 0.0 && timed).then(|| (carriage.pe_ns_per_byte, Bookings::default())),
-            })
-            .collect();
+                later_calls,
+            });
+        }
         // Sized up front: a flattened iterator does not know its length, and growing by doubling
         // copies a million lanes' states again and again.
         let held: usize = (0..pes.len()).filter(|&rank| holds(rank)).map(|rank| lanes[rank]).sum();
         let mut states = Vec::with_capacity(held);
+        let tasks = &tasks;
         states.extend(
             (pes.iter().zip(&lanes).enumerate())
                 .filter(|&(rank, _)| holds(rank))
-                .flat_map(|(_, (&pe, &n))| (0..n as u32).map(move |lane| (pe, lane)))
-                .map(|(pe, lane)| LaneState {
-                    lane,
-                    figures: Default::default(),
-                    generation: message_generation(call.generation, 1),
-                    clock: Clock::new(system, options.timing.as_ref(), &carriage, pe, options.gpus_per_thread),
-                    failure: None,
-                    watch: Watch { loops_left: options.loop_budget, steps: 0, last: None },
-                    sync: None,
-                    landed_ns: 0.0,
+                .flat_map(|(rank, (&pe, &n))| (0..n as u32).map(move |lane| (rank as u32, pe, lane)))
+                .map(|(rank, pe, lane)| {
+                    let (call, ..) = tasks.call_of(rank, lane);
+                    let mut clock = Clock::new(system, options.timing.as_ref(), &carriage, pe, options.gpus_per_thread);
+                    clock.start_later(starts[call]);
+                    LaneState {
+                        lane,
+                        call: call as u32,
+                        figures: Default::default(),
+                        generation: message_generation(generations[call], 1),
+                        clock,
+                        failure: None,
+                        watch: Watch { loops_left: options.loop_budget, steps: 0, last: None },
+                        sync: None,
+                        landed_ns: 0.0,
+                    }
                 }),
         );
         (cores, states)
@@ -157,9 +185,9 @@ pub(super) fn run(
     }
     let results: Arc<[OnceLock<Ended>]> = (0..held).map(|_| OnceLock::new()).collect();
     let parts = (two_sided, one_sided);
-    let mut exec = Execution::new(lanes, (call.generation, results), parts, (network, spread), options.timing_only);
+    let mut exec = Execution::new(lanes, (generations, results), parts, (network, spread), options.timing_only);
     let ready = Arc::new(ReadyLists::new(options.threads));
-    start(&exec, (kernel, &call, system, options), &ready, pool.as_ref());
+    start(&exec, (&kernels, system, options), &ready, pool.as_ref());
     let polling = Polling { pool: pool.as_ref(), parallel_min_ready: options.parallel_min_ready };
     let driven = exec.drive(&ready, polling);
     if let Some(windows) = windows {
@@ -170,7 +198,8 @@ pub(super) fn run(
         return Err(RunError::Deadlock(exec.deadlock_report(driven.finished)?));
     }
     exec.check_leftovers()?;
-    exec.report(driven.rounds)
+    let report = exec.report(driven.rounds)?;
+    Ok(if together { exec.split_by_call(report) } else { vec![report] })
 }
 
 /// Starts the kernel of every task this process holds: each is made (and its memory first touched) on
@@ -178,7 +207,7 @@ pub(super) fn run(
 /// thread made them.
 fn start(
     exec: &Execution<'_>,
-    (kernel, call, system, options): (&dyn Launch, &Call, &System, &RunOptions),
+    (kernels, system, options): (&[Kernel<'_>], &System, &RunOptions),
     ready: &Arc<ReadyLists>,
     pool: Option<&rayon::ThreadPool>,
 ) {
@@ -186,6 +215,8 @@ fn start(
     let extents = [system.sips(), system.cubes_per_sip(), system.pes_per_cube()];
     let start = |task: usize| {
         let rank = tasks.rank(task as u32);
+        let (k, lane, lanes) = tasks.call_of(rank, tasks.lane(task as u32));
+        let (kernel, call) = kernels[k];
         let ctx = TlContext {
             pe: tasks.pe(rank),
             extents,
@@ -195,8 +226,8 @@ fn start(
             root: call.root,
             counts: options.counts.clone(),
             generation: call.generation,
-            lane: tasks.lane(task as u32) as usize,
-            lanes: tasks.lanes_of(rank).len(),
+            lane: lane as usize,
+            lanes: lanes as usize,
             queue_depth: system.ipcq_depth(),
         };
         let future = kernel.launch(Tl::new(ctx));

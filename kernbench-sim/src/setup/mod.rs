@@ -43,6 +43,30 @@ impl Default for Call {
     }
 }
 
+/// One of several calls run together ([`Runtime::run_together`]).
+#[derive(Clone)]
+pub struct Together<'k> {
+    /// Its kernel.
+    pub kernel: &'k dyn Launch,
+    /// Its buffers, per participant in rank order.
+    pub buffers: Vec<PeBuffers>,
+    /// Its facts; its generation stamps its messages.
+    pub call: Call,
+    /// When its kernels start, in ns of simulated time after the run's start (before their launch
+    /// and protocol delays).
+    pub start_ns: f64,
+}
+
+impl std::fmt::Debug for Together<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Together")
+            .field("buffers", &self.buffers.len())
+            .field("call", &self.call)
+            .field("start_ns", &self.start_ns)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Runs kernels on a system.
 ///
 /// # Examples
@@ -134,7 +158,55 @@ impl<'s> Runtime<'s> {
             return Err(RunError::BufferCount { participants: pes.len(), buffers: buffers.len() });
         }
         plan.fits(self.system)?;
-        install::run(self.system, &self.options, (plan, &pes), kernel, buffers, (call, windows))
+        let one = Together { kernel, buffers, call, start_ns: 0.0 };
+        let mut reports = install::run(self.system, &self.options, (plan, &pes), vec![one], windows)?;
+        Ok(reports.pop().expect("a report per call"))
+    }
+
+    /// Runs several calls on `plan` at once, each with its kernel, buffers (rank order) and facts,
+    /// from its start: one report per call, in order. The calls share what calls in flight together
+    /// share on a machine: every link's channels (a transfer of one waits for the other's on the same
+    /// channel, as the lanes of one call do) and every PE's engines; each has its own queues (its
+    /// lanes' channels), buffers and barriers, so no message or barrier crosses between them.
+    ///
+    /// A call's report holds its PEs' outputs and figures and its lanes' times, its completion the
+    /// last of its lanes' finish; the channels are the run's, shared.
+    ///
+    /// # Errors
+    /// [`RunError::Together`] for no calls, calls of different plans' sizes or a spread run; one-sided
+    /// operations in a kernel run together end in `KernelError::Unsupported` (the calls' symmetric
+    /// memory is not kept apart); and as [`Runtime::run`].
+    pub fn run_together(&self, plan: &CheckedPlan, calls: Vec<Together<'_>>) -> Result<Vec<RunReport>, RunError> {
+        self.options.check(self.system)?;
+        if calls.is_empty() {
+            return Err(RunError::Together { why: "no calls were given".to_owned() });
+        }
+        if self.options.spread.is_some() && calls.len() > 1 {
+            return Err(RunError::Together { why: "calls run together are not spread over processes".to_owned() });
+        }
+        let pes: Vec<PeId> = plan.participants().map(|p| p.pe).collect();
+        for (k, together) in calls.iter().enumerate() {
+            let call = together.call;
+            if call.generation == 0 {
+                return Err(RunError::ZeroGeneration);
+            }
+            if call.generation > MAX_GENERATION {
+                return Err(RunError::GenerationTooLarge { generation: call.generation });
+            }
+            if call.root >= pes.len() {
+                return Err(RunError::BadRoot { root: call.root, participants: pes.len() });
+            }
+            if together.buffers.len() != pes.len() {
+                return Err(RunError::BufferCount { participants: pes.len(), buffers: together.buffers.len() });
+            }
+            if !(together.start_ns.is_finite() && (0.0..=System::MAX_TIME_NS).contains(&together.start_ns)) {
+                let why =
+                    format!("call {k} starts at {} ns: expected 0 to {:e} ns", together.start_ns, System::MAX_TIME_NS);
+                return Err(RunError::Together { why });
+            }
+        }
+        plan.fits(self.system)?;
+        install::run(self.system, &self.options, (plan, &pes), calls, None)
     }
 
     /// Runs `kernel` on provenance inputs shaped as `inputs` ([`kernbench_core::provenance`]), untimed,

@@ -462,13 +462,20 @@ fn write_barrier_key(w: &mut Writer, key: &BarrierKey) {
                 w.u64(member as u64);
             }
         }
+        BarrierKey::Call(call, key) => {
+            w.u8(2);
+            w.u32(*call);
+            write_barrier_key(w, key);
+        }
     }
 }
 
 /// A barrier's key as [`write_barrier_key`] wrote it.
 fn read_barrier_key(r: &mut Reader<'_>) -> Result<BarrierKey, RunError> {
-    if r.u8()? == 0 {
-        return Ok(BarrierKey::Group(r.u64()?));
+    match r.u8()? {
+        0 => return Ok(BarrierKey::Group(r.u64()?)),
+        2 => return Ok(BarrierKey::Call(r.u32()?, Box::new(read_barrier_key(r)?))),
+        _ => {}
     }
     // Read member by member, so a corrupt length runs out of bytes rather than allocating.
     let members = (0..r.u64()?).map(|_| r.u64().map(|m| m as usize)).collect::<Result<Vec<_>, _>>()?;

@@ -55,6 +55,9 @@ pub(crate) enum BarrierKey {
     /// A team's members (global ranks, ascending): teams of the same members share a barrier, as
     /// the members cannot tell them apart.
     Team(Arc<[usize]>),
+    /// A barrier of call `k` (from 1) of several run together: only its lanes wait at it (call 0's
+    /// are the plain keys).
+    Call(u32, Box<BarrierKey>),
 }
 
 impl BarrierKey {
@@ -165,20 +168,26 @@ impl Barriers {
         if let Some(&lanes) = self.group_lanes.get(group) {
             return lanes;
         }
+        let (call, key) = match group {
+            BarrierKey::Call(call, key) => (*call as usize, &**key),
+            key => (0, key),
+        };
         let pes = tasks.pes();
-        let lanes = match group {
+        let lanes_of = |rank: u32| tasks.lanes_of_call(rank, call).len();
+        let lanes = match key {
             BarrierKey::Group(key) => (0..pes.len() as u32)
                 .filter(|&rank| {
                     let pe = pes[rank as usize];
                     [Group::All, Group::Sip, Group::Cube].iter().any(|&g| group_key(g, pe) == *key)
                 })
-                .map(|rank| tasks.lanes_of(rank).len())
+                .map(lanes_of)
                 .sum(),
             // A team's members are ranks of the run (teams are made from its size); one past it
             // would count no lanes, and the barrier would be reported stuck rather than panic.
             BarrierKey::Team(members) => {
-                members.iter().filter(|&&rank| rank < pes.len()).map(|&rank| tasks.lanes_of(rank as u32).len()).sum()
+                members.iter().filter(|&&rank| rank < pes.len()).map(|&rank| lanes_of(rank as u32)).sum()
             }
+            BarrierKey::Call(..) => 0,
         };
         self.group_lanes.insert(group.clone(), lanes);
         lanes

@@ -48,6 +48,8 @@ impl Endpoint<'_> {
             return Ok(first);
         }
         let lane = self.ctx.lane.lane;
+        // A call run together with others has channels of its own, after theirs.
+        let (base, channels) = self.tasks.channels_of_call(self.ctx.lane.call);
         if channel >= channels as usize {
             return Err(KernelError::NoSuchChannel {
                 pe: self.ctx.pe_id(),
@@ -57,7 +59,7 @@ impl Endpoint<'_> {
                 channels: channels as usize,
             });
         }
-        let q = first + channel as u32;
+        let q = first + base + channel as u32;
         // SAFETY: rule P: this PE is the side it claims, so only its thread touches that owner.
         let owner = unsafe { self.run.queues[q as usize].owner(side) };
         match *owner {

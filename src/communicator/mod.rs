@@ -28,7 +28,10 @@ use kernbench_sim::{Call, ExactRunError, PeBuffers, RunError, RunOptions, RunRep
 
 use crate::estimate::{self, Checking, Estimate};
 
+mod together;
 mod uneven;
+
+pub use together::TogetherCall;
 
 /// Why a collective call did not run. The postcondition failing is not an error: it is in the
 /// [`CallReport`], with where it failed.
@@ -155,6 +158,12 @@ pub enum CommError {
     LayoutNotPrepared {
         /// The algorithm prepared.
         algorithm: String,
+    },
+    /// Calls given to [`Communicator::call_together`] that cannot run together (the caller's fault).
+    #[error("calls run together: {why}")]
+    Together {
+        /// Which call, why, and what would be valid.
+        why: String,
     },
     /// Per-pair counts missing from an all-to-all-v or send/recv call, given to another collective,
     /// or not fitting the call's ranks or inputs (the caller's fault).
@@ -605,7 +614,35 @@ impl Communicator {
         root: usize,
         generation: Option<u64>,
     ) -> Result<(DistTensor, CallReport), CommError> {
-        let PreparedCall { collective, algorithm, reason, plan, counts, .. } = prepared;
+        let staged = self.stage(prepared, tensor, op, root, generation)?;
+        let Tuned { protocol, lanes } = prepared.tuned;
+        let runtime = Runtime::new(&self.system)
+            .options(self.options.clone())
+            .protocol(protocol)
+            .max_lanes(lanes)
+            .counts(prepared.counts.clone());
+        let exact = self.exact.then_some(prepared.collective);
+        let windows = Some(&mut self.windows).filter(|w| !w.registered().is_empty());
+        let (buffers, call) = (staged.buffers(), staged.call);
+        let (run, exact) =
+            runtime.run_then_exact(&prepared.plan, prepared.algorithm.launch(), buffers, (call, windows), exact)?;
+        self.finish(prepared, staged, tensor, run, exact.transpose()?)
+    }
+
+    /// A call of `prepared` on `tensor` made ready to run: its inputs checked, its outputs as they
+    /// start, its facts and its generation taken.
+    ///
+    /// # Errors
+    /// As [`Communicator::run_prepared`], before anything runs.
+    fn stage(
+        &mut self,
+        prepared: &PreparedCall,
+        tensor: &DistTensor,
+        op: ReduceOp,
+        root: usize,
+        generation: Option<u64>,
+    ) -> Result<Staged, CommError> {
+        let PreparedCall { collective, algorithm, plan, counts, .. } = prepared;
         let collective = *collective;
         if tensor.layout() != prepared.layout {
             return Err(CommError::LayoutNotPrepared { algorithm: algorithm.name.clone() });
@@ -633,18 +670,26 @@ impl Communicator {
             (0..n).map(|rank| starting_output(&facts, &inputs[rank], rank, n)).collect()
         });
         let generation = self.take_generation(generation)?;
-        let buffers =
-            inputs.iter().zip(&before).map(|(i, o)| PeBuffers { input: i.clone(), output: o.clone() }).collect();
-        let Tuned { protocol, lanes } = prepared.tuned;
-        let runtime = Runtime::new(&self.system)
-            .options(self.options.clone())
-            .protocol(protocol)
-            .max_lanes(lanes)
-            .counts(counts.clone());
-        let call = Call { op, root, generation };
-        let exact = self.exact.then_some(collective);
-        let windows = Some(&mut self.windows).filter(|w| !w.registered().is_empty());
-        let (run, exact) = runtime.run_then_exact(plan, algorithm.launch(), buffers, (call, windows), exact)?;
+        Ok(Staged { facts, inputs, before, call: Call { op, root, generation } })
+    }
+
+    /// The report of a call `staged` for `prepared` on `tensor` that ran as `run` (with its exact
+    /// check), its postcondition checked, and its output tensor.
+    ///
+    /// # Errors
+    /// [`CommError::Reference`] when the postcondition's reference cannot be made.
+    fn finish(
+        &self,
+        prepared: &PreparedCall,
+        staged: Staged,
+        tensor: &DistTensor,
+        run: RunReport,
+        exact: Option<Exactness>,
+    ) -> Result<(DistTensor, CallReport), CommError> {
+        let PreparedCall { collective, algorithm, reason, plan, .. } = prepared;
+        let collective = *collective;
+        let Staged { facts, inputs, before, call: Call { op, generation, .. } } = staged;
+        let timing_only = self.options.timing_only;
         let outputs: Vec<Tile> = run.pes().iter().map(|p| p.output.clone()).collect();
         let element = tensor.dtype().size() as u64;
         // What a rank sends, for the exchanges by counts, whose outputs are as uneven as their counts.
@@ -656,7 +701,6 @@ impl Communicator {
             postcondition::check(&facts, &inputs, &before, &outputs)
                 .map_err(|source| CommError::Reference { collective, source })?
         };
-        let exact = exact.transpose()?;
         let out = output_tensor(collective, tensor, run.pes().iter().map(|p| (p.pe, p.output.clone())))?;
         let report = CallReport {
             collective,
@@ -735,6 +779,22 @@ impl Communicator {
         }
         self.last_generation = next;
         Ok(next)
+    }
+}
+
+/// A call made ready to run ([`Communicator::stage`]).
+struct Staged {
+    facts: CallFacts,
+    inputs: Vec<Tile>,
+    /// Its outputs as they start.
+    before: Vec<Tile>,
+    call: Call,
+}
+
+impl Staged {
+    /// Its buffers, per participant in rank order.
+    fn buffers(&self) -> Vec<PeBuffers> {
+        (self.inputs.iter().zip(&self.before)).map(|(i, o)| PeBuffers { input: i.clone(), output: o.clone() }).collect()
     }
 }
 
