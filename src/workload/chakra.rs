@@ -358,8 +358,12 @@ fn to_chakra_node(node: &Node) -> Result<ChakraNode, ChakraError> {
             Err(not_representable(format!("Chakra holds a whole number of {what}, not {x}")))
         }
     };
-    let int =
-        |name: &str, value: u64| Attribute { name: name.to_owned(), value: Some(AttributeValue::Int64(value as i64)) };
+    // Chakra's converters write, and ASTRA-sim reads, these attributes as int64_val.
+    let int = |name: &str, value: u64| {
+        let value = i64::try_from(value)
+            .map_err(|_| not_representable(format!("`{name}` is {value}, more than an int64_val holds")))?;
+        Ok::<_, ChakraError>(Attribute { name: name.to_owned(), value: Some(AttributeValue::Int64(value)) })
+    };
     let mut chakra_node = ChakraNode {
         id: node.id,
         name: node.name.clone(),
@@ -374,7 +378,7 @@ fn to_chakra_node(node: &Node) -> Result<ChakraNode, ChakraError> {
             chakra_node.node_type = COMP_NODE;
             match *work {
                 Work::DurationNs(ns) => chakra_node.duration_micros = whole(ns / 1e3, "microseconds")?,
-                Work::Flops(flops) => chakra_node.attr.push(int("num_ops", whole(flops, "operations")?)),
+                Work::Flops(flops) => chakra_node.attr.push(int("num_ops", whole(flops, "operations")?)?),
             }
         }
         NodeKind::Collective { collective, bytes, stream, .. } => {
@@ -383,19 +387,19 @@ fn to_chakra_node(node: &Node) -> Result<ChakraNode, ChakraError> {
                 .position(|(_, ours)| *ours == Some(*collective))
                 .ok_or_else(|| not_representable(format!("Chakra has no collective type for {collective}")))?;
             chakra_node.node_type = COMM_COLL_NODE;
-            chakra_node.attr.extend([int("comm_type", comm_type as u64), int("comm_size", *bytes)]);
+            chakra_node.attr.extend([int("comm_type", comm_type as u64)?, int("comm_size", *bytes)?]);
             if *stream != 0 {
-                chakra_node.attr.push(int(STREAM_ATTRIBUTE, u64::from(*stream)));
+                chakra_node.attr.push(int(STREAM_ATTRIBUTE, u64::from(*stream))?);
             }
         }
         NodeKind::Send(t) | NodeKind::Recv(t) => {
             chakra_node.node_type =
                 if matches!(node.kind, NodeKind::Send(_)) { COMM_SEND_NODE } else { COMM_RECV_NODE };
             chakra_node.attr.extend([
-                int("comm_src", u64::from(t.from)),
-                int("comm_dst", u64::from(t.to)),
-                int("comm_size", t.bytes),
-                int("comm_tag", u64::from(t.tag)),
+                int("comm_src", u64::from(t.from))?,
+                int("comm_dst", u64::from(t.to))?,
+                int("comm_size", t.bytes)?,
+                int("comm_tag", u64::from(t.tag))?,
             ]);
         }
     }

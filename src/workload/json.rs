@@ -137,6 +137,12 @@ struct RawTransfer {
     tag: u32,
 }
 
+impl RawTransfer {
+    fn ends(self) -> PointToPoint {
+        PointToPoint { from: self.from, to: self.to, bytes: self.bytes.0, tag: self.tag }
+    }
+}
+
 /// `"all"`, a rank, or a list of ranks.
 #[derive(Default, Deserialize)]
 #[serde(try_from = "Value")]
@@ -198,12 +204,15 @@ impl TryFrom<Map<String, Value>> for RawNode {
             }
         };
         let (deps, ctrl_deps) = (ids("deps")?, ids("ctrl_deps")?);
-        let mut rest = map.into_iter();
-        let (Some((key, body)), None) = (rest.next(), rest.next()) else {
+        // The keys left are the node's kind, alone, or a mistake to name.
+        let found: Vec<String> = map.keys().take(4).map(|key| format!("`{}`", Quoted(key))).collect();
+        let mut entries = map.into_iter();
+        let (Some((key, body)), None) = (entries.next(), entries.next()) else {
             return Err(format!(
                 "node {id} must have exactly one of `compute`, `send`, `recv` or a collective's name (such as \
-                 `all_reduce`) besides {}",
-                COMMON_KEYS.join(", ")
+                 `all_reduce`) besides {}; it has {}",
+                COMMON_KEYS.join(", "),
+                if found.is_empty() { "none".to_owned() } else { found.join(", ") }
             ));
         };
         let body_error = |error: serde_json::Error| format!("node {id}: bad `{key}`: {error}");
@@ -244,8 +253,8 @@ impl RawNode {
             RawKind::Collective(collective, call) => {
                 NodeKind::Collective { collective, bytes: call.bytes.0, ranks: call.ranks.0, stream: call.stream }
             }
-            RawKind::Send(t) => NodeKind::Send(PointToPoint { from: t.from, to: t.to, bytes: t.bytes.0, tag: t.tag }),
-            RawKind::Recv(t) => NodeKind::Recv(PointToPoint { from: t.from, to: t.to, bytes: t.bytes.0, tag: t.tag }),
+            RawKind::Send(transfer) => NodeKind::Send(transfer.ends()),
+            RawKind::Recv(transfer) => NodeKind::Recv(transfer.ends()),
         };
         Ok(Node { id: self.id, name: self.name, kind, data_deps: self.deps, ctrl_deps: self.ctrl_deps })
     }

@@ -47,7 +47,8 @@ pub type NodeId = u64;
 /// grows with the ranks (a schedule's per-GPU clocks, one Chakra trace per rank) stays small.
 pub const MAX_RANKS: u32 = 1 << 20;
 
-/// A set of ranks: all the workload's, or some of them (sorted, without repeats, never all of them).
+/// A set of ranks: all the workload's, or some of them. A checked [`Workload`] writes each set one way:
+/// a list sorted, without repeats, and never of every rank (that is `All`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Ranks {
     /// Every rank of the workload.

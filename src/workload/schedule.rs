@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::{NodeId, NodeKind, NodeLabel, Ranks, Unit, Workload};
+use super::{Node, NodeId, NodeKind, NodeLabel, Ranks, Unit, Workload};
 
 /// When one node ran.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -84,7 +84,7 @@ impl Workload {
     ///
     /// Issue order is the workload's dependency order, ties broken by the smaller id, so the schedule is
     /// the same on every run. The caller supplies durations: a fixed duration
-    /// ([`Node::fixed_duration_ns`](super::Node::fixed_duration_ns)), flops at the GPU's rate, a
+    /// ([`Node::fixed_duration_ns`]), flops at the GPU's rate, a
     /// collective's time from a model or a simulator.
     ///
     /// # Errors
@@ -105,7 +105,7 @@ impl Workload {
     /// assert_eq!(schedule.step_ns(), 25_000.0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn schedule(&self, mut duration: impl FnMut(&super::Node, f64) -> f64) -> Result<Schedule, ScheduleError> {
+    pub fn schedule(&self, mut duration: impl FnMut(&Node, f64) -> f64) -> Result<Schedule, ScheduleError> {
         let mut free_at: HashMap<Resource, f64> = HashMap::new();
         let mut times: Vec<Option<Timed>> = vec![None; self.nodes.len()];
         let ended = |times: &[Option<Timed>], id: NodeId| {

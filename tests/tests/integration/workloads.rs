@@ -275,7 +275,9 @@ fn text_that_is_not_the_json_form_says_which_node_and_what_would_be_valid() {
         (r#"{"id": 0, "all_reduc": {"bytes": 8}}"#, "unknown key `all_reduc`"),
         (r#"{"id": 0, "all_reduce": {"bytes": "25Q"}}"#, "bad size `25Q`"),
         (r#"{"id": 0, "all_reduce": {"size": 8}}"#, "unknown field `size`"),
-        (r#"{"id": 0, "compute": {"duration_us": 1}, "send": {"from": 0, "to": 1, "bytes": 1}}"#, "exactly one of"),
+        (r#"{"id": 0, "compute": {"duration_us": 1}, "dep": [1]}"#, "exactly one of"),
+        (r#"{"id": 0, "compute": {"duration_us": 1}, "dep": [1]}"#, "it has `compute`, `dep`"),
+        (r#"{"id": 0}"#, "it has none"),
         (r#"{"name": "x", "compute": {"duration_us": 1}}"#, "no `id`"),
         (r#"{"id": 0, "compute": {"ranks": "some", "duration_us": 1}}"#, "\"all\", a rank or a list"),
     ];
@@ -338,6 +340,7 @@ fn chakra_cannot_hold_a_collective_it_lacks_a_fraction_of_a_microsecond_or_anoth
     };
     not_representable(collective(Collective::AllToAllV, 8, Ranks::All, 0), "no collective type for all_to_all_v");
     not_representable(compute_us(Ranks::All, 0.5), "whole number of microseconds");
+    not_representable(collective(Collective::AllReduce, u64::MAX, Ranks::All, 0), "more than an int64_val holds");
     let on = |rank| compute_us(Ranks::List(vec![rank]), 1.0);
     let err = Workload::new(2, vec![node(0, on(0), &[]), node(1, on(1), &[0])]).unwrap().to_chakra().unwrap_err();
     assert!(matches!(err, ChakraError::CrossRankDependency { id: 1, dependency: 0, .. }), "{err}");
