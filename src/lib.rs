@@ -9,7 +9,12 @@
 //! - the mock runtime ([`sim`]);
 //! - the shipped kernels and the default `ccl.json` ([`algorithms`]);
 //! - the [`Communicator`]: collectives on a system, each choosing its algorithm from the registry;
-//! - [`estimate`]: a call's peak memory and messages, estimated before it runs.
+//! - [`estimate`]: a call's peak memory and messages, estimated before it runs;
+//! - [`workload`]: the graph of compute phases and calls of a training step, from JSON or Chakra
+//!   traces, and its schedule (its sizes are read by [`size`]).
+//!
+//! (`kernbench_core`'s deprecated name `workload` for its sample tensors is not re-exported here:
+//! they are [`samples`].)
 //!
 //! The `kernbench` command line, with its sweeps, tables, tuner and plots, is the `kernbench-cli`
 //! crate, so depending on this one brings no argument parser, progress bar or plotting library.
@@ -29,5 +34,7 @@ pub mod algorithms {
 pub mod calibrate;
 mod communicator;
 pub mod estimate;
+pub mod size;
+pub mod workload;
 
 pub use communicator::{CallOptions, CallReport, CommError, Communicator, PreparedCall, TogetherCall};

@@ -76,7 +76,7 @@ pub use plan::{
     single_shard, topology_by_name, tree, validator_by_name,
 };
 pub use plan::{partition, samples};
-pub use quote::Quoted;
+pub use quote::{Quoted, decoder_message};
 
 pub use registry::{
     Algorithm, AlgorithmSpec, BufferKind, Registry, RegistryError, RegistrySpec, Selection, SelectionRule, Tuned,

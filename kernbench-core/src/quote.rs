@@ -49,9 +49,17 @@ const MAX_DECODER_CHARS: usize = 300;
 /// A message from the JSON decoder, which quotes what it did not expect as written, however long and
 /// whatever it holds (an unknown field or variant in backticks, a string of the wrong type in double
 /// quotes), made one short line: each backticked name as [`Quoted`], control characters escaped, and
-/// a message still longer than [`MAX_DECODER_CHARS`] (a name holding backticks, a long string) cut in
-/// the middle, keeping its start (what is wrong) and its end (where).
-pub(crate) fn decoder_message(message: &str) -> String {
+/// a message still longer than 300 characters (a name holding backticks, a long string) cut in the
+/// middle, keeping its start (what is wrong) and its end (where).
+///
+/// # Examples
+/// ```
+/// use kernbench_core::decoder_message;
+/// let error = serde_json::from_str::<u32>(&format!("\"{}\"", "a".repeat(1000))).unwrap_err();
+/// let line = decoder_message(&error.to_string());
+/// assert!(line.len() < 400 && line.ends_with("line 1 column 1002"), "{line}");
+/// ```
+pub fn decoder_message(message: &str) -> String {
     struct Escaped<'a>(&'a str);
     impl fmt::Display for Escaped<'_> {
         fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

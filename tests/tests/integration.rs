@@ -1,7 +1,7 @@
 //! Integration tests across kernbench's crates, in one binary: the mock runtime and its diagnosed
 //! failures, every shipped kernel, the Communicator and the algorithm matrix, the hierarchical
 //! all-to-all, simulated time against closed forms and golden times, runs spread over processes, reading
-//! nccl-tests logs, and the bench / tune / trace library.
+//! nccl-tests logs, the bench / tune / trace library, and workloads (JSON, Chakra traces, schedules).
 //! (The macro's trybuild UI tests are `ui.rs`; they drive rustc and need a binary of their own.)
 
 #[path = "integration/all_to_all.rs"]
@@ -58,6 +58,8 @@ mod teams;
 mod timing;
 #[path = "integration/together.rs"]
 mod together;
+#[path = "integration/workloads.rs"]
+mod workloads;
 
 /// The per-pair counts of `collective` over `ranks` ranks of `elements` each, as `bench` draws them
 /// (all-to-all-v's seeded counts, send/recv's shift); `None` for the collectives that take none: what
