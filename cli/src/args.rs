@@ -39,6 +39,9 @@ pub enum Command {
     /// Fit a system to nccl-tests logs: move the figures they constrain until the simulated times come
     /// closest to the measured ones, write the fitted system, and print both size by size.
     Calibrate(CalibrateArgs),
+    /// Run a workload (a training step's calls and compute phases, as our JSON or Chakra execution
+    /// traces) and report the step's time, each call's time and its slowdown against running alone.
+    Workload(WorkloadArgs),
     /// List the algorithms, kernels, topologies, mappers and validators.
     List,
     /// Print a system and an algorithm's install plan on it.
@@ -324,6 +327,27 @@ pub struct TraceArgs {
     /// Where to write the trace (open it at ui.perfetto.dev or chrome://tracing).
     #[arg(long, default_value = "trace.json")]
     pub out: PathBuf,
+}
+
+/// `kernbench workload`.
+#[derive(Debug, clap::Args)]
+pub struct WorkloadArgs {
+    /// The workload: a JSON file, or Chakra execution traces (a `NAME.R.et` file, the directory
+    /// holding them, or the `NAME` prefix).
+    pub file: PathBuf,
+    /// The system and the registry.
+    #[command(flatten)]
+    pub system: SystemArgs,
+    /// A GPU's rate for compute phases given in flops, in GFLOP/s (989000 for an H100's dense BF16):
+    /// needed when the workload gives any.
+    #[arg(long, value_name = "GFLOPS")]
+    pub gpu_gflops: Option<f64>,
+    /// Print the step as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the step as a Chrome / Perfetto trace, one track per node, to this file.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
 }
 
 /// `kernbench explain`.

@@ -164,20 +164,10 @@ pub fn with_variants(algos: &str, registry: &Registry, collective: Collective) -
 /// assert!(kernbench_cli::sweep::parse_size("64Q").is_err());
 /// ```
 pub fn parse_size(text: &str) -> Result<u64, SweepError> {
-    const EXPECTED: &str = "expected a number of bytes, at least 1, with an optional K, M or G suffix, like 64K";
-    let bad = || SweepError::BadSize { text: text.to_owned(), expected: EXPECTED };
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    let scale: u64 = match unit.to_ascii_uppercase().as_str() {
-        "" | "B" => 1,
-        "K" | "KB" | "KIB" => 1 << 10,
-        "M" | "MB" | "MIB" => 1 << 20,
-        "G" | "GB" | "GIB" => 1 << 30,
-        _ => return Err(bad()),
-    };
-    let n: u64 = digits.parse().map_err(|_| bad())?;
-    n.checked_mul(scale).filter(|&bytes| bytes > 0).ok_or_else(bad)
+    kernbench::size::parse_size(text).map_err(|_| SweepError::BadSize {
+        text: text.to_owned(),
+        expected: "expected a number of bytes, at least 1, with an optional K, M or G suffix, like 64K",
+    })
 }
 
 /// Parses a list of sizes: `1K..1M` (1K and every doubling up to 1M), or sizes separated by commas
@@ -217,23 +207,8 @@ pub fn parse_sizes(text: &str) -> Result<Vec<u64>, SweepError> {
     Ok(sizes)
 }
 
-/// A size as people write it: `512`, `64K`, `1M`, `3G`; sizes that are not a whole number of the
-/// unit stay in the next smaller one.
-///
-/// # Examples
-/// ```
-/// use kernbench_cli::sweep::format_size;
-/// assert_eq!((format_size(512), format_size(65536), format_size(3 << 30)), ("512".into(), "64K".into(), "3G".into()));
-/// assert_eq!(format_size(1536), "1536");
-/// ```
-pub fn format_size(bytes: u64) -> String {
-    for (shift, unit) in [(30, "G"), (20, "M"), (10, "K")] {
-        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
-            return format!("{}{unit}", bytes >> shift);
-        }
-    }
-    bytes.to_string()
-}
+/// A size as people write it ([`kernbench::size::format_size`]).
+pub use kernbench::size::format_size;
 
 /// nccl-tests' bus-bandwidth factor: `busbw = algbw * factor`, so that busbw is the bandwidth a
 /// rank's link needs for the collective's time, whatever the collective. `ranks` is `n`.

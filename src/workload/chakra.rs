@@ -14,7 +14,7 @@
 //! | Chakra node | attributes read | workload node |
 //! | --- | --- | --- |
 //! | `COMP_NODE` | `duration_micros` (the field) or else `num_ops` | compute, on the ranks whose traces hold it |
-//! | `COMM_COLL_NODE` | `comm_type`, `comm_size`, `kernbench_stream` (0 when absent) | collective, members as for compute |
+//! | `COMM_COLL_NODE` | `comm_type`, `comm_size`, `kernbench_comm` and `kernbench_stream` (0 when absent) | collective, members as for compute |
 //! | `COMM_SEND_NODE` | `comm_dst`, `comm_size`, `comm_tag` (0 when absent) | send from the trace's rank |
 //! | `COMM_RECV_NODE` | `comm_src`, `comm_size`, `comm_tag` | receive on the trace's rank |
 //! | `METADATA_NODE` | | none: nodes that wait for it wait for what it waits for |
@@ -126,6 +126,9 @@ const COLLECTIVE_TYPES: [(&str, Option<Collective>); 10] = [
 const VERSION: &str = "0.0.4";
 /// kernbench's attribute for a collective's stream.
 const STREAM_ATTRIBUTE: &str = "kernbench_stream";
+
+/// kernbench's attribute for which communicator of its members a collective runs on.
+const COMM_ATTRIBUTE: &str = "kernbench_comm";
 
 /// Chakra traces that cannot be read as a workload, or a workload that Chakra cannot hold. Each
 /// variant names the trace (its file, or `rank R's trace`) and the node.
@@ -381,7 +384,7 @@ fn to_chakra_node(node: &Node) -> Result<ChakraNode, ChakraError> {
                 Work::Flops(flops) => chakra_node.attr.push(int("num_ops", whole(flops, "operations")?)?),
             }
         }
-        NodeKind::Collective { collective, bytes, stream, .. } => {
+        NodeKind::Collective { collective, bytes, comm, stream, .. } => {
             let comm_type = COLLECTIVE_TYPES
                 .iter()
                 .position(|(_, ours)| *ours == Some(*collective))
@@ -390,6 +393,9 @@ fn to_chakra_node(node: &Node) -> Result<ChakraNode, ChakraError> {
             chakra_node.attr.extend([int("comm_type", comm_type as u64)?, int("comm_size", *bytes)?]);
             if *stream != 0 {
                 chakra_node.attr.push(int(STREAM_ATTRIBUTE, u64::from(*stream))?);
+            }
+            if *comm != 0 {
+                chakra_node.attr.push(int(COMM_ATTRIBUTE, u64::from(*comm))?);
             }
         }
         NodeKind::Send(t) | NodeKind::Recv(t) => {
@@ -413,6 +419,7 @@ enum Local {
     Collective {
         collective: Collective,
         bytes: u64,
+        comm: u32,
         stream: u32,
     },
     Send {
@@ -499,7 +506,9 @@ fn describe(name: &str, local: &Local) -> String {
     let what = match local {
         Local::Compute(Work::DurationNs(ns)) => format!("compute of {ns} ns"),
         Local::Compute(Work::Flops(flops)) => format!("compute of {flops} flops"),
-        Local::Collective { collective, bytes, stream } => format!("{collective} of {bytes} bytes on stream {stream}"),
+        Local::Collective { collective, bytes, comm, stream } => {
+            format!("{collective} of {bytes} bytes on communicator {comm}, stream {stream}")
+        }
         Local::Send { to, bytes, tag } => format!("send of {bytes} bytes to rank {to}, tag {tag}"),
         Local::Recv { from, bytes, tag } => format!("receive of {bytes} bytes from rank {from}, tag {tag}"),
         Local::PassThrough => "METADATA_NODE".to_owned(),
@@ -540,8 +549,8 @@ fn without_pass_throughs(merged: HashMap<NodeId, Merged>) -> Vec<Node> {
             let kind = match entry.local {
                 Local::PassThrough => return None,
                 Local::Compute(work) => NodeKind::Compute { ranks, work },
-                Local::Collective { collective, bytes, stream } => {
-                    NodeKind::Collective { collective, bytes, ranks, stream }
+                Local::Collective { collective, bytes, comm, stream } => {
+                    NodeKind::Collective { collective, bytes, ranks, comm, stream }
                 }
                 Local::Send { to, bytes, tag } => NodeKind::Send(PointToPoint { from: rank, to, bytes, tag }),
                 Local::Recv { from, bytes, tag } => NodeKind::Recv(PointToPoint { from, to: rank, bytes, tag }),
@@ -633,7 +642,12 @@ fn read_node(trace: &str, node: &ChakraNode) -> Result<Local, ChakraError> {
                         .map_or_else(|| format!("collective type {comm_type}"), |(name, _)| (*name).to_owned()),
                 }
             })?;
-            Local::Collective { collective, bytes: required("comm_size")?, stream: optional_small(STREAM_ATTRIBUTE)? }
+            Local::Collective {
+                collective,
+                bytes: required("comm_size")?,
+                comm: optional_small(COMM_ATTRIBUTE)?,
+                stream: optional_small(STREAM_ATTRIBUTE)?,
+            }
         }
         COMM_SEND_NODE => Local::Send {
             to: small("comm_dst", required("comm_dst")?)?,

@@ -17,7 +17,7 @@
 //! | key | fields |
 //! | --- | --- |
 //! | `compute` | `duration_us` or `flops` (exactly one); `ranks` (default `"all"`) |
-//! | a collective's name (`all_reduce`, `all_gather`, `reduce_scatter`, `broadcast`, `reduce`, `all_to_all`, ..., or nccl-tests' names) | `bytes` each rank contributes; `ranks`, the communicator's members (default `"all"`); `stream` (default 0) |
+//! | a collective's name (`all_reduce`, `all_gather`, `reduce_scatter`, `broadcast`, `reduce`, `all_to_all`, ..., or nccl-tests' names) | `bytes` each rank contributes; `ranks`, the communicator's members (default `"all"`); `comm`, which communicator of them (default 0); `stream` (default 0) |
 //! | `send`, `recv` | `from`, `to`, `bytes`; `tag` (default 0) |
 //!
 //! `ranks` is `"all"`, a rank, or a list of ranks; a compute node on several ranks runs on each of
@@ -123,6 +123,8 @@ struct RawCollective {
     bytes: Bytes,
     #[serde(default)]
     ranks: RawRanks,
+    #[serde(default)]
+    comm: u32,
     #[serde(default)]
     stream: u32,
 }
@@ -250,9 +252,13 @@ impl RawNode {
                 };
                 NodeKind::Compute { ranks: compute.ranks.0, work }
             }
-            RawKind::Collective(collective, call) => {
-                NodeKind::Collective { collective, bytes: call.bytes.0, ranks: call.ranks.0, stream: call.stream }
-            }
+            RawKind::Collective(collective, call) => NodeKind::Collective {
+                collective,
+                bytes: call.bytes.0,
+                ranks: call.ranks.0,
+                comm: call.comm,
+                stream: call.stream,
+            },
             RawKind::Send(transfer) => NodeKind::Send(transfer.ends()),
             RawKind::Recv(transfer) => NodeKind::Recv(transfer.ends()),
         };
@@ -273,9 +279,12 @@ fn node_line(node: &Node) -> String {
             });
             "compute"
         }
-        NodeKind::Collective { collective, bytes, ranks, stream } => {
+        NodeKind::Collective { collective, bytes, ranks, comm, stream } => {
             body.push(("bytes", size(*bytes)));
             body.extend(ranks_field(ranks));
+            if *comm != 0 {
+                body.push(("comm", comm.to_string()));
+            }
             if *stream != 0 {
                 body.push(("stream", stream.to_string()));
             }

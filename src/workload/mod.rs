@@ -29,6 +29,7 @@
 pub mod chakra;
 pub mod json;
 mod schedule;
+mod step;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
@@ -39,6 +40,7 @@ use kernbench_core::{Collective, Quoted, decoder_message};
 
 pub use chakra::ChakraError;
 pub use schedule::{Schedule, ScheduleError, Timed};
+pub use step::{MAX_ROUNDS, NodeRun, Step, StepError};
 
 /// A node's id: unique in its workload.
 pub type NodeId = u64;
@@ -133,7 +135,11 @@ pub enum NodeKind {
         bytes: u64,
         /// The communicator's members.
         ranks: Ranks,
-        /// The stream it is issued on: calls on one communicator and stream run one after another.
+        /// Which communicator of these members (0 unless several): calls of different communicators
+        /// may be in flight together, as NCCL's users make one communicator per stream for that.
+        comm: u32,
+        /// The stream it is issued on: calls on one communicator and stream run one after another,
+        /// and calls on one communicator from different streams must be ordered by dependencies.
         stream: u32,
     },
     /// The sending half of a point-to-point transfer.
@@ -358,7 +364,7 @@ impl Unit {
 /// use kernbench::workload::{Node, NodeKind, Ranks, Work, Workload, WorkloadError};
 /// let node = |id, kind, deps: Vec<u64>| Node { id, name: format!("n{id}"), kind, data_deps: deps, ctrl_deps: vec![] };
 /// let compute = NodeKind::Compute { ranks: Ranks::All, work: Work::DurationNs(10.0) };
-/// let reduce = NodeKind::Collective { collective: Collective::AllReduce, bytes: 1 << 20, ranks: Ranks::All, stream: 0 };
+/// let reduce = NodeKind::Collective { collective: Collective::AllReduce, bytes: 1 << 20, ranks: Ranks::All, comm: 0, stream: 0 };
 /// let step = Workload::new(4, vec![node(0, compute.clone(), vec![]), node(1, reduce, vec![0])])?;
 /// assert_eq!(step.nodes().len(), 2);
 /// let err = Workload::new(4, vec![node(0, compute, vec![7])]).unwrap_err();

@@ -67,7 +67,7 @@ enum Resource {
     /// A GPU's compute.
     Compute(u32),
     /// A stream of a communicator.
-    Stream { members: Ranks, stream: u32 },
+    Stream { members: Ranks, comm: u32, stream: u32 },
     /// The transfers from one rank to another.
     Channel { from: u32, to: u32 },
 }
@@ -77,8 +77,8 @@ impl Workload {
     /// resources are free, and takes `duration(node, start_ns)` nanoseconds.
     ///
     /// - A compute node needs the compute of each of its ranks, which runs one node at a time.
-    /// - Calls on one communicator (the same members) and stream run one at a time, in issue order;
-    ///   calls on different streams or communicators may overlap.
+    /// - Calls on one communicator (the same members and `comm`) and stream run one at a time, in
+    ///   issue order; calls on different streams or communicators may overlap.
     /// - A send and its receive are one transfer: it starts when both are ready, once the previous
     ///   transfer between the two ranks has ended, and `duration` is asked once, with the send.
     ///
@@ -152,8 +152,8 @@ impl Workload {
     fn resources(&self, kind: &NodeKind) -> Vec<Resource> {
         match kind {
             NodeKind::Compute { ranks, .. } => ranks.members(self.ranks).into_iter().map(Resource::Compute).collect(),
-            NodeKind::Collective { ranks, stream, .. } => {
-                vec![Resource::Stream { members: ranks.clone(), stream: *stream }]
+            NodeKind::Collective { ranks, comm, stream, .. } => {
+                vec![Resource::Stream { members: ranks.clone(), comm: *comm, stream: *stream }]
             }
             NodeKind::Send(t) | NodeKind::Recv(t) => vec![Resource::Channel { from: t.from, to: t.to }],
         }

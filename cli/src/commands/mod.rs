@@ -16,6 +16,7 @@ mod progress;
 mod run;
 mod trace;
 mod tune;
+mod workload;
 
 use std::io::Write;
 use std::sync::atomic::AtomicBool;
@@ -48,6 +49,7 @@ pub fn run(cli: Cli, job: Job, out: &mut dyn Write, stop: &AtomicBool) -> Result
         Command::Explain(args) => explain::run(&args, job, out, stop),
         Command::Msccl(args) => msccl::run(&args, job, out, stop),
         Command::Calibrate(args) => calibrate::run(&args, out),
+        Command::Workload(args) => workload::run(&args, out),
         Command::List => list::run(out),
         Command::Plan(args) => plan::run(&args, out),
     }

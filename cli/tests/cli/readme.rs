@@ -114,6 +114,15 @@ fn the_cut_ring_sample_is_the_error_run_prints() {
 }
 
 #[test]
+fn the_workload_samples_are_what_workload_prints() {
+    for (file, system) in [("data-parallel.json", "dgx-h100.json"), ("shared-links-ring16.json", "ring16.json")] {
+        let (file, system) = (format!("configs/workloads/{file}"), format!("configs/systems/{system}"));
+        let args = ["workload", file.as_str(), "--system", system.as_str()];
+        check(&format!("cargo run --release -- {}", args.join(" ")), &args, Path::new(REPO));
+    }
+}
+
+#[test]
 fn the_msccl_sample_is_what_msccl_prints() {
     let args = ["msccl", "tests/fixtures/msccl/ring_allreduce.xml", "--sizes", "1K,1M"];
     check(&format!("cargo run --release -- {}", args.join(" ")), &args, Path::new(REPO));

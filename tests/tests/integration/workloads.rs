@@ -35,7 +35,7 @@ fn compute_us(ranks: Ranks, us: f64) -> NodeKind {
 }
 
 fn collective(collective: Collective, bytes: u64, ranks: Ranks, stream: u32) -> NodeKind {
-    NodeKind::Collective { collective, bytes, ranks, stream }
+    NodeKind::Collective { collective, bytes, ranks, comm: 0, stream }
 }
 
 fn transfer(from: u32, to: u32, bytes: u64, tag: u32) -> PointToPoint {
@@ -501,4 +501,143 @@ proptest! {
             one_line_within(&e.to_string(), MAX_MESSAGE)?;
         }
     }
+}
+
+// Steps run on the simulator.
+
+fn shipped_system(name: &str) -> kernbench::System {
+    let path = format!("{}/../configs/systems/{name}.json", env!("CARGO_MANIFEST_DIR"));
+    kernbench::System::from_file(std::path::Path::new(&path)).unwrap()
+}
+
+fn shipped_workload(name: &str) -> Workload {
+    Workload::from_file(format!("{}/../configs/workloads/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+/// 8 backward phases of `phase_us`, bucket i (25 MiB) all-reduced after phase i, on one stream.
+fn data_parallel(phase_us: f64) -> Workload {
+    let mut nodes = Vec::new();
+    for i in 0..8u64 {
+        let deps = if i == 0 { String::new() } else { format!(r#", "deps": [{}]"#, 2 * (i - 1)) };
+        nodes.push(format!(
+            r#"{{"id": {}, "name": "backward {i}", "compute": {{"duration_us": {phase_us}}}{deps}}}"#,
+            2 * i
+        ));
+        nodes.push(format!(
+            r#"{{"id": {}, "name": "bucket {i}", "all_reduce": {{"bytes": "25M"}}, "deps": [{}]}}"#,
+            2 * i + 1,
+            2 * i
+        ));
+    }
+    Workload::from_json_str(&format!(r#"{{"ranks": 8, "nodes": [{}]}}"#, nodes.join(",\n"))).unwrap()
+}
+
+fn run_on(workload: &Workload, system: &kernbench::System) -> kernbench::workload::Step {
+    workload.run(system, &kernbench::algorithms::default_registry(), None).unwrap()
+}
+
+#[test]
+fn a_data_parallel_step_takes_its_phases_and_the_last_bucket_or_its_buckets_back_to_back() {
+    let system = shipped_system("dgx-h100");
+    // Compute-bound: each bucket is done before the next phase ends, so the step is the phases and the
+    // last bucket.
+    let d = 1000.0;
+    let step = run_on(&data_parallel(d), &system);
+    let bucket = step.nodes[1].alone_ns.unwrap();
+    assert!(bucket <= d * 1e3, "a bucket takes {bucket} ns, more than a phase");
+    let closed = 8.0 * d * 1e3 + bucket;
+    assert!((step.step_ns - closed).abs() <= 0.01 * closed, "{} ns, closed form {closed} ns", step.step_ns);
+    // Communication-bound: the buckets queue on their stream behind the first phase.
+    let d = 20.0;
+    let step = run_on(&data_parallel(d), &system);
+    let closed = d * 1e3 + 8.0 * bucket;
+    assert!(bucket > d * 1e3);
+    assert!((step.step_ns - closed).abs() <= 0.01 * closed, "{} ns, closed form {closed} ns", step.step_ns);
+    assert!(
+        step.nodes.iter().all(|n| n.slowdown().is_none_or(|s| (s - 1.0).abs() < 1e-9)),
+        "nothing shares a bucket's links"
+    );
+}
+
+#[test]
+fn the_chakra_step_takes_the_time_of_the_same_step_in_json() {
+    let system = shipped_system("dgx-h100");
+    let json = run_on(&shipped_workload("data-parallel.json"), &system);
+    let chakra = run_on(&shipped_workload("data-parallel-chakra"), &system);
+    assert_eq!(chakra.step_ns, json.step_ns);
+    assert_eq!(chakra, json);
+}
+
+#[test]
+fn two_all_reduces_of_two_communicators_share_ring16_and_each_take_about_twice_as_long() {
+    let step = run_on(&shipped_workload("shared-links-ring16.json"), &shipped_system("ring16"));
+    assert_eq!(step.rounds, 2, "scheduled alone, then with the times together");
+    for node in &step.nodes {
+        let slowdown = node.slowdown().unwrap();
+        assert!((1.9..=2.01).contains(&slowdown), "{}: {slowdown}", node.name);
+        assert!(!node.unshared);
+    }
+}
+
+#[test]
+fn the_thousand_call_step_runs_on_64_gpus() {
+    let started = std::time::Instant::now();
+    let path = format!("{}/../configs/workloads/8x-dgx-h100-ndr.json", env!("CARGO_MANIFEST_DIR"));
+    let system = kernbench::System::from_file(std::path::Path::new(&path)).unwrap();
+    let workload = shipped_workload("step-1000-calls-64-gpus.json");
+    let step = workload.run(&system, &kernbench::algorithms::default_registry(), Some(989_000.0)).unwrap();
+    // A guard against a hang, not a timing: the benchmark figure is in the README.
+    assert!(started.elapsed() < std::time::Duration::from_secs(120));
+    let calls = step.nodes.iter().filter(|n| n.kind != "compute").count();
+    assert_eq!(calls, 1000);
+    assert!(step.nodes.iter().filter(|n| n.kind != "compute").all(|n| n.algorithm.is_some() && n.took_ns() > 0.0));
+    let last = step.nodes.iter().map(|n| n.end_ns).fold(0.0, f64::max);
+    assert_eq!(step.step_ns, last);
+}
+
+#[test]
+fn a_step_that_cannot_run_says_why() {
+    use kernbench::workload::StepError;
+    let system = kernbench::System::shape(4, 1, 1, 1).unwrap();
+    let registry = kernbench::algorithms::default_registry();
+    let unordered = Workload::from_json_str(
+        r#"{"ranks": 4, "nodes": [
+            {"id": 0, "name": "a", "all_reduce": {"bytes": "1M"}},
+            {"id": 1, "name": "b", "all_reduce": {"bytes": "1M", "stream": 1}}]}"#,
+    )
+    .unwrap();
+    let error = unordered.run(&system, &registry, None).unwrap_err();
+    assert!(matches!(error, StepError::UnorderedStreams { .. }), "{error}");
+    assert!(
+        error.to_string().contains("calls `a` and `b` run on one communicator (all 4 ranks) from streams 0 and 1"),
+        "{error}"
+    );
+    // Ordered, they run one after the other.
+    let ordered = unordered.nodes().to_vec();
+    let mut ordered = ordered;
+    ordered[1].ctrl_deps.push(0);
+    let step = Workload::new(4, ordered).unwrap().run(&system, &registry, None).unwrap();
+    assert_eq!(step.nodes[1].start_ns, step.nodes[0].end_ns);
+    let flops =
+        Workload::from_json_str(r#"{"ranks": 4, "nodes": [{"id": 0, "name": "mlp", "compute": {"flops": 1e12}}]}"#)
+            .unwrap();
+    let error = flops.run(&system, &registry, None).unwrap_err();
+    assert!(matches!(error, StepError::NoGpuRate { .. }), "{error}");
+    assert_eq!(flops.run(&system, &registry, Some(1000.0)).unwrap().step_ns, 1e9);
+    let wide =
+        Workload::from_json_str(r#"{"ranks": 8, "nodes": [{"id": 0, "name": "x", "all_reduce": {"bytes": "1M"}}]}"#)
+            .unwrap();
+    let error = wide.run(&system, &registry, None).unwrap_err();
+    assert!(matches!(error, StepError::TooFewGpus { ranks: 8, gpus: 4, .. }), "{error}");
+}
+
+#[test]
+fn a_step_traces_one_track_per_node() {
+    let step = run_on(&shipped_workload("data-parallel.json"), &shipped_system("dgx-h100"));
+    let trace = step.trace();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let tracks: std::collections::BTreeSet<u64> = events.iter().map(|e| e["tid"].as_u64().unwrap()).collect();
+    assert_eq!(tracks.len(), step.nodes.len());
+    let spans = events.iter().filter(|e| e["ph"] == "X").count();
+    assert_eq!(spans, step.nodes.len());
 }
