@@ -103,7 +103,7 @@ pub struct TimingArgs {
     /// starts the system's `call.launch_per_gpu_ns` later.
     #[arg(long, value_name = "N")]
     pub gpus_per_thread: Option<usize>,
-    /// A fault to simulate, PART:EFFECT[@TIME] (repeatable): `link=3-4:fail@120us` cuts the link
+    /// A fault to simulate, `PART:EFFECT[@TIME]` (repeatable): `link=3-4:fail@120us` cuts the link
     /// between SIPs 3 and 4 (both ways) from 120 us on, `link=3>4:slow=2` halves one direction's
     /// bandwidth from the start, `nic=0.1:fail@1ms` (node 0's NIC of rail 1), `pe=2.0.0:fail@50us`. A
     /// message is routed round a failed link where the topology allows; otherwise the call ends with

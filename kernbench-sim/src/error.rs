@@ -221,7 +221,7 @@ pub enum RunError {
 #[error(
     "rank {from_rank} {from} cannot reach rank {to_rank} {to} at {at_ns} ns: failed {}; ranks cut off from rank {from_rank}: {}",
     .failed.join(", "),
-    crate::faults::rank_ranges(.cut_off)
+    rank_ranges(.cut_off)
 )]
 pub struct Cut {
     /// The sender's rank.
@@ -238,6 +238,21 @@ pub struct Cut {
     pub failed: Vec<String>,
     /// The ranks the sender no longer reaches, in order.
     pub cut_off: Vec<u32>,
+}
+
+/// Ranks as runs of consecutive numbers: `1, 4..=11`.
+pub(crate) fn rank_ranges(ranks: &[u32]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ranks.len() {
+        let mut j = i;
+        while j + 1 < ranks.len() && ranks[j + 1] == ranks[j] + 1 {
+            j += 1;
+        }
+        out.push(if j == i { ranks[i].to_string() } else { format!("{}..={}", ranks[i], ranks[j]) });
+        i = j + 1;
+    }
+    if out.is_empty() { "none".to_owned() } else { out.join(", ") }
 }
 
 /// Why a hand-over between processes failed.
@@ -519,5 +534,16 @@ impl fmt::Display for DeadlockReport {
             writeln!(f, "  ... and {} more", self.unreceived.len() - UNRECEIVED_SHOWN)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rank_ranges;
+
+    #[test]
+    fn ranks_print_as_runs() {
+        assert_eq!(rank_ranges(&[1, 4, 5, 6, 7, 9]), "1, 4..=7, 9");
+        assert_eq!(rank_ranges(&[]), "none");
     }
 }

@@ -471,21 +471,6 @@ impl LinkFaults {
     }
 }
 
-/// Ranks as runs of consecutive numbers: `1, 4..=11`.
-pub(crate) fn rank_ranges(ranks: &[u32]) -> String {
-    let mut out: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < ranks.len() {
-        let mut j = i;
-        while j + 1 < ranks.len() && ranks[j + 1] == ranks[j] + 1 {
-            j += 1;
-        }
-        out.push(if j == i { ranks[i].to_string() } else { format!("{}..={}", ranks[i], ranks[j]) });
-        i = j + 1;
-    }
-    if out.is_empty() { "none".to_owned() } else { out.join(", ") }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -525,11 +510,5 @@ mod tests {
             let error = text.parse::<Fault>().unwrap_err().to_string();
             assert!(error.contains(says), "{text}: {error}");
         }
-    }
-
-    #[test]
-    fn ranks_print_as_runs() {
-        assert_eq!(rank_ranges(&[1, 4, 5, 6, 7, 9]), "1, 4..=7, 9");
-        assert_eq!(rank_ranges(&[]), "none");
     }
 }

@@ -97,6 +97,7 @@ mod diagnosis;
 mod error;
 mod faults;
 mod lanes;
+mod network;
 mod one_sided;
 mod protocol;
 mod race;

@@ -28,6 +28,7 @@ use kernbench_sim::{Call, ExactRunError, PeBuffers, RunError, RunOptions, RunRep
 
 use crate::estimate::{self, Checking, Estimate};
 
+mod run;
 mod together;
 mod uneven;
 
@@ -599,126 +600,6 @@ impl Communicator {
         Ok(PreparedCall { collective, algorithm, reason, plan, layout: layout.clone(), estimate, tuned, counts: None })
     }
 
-    /// Runs a call [`Communicator::prepare`] made on `tensor`, which must have the layout it was prepared
-    /// for, in the communicator's next generation or `generation` (after the last one).
-    ///
-    /// # Errors
-    /// [`CommError::LayoutNotPrepared`] for a tensor of another layout, [`CommError::BadRoot`],
-    /// [`CommError::Inputs`], [`CommError::Generation`], [`CommError::Run`],
-    /// [`CommError::ExactRun`], [`CommError::Reference`], [`CommError::Layout`].
-    pub fn run_prepared(
-        &mut self,
-        prepared: &PreparedCall,
-        tensor: &DistTensor,
-        op: ReduceOp,
-        root: usize,
-        generation: Option<u64>,
-    ) -> Result<(DistTensor, CallReport), CommError> {
-        let staged = self.stage(prepared, tensor, op, root, generation)?;
-        let Tuned { protocol, lanes } = prepared.tuned;
-        let runtime = Runtime::new(&self.system)
-            .options(self.options.clone())
-            .protocol(protocol)
-            .max_lanes(lanes)
-            .counts(prepared.counts.clone());
-        let exact = self.exact.then_some(prepared.collective);
-        let windows = Some(&mut self.windows).filter(|w| !w.registered().is_empty());
-        let (buffers, call) = (staged.buffers(), staged.call);
-        let (run, exact) =
-            runtime.run_then_exact(&prepared.plan, prepared.algorithm.launch(), buffers, (call, windows), exact)?;
-        self.finish(prepared, staged, tensor, run, exact.transpose()?)
-    }
-
-    /// A call of `prepared` on `tensor` made ready to run: its inputs checked, its outputs as they
-    /// start, its facts and its generation taken.
-    ///
-    /// # Errors
-    /// As [`Communicator::run_prepared`], before anything runs.
-    fn stage(
-        &mut self,
-        prepared: &PreparedCall,
-        tensor: &DistTensor,
-        op: ReduceOp,
-        root: usize,
-        generation: Option<u64>,
-    ) -> Result<Staged, CommError> {
-        let PreparedCall { collective, algorithm, plan, counts, .. } = prepared;
-        let collective = *collective;
-        if tensor.layout() != prepared.layout {
-            return Err(CommError::LayoutNotPrepared { algorithm: algorithm.name.clone() });
-        }
-        let inputs: Vec<Tile> = plan
-            .participants()
-            .map(|p| tensor.shard(p.pe).cloned().unwrap_or_else(|| Tile::zeros(tensor.dtype(), 0)))
-            .collect();
-        let n = inputs.len();
-        let rooted = matches!(collective, Collective::Broadcast | Collective::Reduce);
-        if rooted && root >= n {
-            return Err(CommError::BadRoot { root, algorithm: algorithm.name.clone(), participants: n });
-        }
-        // Only broadcast and reduce have a root; the others ignore what the caller passed.
-        let root = if rooted { root } else { 0 };
-        let pes: Vec<_> = plan.participants().map(|p| p.pe).collect();
-        check_inputs(collective, &pes, &inputs)?;
-        let facts = CallFacts { collective, op, root, counts: counts.clone() };
-        facts
-            .counts_for(&inputs.iter().map(Tile::len).collect::<Vec<_>>())
-            .map_err(|source| CommError::Counts { collective, source })?;
-        let timing_only = self.options.timing_only;
-        // A timing-only call's starting outputs carry no data, as its tiles do.
-        let before: Vec<Tile> = tile::without_data_while(timing_only, || {
-            (0..n).map(|rank| starting_output(&facts, &inputs[rank], rank, n)).collect()
-        });
-        let generation = self.take_generation(generation)?;
-        Ok(Staged { facts, inputs, before, call: Call { op, root, generation } })
-    }
-
-    /// The report of a call `staged` for `prepared` on `tensor` that ran as `run` (with its exact
-    /// check), its postcondition checked, and its output tensor.
-    ///
-    /// # Errors
-    /// [`CommError::Reference`] when the postcondition's reference cannot be made.
-    fn finish(
-        &self,
-        prepared: &PreparedCall,
-        staged: Staged,
-        tensor: &DistTensor,
-        run: RunReport,
-        exact: Option<Exactness>,
-    ) -> Result<(DistTensor, CallReport), CommError> {
-        let PreparedCall { collective, algorithm, reason, plan, .. } = prepared;
-        let collective = *collective;
-        let Staged { facts, inputs, before, call: Call { op, generation, .. } } = staged;
-        let timing_only = self.options.timing_only;
-        let outputs: Vec<Tile> = run.pes().iter().map(|p| p.output.clone()).collect();
-        let element = tensor.dtype().size() as u64;
-        // What a rank sends, for the exchanges by counts, whose outputs are as uneven as their counts.
-        let sized = if collective.takes_counts() { &outputs[..0] } else { &outputs[..] };
-        let size = inputs.iter().chain(sized).map(|t| t.len() as u64 * element).max().unwrap_or(0);
-        let postcondition = if timing_only {
-            Postcondition::held()
-        } else {
-            postcondition::check(&facts, &inputs, &before, &outputs)
-                .map_err(|source| CommError::Reference { collective, source })?
-        };
-        let out = output_tensor(collective, tensor, run.pes().iter().map(|p| (p.pe, p.output.clone())))?;
-        let report = CallReport {
-            collective,
-            algorithm: algorithm.name.clone(),
-            reason: reason.clone(),
-            generation,
-            bytes_per_sip: prepared.bytes_per_sip(),
-            size,
-            op,
-            checked: !timing_only,
-            postcondition,
-            exact,
-            plan: Arc::clone(plan),
-            run,
-        };
-        Ok((out, report))
-    }
-
     /// The install plan of `algorithm` on this communicator's system, built on first use and shared
     /// by every later call and sweep point.
     ///
@@ -770,31 +651,6 @@ impl Communicator {
             }
         }
         Err(CommError::NoAlgorithmFits { collective, tried: skipped })
-    }
-
-    fn take_generation(&mut self, given: Option<u64>) -> Result<u64, CommError> {
-        let next = given.unwrap_or(self.last_generation.saturating_add(1));
-        if next == 0 || next <= self.last_generation || next > MAX_GENERATION {
-            return Err(CommError::Generation { given: next, last: self.last_generation });
-        }
-        self.last_generation = next;
-        Ok(next)
-    }
-}
-
-/// A call made ready to run ([`Communicator::stage`]).
-struct Staged {
-    facts: CallFacts,
-    inputs: Vec<Tile>,
-    /// Its outputs as they start.
-    before: Vec<Tile>,
-    call: Call,
-}
-
-impl Staged {
-    /// Its buffers, per participant in rank order.
-    fn buffers(&self) -> Vec<PeBuffers> {
-        (self.inputs.iter().zip(&self.before)).map(|(i, o)| PeBuffers { input: i.clone(), output: o.clone() }).collect()
     }
 }
 

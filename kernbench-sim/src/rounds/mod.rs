@@ -25,9 +25,10 @@ use rayon::prelude::*;
 
 use crate::error::RunError;
 use crate::lanes::Lanes;
+use crate::network::Network;
 use crate::one_sided::OneSidedRun;
 use crate::spread::{RoundEnd, Spread};
-use crate::timing::{Network, Transfer};
+use crate::timing::Transfer;
 use crate::two_sided::{Arrival, Crossing, TwoSided};
 use merge::PlaceKey;
 use poll::Outcome;

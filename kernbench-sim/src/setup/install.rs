@@ -11,13 +11,14 @@ use rayon::prelude::*;
 use super::{Call, PeBuffers, RunOptions, Runtime, Together};
 use crate::error::RunError;
 use crate::lanes::{Budget, LaneState, Lanes, Parked, PeCore, Tasks, Watch};
+use crate::network::Network;
 use crate::one_sided::{OneSidedRun, PeOneSided, Windows};
 use crate::protocol::Cells;
 use crate::race::{LaneSync, MessageOrders};
 use crate::report::RunReport;
 use crate::rounds::{Ended, Execution, Polling, ReadyLists, quiet_kernel_panics};
 use crate::spread::Spread;
-use crate::timing::{Bookings, Clock, Engines, Network};
+use crate::timing::{Bookings, Clock, Engines};
 use crate::two_sided::{Barriers, TwoSided, install};
 
 /// A call's kernel and facts.

@@ -1,0 +1,333 @@
+//! The network of the timing model: every channel a run's queues route over, each queue's route,
+//! and the placing of transfers on them (see [`crate::timing`] for the rules); with the run's faults,
+//! the way round failed links.
+
+use kernbench_core::route::Channel;
+use kernbench_core::{Carriage, PeId, System};
+use rustc_hash::FxHashMap;
+
+use crate::error::RunError;
+use crate::faults::{Detour, LinkFaults};
+use crate::timing::{Bookings, ChannelTime, Multicast, Routing, Span, SpanKind, Timing};
+
+/// A channel with more bookings than this asks for old ones to be forgotten.
+const FORGET_ABOVE: usize = 64;
+
+pub(crate) struct ChannelState {
+    latency_ns: f64,
+    ns_per_byte: f64,
+    /// The intervals the channel is carrying data in. A channel carries one message at a time.
+    busy: Bookings,
+    bytes: u64,
+    busy_ns: f64,
+}
+
+impl ChannelState {
+    /// An idle channel of `link`.
+    pub(crate) fn of(link: kernbench_core::LinkSpec) -> ChannelState {
+        ChannelState {
+            latency_ns: link.latency_ns,
+            ns_per_byte: 1.0 / link.bandwidth_gbps,
+            busy: Bookings::default(),
+            bytes: 0,
+            busy_ns: 0.0,
+        }
+    }
+}
+
+/// Every channel the run's queues route over, and each queue's route.
+pub(crate) struct Network {
+    routing: Routing,
+    keys: Vec<Channel>,
+    channels: Vec<ChannelState>,
+    /// Per channel, its transfers, when the run is traced (beside the channels, not in them: an
+    /// untraced million-PE run would hold an empty list per channel).
+    spans: Option<Vec<Vec<Span>>>,
+    /// Queue `q`'s channels are `route_channels[route_start[q]..route_start[q + 1]]`.
+    route_start: Vec<usize>,
+    route_channels: Vec<u32>,
+    /// Sum of the route's latencies, per queue: how long a credit takes to get back.
+    route_latency: Vec<f64>,
+    /// What carrying a message costs beyond its links: its protocol's lines and step.
+    carriage: Carriage,
+    /// Per queue, the protocol's step cost over its route (empty without a protocol: none).
+    route_step: Vec<f64>,
+    /// The switch's reduction ([`System::multicast_switch`]): ns per byte of result (0: it has none),
+    /// and when it is busy. One resource for the whole switch.
+    reduce_ns_per_byte: f64,
+    reducer: Bookings,
+    /// A channel has more bookings than this: time to forget the old ones. It doubles when forgetting
+    /// frees too little, so a run whose slowest PE stays early does not pay for it every round.
+    forget_at: usize,
+    /// Whether a channel has passed `forget_at`.
+    pub(crate) forget_due: bool,
+    /// The run's slow and failed links and NICs, when it has any.
+    faults: Option<Box<LinkFaults>>,
+}
+
+impl Network {
+    /// The network of queues `(sender, receiver, channel)` between `pes`: a queue of channel (lane)
+    /// `c` takes [`System::route_on`] channel `c`, so between nodes each lane crosses the NICs of its
+    /// rail.
+    pub(crate) fn new(
+        system: &System,
+        timing: &Timing,
+        carriage: &Carriage,
+        pes: &[PeId],
+        queues: impl ExactSizeIterator<Item = (u32, u32, u32)>,
+    ) -> Network {
+        // Sized up front: grown by doubling, a million PEs' routes were copied and faulted in again
+        // and again. Most routes are one channel, each its own (a neighbour link).
+        let n = queues.len();
+        let mut route_start = Vec::with_capacity(n + 1);
+        route_start.push(0);
+        let mut network = Network {
+            routing: timing.routing,
+            keys: Vec::with_capacity(n),
+            channels: Vec::with_capacity(n),
+            spans: timing.trace.then(Vec::new),
+            route_start,
+            route_channels: Vec::with_capacity(n),
+            route_latency: Vec::with_capacity(n),
+            carriage: *carriage,
+            route_step: Vec::with_capacity(if carriage.protocol.is_some() { n } else { 0 }),
+            reduce_ns_per_byte: system.multicast_switch().map_or(0.0, |switch| 1.0 / switch.reduce_gbps),
+            reducer: Bookings::default(),
+            forget_at: 2 * FORGET_ABOVE,
+            forget_due: false,
+            faults: LinkFaults::of(system, &timing.faults, pes),
+        };
+        // Routes are interned channel by channel, a billion lookups on a big system: a fast hash.
+        let mut index: FxHashMap<Channel, u32> = FxHashMap::with_capacity_and_hasher(n, Default::default());
+        for (sender, receiver, channel) in queues {
+            if let Some(faults) = &mut network.faults {
+                faults.ends.push((sender, receiver));
+            }
+            let route = system.route_on(pes[sender as usize], pes[receiver as usize], channel as usize);
+            let mut latency = 0.0;
+            for &channel in &route.channels {
+                let link = system.link(channel.class);
+                latency += link.latency_ns;
+                let id = *index.entry(channel).or_insert_with(|| network.add_channel(channel, link));
+                network.route_channels.push(id);
+            }
+            network.route_start.push(network.route_channels.len());
+            network.route_latency.push(latency);
+            if carriage.protocol.is_some() {
+                network.route_step.push(carriage.step_ns(route.farthest_class()));
+            }
+        }
+        if let Some(faults) = &mut network.faults {
+            faults.index = index;
+        }
+        network
+    }
+
+    /// Adds `channel`, a channel of `link`, idle; returns its id.
+    fn add_channel(&mut self, channel: Channel, link: kernbench_core::LinkSpec) -> u32 {
+        self.keys.push(channel);
+        self.channels.push(ChannelState::of(link));
+        if let Some(spans) = &mut self.spans {
+            spans.push(Vec::new());
+        }
+        if let Some(faults) = &mut self.faults {
+            faults.add_channel(&channel);
+        }
+        (self.keys.len() - 1) as u32
+    }
+
+    /// The route a message leaving on `queue` at `depart` takes when links have failed by then: `None`
+    /// for its own, or the way round the failed ones.
+    ///
+    /// # Errors
+    /// [`RunError::Unreachable`] when failed links cut the receiver off.
+    fn detour(&mut self, queue: u32, depart: f64) -> Result<Option<Vec<u32>>, RunError> {
+        let own = &self.route_channels[self.route_start[queue as usize]..self.route_start[queue as usize + 1]];
+        let Some(faults) = &mut self.faults else { return Ok(None) };
+        let (key, route) = match faults.detour(queue, depart, own)? {
+            Detour::Own => return Ok(None),
+            Detour::Known(ids) => return Ok(Some(ids)),
+            Detour::New(key, route) => (key, route),
+        };
+        let mut ids = Vec::with_capacity(route.channels.len());
+        for channel in route.channels {
+            let faults = self.faults.as_ref().expect("faults: a detour");
+            let id = match faults.index.get(&channel) {
+                Some(&id) => id,
+                None => {
+                    let link = faults.system.link(channel.class);
+                    self.add_channel(channel, link)
+                }
+            };
+            ids.push(id);
+        }
+        self.faults.as_mut().expect("faults: a detour").remember(key, ids.clone());
+        Ok(Some(ids))
+    }
+
+    /// Every queue's route latency (the sum of its channels'), taken out: how long a credit takes to
+    /// get back to the sender.
+    pub(crate) fn take_route_latency(&mut self) -> Vec<f64> {
+        std::mem::take(&mut self.route_latency)
+    }
+
+    /// Places a message of `bytes` of data leaving on queue `queue` at `depart` on its channels, as the
+    /// run's protocol puts it on the wire; returns when its last byte has arrived and the protocol's
+    /// step is done.
+    ///
+    /// # Errors
+    /// [`RunError::Unreachable`] when failed links cut the receiver off.
+    pub(crate) fn deliver(&mut self, queue: u32, depart: f64, bytes: u64) -> Result<f64, RunError> {
+        let bytes = self.carriage.wire_bytes(bytes);
+        let step = self.route_step.get(queue as usize).copied().unwrap_or(0.0);
+        let detour = if self.faults.is_some() { self.detour(queue, depart)? } else { None };
+        let own = &self.route_channels[self.route_start[queue as usize]..self.route_start[queue as usize + 1]];
+        let route = detour.as_deref().unwrap_or(own);
+        // `head`: when the first byte can enter the next channel; `tail`: when the last byte has.
+        let (mut head, mut tail) = (depart, depart);
+        for &id in route {
+            let ch = &mut self.channels[id as usize];
+            let ready = match self.routing {
+                Routing::CutThrough => head,
+                Routing::StoreAndForward => tail,
+            };
+            let slowdown = self.faults.as_ref().map_or(1.0, |faults| faults.slowdown(id, ready));
+            let occupy = bytes as f64 * ch.ns_per_byte * slowdown;
+            let (start, end) = ch.busy.reserve(ready, occupy, tail);
+            self.forget_due |= ch.busy.len() > self.forget_at;
+            ch.bytes += bytes;
+            ch.busy_ns += end - start;
+            if let Some(spans) = &mut self.spans {
+                spans[id as usize].push(Span { kind: SpanKind::Transfer, start_ns: start, end_ns: end, bytes });
+            }
+            head = start + ch.latency_ns;
+            tail = end + ch.latency_ns;
+        }
+        Ok(tail + step)
+    }
+
+    /// Places `bytes` of data on one channel of queue `queue`'s route, its first (`last: false`) or
+    /// its last, leaving at `depart` as the run's protocol puts it on the wire; returns when its last
+    /// byte has crossed it. A multimem operation's legs: a route between two ranks behind a switch is
+    /// up to the switch and down from it, so the first channel is the sender's link up and the last
+    /// the switch's link down to the receiver.
+    ///
+    /// # Errors
+    /// [`RunError::Unreachable`] when the channel has failed by `depart`: a switch's legs take no
+    /// other way.
+    fn leg(&mut self, queue: u32, last: bool, depart: f64, bytes: u64) -> Result<f64, RunError> {
+        let bytes = self.carriage.wire_bytes(bytes);
+        let route = &self.route_channels[self.route_start[queue as usize]..self.route_start[queue as usize + 1]];
+        let Some(&id) = (if last { route.last() } else { route.first() }) else { return Ok(depart) };
+        let mut slowdown = 1.0;
+        if let Some(faults) = &self.faults {
+            faults.check_leg(queue, id, depart)?;
+            slowdown = faults.slowdown(id, depart);
+        }
+        let ch = &mut self.channels[id as usize];
+        let (start, end) = ch.busy.reserve(depart, bytes as f64 * ch.ns_per_byte * slowdown, depart);
+        self.forget_due |= ch.busy.len() > self.forget_at;
+        ch.bytes += bytes;
+        ch.busy_ns += end - start;
+        if let Some(spans) = &mut self.spans {
+            spans[id as usize].push(Span { kind: SpanKind::Transfer, start_ns: start, end_ns: end, bytes });
+        }
+        Ok(end + ch.latency_ns)
+    }
+
+    /// The protocol's step over queue `queue`'s route.
+    fn step(&self, queue: u32) -> f64 {
+        self.route_step.get(queue as usize).copied().unwrap_or(0.0)
+    }
+
+    /// Books the switch's reduction of `bytes` of result, ready at `ready`; returns when it is done.
+    fn reduce(&mut self, ready: f64, bytes: u64) -> f64 {
+        if self.reduce_ns_per_byte == 0.0 {
+            return ready;
+        }
+        self.reducer.reserve(ready, bytes as f64 * self.reduce_ns_per_byte, 0.0).1
+    }
+
+    /// Places a multimem operation leaving on `up` (a queue whose first channel is the requester's
+    /// link to the switch) at `depart`, over its members' legs `(to, from)` (queues whose last channel
+    /// is the switch's link down to the member, whose first is the member's link up), in member
+    /// order. Returns when each member's part reaches the member, and for a load when the reduced
+    /// result is back at the requester.
+    ///
+    /// - A load: the request (`request` bytes) reaches the switch; the switch asks each member,
+    ///   whose `bytes` cross its link up; once all are in, the switch reduces them at its rate and
+    ///   the result crosses the link down to the requester once.
+    /// - A store: the tile (`request` bytes) crosses the requester's link up once, then the
+    ///   switch's link down to each member; a reducing store passes the switch's reduction first,
+    ///   once per member.
+    pub(crate) fn deliver_multicast(
+        &mut self,
+        multicast: Multicast,
+        up: u32,
+        depart: f64,
+        request: u64,
+        legs: &[(u32, u32)],
+    ) -> Result<(Vec<f64>, Option<f64>), RunError> {
+        let at_switch = self.leg(up, false, depart, request)?;
+        match multicast {
+            Multicast::Load { down, bytes, .. } => {
+                let mut ready = at_switch;
+                let mut asked = Vec::with_capacity(legs.len());
+                for &(to, from) in legs {
+                    let at_member = self.leg(to, true, at_switch, request)?;
+                    ready = ready.max(self.leg(from, false, at_member, bytes)?);
+                    asked.push(at_member);
+                }
+                let reduced = self.reduce(ready, bytes);
+                let back = self.leg(down, true, reduced, bytes)? + self.step(down);
+                Ok((asked, Some(back)))
+            }
+            Multicast::Store { reduce, .. } => {
+                let arrivals = legs
+                    .iter()
+                    .map(|&(to, _)| {
+                        let ready = if reduce { self.reduce(at_switch, request) } else { at_switch };
+                        Ok(self.leg(to, true, ready, request)? + self.step(to))
+                    })
+                    .collect::<Result<_, RunError>>()?;
+                Ok((arrivals, None))
+            }
+        }
+    }
+
+    /// The protocol the run's messages are carried by.
+    pub(crate) fn protocol(&self) -> Option<kernbench_core::Protocol> {
+        self.carriage.protocol
+    }
+
+    /// Forgets bookings that ended by `floor`, the earliest time any future message can leave.
+    pub(crate) fn forget_before(&mut self, floor: f64) {
+        self.reducer.forget_before(floor);
+        let mut longest = 0;
+        for ch in &mut self.channels {
+            if ch.busy.len() > FORGET_ABOVE {
+                ch.busy.forget_before(floor);
+            }
+            longest = longest.max(ch.busy.len());
+        }
+        self.forget_at = (2 * longest).max(2 * FORGET_ABOVE);
+        self.forget_due = false;
+    }
+
+    /// Every channel that carried data, for a run that ended at `completion`.
+    pub(crate) fn report(&mut self, completion: f64) -> Vec<ChannelTime> {
+        // Counted first: a filtered iterator does not know its length, and a million channels' times
+        // collected by doubling were copied again and again.
+        let mut times = Vec::with_capacity(self.channels.iter().filter(|ch| ch.bytes > 0).count());
+        let used = self.keys.iter().zip(&self.channels).enumerate().filter(|(_, (_, ch))| ch.bytes > 0);
+        let spans = &mut self.spans;
+        times.extend(used.map(|(id, (&channel, ch))| ChannelTime {
+            channel,
+            bytes: ch.bytes,
+            busy_ns: ch.busy_ns,
+            utilization: if completion > 0.0 { ch.busy_ns / completion } else { 0.0 },
+            spans: spans.as_mut().map(|spans| std::mem::take(&mut spans[id])).unwrap_or_default(),
+        }));
+        times
+    }
+}
