@@ -38,8 +38,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Cut, RunError};
 
-/// A link, a NIC or a PE that slows down or fails from a time on. Its text form is described in the
-/// [module](self); `Display` writes it back with the time in ns.
+/// A link, a NIC or a PE that slows down or fails from a time on.
+///
+/// Its text form is `PART:EFFECT[@TIME]`: the part `link=A-B` (both directions) or `link=A>B`
+/// (one), where an end is a SIP `S` (its (cube 0, PE 0)), a PE `S.C.P`, `switch`, `switch.K`,
+/// `nic.N.R` or `network`; `nic=N.R` (node `N`'s NIC of rail `R`); or `pe=S.C.P`. The effect is
+/// `slow=F` (`F` >= 1 times as long) or `fail`, from `TIME` (`ns` unless `us`, `ms` or `s` follows;
+/// 0 without `@`). `Display` writes it back with the time in ns. How the timing model treats
+/// faults is on [`Timing::faults`](crate::Timing::faults).
 ///
 /// # Examples
 /// ```

@@ -115,6 +115,11 @@ impl<'p> Tasks<'p> {
         tasks
     }
 
+    /// The call whose channels hold `channel`.
+    pub(crate) fn call_of_channel(&self, channel: u32) -> u32 {
+        self.call_channels.iter().rposition(|&(first, _)| first <= channel).unwrap_or(0) as u32
+    }
+
     /// Call `call`'s first channel and its channels.
     #[inline]
     pub(crate) fn channels_of_call(&self, call: u32) -> (u32, u32) {

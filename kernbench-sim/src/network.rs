@@ -165,6 +165,15 @@ impl Network {
         Ok(Some(ids))
     }
 
+    /// The first channel of queue `queue`'s route and what a byte of data takes to cross it, as the
+    /// run's protocol carries it (`None` for a route of no channels).
+    pub(crate) fn first_channel(&self, queue: u32) -> Option<(u32, f64)> {
+        let &id =
+            self.route_channels[self.route_start[queue as usize]..self.route_start[queue as usize + 1]].first()?;
+        let wire = self.carriage.wire_bytes(1 << 20) as f64 / f64::from(1 << 20);
+        Some((id, wire * self.channels[id as usize].ns_per_byte))
+    }
+
     /// Every queue's route latency (the sum of its channels'), taken out: how long a credit takes to
     /// get back to the sender.
     pub(crate) fn take_route_latency(&mut self) -> Vec<f64> {

@@ -79,7 +79,16 @@ pub struct Timing {
     pub stragglers: BTreeMap<PeId, Straggler>,
     /// Whether to record every operation and transfer as a span, for [`Trace`](crate::Trace).
     pub trace: bool,
-    /// Links, NICs and PEs that slow down or fail from a time on.
+    /// Links, NICs and PEs that slow down or fail from a time on. A slow channel carries what
+    /// reaches it from the fault's time at `1 / F` of its bandwidth (its latency unchanged), and a
+    /// slow PE takes `F` times as long for work it starts then (from time 0: a straggler whose
+    /// rates are divided by `F` and whose injections take `F` times as long). A transfer that
+    /// leaves after a channel on its route failed takes the shortest way round the failed ones
+    /// ([`System::route_avoiding`]); where failed links cut its receiver off the run ends with
+    /// [`RunError::Unreachable`], naming them, the ranks and the time (a transfer already on its
+    /// way arrives). A PE whose kernel has not finished by its failure ends the run with
+    /// [`RunError::PeFailed`]. Decided in simulated time, in the fixed order transfers are placed,
+    /// so a faulted run is the same on any number of threads and processes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<Fault>,
 }

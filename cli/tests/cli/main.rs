@@ -130,8 +130,17 @@ fn every_bad_invocation_gives_one_line_and_exit_code_2() {
         (&["bnech"], "unrecognized subcommand 'bnech'"),
         (
             &[],
-            "missing subcommand: expected one of run, bench, tune, trace, plot, explain, msccl, calibrate, list, plan",
+            "missing subcommand: expected one of run, bench, tune, trace, plot, explain, msccl, calibrate, workload, list, plan",
         ),
+        (&["workload", missing], "cannot read"),
+        (&["workload", &malformed], "is not a workload in kernbench's JSON form"),
+        (&["workload", "../configs/workloads/data-parallel.json", "--gpu-gflops=0"], "bad --gpu-gflops 0"),
+        (
+            &["run", "all_reduce", "--fault", "link=0-1:fial"],
+            "`fial` is not an effect: expected `fail` or `slow=FACTOR`",
+        ),
+        (&["run", "all_reduce", "--fault", "link=0-2:fail"], "no link joins 0 and 2"),
+        (&["run", "all_reduce", "--faults", missing], "cannot read faults file"),
         (&["calibrate", "--out", "fitted.json"], "required arguments were not provided: <LOG>"),
         (&["calibrate", "/nonexistent/h100.log", "--out", "fitted.json"], "/nonexistent/h100.log"),
         (

@@ -25,6 +25,35 @@ fn place_key((index, t): (usize, &Transfer)) -> PlaceKey {
 }
 
 impl Execution<'_> {
+    /// Orders a round's transfers of calls run together as a channel's arbiter serves the calls: by
+    /// fair queueing on each transfer's first channel, so that calls whose messages wait for one
+    /// channel take turns rather than the first to arrive keeping the lead. A transfer's tag is when
+    /// it would finish on that channel if its call had the channel to itself from the later of its
+    /// departure and its call's previous tag there; transfers go in order of tags (then as alone).
+    fn fair_order(&mut self, transfers: &[Transfer], order: &mut [PlaceKey]) {
+        let Some(network) = &self.network else { return };
+        let (tasks, queues) = (&self.lanes.tasks, &self.two_sided.queues);
+        order.sort_unstable();
+        let mut tagged: Vec<(u64, PlaceKey)> = Vec::with_capacity(order.len());
+        for &key in order.iter() {
+            let t = &transfers[key.2 as usize];
+            let call = queues.get(t.queue as usize).map_or(0, |q| tasks.call_of_channel(q.channel));
+            let tag = match network.first_channel(t.queue) {
+                Some((channel, ns_per_byte)) => {
+                    let last = self.fair_tags.entry((call, channel)).or_insert(f64::NEG_INFINITY);
+                    *last = last.max(t.depart_ns) + t.bytes as f64 * ns_per_byte;
+                    *last
+                }
+                None => t.depart_ns,
+            };
+            tagged.push((total_order(tag) as u64 ^ (1 << 63), key));
+        }
+        tagged.sort_unstable();
+        for (slot, (_, key)) in order.iter_mut().zip(tagged) {
+            *slot = key;
+        }
+    }
+
     /// Publishes what polled rank `rank`'s lanes did and wakes the lanes waiting on it; lists the
     /// transfers it started in `sent` (under the timing model) and its queue sides towards other
     /// processes in `crossing`.
@@ -70,10 +99,17 @@ impl Execution<'_> {
         transfers: &[Transfer],
         order: &mut Vec<PlaceKey>,
     ) -> Result<(), RunError> {
-        let Some(network) = &mut self.network else { return Ok(()) };
+        if self.network.is_none() {
+            return Ok(());
+        }
         order.clear();
         order.extend(transfers.iter().enumerate().map(place_key));
-        order.sort_unstable();
+        if self.lanes.tasks.calls() > 1 {
+            self.fair_order(transfers, order);
+        } else {
+            order.sort_unstable();
+        }
+        let network = self.network.as_mut().expect("a timed run");
         for t in order.iter().map(|&(.., index)| &transfers[index as usize]) {
             if let Some(multicast) = t.multicast {
                 // Its parts are in its sender's outbox, of this process: `tl.multicast` refuses a

@@ -56,6 +56,9 @@ pub(crate) struct Execution<'p> {
     pub(crate) without_data: bool,
     /// The lowest task that failed in the current round (`u32::MAX`: none).
     lowest_failure: AtomicU32,
+    /// In a run of calls together, per call and channel the fair-queueing tag of the call's last
+    /// transfer there ([`Execution::fair_order`]).
+    fair_tags: rustc_hash::FxHashMap<(u32, u32), f64>,
 }
 
 /// How the rounds ended: every lane finished or stuck.
@@ -82,7 +85,19 @@ impl<'p> Execution<'p> {
         without_data: bool,
     ) -> Execution<'p> {
         let lowest_failure = AtomicU32::new(u32::MAX);
-        Execution { lanes, generations, results, two_sided, one_sided, network, spread, without_data, lowest_failure }
+        let fair_tags = Default::default();
+        Execution {
+            lanes,
+            generations,
+            results,
+            two_sided,
+            one_sided,
+            network,
+            spread,
+            without_data,
+            lowest_failure,
+            fair_tags,
+        }
     }
 
     /// How `task`'s kernel ended, if it has (a task this process holds).

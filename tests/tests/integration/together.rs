@@ -51,23 +51,19 @@ fn two_all_reduces_sharing_ring16_each_take_one_at_half_the_bandwidth() {
         let both = comm.call_together(&[ring_chunked(&tensor, chunks), ring_chunked(&tensor, chunks)]).unwrap();
         let times: Vec<f64> = both.iter().map(|(_, r)| completion(r)).collect();
         let errors: Vec<f64> = times.iter().map(|t| (t - half_bandwidth) / half_bandwidth).collect();
-        // A channel carries one message at a time, first come first served: the call whose messages
-        // reach a link first keeps that lead, and ends a step's messages (4 lanes x chunks) ahead.
-        let step = 4.0 * chunks as f64 * (MIB_64 as f64 / n / (4 * chunks) as f64) / link.bandwidth_gbps;
-        assert!(
-            errors[1].abs() < 1e-4,
-            "{chunks} chunks: the later call {} ns, closed form {half_bandwidth} ns",
-            times[1]
-        );
+        // A channel carries one message at a time; calls waiting for it take turns (fair queueing), so
+        // the call whose messages reached the links first ends a message or two ahead.
+        let message = MIB_64 as f64 / n / (4 * chunks) as f64 / link.bandwidth_gbps;
         let lead = times[1] - times[0];
         assert!(
-            (0.0..=1.01 * step).contains(&lead),
-            "{chunks} chunks: the earlier call leads by {lead} ns, a step is {step} ns"
+            (0.0..=2.01 * message).contains(&lead),
+            "{chunks} chunks: the earlier call leads by {lead} ns, a message takes {message} ns"
+        );
+        assert!(
+            errors.iter().all(|e| e.abs() < 0.01),
+            "{chunks} chunks: {times:?} against {half_bandwidth} ns: {errors:?}"
         );
         assert!(times[0] > 1.9 * alone, "{chunks} chunks: {} ns together, {alone} ns alone", times[0]);
-        if chunks == 8 {
-            assert!(errors.iter().all(|e| e.abs() < 0.01), "8 chunks: {errors:?}");
-        }
     }
 }
 
