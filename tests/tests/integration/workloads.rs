@@ -553,6 +553,9 @@ fn a_data_parallel_step_takes_its_phases_and_the_last_bucket_or_its_buckets_back
     let closed = d * 1e3 + 8.0 * bucket;
     assert!(bucket > d * 1e3);
     assert!((step.step_ns - closed).abs() <= 0.01 * closed, "{} ns, closed form {closed} ns", step.step_ns);
+    // The shipped example of each case is the same step.
+    assert_eq!(run_on(&shipped_workload("data-parallel-short-phases.json"), &system), step);
+    assert_eq!(run_on(&shipped_workload("data-parallel.json"), &system).step_ns, 8e6 + bucket);
     assert!(
         step.nodes.iter().all(|n| n.slowdown().is_none_or(|s| (s - 1.0).abs() < 1e-9)),
         "nothing shares a bucket's links"
