@@ -481,7 +481,7 @@ impl LaneCtx<'_> {
     #[inline]
     pub(crate) fn spend(&mut self, kind: SpanKind, ns: f64, bytes: u64) {
         let clock = &mut self.lane.clock;
-        let ns = ns * clock.slowdown();
+        let ns = if clock.faults.is_some() { ns * clock.slowdown() } else { ns };
         if let (Some(compute), true) = (&mut self.pe.compute, clock.on) {
             let start = compute.reserve(clock.now, ns);
             clock.advance_to(SpanKind::ComputeWait, start, 0, false);

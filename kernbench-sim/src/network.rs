@@ -189,29 +189,28 @@ impl Network {
     pub(crate) fn deliver(&mut self, queue: u32, depart: f64, bytes: u64) -> Result<f64, RunError> {
         let bytes = self.carriage.wire_bytes(bytes);
         let step = self.route_step.get(queue as usize).copied().unwrap_or(0.0);
-        let detour = if self.faults.is_some() { self.detour(queue, depart)? } else { None };
-        let own = &self.route_channels[self.route_start[queue as usize]..self.route_start[queue as usize + 1]];
-        let route = detour.as_deref().unwrap_or(own);
-        // `head`: when the first byte can enter the next channel; `tail`: when the last byte has.
-        let (mut head, mut tail) = (depart, depart);
-        for &id in route {
-            let ch = &mut self.channels[id as usize];
-            let ready = match self.routing {
-                Routing::CutThrough => head,
-                Routing::StoreAndForward => tail,
+        let own = self.route_start[queue as usize]..self.route_start[queue as usize + 1];
+        let tail = if self.faults.is_none() {
+            let route = &self.route_channels[own];
+            let booking = Booking {
+                channels: &mut self.channels,
+                spans: &mut self.spans,
+                routing: self.routing,
+                forget: (self.forget_at, &mut self.forget_due),
             };
-            let slowdown = self.faults.as_ref().map_or(1.0, |faults| faults.slowdown(id, ready));
-            let occupy = bytes as f64 * ch.ns_per_byte * slowdown;
-            let (start, end) = ch.busy.reserve(ready, occupy, tail);
-            self.forget_due |= ch.busy.len() > self.forget_at;
-            ch.bytes += bytes;
-            ch.busy_ns += end - start;
-            if let Some(spans) = &mut self.spans {
-                spans[id as usize].push(Span { kind: SpanKind::Transfer, start_ns: start, end_ns: end, bytes });
-            }
-            head = start + ch.latency_ns;
-            tail = end + ch.latency_ns;
-        }
+            booking.carry(route, depart, bytes, |_, _| 1.0)
+        } else {
+            let detour = self.detour(queue, depart)?;
+            let faults = self.faults.as_deref().expect("a faulted network");
+            let route = detour.as_deref().unwrap_or(&self.route_channels[own]);
+            let booking = Booking {
+                channels: &mut self.channels,
+                spans: &mut self.spans,
+                routing: self.routing,
+                forget: (self.forget_at, &mut self.forget_due),
+            };
+            booking.carry(route, depart, bytes, |id, t| faults.slowdown(id, t))
+        };
         Ok(tail + step)
     }
 
@@ -228,20 +227,17 @@ impl Network {
         let bytes = self.carriage.wire_bytes(bytes);
         let route = &self.route_channels[self.route_start[queue as usize]..self.route_start[queue as usize + 1]];
         let Some(&id) = (if last { route.last() } else { route.first() }) else { return Ok(depart) };
-        let mut slowdown = 1.0;
-        if let Some(faults) = &self.faults {
+        let faults = self.faults.as_deref();
+        if let Some(faults) = faults {
             faults.check_leg(queue, id, depart)?;
-            slowdown = faults.slowdown(id, depart);
         }
-        let ch = &mut self.channels[id as usize];
-        let (start, end) = ch.busy.reserve(depart, bytes as f64 * ch.ns_per_byte * slowdown, depart);
-        self.forget_due |= ch.busy.len() > self.forget_at;
-        ch.bytes += bytes;
-        ch.busy_ns += end - start;
-        if let Some(spans) = &mut self.spans {
-            spans[id as usize].push(Span { kind: SpanKind::Transfer, start_ns: start, end_ns: end, bytes });
-        }
-        Ok(end + ch.latency_ns)
+        let booking = Booking {
+            channels: &mut self.channels,
+            spans: &mut self.spans,
+            routing: self.routing,
+            forget: (self.forget_at, &mut self.forget_due),
+        };
+        Ok(booking.carry(&[id], depart, bytes, |id, t| faults.map_or(1.0, |f| f.slowdown(id, t))))
     }
 
     /// The protocol's step over queue `queue`'s route.
@@ -338,5 +334,42 @@ impl Network {
             spans: spans.as_mut().map(|spans| std::mem::take(&mut spans[id])).unwrap_or_default(),
         }));
         times
+    }
+}
+
+/// The channels a transfer is booked on, borrowed apart from the rest of the network.
+struct Booking<'n> {
+    channels: &'n mut [ChannelState],
+    spans: &'n mut Option<Vec<Vec<Span>>>,
+    routing: Routing,
+    /// Bookings past which a channel asks for old ones to be forgotten, and whether one has.
+    forget: (usize, &'n mut bool),
+}
+
+impl Booking<'_> {
+    /// Books `bytes` leaving at `depart` on every channel of `route` in turn, each taking `slowdown(id,
+    /// ready)` times its time per byte; returns when the last byte has arrived.
+    #[inline(always)]
+    fn carry(self, route: &[u32], depart: f64, bytes: u64, slowdown: impl Fn(u32, f64) -> f64) -> f64 {
+        // `head`: when the first byte can enter the next channel; `tail`: when the last byte has.
+        let (mut head, mut tail) = (depart, depart);
+        for &id in route {
+            let ch = &mut self.channels[id as usize];
+            let ready = match self.routing {
+                Routing::CutThrough => head,
+                Routing::StoreAndForward => tail,
+            };
+            let occupy = bytes as f64 * ch.ns_per_byte * slowdown(id, ready);
+            let (start, end) = ch.busy.reserve(ready, occupy, tail);
+            *self.forget.1 |= ch.busy.len() > self.forget.0;
+            ch.bytes += bytes;
+            ch.busy_ns += end - start;
+            if let Some(spans) = self.spans {
+                spans[id as usize].push(Span { kind: SpanKind::Transfer, start_ns: start, end_ns: end, bytes });
+            }
+            head = start + ch.latency_ns;
+            tail = end + ch.latency_ns;
+        }
+        tail
     }
 }
