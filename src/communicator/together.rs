@@ -1,7 +1,10 @@
 //! Calls in flight together on one communicator: several collectives sharing the machine's links and
 //! PEs as calls on different streams do, each with its own queues, buffers, postcondition and time.
 
-use kernbench_core::{Collective, DistTensor, ReduceOp};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use kernbench_core::{CheckedPlan, Collective, Direction, DistTensor, InstallPlan, ReduceOp, System};
 use kernbench_sim::{Runtime, Together};
 
 use super::{CallOptions, CallReport, CommError, Communicator, PreparedCall};
@@ -36,8 +39,10 @@ impl Communicator {
     /// need the same links each take longer than alone. Each is checked against its postcondition and
     /// reported on its own: its outputs, its PEs' time, its completion.
     ///
-    /// The calls must run on one plan (algorithms of the same topology and mapper on tensors of one
-    /// layout), with the same protocol and lanes' cap, and take no per-pair counts.
+    /// The calls' plans must have the same participants (the same mapper on tensors of one layout);
+    /// calls on different topologies run on the union of their plans, each PE's directions of both,
+    /// when no direction is in both with another peer (a ring's `E` is not a mesh's). The calls must
+    /// have the same protocol and lanes' cap, and take no per-pair counts.
     ///
     /// # Errors
     /// [`CommError::Together`] for calls that cannot run together; otherwise as
@@ -63,14 +68,9 @@ impl Communicator {
             prepared.push(self.prepare(call.collective, &call.tensor.layout(), algorithm)?);
         }
         let Some(first) = prepared.first() else { return Ok(Vec::new()) };
+        let plan = union_plan(&prepared, &self.system).map_err(together)?;
         for (k, (call, p)) in calls.iter().zip(&prepared).enumerate() {
             let name = &p.algorithm.name;
-            if *p.plan != *first.plan {
-                let first = &first.algorithm.name;
-                return Err(together(format!(
-                    "call {k} ({name}) runs on another plan than call 0 ({first}): calls run together share one plan (the same topology and mapper, tensors of one layout)"
-                )));
-            }
             if p.tuned != first.tuned {
                 return Err(together(format!(
                     "call {k} ({name}) is tuned to {:?}, call 0 to {:?}",
@@ -100,9 +100,53 @@ impl Communicator {
                 start_ns: call.start_ns,
             })
             .collect();
-        let runs = runtime.run_together(&first.plan, parts)?;
+        let runs = runtime.run_together(&plan, parts)?;
         (calls.iter().zip(&prepared).zip(staged).zip(runs))
             .map(|(((call, p), staged), run)| self.finish(p, staged, call.tensor, run, None))
             .collect()
     }
+}
+
+/// The plan the calls of `prepared` run on together: their one plan, or the union of their plans'
+/// neighbour tables when they differ.
+///
+/// # Errors
+/// Why they cannot share one: other participants, or a direction two topologies both use.
+fn union_plan(prepared: &[PreparedCall], system: &System) -> Result<Arc<CheckedPlan>, String> {
+    let first = &prepared[0];
+    if prepared.iter().all(|p| Arc::ptr_eq(&p.plan, &first.plan) || *p.plan == *first.plan) {
+        return Ok(Arc::clone(&first.plan));
+    }
+    let mut union: InstallPlan = (**first.plan).clone();
+    let mut topologies = vec![first.plan.topology.clone()];
+    for (k, p) in prepared.iter().enumerate().skip(1) {
+        let (name, first_name) = (&p.algorithm.name, &first.algorithm.name);
+        let same_participants = p.plan.participants().map(|i| i.pe).eq(union.participants().map(|i| i.pe));
+        if !same_participants {
+            return Err(format!(
+                "call {k} ({name}) runs on other PEs than call 0 ({first_name}): calls run together need the same participants (the same mapper, tensors of one layout)"
+            ));
+        }
+        if topologies.contains(&p.plan.topology) {
+            continue;
+        }
+        // Whether a direction is one of the plan's anywhere: a kernel asking `tl.has` of its own
+        // directions must not find another topology's.
+        let directions = |plan: &InstallPlan| -> BTreeSet<Direction> {
+            plan.participants().flat_map(|i| i.neighbors.iter().map(|n| n.direction)).collect()
+        };
+        if let Some(shared) = directions(&union).intersection(&directions(&p.plan)).next() {
+            return Err(format!(
+                "call {k} ({name}, topology {}) and the calls before it ({}) both use direction {shared:?}: calls run together on different topologies need directions of their own",
+                p.plan.topology,
+                topologies.join(", ")
+            ));
+        }
+        for (mine, theirs) in union.sips.iter_mut().flat_map(|s| s.pes.iter_mut()).zip(p.plan.participants()) {
+            mine.neighbors.extend(theirs.neighbors.iter().cloned());
+        }
+        topologies.push(p.plan.topology.clone());
+    }
+    union.topology = topologies.join("+");
+    CheckedPlan::check(union, system).map(Arc::new).map_err(|e| format!("the union of the calls' plans: {e}"))
 }

@@ -6,8 +6,8 @@
 //! What shares what: calls in flight at once on the same members (different communicators of them,
 //! as a data-parallel and an expert-parallel communicator of every rank) run together on the
 //! simulator ([`Communicator::call_together`]), sharing every link's channels and every GPU's
-//! engines, when their algorithms run on one plan; calls that overlap and cannot (another plan, or
-//! other members) are each timed as if alone, and marked. Compute phases run on the GPUs' compute,
+//! engines, on the union of their algorithms' plans; calls that overlap and cannot (plans that share
+//! a direction, or other members) are each timed as if alone, and marked. Compute phases run on the GPUs' compute,
 //! one at a time per GPU, and overlap communication without slowing it, as NCCL's kernels run on SMs
 //! of their own. Overlap depends on the times and the times on the overlap, so the step is scheduled
 //! again with the times the calls took together until no time changes (at most [`MAX_ROUNDS`]
@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
-use kernbench_core::{Collective, DpPolicy, Dtype, ReduceOp, Registry, System};
+use kernbench_core::{Collective, DpPolicy, Dtype, KernelError, ReduceOp, Registry, System};
 use serde::Serialize;
 
 use super::{Node, NodeId, NodeKind, Ranks, ScheduleError, Work, Workload};
@@ -116,7 +116,8 @@ pub struct NodeRun {
     /// The algorithm a collective ran.
     pub algorithm: Option<String>,
     /// Whether it overlapped calls on its GPUs that it cannot run together with (their algorithms'
-    /// plans differ), so that it was timed as if alone: its slowdown is then not known.
+    /// plans share a direction, or one is one-sided), so that it was timed as if alone: its slowdown
+    /// is then not known.
     pub unshared: bool,
 }
 
@@ -199,7 +200,10 @@ impl fmt::Display for Step {
             )?;
         }
         if self.nodes.iter().any(|node| node.unshared) {
-            writeln!(f, "# alone*: overlapped calls on its GPUs of another plan, timed as if alone")?;
+            writeln!(
+                f,
+                "# alone*: overlapped calls on its GPUs it cannot run with (plans sharing a direction, or one-sided), timed as if alone"
+            )?;
         }
         Ok(())
     }
@@ -501,7 +505,8 @@ impl Timer<'_> {
     }
 
     /// The times of the calls of `overlap` run together from their starts in `schedule`, or `None` when
-    /// they cannot run together (their algorithms' plans differ): each is then as if alone.
+    /// they cannot run together (plans that share a direction, a one-sided kernel): each is then as
+    /// if alone.
     fn together(
         &mut self,
         workload: &Workload,
@@ -532,6 +537,8 @@ impl Timer<'_> {
                     .collect(),
             )),
             Err(CommError::Together { .. }) => Ok(None),
+            // A one-sided kernel: calls run together would share its symmetric heap.
+            Err(CommError::Run(error)) if matches!(error.kernel(), Some(KernelError::Unsupported { .. })) => Ok(None),
             Err(source) => Err(call_error(source)),
         }
     }

@@ -96,16 +96,56 @@ fn a_call_started_after_the_other_finished_takes_its_time_alone() {
 }
 
 #[test]
+fn calls_on_different_topologies_run_together_on_the_union_of_their_plans() {
+    let system = System::builtin();
+    let sips = system.sips();
+    let tiles: Vec<kernbench::Tile> = (0..sips).map(|s| kernbench::Tile::from_vec(vec![s as f32; 4096])).collect();
+    let tensor = DistTensor::distribute(&system, &tiles, 1, 4096, DpPolicy::LEADER).unwrap();
+    let named = |collective, algorithm: &str| TogetherCall {
+        options: CallOptions { algorithm: Some(algorithm.into()), ..CallOptions::default() },
+        ..TogetherCall::new(collective, &tensor, ReduceOp::Sum)
+    };
+    let calls = [
+        named(Collective::AllReduce, "ring"),
+        named(Collective::AllReduce, "tree"),
+        named(Collective::AllToAll, "pairwise_alltoall"),
+    ];
+    let mut comm = Communicator::new(system.clone());
+    let alone: Vec<f64> = calls.iter().map(|c| completion(&comm.call_together(&[c.clone()]).unwrap()[0].1)).collect();
+    let together = comm.call_together(&calls).unwrap();
+    for ((call, (_, report)), alone) in calls.iter().zip(&together).zip(alone) {
+        let name = call.options.algorithm.as_deref().unwrap();
+        assert!(report.postcondition.held, "{name}: {report}");
+        assert_eq!(report.algorithm, name);
+        assert!(completion(report) >= alone, "{name}: {} ns together, {alone} ns alone", completion(report));
+    }
+    let expected = (0..sips).map(|s| s as f32).sum::<f32>();
+    assert_eq!(together[1].0.gather_sip(1).unwrap().to_vec::<f32>().unwrap(), vec![expected; 4096]);
+}
+
+#[test]
 fn calls_that_cannot_run_together_are_refused_by_name() {
     let system = System::builtin();
     let tensor = without_data(&system, 1 << 16);
     let mut comm = Communicator::new(system).timing_only(true);
-    let other = TogetherCall {
-        options: CallOptions { algorithm: Some("tree".into()), ..CallOptions::default() },
+    // A ring's east is not a mesh's: both topologies use it.
+    let mesh = TogetherCall {
+        options: CallOptions { algorithm: Some("mesh_2d".into()), ..CallOptions::default() },
         ..ring(&tensor)
     };
-    match comm.call_together(&[ring(&tensor), other]) {
-        Err(CommError::Together { why }) => assert!(why.contains("another plan"), "{why}"),
+    match comm.call_together(&[ring(&tensor), mesh]) {
+        Err(CommError::Together { why }) => assert!(why.contains("both use direction"), "{why}"),
+        other => panic!("expected CommError::Together, got {:?}", other.map(|r| r.len())),
+    }
+    // Every PE's block and the SIP leaders' are other participants.
+    let every_pe =
+        kernbench::samples::tensor_without_data(comm.system(), 1 << 16, Dtype::F32, DpPolicy::EVERY_PE).unwrap();
+    let hierarchical = TogetherCall {
+        options: CallOptions { algorithm: Some("hierarchical_allreduce".into()), ..CallOptions::default() },
+        ..TogetherCall::new(Collective::AllReduce, &every_pe, ReduceOp::Sum)
+    };
+    match comm.call_together(&[ring(&tensor), hierarchical]) {
+        Err(CommError::Together { why }) => assert!(why.contains("other PEs"), "{why}"),
         other => panic!("expected CommError::Together, got {:?}", other.map(|r| r.len())),
     }
     // One-sided kernels would share each PE's symmetric heap: their operations are refused.

@@ -644,3 +644,17 @@ fn a_step_traces_one_track_per_node() {
     let spans = events.iter().filter(|e| e["ph"] == "X").count();
     assert_eq!(spans, step.nodes.len());
 }
+
+#[test]
+fn calls_that_overlap_but_cannot_run_together_are_timed_alone_and_marked() {
+    // The registry's all-to-all at 16 MiB is one-sided: its symmetric heap would be shared.
+    let step = Workload::from_json_str(
+        r#"{"ranks": 16, "nodes": [
+            {"id": 0, "name": "gradients", "all_reduce": {"bytes": "64M"}},
+            {"id": 1, "name": "experts", "all_to_all": {"bytes": "16M", "comm": 1}}]}"#,
+    )
+    .unwrap();
+    let ran = run_on(&step, &shipped_system("ring16"));
+    assert!(ran.nodes.iter().all(|n| n.unshared && n.took_ns() == n.alone_ns.unwrap()), "{ran}");
+    assert!(ran.to_string().contains("alone*"));
+}
