@@ -15,16 +15,14 @@ use std::fmt;
 use std::sync::Arc;
 
 use kernbench_core::counts::Counts;
-use kernbench_core::postcondition::{self, CallFacts, Postcondition, PostconditionError, starting_output};
+use kernbench_core::postcondition::{Postcondition, PostconditionError};
 use kernbench_core::provenance::Exactness;
-use kernbench_core::tile;
-use kernbench_core::tl::MAX_GENERATION;
 use kernbench_core::{
     Algorithm, CheckedPlan, Collective, DistTensor, Dtype, Layout, LayoutError, PeId, PlanError, ReduceOp, Registry,
     RegistryError, Symmetric, System, Tile, Tuned, ValidationError,
 };
 use kernbench_sim::spread::Exchange;
-use kernbench_sim::{Call, ExactRunError, PeBuffers, RunError, RunOptions, RunReport, Runtime, WindowError, Windows};
+use kernbench_sim::{ExactRunError, RunError, RunOptions, RunReport, WindowError, Windows};
 
 use crate::estimate::{self, Checking, Estimate};
 

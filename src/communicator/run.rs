@@ -1,6 +1,15 @@
 //! Running a prepared call: its inputs staged, its kernels run, its outputs checked and reported.
 
-use super::*;
+use std::sync::Arc;
+
+use kernbench_core::postcondition::{self, CallFacts, Postcondition, starting_output};
+use kernbench_core::provenance::Exactness;
+use kernbench_core::tile;
+use kernbench_core::tl::MAX_GENERATION;
+use kernbench_core::{Collective, DistTensor, ReduceOp, Tile, Tuned};
+use kernbench_sim::{Call, PeBuffers, RunReport, Runtime};
+
+use super::{CallReport, CommError, Communicator, PreparedCall, check_inputs, output_tensor};
 
 impl Communicator {
     /// Runs a call [`Communicator::prepare`] made on `tensor`, which must have the layout it was prepared

@@ -111,7 +111,8 @@ fn calls_on_different_topologies_run_together_on_the_union_of_their_plans() {
         named(Collective::AllToAll, "pairwise_alltoall"),
     ];
     let mut comm = Communicator::new(system.clone());
-    let alone: Vec<f64> = calls.iter().map(|c| completion(&comm.call_together(&[c.clone()]).unwrap()[0].1)).collect();
+    let alone: Vec<f64> =
+        calls.iter().map(|c| completion(&comm.call_together(std::slice::from_ref(c)).unwrap()[0].1)).collect();
     let together = comm.call_together(&calls).unwrap();
     for ((call, (_, report)), alone) in calls.iter().zip(&together).zip(alone) {
         let name = call.options.algorithm.as_deref().unwrap();
