@@ -138,6 +138,11 @@ impl Timing {
                 return bad("start_delay_ns", delay, format!("a number of ns from 0 to {:e}", System::MAX_TIME_NS));
             }
         }
+        // The network numbers the faults that strike a channel in 16 bits.
+        if self.faults.len() > usize::from(u16::MAX) {
+            let (fault, why) = (format!("{} faults", self.faults.len()), format!("expected at most {}", u16::MAX));
+            return Err(RunError::BadFault { fault, why });
+        }
         self.faults.iter().try_for_each(|fault| fault.check(system))
     }
 }

@@ -196,3 +196,11 @@ fn a_fault_the_system_cannot_have_is_refused_before_the_run() {
         assert!(error.to_string().contains(says), "{text}: {error}");
     }
 }
+
+#[test]
+fn more_faults_than_the_network_numbers_are_refused() {
+    let system = ring16();
+    let many = vec!["link=3>4:slow=1".parse::<Fault>().unwrap(); 70_000];
+    let error = run_error(ring_all_reduce(&system, 1 << 10, many, 1).unwrap_err());
+    assert!(error.to_string().contains("fault `70000 faults`: expected at most 65535"), "{error}");
+}
