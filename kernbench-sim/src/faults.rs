@@ -399,10 +399,12 @@ impl LinkFaults {
         }))
     }
 
-    /// Notes the faults that strike a channel added to the network (its id the next).
-    pub(crate) fn add_channel(&mut self, channel: &Channel) {
-        let touching = self.faults.iter().enumerate().filter(|(_, f)| f.part.touches(channel));
+    /// Notes a channel added to the network as `id` (the next), and the faults that strike it: a
+    /// detour over it later finds it, so that everything crossing one link shares it.
+    pub(crate) fn add_channel(&mut self, channel: Channel, id: u32) {
+        let touching = self.faults.iter().enumerate().filter(|(_, f)| f.part.touches(&channel));
         self.touched.push(touching.map(|(i, _)| i as u16).collect());
+        self.index.insert(channel, id);
     }
 
     /// How many times as long a transfer reaching channel `id` at `t` takes to cross it.

@@ -117,9 +117,6 @@ impl Network {
                 network.route_step.push(carriage.step_ns(route.farthest_class()));
             }
         }
-        if let Some(faults) = &mut network.faults {
-            faults.index = index;
-        }
         network
     }
 
@@ -130,10 +127,11 @@ impl Network {
         if let Some(spans) = &mut self.spans {
             spans.push(Vec::new());
         }
+        let id = (self.keys.len() - 1) as u32;
         if let Some(faults) = &mut self.faults {
-            faults.add_channel(&channel);
+            faults.add_channel(channel, id);
         }
-        (self.keys.len() - 1) as u32
+        id
     }
 
     /// The route a message leaving on `queue` at `depart` takes when links have failed by then: `None`
@@ -371,5 +369,31 @@ impl Booking<'_> {
             tail = end + ch.latency_ns;
         }
         tail
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kernbench_core::{Carriage, LinkClass, PeId, System};
+
+    use super::Network;
+    use crate::timing::Timing;
+
+    #[test]
+    fn detours_of_two_queues_over_the_same_links_share_them() {
+        // Two lanes from SIP 0 to SIP 1 of a ring of 4; with 0-1 cut both go 0 -> 3 -> 2 -> 1, over
+        // channels no queue's own route takes.
+        let system = System::shape(4, 1, 1, 1).unwrap();
+        let timing = Timing { faults: vec!["link=0-1:fail".parse().unwrap()], ..Timing::default() };
+        let pes: Vec<PeId> = (0..4).map(|sip| PeId::new(sip, 0, 0)).collect();
+        let queues = [(0, 1, 0), (0, 1, 1)].into_iter();
+        let mut network = Network::new(&system, &timing, &Carriage::default(), &pes, queues);
+        let first = network.deliver(0, 0.0, 1 << 20).unwrap();
+        let second = network.deliver(1, 0.0, 1 << 20).unwrap();
+        let distinct: std::collections::BTreeSet<_> = network.keys.iter().collect();
+        assert_eq!(distinct.len(), network.keys.len(), "a link interned as several channels: {:?}", network.keys);
+        // Sharing the links, the second waits for the first.
+        let occupy = (1 << 20) as f64 / system.link(LinkClass::InterSip).bandwidth_gbps;
+        assert!(second >= first + 0.99 * occupy, "{second} ns against {first} ns");
     }
 }
