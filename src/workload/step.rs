@@ -288,23 +288,24 @@ impl Workload {
                 return Err(error);
             }
             let schedule = schedule?;
-            if rounds == MAX_ROUNDS {
-                break schedule;
-            }
-            let mut changed = false;
+            // What overlaps in this schedule, and the times of what overlaps together: a call that no
+            // longer overlaps is back to its time alone.
+            let mut shared: HashMap<NodeId, f64> = HashMap::new();
+            unshared.clear();
             for overlap in self.overlaps(&schedule) {
-                let Some(times) = timer.together(self, &overlap, &schedule)? else {
-                    unshared.extend(overlap.iter().map(|&i| self.nodes()[i].id));
-                    continue;
-                };
-                for (id, ns) in times {
-                    let before = together.insert(id, ns);
-                    changed |= before.is_none_or(|b| (b - ns).abs() > 1e-9 * ns.max(1.0));
+                match timer.together(self, &overlap, &schedule)? {
+                    Some(times) => shared.extend(times),
+                    None => unshared.extend(overlap.iter().map(|&i| self.nodes()[i].id)),
                 }
             }
-            if !changed {
+            let same = |a: &HashMap<NodeId, f64>, b: &HashMap<NodeId, f64>| {
+                a.len() == b.len()
+                    && a.iter().all(|(id, &ns)| b.get(id).is_some_and(|&o| (o - ns).abs() <= 1e-9 * ns.max(1.0)))
+            };
+            if same(&shared, &together) || rounds == MAX_ROUNDS {
                 break schedule;
             }
+            together = shared;
         };
         let nodes = (self.nodes().iter().zip(schedule.nodes()))
             .filter(|(node, _)| !matches!(node.kind, NodeKind::Recv(_)))
