@@ -158,15 +158,7 @@ impl Execution<'_> {
             .collect();
         let mut per_pe: Vec<PeReport> = (cells.iter().zip(self.lanes.pes.iter_mut()))
             .map(|(cells, s)| {
-                let (figures, lanes) = match &lanes[cells.clone()] {
-                    [one] => (one.figures, Vec::new()),
-                    several => {
-                        let lanes: Vec<PeFigures> = several.iter().map(|l| l.figures).collect();
-                        let mut sum = PeFigures::default();
-                        lanes.iter().for_each(|f| sum += f);
-                        (sum, lanes)
-                    }
-                };
+                let (figures, lanes) = pe_figures(lanes[cells.clone()].iter().map(|l| l.figures));
                 PeReport { pe: s.pe, output: s.output.clone(), figures, lanes, notes: std::mem::take(&mut s.notes) }
             })
             .collect();
@@ -248,6 +240,19 @@ impl PeShare {
         Ok((report, self.time))
     }
 }
+/// A PE's figures from its lanes' (in lane order): one lane's are the PE's, with no list; several
+/// add up, and are listed.
+fn pe_figures(mut lanes: impl ExactSizeIterator<Item = PeFigures>) -> (PeFigures, Vec<PeFigures>) {
+    if lanes.len() == 1 {
+        // Most PEs run one lane: no list to allocate.
+        return (lanes.next().unwrap_or_default(), Vec::new());
+    }
+    let lanes: Vec<PeFigures> = lanes.collect();
+    let mut sum = PeFigures::default();
+    lanes.iter().for_each(|f| sum += f);
+    (sum, lanes)
+}
+
 impl Execution<'_> {
     /// The report of each of the calls run together, from the run's `whole` report: each call's PEs
     /// with its output and its lanes' figures, and its lanes' times, its completion the last of its
@@ -267,15 +272,8 @@ impl Execution<'_> {
                 };
                 let per_pe = pes.iter().enumerate().map(|(rank, pe)| {
                     let lanes = tasks.lanes_of_call(rank as u32, call);
-                    let lanes: Vec<PeFigures> = pe.lanes[lanes.start as usize..lanes.end as usize].to_vec();
-                    let (figures, lanes) = match lanes.as_slice() {
-                        [one] => (*one, Vec::new()),
-                        several => {
-                            let mut sum = PeFigures::default();
-                            several.iter().for_each(|f| sum += f);
-                            (sum, lanes)
-                        }
-                    };
+                    let (figures, lanes) =
+                        pe_figures(pe.lanes[lanes.start as usize..lanes.end as usize].iter().copied());
                     PeReport { pe: pe.pe, output: output(rank, pe), figures, lanes, notes: pe.notes.clone() }
                 });
                 let per_pe: Vec<PeReport> = per_pe.collect();

@@ -42,7 +42,8 @@ impl Communicator {
     /// The calls' plans must have the same participants (the same mapper on tensors of one layout);
     /// calls on different topologies run on the union of their plans, each PE's directions of both,
     /// when no direction is in both with another peer (a ring's `E` is not a mesh's). The calls must
-    /// have the same protocol and lanes' cap, and take no per-pair counts.
+    /// have the same protocol and lanes' cap, and take no per-pair counts. They are not checked exactly
+    /// (each report's `exact` is `None`: the provenance re-run is of one call) and see no windows.
     ///
     /// # Errors
     /// [`CommError::Together`] for calls that cannot run together; otherwise as

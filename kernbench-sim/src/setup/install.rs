@@ -46,8 +46,9 @@ pub(super) fn run(
     let lanes_of = |kernel: &dyn Launch| (0..pes.len()).map(|rank| kernel.lanes(rank, pes.len()).min(most)).collect();
     let call_lanes: Vec<Vec<usize>> = calls.iter().map(|c| lanes_of(c.kernel)).collect();
     let lanes: Vec<usize> = (0..pes.len()).map(|rank| call_lanes.iter().map(|c| c[rank]).sum()).collect();
-    let each = call_lanes.iter().flatten().chain(&lanes).enumerate();
-    if let Some((at, &bad)) = each.clone().find(|(_, n)| !(1..=Runtime::MAX_LANES).contains(*n)) {
+    // Each call's lanes on each rank, then their sums: the `at`-th is rank `at mod ranks`'s.
+    let mut each = call_lanes.iter().flatten().chain(&lanes).enumerate();
+    if let Some((at, &bad)) = each.find(|(_, n)| !(1..=Runtime::MAX_LANES).contains(*n)) {
         return Err(RunError::BadLanes { pe: pes[at % pes.len()], lanes: bad, max: Runtime::MAX_LANES });
     }
     let tasks = if together { Tasks::together(pes, &call_lanes) } else { Tasks::new(pes, &lanes, owners) };
