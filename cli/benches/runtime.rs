@@ -357,24 +357,45 @@ fn cli_process(args: &[&str]) -> (f64, f64) {
     (secs, usage.ru_maxrss as f64 * 1024.0 / GIB)
 }
 
+/// A copy of the shipped system `name` in `dir`, each `(from, to)` of `edits` replaced: its path.
+fn system_file(dir: &std::path::Path, name: &str, edits: &[(&str, String)]) -> String {
+    let shipped = format!("{}/../configs/systems/{name}", env!("CARGO_MANIFEST_DIR"));
+    let mut spec = std::fs::read_to_string(&shipped).expect("a shipped system");
+    for (from, to) in edits {
+        assert!(spec.contains(from), "{shipped} has no `{from}`");
+        spec = spec.replace(from, to);
+    }
+    let path = dir.join(format!("edited-{name}"));
+    std::fs::write(&path, spec).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+/// [`cli_process`] [`RUNS`] times: the best wall time and the largest peak memory.
+fn best_process(args: &[&str]) -> (f64, f64) {
+    let mut peak = 0.0f64;
+    let secs = best_of(|| {
+        let (secs, rss) = cli_process(args);
+        peak = peak.max(rss);
+        secs
+    });
+    (secs, peak)
+}
+
 /// `kernbench bench all_reduce --algos ring --sizes 1M` as a whole process: its wall time on a ring of
-/// 1,024 SIPs and of 16 (the shipped `ring16.json` with more SIPs), and its peak memory at 1,024.
+/// 1,024 SIPs and of 16 (the shipped `ring16.json` with more SIPs), and its peak memory at 1,024; the
+/// same timing-only at 1 MiB and 1 GiB per rank; and the timing-only hierarchical all-reduce of 64 MiB
+/// over 1,048,576 PEs (the built-in system's links, 256 SIPs of 16x16 cubes of 16 PEs: a sixteenth of
+/// the 16,777,216-PE run the target is set for, which needs about 48 GiB, so its targets are a
+/// sixteenth of that run's).
 fn cli() {
-    let ring16 = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/systems/ring16.json");
-    let spec = std::fs::read_to_string(ring16).expect("configs/systems/ring16.json");
-    let big = if quick() { 64 } else { 1024 };
     let dir = tempfile::tempdir().expect("a scratch directory");
-    let path = dir.path().join(format!("ring{big}.json"));
-    std::fs::write(&path, spec.replace("\"sips\": 16", &format!("\"sips\": {big}"))).unwrap();
-    let path = path.to_str().unwrap();
+    let ring16 = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/systems/ring16.json");
+    let big = if quick() { 64 } else { 1024 };
+    let path = system_file(dir.path(), "ring16.json", &[("\"sips\": 16", format!("\"sips\": {big}"))]);
+    let path = path.as_str();
     for (sips, system, target) in [(big, path, 1.5), (16, ring16, 0.02)] {
-        let args = ["bench", "all_reduce", "--algos", "ring", "--sizes", "1M", "--system", system];
-        let mut peak = 0.0f64;
-        let secs = best_of(|| {
-            let (secs, rss) = cli_process(&args);
-            peak = peak.max(rss);
-            secs
-        });
+        let (secs, peak) =
+            best_process(&["bench", "all_reduce", "--algos", "ring", "--sizes", "1M", "--system", system]);
         let label = format!("kernbench bench ring all-reduce 1 MiB, {sips} SIPs");
         println!("{}", figure(&label, secs, "s", Goal::AtMost(target), "wall, whole process"));
         if sips == big {
@@ -382,6 +403,39 @@ fn cli() {
             println!("{}", figure(&label, peak, "GiB", Goal::AtMost(2.5), "whole process"));
         }
     }
+    for (size, shown, target) in [("1M", "1 MiB", 1.0), ("1G", "1 GiB", 1.0)] {
+        let args = ["bench", "all_reduce", "--algos", "ring", "--sizes", size, "--system", path, "--timing-only"];
+        let (secs, peak) = best_process(&args);
+        let label = format!("same, timing-only, {shown} per rank, {big} SIPs");
+        let note = format!("wall, whole process; peak {peak:.2} GiB");
+        println!("{}", figure(&label, secs, "s", Goal::AtMost(target), &note));
+    }
+    let (sips, pes) = if quick() { (4, 4) } else { (256, 16) };
+    let edits = [
+        ("\"sips\": 4", format!("\"sips\": {sips}")),
+        ("\"w\": 4, \"h\": 4", "\"w\": 16, \"h\": 16".to_owned()),
+        ("\"pes_per_cube\": 8", format!("\"pes_per_cube\": {pes}")),
+    ];
+    let million = system_file(dir.path(), "default.json", &edits);
+    let args = [
+        "run",
+        "all_reduce",
+        "--algo",
+        "hierarchical_allreduce",
+        "--layout",
+        "multi_pe",
+        "--bytes",
+        "64M",
+        "--timing-only",
+        "--system",
+        &million,
+    ];
+    let (secs, peak) = best_process(&args);
+    let total = sips * 16 * 16 * pes;
+    let label = format!("hierarchical timing-only run, {total} PEs");
+    println!("{}", figure(&label, secs, "s", Goal::AtMost(180.0 / 16.0), "64 MiB per SIP, 1 thread; 1/16 of 3 min"));
+    let label = format!("same, peak memory, {total} PEs");
+    println!("{}", figure(&label, peak, "GiB", Goal::AtMost(1.0), "whole process; 1/16 of 16 GiB"));
 }
 
 /// Set to `million` or `rounds`, makes this benchmark's process one process of an MPI job (started by

@@ -66,8 +66,9 @@ pub struct LimitArgs {
     /// memory available (MemAvailable of /proc/meminfo; no limit where that is unknown).
     #[arg(long, value_name = "SIZE")]
     pub max_memory: Option<String>,
-    /// Refuse a call whose estimated message count passes COUNT (see kernbench::estimate); default:
-    /// 67108864 (2^26).
+    /// Refuse a call that moves data and whose estimated message count passes COUNT (see
+    /// kernbench::estimate); default: 67108864 (2^26). A --timing-only call is bounded by
+    /// --max-memory instead, its estimate counting its messages.
     #[arg(long, value_name = "COUNT", default_value_t = kernbench::estimate::DEFAULT_MAX_MESSAGES)]
     pub max_messages: u64,
 }

@@ -37,6 +37,16 @@ pub enum RunError {
         /// [`Runtime::MAX_LANES`](crate::Runtime::MAX_LANES).
         max: usize,
     },
+    /// The run's lanes, every PE's added up, are more than a run can number (the kernel's lanes on a
+    /// system of close to [`System::MAX_PES`](kernbench_core::System::MAX_PES) PEs); refused before
+    /// any lane runs.
+    #[error("the kernel's lanes on every PE add up to {lanes}: expected at most {max}; use fewer lanes or PEs")]
+    TooManyLanes {
+        /// The lanes of every PE, added up.
+        lanes: u64,
+        /// The most a run numbers: `u32::MAX`.
+        max: u64,
+    },
     /// A kernel panicked (the kernel's fault); the run stopped and did not hang.
     #[error("{pe}: the kernel panicked: {message}")]
     Panicked {

@@ -424,9 +424,11 @@ impl Communicator {
         self.options.spread.as_ref()
     }
 
-    /// Refuses a call whose [estimated messages](estimate::messages) pass `limit`, with
-    /// [`CommError::TooManyMessages`] before it allocates anything; the default is
-    /// [`estimate::DEFAULT_MAX_MESSAGES`], and `None` is no limit.
+    /// Refuses a call that moves data and whose [estimated messages](estimate::messages) pass `limit`,
+    /// with [`CommError::TooManyMessages`] before it allocates anything; the default is
+    /// [`estimate::DEFAULT_MAX_MESSAGES`], and `None` is no limit. A timing-only call is not refused
+    /// for its messages: they count in its memory estimate ([`estimate::timing_only_memory`]), which
+    /// [`Communicator::max_memory`] bounds.
     pub fn max_messages(mut self, limit: Option<u64>) -> Communicator {
         self.max_messages = limit;
         self
@@ -583,7 +585,10 @@ impl Communicator {
         }
         let estimate = estimate::call(collective, &algorithm, &plan, layout, self.checking());
         let ranks = plan.len();
-        if let Some(limit) = self.max_messages.filter(|&limit| estimate.messages > limit) {
+        // A timing-only call's messages count in its memory estimate, which the memory limit bounds:
+        // one that fits in memory is not refused for its messages.
+        let message_limit = self.max_messages.filter(|_| !self.options.timing_only);
+        if let Some(limit) = message_limit.filter(|&limit| estimate.messages > limit) {
             let (algorithm, estimate) = (algorithm.name.clone(), estimate.messages);
             return Err(CommError::TooManyMessages { algorithm, participants: ranks, estimate, limit });
         }

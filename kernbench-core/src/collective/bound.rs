@@ -221,6 +221,9 @@ pub fn lower_bound(system: &System, call: &CallShape<'_>) -> TimeBound {
     let element_bytes = call.element_bytes as f64;
     let chunks: Vec<f64> =
         (0..n).map(|q| chunk_range(call.elements, q, n).map_or(0.0, |r| r.len() as f64 * element_bytes)).collect();
+    // Summed once: every region's needs read it, and a region per rank would make summing it there
+    // quadratic in the ranks.
+    let all_chunks: f64 = chunks.iter().sum();
     let mut consider = |ns: f64, limit: Limit| {
         if ns > best.ns {
             best = TimeBound { ns, limit };
@@ -230,7 +233,7 @@ pub fn lower_bound(system: &System, call: &CallShape<'_>) -> TimeBound {
         let groups = regions(system, call.ranks, region);
         let (mut capacity, mut latency, mut total_out, mut total_in) = (0.0, f64::INFINITY, 0.0, 0.0);
         for group in &groups {
-            let (out, into) = needs(call, &chunks, &group.ranks);
+            let (out, into) = needs(call, &chunks, all_chunks, &group.ranks);
             if group.capacity_gbps > 0.0 {
                 for (bytes, flow) in [(out, Flow::Out), (into, Flow::In)] {
                     if bytes > 0.0 {
@@ -344,8 +347,9 @@ fn leaving(mut fan_out: [usize; LinkClass::ALL.len()], class: LinkClass) -> [usi
     fan_out
 }
 
-/// The bytes that must leave and enter a region holding `members` (the table of the module docs).
-fn needs(call: &CallShape<'_>, chunks: &[f64], members: &[usize]) -> (f64, f64) {
+/// The bytes that must leave and enter a region holding `members` (the table of the module docs);
+/// `all_chunks` is the sum of `chunks`.
+fn needs(call: &CallShape<'_>, chunks: &[f64], all_chunks: f64, members: &[usize]) -> (f64, f64) {
     let n = call.ranks.len();
     let (inside, outside) = (members.len() as f64, (n - members.len()) as f64);
     if members.is_empty() || members.len() == n {
@@ -353,7 +357,7 @@ fn needs(call: &CallShape<'_>, chunks: &[f64], members: &[usize]) -> (f64, f64) 
     }
     let x = call.elements as f64 * call.element_bytes as f64;
     let own: f64 = members.iter().map(|&q| chunks[q]).sum();
-    let others = chunks.iter().sum::<f64>() - own;
+    let others = all_chunks - own;
     let has_root = members.contains(&call.root);
     if let Some(counts) = call.counts.filter(|_| call.collective.takes_counts()) {
         let mut inside = vec![false; n];

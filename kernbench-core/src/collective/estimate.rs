@@ -91,10 +91,11 @@ use crate::plan::{InstallPlan, mesh_2d_grid};
 /// The fixed part of a run's peak: the process, its threads and the plan, with room to spare.
 const FIXED_BYTES: u64 = 64 << 20;
 
-/// The most messages a call may send unless its caller allows more (the facade's
+/// The most messages a call that moves data may send unless its caller allows more (the facade's
 /// `Communicator::max_messages`): 2^26, about 67 million, a long run at the simulator's message rate
 /// (the README's Speed section). The shipped commands and tests send at most a few hundred thousand,
-/// and the 4,096-SIP ring all-reduce of the [module docs](self) about 2^28.
+/// and the 4,096-SIP ring all-reduce of the [module docs](self) about 2^28. A timing-only call is
+/// bounded by memory instead: [`timing_only_memory`] counts its messages.
 pub const DEFAULT_MAX_MESSAGES: u64 = 1 << 26;
 
 /// The estimated peak memory, in bytes, of one call of `collective` over `ranks` ranks that each

@@ -497,7 +497,7 @@ pub fn intercube(system: &System, participants: &[PeId]) -> Result<Topology, Pla
         }
         by_cube.insert((first.sip, first.cube), cube[0]);
     }
-    // Both fit u32: the system has at most 2^22 PEs (System::MAX_PES).
+    // Both fit u32: the system has at most 2^24 PEs (System::MAX_PES).
     let (w, h) = (system.mesh().0 as u32, system.mesh().1 as u32);
     let mut sip_leaders = Vec::new();
     let mut reached = vec![false; topo.len()];

@@ -101,11 +101,11 @@ fn a_million_pe_system_is_allowed() {
 
 #[test]
 fn max_pes_is_allowed_and_one_sip_more_is_too_large() {
-    // 2^22 PEs: 1024 SIPs of 8x8 cubes of 64 PEs.
-    let system = System::shape(1024, 8, 8, 64).unwrap();
+    // 2^24 PEs: 4096 SIPs of 16x16 cubes of 16 PEs.
+    let system = System::shape(4096, 16, 16, 16).unwrap();
     assert_eq!(system.total_pes(), System::MAX_PES);
-    let err = System::shape(1025, 8, 8, 64).unwrap_err();
-    assert!(matches!(err, SpecError::TooLarge { sips: 1025, .. }), "{err:?}");
+    let err = System::shape(4097, 16, 16, 16).unwrap_err();
+    assert!(matches!(err, SpecError::TooLarge { sips: 4097, .. }), "{err:?}");
 }
 
 #[test]
@@ -262,9 +262,9 @@ bad_specs! {
         SpecError::Json { .. }, ["unknown field `ll129`", "ll128"];
     bad_spec_zero_ipcq_depth: "zero_ipcq_depth.json" => SpecError::ZeroIpcqDepth, ["ipcq_depth", "at least 1"];
     bad_spec_deep_ipcq: "deep_ipcq.json" => SpecError::DeepIpcq { depth: 100000000000 }, ["ipcq_depth", "at most 65536"];
-    bad_spec_too_large: "too_large.json" => SpecError::TooLarge { .. }, ["65536 SIPs", "at most 4194304 PEs"];
-    bad_spec_sixteen_million_pes: "sixteen_million_pes.json" => SpecError::TooLarge { .. }, ["4096 SIPs", "at most 4194304 PEs"];
-    bad_spec_overflow: "overflow.json" => SpecError::TooLarge { .. }, ["too large", "4194304"];
+    bad_spec_too_large: "too_large.json" => SpecError::TooLarge { .. }, ["65536 SIPs", "at most 16777216 PEs"];
+    bad_spec_thirty_two_million_pes: "thirty_two_million_pes.json" => SpecError::TooLarge { .. }, ["8192 SIPs", "at most 16777216 PEs"];
+    bad_spec_overflow: "overflow.json" => SpecError::TooLarge { .. }, ["too large", "16777216"];
     bad_spec_huge_latency: "huge_latency.json" => SpecError::Json { .. }, ["number out of range"];
     bad_spec_partial_node: "partial_node.json" =>
         SpecError::PartialNode { sips: 6, sips_per_node: 4 }, ["`sips` is 6", "`nodes.sips_per_node` (4)", "a multiple of 4 SIPs"];

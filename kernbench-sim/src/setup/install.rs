@@ -51,6 +51,11 @@ pub(super) fn run(
     if let Some((at, &bad)) = each.find(|(_, n)| !(1..=Runtime::MAX_LANES).contains(*n)) {
         return Err(RunError::BadLanes { pe: pes[at % pes.len()], lanes: bad, max: Runtime::MAX_LANES });
     }
+    // Lanes are numbered in a `u32` (as are the PEs, System::MAX_PES): 2^24 PEs of 256 lanes would pass it.
+    let total: u64 = lanes.iter().map(|&n| n as u64).sum();
+    if total > u64::from(u32::MAX) {
+        return Err(RunError::TooManyLanes { lanes: total, max: u64::from(u32::MAX) });
+    }
     let tasks = if together { Tasks::together(pes, &call_lanes) } else { Tasks::new(pes, &lanes, owners) };
     // Before any PE's task exists, so a pool that cannot be built leaves nothing to clean up.
     let pool = if options.threads > 1 {

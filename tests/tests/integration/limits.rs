@@ -81,6 +81,23 @@ fn a_ring_all_reduce_on_4096_sips_is_refused_for_its_messages_at_once() {
 }
 
 #[test]
+fn a_timing_only_call_is_bounded_by_its_memory_not_its_messages() {
+    // The ring all-reduce on 4,096 SIPs that the message limit refuses when it moves data: timing
+    // only, it passes the message limit and meets the memory limit, whose estimate counts the messages.
+    let system = System::from_json_str(r#"{"sips": 4096, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1}"#).unwrap();
+    let tensor = sample_tensor(&system, 1 << 10, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
+    let messages = 4096 * 2 * 4095 * 2 * 4;
+    assert!(messages > DEFAULT_MAX_MESSAGES);
+    let needs = estimate::timing_only_memory(4096, messages);
+    let mut comm = Communicator::new(system).timing_only(true).max_memory(Some(needs - 1));
+    let err = comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &named("ring")).unwrap_err();
+    assert!(
+        matches!(err, CommError::TooMuchMemory { estimate, limit, .. } if estimate == needs && limit == needs - 1),
+        "{err}"
+    );
+}
+
+#[test]
 fn raising_the_message_limit_lets_a_call_run() {
     let system = System::shape(16, 1, 1, 1).unwrap();
     let tensor = sample_tensor(&system, 1 << 10, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();

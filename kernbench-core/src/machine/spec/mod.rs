@@ -413,15 +413,16 @@ impl From<System> for SystemSpec {
 }
 
 impl System {
-    /// The most PEs a system may have: 2^22 (4,194,304), so that a run over every PE fits the 24 GiB of
-    /// the machine this simulator is developed on, with room to spare, and every index fits a `u32`.
+    /// The most PEs a system may have: 2^24 (16,777,216), and every index fits a `u32`.
     ///
-    /// A plan and a run of the hierarchical all-reduce take about 3.2 KiB per PE at their peak (release
-    /// build, 4 f32 per PE: 0.79 GiB for 2^18 PEs; 3.14 GiB for 2^20 on one thread, 3.48 GiB on two;
-    /// 12.6 GiB for 2^22 on one thread), so 2^23 would need 26-28 GiB, and a larger system's run would
-    /// end out of memory rather than be refused. Topologies with more neighbours per PE need more per
-    /// PE and state their own, lower bounds (`hypercube` and `full`, in the plan's topologies).
-    pub const MAX_PES: usize = 1 << 22;
+    /// A plan and a run of the hierarchical all-reduce take about 3 KiB per PE at their peak (release
+    /// build: 3.1 GiB for 2^20 PEs with 4 f32 each or timing-only, on one thread), so a run over 2^22
+    /// PEs fits a machine of 24 GiB and one over 2^24 needs about 48 GiB. The `kernbench` commands
+    /// refuse a call whose estimated memory passes the memory available before anything is allocated
+    /// (`--max-memory`); a program using the library sets its own limit (`Communicator::max_memory`).
+    /// Topologies with more neighbours per PE need more per PE and state their own, lower bounds
+    /// (`hypercube` and `full`, in the plan's topologies).
+    pub const MAX_PES: usize = 1 << 24;
 
     /// The most engines a PE may have: more than any GPU has SMs to run channels on.
     pub const MAX_ENGINES: usize = 1024;
@@ -612,7 +613,7 @@ impl System {
 
     /// The node a SIP belongs to.
     pub fn node_of(&self, sip: u32) -> u32 {
-        // At most 2^22 SIPs (System::MAX_PES): the size fits u32.
+        // At most 2^24 SIPs (System::MAX_PES): the size fits u32.
         sip / self.sips_per_node() as u32
     }
 
@@ -707,7 +708,7 @@ impl System {
     ///
     /// The index is not checked against the mesh: a cube past the last row gets a `y` of `h` or more.
     pub fn cube_coord(&self, cube: u32) -> CubeCoord {
-        // `w` fits u32 because the system has at most 2^22 PEs (System::MAX_PES).
+        // `w` fits u32 because the system has at most 2^24 PEs (System::MAX_PES).
         let w = self.spec.mesh.w as u32;
         CubeCoord { x: cube % w, y: cube / w }
     }
@@ -748,7 +749,7 @@ impl System {
 
     /// `(sips, cubes_per_sip, pes_per_cube)` as `u32`, the type of [`PeId`]'s fields.
     pub(crate) fn extents(&self) -> (u32, u32, u32) {
-        // All three fit u32: their product is at most 2^22 (System::MAX_PES) and each is at least 1.
+        // All three fit u32: their product is at most 2^24 (System::MAX_PES) and each is at least 1.
         (self.sips() as u32, self.cubes_per_sip() as u32, self.pes_per_cube() as u32)
     }
 }
