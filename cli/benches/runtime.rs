@@ -8,7 +8,7 @@
 //! a noisy or slower machine can be judged by ratios measured in the same run. Timed figures are the
 //! best of [`RUNS`] runs: the machine may be shared. `KERNBENCH_BENCH_QUICK=1` runs a smaller, faster
 //! pass (its figures are not comparable with the targets); `KERNBENCH_BENCH_ONLY=messages,timing`
-//! (also `reduce`, `race`, `million`, `cli`, `spread`) runs only those sections.
+//! (also `reduce`, `race`, `state`, `million`, `cli`, `spread`) runs only those sections.
 
 #[path = "runtime/lines.rs"]
 mod lines;
@@ -271,6 +271,37 @@ fn one_shot_with_atomics(tl: &Tl) {
         tl.reduce(&mut acc, &theirs, ReduceOp::Sum);
     }
     tl.store(Output, &acc);
+}
+
+/// Each shipped kernel's state on a PE: the size of the coroutine it starts as (the future the runtime
+/// polls, its locals and those of the helpers it awaits), one line per kernel, largest first.
+fn state() {
+    let registry = kernbench::algorithms::default_registry();
+    let mut sizes = std::collections::BTreeMap::new();
+    for algorithm in registry.algorithms() {
+        let ctx = kernbench::TlContext {
+            pe: kernbench::PeId::new(0, 0, 0),
+            extents: [4, 4, 8],
+            rank: 0,
+            size: 128,
+            op: ReduceOp::Sum,
+            root: 0,
+            counts: None,
+            generation: 1,
+            lane: 0,
+            lanes: 1,
+            queue_depth: 4,
+        };
+        // Started, not polled: the coroutine is all the state it will have.
+        let coroutine = algorithm.launch().launch(Tl::new(ctx));
+        sizes.insert(algorithm.kernel.name, std::mem::size_of_val(&*coroutine));
+    }
+    let mut sizes: Vec<_> = sizes.into_iter().collect();
+    sizes.sort_by_key(|&(name, bytes)| (std::cmp::Reverse(bytes), name));
+    for (kernel, bytes) in sizes {
+        let label = format!("state: {kernel}");
+        println!("{}", figure(&label, bytes as f64, "B", Goal::None, "the coroutine, per PE and lane"));
+    }
 }
 
 /// Set to a thread count, makes this benchmark's process do one million-PE run on that many threads
@@ -656,6 +687,9 @@ fn main() {
     }
     if section("race") {
         race_detector();
+    }
+    if section("state") {
+        state();
     }
     if section("million") {
         million_pes();

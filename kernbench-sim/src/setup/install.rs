@@ -87,7 +87,7 @@ pub(super) fn run(
         // A timing-only run keeps the buffers' shapes, not their bytes.
         let kept = |tile: Tile| if options.timing_only { Tile::without_data(tile.dtype(), tile.len()) } else { tile };
         let mut buffers: Vec<std::vec::IntoIter<PeBuffers>> = calls_buffers.into_iter().map(Vec::into_iter).collect();
-        let mut cores = Vec::new();
+        let mut cores = Vec::with_capacity((0..pes.len()).filter(|&rank| holds(rank)).count());
         for (rank, (&pe, &n)) in pes.iter().zip(&lanes).enumerate() {
             let mut each = buffers.iter_mut().map(|b| b.next().expect("a buffer per rank and call"));
             let first = each.next().expect("a call");

@@ -38,7 +38,10 @@ pub(crate) fn install(
         })
         .collect();
     let edges = installs.iter().map(|i| i.neighbors.len()).sum::<usize>() * channels;
-    let (mut queues, mut routes, mut numbers) = (Vec::new(), Vec::with_capacity(edges), Vec::new());
+    // Sized up front (the queues a spread run leaves out are capacity never touched): grown by
+    // doubling, a million PEs' queues were copied again and again, and each copy faulted in.
+    let (mut queues, mut routes, mut numbers) =
+        (Vec::with_capacity(edges), Vec::with_capacity(edges), Vec::with_capacity(edges));
     for (rank, install) in installs.iter().enumerate() {
         for (i, entry) in install.neighbors.iter().enumerate() {
             let Some(peer) = by_peer.rank(entry.peer) else { continue };
