@@ -51,11 +51,7 @@ pub(super) fn run(
     if let Some((at, &bad)) = each.find(|(_, n)| !(1..=Runtime::MAX_LANES).contains(*n)) {
         return Err(RunError::BadLanes { pe: pes[at % pes.len()], lanes: bad, max: Runtime::MAX_LANES });
     }
-    // Lanes are numbered in a `u32` (as are the PEs, System::MAX_PES): 2^24 PEs of 256 lanes would pass it.
-    let total: u64 = lanes.iter().map(|&n| n as u64).sum();
-    if total > u64::from(u32::MAX) {
-        return Err(RunError::TooManyLanes { lanes: total, max: u64::from(u32::MAX) });
-    }
+    check_lane_total(lanes.iter().copied())?;
     let tasks = if together { Tasks::together(pes, &call_lanes) } else { Tasks::new(pes, &lanes, owners) };
     // Before any PE's task exists, so a pool that cannot be built leaves nothing to clean up.
     let pool = if options.threads > 1 {
@@ -260,5 +256,32 @@ fn start(
     match pool {
         Some(pool) => pool.install(|| (0..tasks.len()).into_par_iter().with_min_len(1024).filter(here).for_each(start)),
         None => (0..tasks.len()).filter(here).for_each(start),
+    }
+}
+
+/// Refuses a run whose lanes, every PE's added up, a `u32` cannot number (as it numbers the PEs:
+/// System::MAX_PES PEs of Runtime::MAX_LANES lanes each would pass it).
+///
+/// # Errors
+/// [`RunError::TooManyLanes`].
+fn check_lane_total(lanes: impl Iterator<Item = usize>) -> Result<(), RunError> {
+    let total: u64 = lanes.map(|n| n as u64).sum();
+    if total > u64::from(u32::MAX) {
+        return Err(RunError::TooManyLanes { lanes: total, max: u64::from(u32::MAX) });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_of_more_lanes_than_a_u32_numbers_is_refused() {
+        let most_pes = kernbench_core::System::MAX_PES;
+        assert_eq!(check_lane_total(std::iter::repeat_n(255, most_pes)), Ok(()));
+        let err = check_lane_total(std::iter::repeat_n(Runtime::MAX_LANES, most_pes)).unwrap_err();
+        assert_eq!(err, RunError::TooManyLanes { lanes: 1 << 32, max: u64::from(u32::MAX) });
+        assert!(err.to_string().contains("add up to 4294967296: expected at most 4294967295"), "{err}");
     }
 }
