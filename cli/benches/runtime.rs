@@ -309,6 +309,19 @@ fn state() {
 /// neither inherits memory the other has already faulted in (nor its peak).
 const MILLION_RUN: &str = "KERNBENCH_BENCH_MILLION_THREADS";
 
+/// Runs this benchmark again in a process of its own with `var` set to `value` (one of the cases its
+/// `main` runs alone), and returns the figures it prints.
+fn again(var: &str, value: &str) -> Vec<f64> {
+    let output = Command::new(std::env::current_exe().expect("this benchmark's path"))
+        .env(var, value)
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run the benchmark again");
+    assert!(output.status.success(), "the benchmark with {var}={value:?} failed");
+    let text = String::from_utf8_lossy(&output.stdout);
+    text.split_whitespace().map(|t| t.parse().expect("a figure")).collect()
+}
+
 /// The million-PE system: 64 SIPs of 16x16 cubes of 64 PEs (4,096 PEs with `KERNBENCH_BENCH_QUICK`).
 fn million_system() -> System {
     let (sips, w, h, pes) = if quick() { (4, 4, 4, 64) } else { (64, 16, 16, 64) };
@@ -338,15 +351,8 @@ fn million_pes() {
     for threads in [1, 2] {
         let (mut secs, mut rounds, mut peak) = (f64::INFINITY, 0.0, f64::INFINITY);
         for _ in 0..RUNS {
-            let output = Command::new(std::env::current_exe().expect("this benchmark's path"))
-                .env(MILLION_RUN, threads.to_string())
-                .stderr(Stdio::inherit())
-                .output()
-                .expect("run the benchmark again");
-            assert!(output.status.success(), "the million-PE run on {threads} thread(s) failed");
-            let text = String::from_utf8_lossy(&output.stdout);
-            let figures: Vec<f64> = text.split_whitespace().map(|t| t.parse().expect("a figure")).collect();
-            let [run_secs, run_rounds, run_peak] = figures[..] else { panic!("unexpected output `{text}`") };
+            let figures = again(MILLION_RUN, &threads.to_string());
+            let [run_secs, run_rounds, run_peak] = figures[..] else { panic!("unexpected figures {figures:?}") };
             (secs, rounds, peak) = (secs.min(run_secs), run_rounds, peak.min(run_peak));
         }
         let label = format!("hierarchical all-reduce, {total} PEs, {threads} thread(s)");
@@ -415,16 +421,8 @@ const ARGS_SEPARATOR: char = '\u{1f}';
 fn best_process(args: &[&str]) -> (f64, f64) {
     let mut peak = 0.0f64;
     let secs = best_of(|| {
-        let joined = args.join(&ARGS_SEPARATOR.to_string());
-        let output = Command::new(std::env::current_exe().expect("this benchmark's path"))
-            .env(CLI_RUN, joined)
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("run the benchmark again");
-        assert!(output.status.success(), "kernbench {args:?} failed");
-        let text = String::from_utf8_lossy(&output.stdout);
-        let figures: Vec<f64> = text.split_whitespace().map(|t| t.parse().expect("a figure")).collect();
-        let [secs, rss] = figures[..] else { panic!("unexpected output `{text}`") };
+        let figures = again(CLI_RUN, &args.join(&ARGS_SEPARATOR.to_string()));
+        let [secs, rss] = figures[..] else { panic!("unexpected figures {figures:?}") };
         peak = peak.max(rss);
         secs
     });
