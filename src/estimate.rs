@@ -6,7 +6,7 @@
 use kernbench_core::collective::estimate;
 use kernbench_core::{Algorithm, Collective, InstallPlan, Layout};
 
-pub use kernbench_core::collective::estimate::{DEFAULT_MAX_MESSAGES, human, peak_memory, timing_only_memory};
+pub use kernbench_core::collective::estimate::{DEFAULT_MAX_MESSAGES, RunSize, human, peak_memory, timing_only_memory};
 
 /// The symmetric heap, in bytes, that one call of `algorithm` on `ranks` ranks of `input_bytes` each
 /// allocates in all: [`estimate::symmetric_heap`] of its kernel.
@@ -70,7 +70,7 @@ pub enum Checking {
 ///
 /// # Examples
 /// ```
-/// use kernbench::estimate::{Checking, call, peak_memory, timing_only_memory};
+/// use kernbench::estimate::{Checking, RunSize, call, peak_memory, timing_only_memory};
 /// use kernbench::{Collective, DpPolicy, Dtype, Layout, System};
 /// let system = System::shape(4, 1, 1, 1).unwrap();
 /// let registry = kernbench::algorithms::default_registry();
@@ -83,7 +83,7 @@ pub enum Checking {
 /// assert_eq!(e.memory, peak_memory(Collective::AllReduce, 4, 1 << 20) + (16 << 20));
 /// // Timing only: what its messages hold, whatever their bytes.
 /// let t = call(Collective::AllReduce, one_shot, &plan, &layout, Checking::TimingOnly);
-/// assert_eq!(t.memory, timing_only_memory(4, t.messages));
+/// assert_eq!(t.memory, timing_only_memory(&RunSize::of(one_shot.launch(), &plan, t.messages)));
 /// ```
 pub fn call(
     collective: Collective,
@@ -102,7 +102,7 @@ pub fn call(
     let memory = match checking {
         Checking::Numeric => data(),
         Checking::Exact => data().saturating_add(peak_memory(collective, ranks, (largest as u64).saturating_mul(8))),
-        Checking::TimingOnly => timing_only_memory(ranks, messages),
+        Checking::TimingOnly => timing_only_memory(&RunSize::of(algorithm.launch(), plan, messages)),
     };
     Estimate { input_bytes, memory, messages }
 }

@@ -28,20 +28,22 @@
 //! forward data, plus a fixed 64 MiB (a tiny run peaks at 5 MB). The estimate is an upper bound on
 //! these measurements, not a prediction of each one.
 //!
-//! A timing-only call's tiles carry no data, so its peak follows its ranks and messages instead
-//! ([`timing_only_memory`]): `kernbench bench all_reduce --algos ring --timing-only` on
-//! `configs/systems/ring16.json` with more SIPs (release build, mimalloc):
+//! A timing-only call's tiles carry no data, so its peak follows its ranks, lanes, queues and messages
+//! instead ([`timing_only_memory`] of a [`RunSize`]). Peak RSS of `kernbench run --timing-only` on the
+//! built-in system or `configs/systems/ring16.json` with more SIPs and PEs (release build, mimalloc):
 //!
 //! ```text
-//! SIPs   messages   size 1K   size 1G   per message at 1G
-//!   64      64512    15.9M     15.7M    (the process alone)
-//!  256    1044480    52.5M     75.2M    72 B
-//!  512    4186112   152.0M    253.7M    61 B
-//! 1024   16760832   533.9M    911.7M    54 B
+//! algorithm               system               ranks    lanes    queues     hops   messages  peak   estimate
+//! ring (1 MiB)            1024 SIPs x 1 PE      1024     4096      8192     8192   16760832  0.27G  1.07G
+//! hierarchical_allreduce  256 SIPs x 16x16x16  1048576  1048576  2228736  2358784  18874368  3.08G  5.32G
+//! pairwise_alltoall       512 SIPs x 1 PE        512      512    261632   33.6M     261632   0.41G  0.77G
+//! pairwise_alltoall       1024 SIPs x 1 PE      1024     1024   1047552  268.4M    1047552   2.67G  4.88G
 //! ```
 //!
-//! So 64 MiB, 16 KiB a rank and 64 B a message bound them: the channels' bookings of messages
-//! still in flight, and each rank's states and queues.
+//! The two all-to-alls give about 0.5 KiB a queue and 8 B a hop; the hierarchical all-reduce about
+//! 3 KiB a rank with its lane and two queues. So 64 MiB, 1 KiB a rank, 1.5 KiB a lane, 768 B a queue,
+//! 16 B a hop and 64 B a message bound them, by 1.7 to 4x: the kernels' coroutines and lanes' states,
+//! the queues and their routes, and the channels' bookings of messages still in flight.
 //!
 //! # Messages
 //!
@@ -86,6 +88,7 @@
 use serde_json::{Map, Value};
 
 use super::Collective;
+use crate::kernel::Launch;
 use crate::plan::{InstallPlan, mesh_2d_grid};
 
 /// The fixed part of a run's peak: the process, its threads and the plan, with room to spare.
@@ -131,27 +134,77 @@ pub fn peak_memory(collective: Collective, ranks: usize, input_bytes: u64) -> u6
     [inputs, outputs, reference, in_flight, FIXED_BYTES].into_iter().fold(0, u64::saturating_add)
 }
 
-/// The estimated peak memory, in bytes, of one timing-only call over `ranks` ranks sending `messages`
-/// messages in all, whatever their sizes: its tiles carry no data, so what it holds grows with its PEs
-/// (their states, queues and channels) and its messages (each a short record in flight and a booking
+/// What a timing-only call's run is made of, as [`timing_only_memory`] counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunSize {
+    /// Its participants.
+    pub ranks: usize,
+    /// Its lanes, every rank's added up: a coroutine and a lane's state each.
+    pub lanes: u64,
+    /// Its queues: each directed edge of its plan, on each of its channels (as many as the most lanes
+    /// a rank runs).
+    pub queues: u64,
+    /// The channels its queues' routes cross, added up over the queues.
+    pub hops: u64,
+    /// The messages it sends ([`messages`]).
+    pub messages: u64,
+}
+
+impl RunSize {
+    /// The run of `kernel` on `plan` sending `messages`.
+    pub fn of(kernel: &dyn Launch, plan: &InstallPlan, messages: u64) -> RunSize {
+        let ranks = plan.len();
+        let (mut lanes, mut channels) = (0u64, 1u64);
+        for rank in 0..ranks {
+            let n = kernel.lanes(rank, ranks).max(1) as u64;
+            (lanes, channels) = (lanes + n, channels.max(n));
+        }
+        let edges = plan.participants().flat_map(|p| &p.neighbors);
+        let (edges, hops) = edges.fold((0u64, 0u64), |(n, hops), e| (n + 1, hops + u64::from(e.hops)));
+        RunSize { ranks, lanes, queues: edges.saturating_mul(channels), hops: hops.saturating_mul(channels), messages }
+    }
+}
+
+/// The estimated peak memory, in bytes, of one timing-only call of `run`'s size, whatever the sizes of
+/// its messages: its tiles carry no data, so what it holds grows with its PEs, lanes and queues (their
+/// states, coroutines, slots and routes) and its messages (each a short record in flight and a booking
 /// on each channel it crosses), not with its bytes. See the [module docs](self) for the measurements.
 /// Saturates at `u64::MAX` rather than overflow.
 ///
 /// # Examples
 /// ```
-/// use kernbench_core::collective::estimate::timing_only_memory;
-/// // Any size of a call over 8 ranks with a thousand messages: about the fixed part.
-/// assert!(timing_only_memory(8, 1000) < 128 << 20);
+/// use kernbench_core::collective::estimate::{RunSize, timing_only_memory};
+/// // Any size of a call over 8 ranks of a lane and two queues each, with a thousand messages: about
+/// // the fixed part.
+/// let run = RunSize { ranks: 8, lanes: 8, queues: 16, hops: 16, messages: 1000 };
+/// assert!(timing_only_memory(&run) < 128 << 20);
 /// ```
-pub fn timing_only_memory(ranks: usize, messages: u64) -> u64 {
-    let per_rank = (ranks as u64).saturating_mul(TIMING_ONLY_RANK_BYTES);
-    let per_message = messages.saturating_mul(TIMING_ONLY_MESSAGE_BYTES);
-    [FIXED_BYTES, per_rank, per_message].into_iter().fold(0, u64::saturating_add)
+pub fn timing_only_memory(run: &RunSize) -> u64 {
+    [
+        FIXED_BYTES,
+        (run.ranks as u64).saturating_mul(TIMING_ONLY_RANK_BYTES),
+        run.lanes.saturating_mul(TIMING_ONLY_LANE_BYTES),
+        run.queues.saturating_mul(TIMING_ONLY_QUEUE_BYTES),
+        run.hops.saturating_mul(TIMING_ONLY_HOP_BYTES),
+        run.messages.saturating_mul(TIMING_ONLY_MESSAGE_BYTES),
+    ]
+    .into_iter()
+    .fold(0, u64::saturating_add)
 }
 
-/// What a timing-only run holds per rank, above the fixed part: a PE's and its lanes' states, its
-/// queues and their slots, its coroutines and channels (see the module docs).
-const TIMING_ONLY_RANK_BYTES: u64 = 16 << 10;
+/// What a timing-only run holds per rank, above the fixed part: a PE's state, ports and report (see
+/// the module docs for the measurements behind these).
+const TIMING_ONLY_RANK_BYTES: u64 = 1 << 10;
+
+/// What it holds per lane: a coroutine (at most 904 B among the shipped kernels), its task and the
+/// lane's state.
+const TIMING_ONLY_LANE_BYTES: u64 = 1536;
+
+/// What it holds per queue: the queue and its slots, its plan entry and port.
+const TIMING_ONLY_QUEUE_BYTES: u64 = 768;
+
+/// What it holds per channel a queue's route crosses: the route's entry and the channel's bookings.
+const TIMING_ONLY_HOP_BYTES: u64 = 16;
 
 /// What a timing-only run holds per message at most, above the fixed part (see the module docs).
 const TIMING_ONLY_MESSAGE_BYTES: u64 = 64;

@@ -88,13 +88,34 @@ fn a_timing_only_call_is_bounded_by_its_memory_not_its_messages() {
     let tensor = sample_tensor(&system, 1 << 10, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
     let messages = 4096 * 2 * 4095 * 2 * 4;
     assert!(messages > DEFAULT_MAX_MESSAGES);
-    let needs = estimate::timing_only_memory(4096, messages);
-    let mut comm = Communicator::new(system).timing_only(true).max_memory(Some(needs - 1));
+    let mut comm = Communicator::new(system);
+    let ring = comm.algorithm("ring").unwrap();
+    let plan = comm.plan(&ring).unwrap();
+    // 4 lanes a rank, and a queue to each of its 2 neighbours (one hop away) on each lane's channel.
+    let run = estimate::RunSize::of(ring.launch(), &plan, messages);
+    let queues = 2 * 4 * 4096;
+    assert_eq!(run, estimate::RunSize { ranks: 4096, lanes: 4 * 4096, queues, hops: queues, messages });
+    let needs = estimate::timing_only_memory(&run);
+    let mut comm = comm.timing_only(true).max_memory(Some(needs - 1));
     let err = comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &named("ring")).unwrap_err();
     assert!(
         matches!(err, CommError::TooMuchMemory { estimate, limit, .. } if estimate == needs && limit == needs - 1),
         "{err}"
     );
+}
+
+#[test]
+fn a_timing_only_estimate_counts_every_queue_and_the_channels_its_route_crosses() {
+    // Pairwise all-to-all on a ring of 8 SIPs: a queue from each rank to each of the 7 others, whose
+    // routes go the short way round, 1 + 2 + 3 + 4 + 3 + 2 + 1 = 16 hops a rank.
+    let system = System::from_json_str(r#"{"sips": 8, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1}"#).unwrap();
+    let mut comm = Communicator::new(system);
+    let pairwise = comm.algorithm("pairwise_alltoall").unwrap();
+    let plan = comm.plan(&pairwise).unwrap();
+    let run = estimate::RunSize::of(pairwise.launch(), &plan, 56);
+    assert_eq!(run, estimate::RunSize { ranks: 8, lanes: 8, queues: 8 * 7, hops: 8 * 16, messages: 56 });
+    let farther = estimate::RunSize { hops: run.hops + 1, ..run };
+    assert!(estimate::timing_only_memory(&farther) > estimate::timing_only_memory(&run));
 }
 
 #[test]
