@@ -4,7 +4,7 @@
 //! and the CLI check their limits with it.
 
 use kernbench_core::collective::estimate;
-use kernbench_core::{Algorithm, Collective, InstallPlan, Layout};
+use kernbench_core::{Algorithm, Collective, InstallPlan, Layout, System};
 
 pub use kernbench_core::collective::estimate::{DEFAULT_MAX_MESSAGES, RunSize, human, peak_memory, timing_only_memory};
 
@@ -65,8 +65,8 @@ pub enum Checking {
     TimingOnly,
 }
 
-/// The estimate of one call of `collective` by `algorithm` on `plan`, its ranks holding the shards of
-/// `layout`, moving and checking as `checking` says.
+/// The estimate of one call of `collective` by `algorithm` on `plan` (its plan on `system`), its ranks
+/// holding the shards of `layout`, moving and checking as `checking` says.
 ///
 /// # Examples
 /// ```
@@ -77,15 +77,17 @@ pub enum Checking {
 /// let one_shot = registry.get("symmetric_one_shot").unwrap();
 /// let plan = one_shot.plan(&system).unwrap();
 /// let layout = Layout::of(&system, Dtype::F32, 1, 1 << 18, DpPolicy::LEADER).unwrap();
-/// let e = call(Collective::AllReduce, one_shot, &plan, &layout, Checking::Numeric);
+/// let e = call(&system, Collective::AllReduce, one_shot, &plan, &layout, Checking::Numeric);
 /// assert_eq!(e.input_bytes, 1 << 20);
 /// // The data's peak and an inbox of every rank's input on each of 4 ranks.
 /// assert_eq!(e.memory, peak_memory(Collective::AllReduce, 4, 1 << 20) + (16 << 20));
 /// // Timing only: what its messages hold, whatever their bytes.
-/// let t = call(Collective::AllReduce, one_shot, &plan, &layout, Checking::TimingOnly);
-/// assert_eq!(t.memory, timing_only_memory(&RunSize::of(one_shot.launch(), &plan, t.messages)));
+/// let t = call(&system, Collective::AllReduce, one_shot, &plan, &layout, Checking::TimingOnly);
+/// let run = RunSize::of(one_shot.launch(), &plan, system.ipcq_depth(), t.messages);
+/// assert_eq!(t.memory, timing_only_memory(&run));
 /// ```
 pub fn call(
+    system: &System,
     collective: Collective,
     algorithm: &Algorithm,
     plan: &InstallPlan,
@@ -102,7 +104,9 @@ pub fn call(
     let memory = match checking {
         Checking::Numeric => data(),
         Checking::Exact => data().saturating_add(peak_memory(collective, ranks, (largest as u64).saturating_mul(8))),
-        Checking::TimingOnly => timing_only_memory(&RunSize::of(algorithm.launch(), plan, messages)),
+        Checking::TimingOnly => {
+            timing_only_memory(&RunSize::of(algorithm.launch(), plan, system.ipcq_depth(), messages))
+        }
     };
     Estimate { input_bytes, memory, messages }
 }

@@ -727,7 +727,8 @@ mod tests {
         let plan = comm.plan(&one_shot).unwrap();
         let layout = Layout::of(&system, Dtype::F32, 1, 1 << 18, DpPolicy::LEADER).unwrap();
         let estimate =
-            kernbench::estimate::call(Collective::AllReduce, &one_shot, &plan, &layout, Checking::Numeric).memory;
+            kernbench::estimate::call(&system, Collective::AllReduce, &one_shot, &plan, &layout, Checking::Numeric)
+                .memory;
         // Every rank's inbox holds every rank's input: more than the data alone.
         assert!(estimate > kernbench::estimate::peak_memory(Collective::AllReduce, 4, 1 << 20));
         let series = Series::Algorithm("symmetric_one_shot".into());

@@ -583,7 +583,7 @@ impl Communicator {
         if self.exact && self.options.timing_only {
             return Err(CommError::ExactTimingOnly);
         }
-        let estimate = estimate::call(collective, &algorithm, &plan, layout, self.checking());
+        let estimate = estimate::call(&self.system, collective, &algorithm, &plan, layout, self.checking());
         let ranks = plan.len();
         // A timing-only call's messages count in its memory estimate, which the memory limit bounds:
         // one that fits in memory is not refused for its messages.

@@ -41,8 +41,9 @@
 //! ```
 //!
 //! The two all-to-alls give about 0.5 KiB a queue and 8 B a hop; the hierarchical all-reduce about
-//! 3 KiB a rank with its lane and two queues. So 64 MiB, 1 KiB a rank, 1.5 KiB a lane, 768 B a queue,
-//! 16 B a hop and 64 B a message bound them, by 1.7 to 4x: the kernels' coroutines and lanes' states,
+//! 3 KiB a rank with its lane and two queues (of 4 slots). So 64 MiB, 1 KiB a rank, 1.5 KiB a lane, 512
+//! B a queue and 64 B a slot of it, 16 B a hop and 64 B a message bound them, by 1.7 to 4x: the kernels'
+//! coroutines and lanes' states,
 //! the queues and their routes, and the channels' bookings of messages still in flight.
 //!
 //! # Messages
@@ -144,6 +145,8 @@ pub struct RunSize {
     /// Its queues: each directed edge of its plan, on each of its channels (as many as the most lanes
     /// a rank runs).
     pub queues: u64,
+    /// Its queues' slots, added up (the system's IPCQ depth a queue).
+    pub slots: u64,
     /// The channels its queues' routes cross, added up over the queues.
     pub hops: u64,
     /// The messages it sends ([`messages`]).
@@ -151,8 +154,8 @@ pub struct RunSize {
 }
 
 impl RunSize {
-    /// The run of `kernel` on `plan` sending `messages`.
-    pub fn of(kernel: &dyn Launch, plan: &InstallPlan, messages: u64) -> RunSize {
+    /// The run of `kernel` on `plan` with queues of `depth` slots, sending `messages`.
+    pub fn of(kernel: &dyn Launch, plan: &InstallPlan, depth: usize, messages: u64) -> RunSize {
         let ranks = plan.len();
         let (mut lanes, mut channels) = (0u64, 1u64);
         for rank in 0..ranks {
@@ -161,7 +164,9 @@ impl RunSize {
         }
         let edges = plan.participants().flat_map(|p| &p.neighbors);
         let (edges, hops) = edges.fold((0u64, 0u64), |(n, hops), e| (n + 1, hops + u64::from(e.hops)));
-        RunSize { ranks, lanes, queues: edges.saturating_mul(channels), hops: hops.saturating_mul(channels), messages }
+        let queues = edges.saturating_mul(channels);
+        let (slots, hops) = (queues.saturating_mul(depth as u64), hops.saturating_mul(channels));
+        RunSize { ranks, lanes, queues, slots, hops, messages }
     }
 }
 
@@ -176,7 +181,7 @@ impl RunSize {
 /// use kernbench_core::collective::estimate::{RunSize, timing_only_memory};
 /// // Any size of a call over 8 ranks of a lane and two queues each, with a thousand messages: about
 /// // the fixed part.
-/// let run = RunSize { ranks: 8, lanes: 8, queues: 16, hops: 16, messages: 1000 };
+/// let run = RunSize { ranks: 8, lanes: 8, queues: 16, slots: 64, hops: 16, messages: 1000 };
 /// assert!(timing_only_memory(&run) < 128 << 20);
 /// ```
 pub fn timing_only_memory(run: &RunSize) -> u64 {
@@ -185,6 +190,7 @@ pub fn timing_only_memory(run: &RunSize) -> u64 {
         (run.ranks as u64).saturating_mul(TIMING_ONLY_RANK_BYTES),
         run.lanes.saturating_mul(TIMING_ONLY_LANE_BYTES),
         run.queues.saturating_mul(TIMING_ONLY_QUEUE_BYTES),
+        run.slots.saturating_mul(TIMING_ONLY_SLOT_BYTES),
         run.hops.saturating_mul(TIMING_ONLY_HOP_BYTES),
         run.messages.saturating_mul(TIMING_ONLY_MESSAGE_BYTES),
     ]
@@ -200,8 +206,11 @@ const TIMING_ONLY_RANK_BYTES: u64 = 1 << 10;
 /// lane's state.
 const TIMING_ONLY_LANE_BYTES: u64 = 1536;
 
-/// What it holds per queue: the queue and its slots, its plan entry and port.
-const TIMING_ONLY_QUEUE_BYTES: u64 = 768;
+/// What it holds per queue: the queue, its plan entry and port.
+const TIMING_ONLY_QUEUE_BYTES: u64 = 512;
+
+/// What it holds per slot of a queue: a message's record (48 B).
+const TIMING_ONLY_SLOT_BYTES: u64 = 64;
 
 /// What it holds per channel a queue's route crosses: the route's entry and the channel's bookings.
 const TIMING_ONLY_HOP_BYTES: u64 = 16;

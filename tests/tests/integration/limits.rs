@@ -92,9 +92,11 @@ fn a_timing_only_call_is_bounded_by_its_memory_not_its_messages() {
     let ring = comm.algorithm("ring").unwrap();
     let plan = comm.plan(&ring).unwrap();
     // 4 lanes a rank, and a queue to each of its 2 neighbours (one hop away) on each lane's channel.
-    let run = estimate::RunSize::of(ring.launch(), &plan, messages);
+    let run = estimate::RunSize::of(ring.launch(), &plan, 4, messages);
     let queues = 2 * 4 * 4096;
-    assert_eq!(run, estimate::RunSize { ranks: 4096, lanes: 4 * 4096, queues, hops: queues, messages });
+    let expected =
+        estimate::RunSize { ranks: 4096, lanes: 4 * 4096, queues, slots: 4 * queues, hops: queues, messages };
+    assert_eq!(run, expected);
     let needs = estimate::timing_only_memory(&run);
     let mut comm = comm.timing_only(true).max_memory(Some(needs - 1));
     let err = comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &named("ring")).unwrap_err();
@@ -112,10 +114,15 @@ fn a_timing_only_estimate_counts_every_queue_and_the_channels_its_route_crosses(
     let mut comm = Communicator::new(system);
     let pairwise = comm.algorithm("pairwise_alltoall").unwrap();
     let plan = comm.plan(&pairwise).unwrap();
-    let run = estimate::RunSize::of(pairwise.launch(), &plan, 56);
-    assert_eq!(run, estimate::RunSize { ranks: 8, lanes: 8, queues: 8 * 7, hops: 8 * 16, messages: 56 });
+    let run = estimate::RunSize::of(pairwise.launch(), &plan, 4, 56);
+    let expected =
+        estimate::RunSize { ranks: 8, lanes: 8, queues: 8 * 7, slots: 4 * 8 * 7, hops: 8 * 16, messages: 56 };
+    assert_eq!(run, expected);
     let farther = estimate::RunSize { hops: run.hops + 1, ..run };
     assert!(estimate::timing_only_memory(&farther) > estimate::timing_only_memory(&run));
+    let deeper = estimate::RunSize::of(pairwise.launch(), &plan, 64, 56);
+    assert_eq!(deeper.slots, 64 * 8 * 7);
+    assert!(estimate::timing_only_memory(&deeper) > estimate::timing_only_memory(&run));
 }
 
 #[test]
