@@ -80,9 +80,31 @@ impl Tile {
         }
         self.dtype() == other.dtype()
             && self.len == other.len
-            && with_element!(self.dtype(), T => {
-                self.typed::<T>().iter().zip(other.typed::<T>()).all(|(a, b)| a.bits() == b.bits())
+            && self
+                .for_each_aligned_piece(other, &mut |_, a, b| {
+                    let same = with_element!(a.dtype(), T => {
+                        a.typed::<T>().iter().zip(b.typed::<T>()).all(|(x, y)| x.bits() == y.bits())
+                    });
+                    if same { Ok(()) } else { Err(()) }
+                })
+                .is_ok()
+    }
+
+    /// Calls `each(offset, mine, theirs)` for pieces of this tile and `other` (of the same length) at
+    /// the same offset, in order, each a view of one vector (see [`Tile::for_each_piece`]): both read
+    /// in place, joined tiles part by part.
+    fn for_each_aligned_piece<E>(
+        &self,
+        other: &Tile,
+        each: &mut impl FnMut(usize, &Tile, &Tile) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.for_each_piece(&mut |offset, mine| {
+            let theirs = other.slice(offset..offset + mine.len).expect("tiles of the same length");
+            theirs.for_each_piece(&mut |within, theirs| {
+                let mine = mine.slice(within..within + theirs.len).expect("within the piece");
+                each(offset + within, &mine, theirs)
             })
+        })
     }
 
     /// Calls `each(index, mine, theirs)`, in index order, for every element whose bits differ from
@@ -104,23 +126,26 @@ impl Tile {
         self.check_same_shape(other)?;
         self.check_data("for_each_difference")?;
         other.check_data("for_each_difference")?;
-        with_element!(self.dtype(), T => {
-            // Block by block: a block whose bits all match (almost every block of a correct output) is
-            // passed in one loop the compiler vectorises; only a block that differs is walked element by
-            // element.
-            const BLOCK: usize = 64;
-            let (mine, theirs) = (self.typed::<T>(), other.typed::<T>());
-            for (block, (a, b)) in mine.chunks(BLOCK).zip(theirs.chunks(BLOCK)).enumerate() {
-                if a.iter().zip(b).fold(0, |diff, (x, y)| diff | (x.bits() ^ y.bits())) == 0 {
-                    continue;
-                }
-                for (i, (&x, &y)) in a.iter().zip(b).enumerate() {
-                    if x.bits() != y.bits() {
-                        each(block * BLOCK + i, Element::to_f64(x), Element::to_f64(y));
+        // Block by block: a block whose bits all match (almost every block of a correct output) is
+        // passed in one loop the compiler vectorises; only a block that differs is walked element by
+        // element.
+        const BLOCK: usize = 64;
+        let compare = &mut |offset: usize, mine: &Tile, theirs: &Tile| {
+            with_element!(mine.dtype(), T => {
+                for (block, (a, b)) in mine.typed::<T>().chunks(BLOCK).zip(theirs.typed::<T>().chunks(BLOCK)).enumerate() {
+                    if a.iter().zip(b).fold(0, |diff, (x, y)| diff | (x.bits() ^ y.bits())) == 0 {
+                        continue;
+                    }
+                    for (i, (&x, &y)) in a.iter().zip(b).enumerate() {
+                        if x.bits() != y.bits() {
+                            each(offset + block * BLOCK + i, Element::to_f64(x), Element::to_f64(y));
+                        }
                     }
                 }
-            }
-        });
+            });
+            Ok::<(), std::convert::Infallible>(())
+        };
+        let Ok(()) = self.for_each_aligned_piece(other, compare);
         Ok(())
     }
 }

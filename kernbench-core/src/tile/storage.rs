@@ -1,20 +1,57 @@
-//! How a tile's elements are stored: one typed vector per dtype, the [`Element`] types that can fill
-//! it, and allocation that fails with an error instead of aborting. Uses [`Dtype`] and [`ReduceOp`].
+//! How a tile's elements are stored: one typed vector per dtype, or tiles joined end to end and
+//! copied into one vector only when read as one; the [`Element`] types that can fill it, and
+//! allocation that fails with an error instead of aborting. Uses [`Dtype`] and [`ReduceOp`].
 
 use std::fmt;
+use std::sync::OnceLock;
 
 use half::{bf16, f16};
 
 use super::{Dtype, ReduceOp, Tile, TileError};
 
-/// The storage behind tiles with data: one typed vector.
-#[derive(Clone, Debug)]
+/// The storage behind tiles with data: one typed vector, or tiles joined.
+#[derive(Debug)]
 enum Storage {
     F32(Vec<f32>),
     F16(Vec<f16>),
     BF16(Vec<bf16>),
     I32(Vec<i32>),
     I64(Vec<i64>),
+    /// Boxed: a buffer's header stays a vector's size, and a run can hold millions of small buffers.
+    Joined(Box<Joined>),
+}
+
+/// Tiles one after the other ([`Tile::concat`]), not copied: a result received in parts (a ring's
+/// pieces, which every rank shares) costs nothing to join, and a reader that goes part by part
+/// ([`Tile::for_each_difference`]) never copies it. Read as one slice, the parts are copied into one
+/// vector once, on first read; written, the buffer becomes that vector.
+#[derive(Debug)]
+pub(super) struct Joined {
+    dtype: Dtype,
+    len: usize,
+    /// Each with data and of `dtype`, none empty.
+    parts: Box<[Tile]>,
+    /// The parts copied into one vector (never `Joined`), once something has read them as one.
+    flat: OnceLock<Storage>,
+}
+
+impl Joined {
+    /// The parts as one vector, copied on the first call.
+    ///
+    /// # Panics
+    /// When memory for the copy is used up ([`Tile::concat`] has already refused any length above
+    /// [`Tile::MAX_BYTES`]).
+    fn flat(&self) -> &Storage {
+        self.flat.get_or_init(|| {
+            with_element!(self.dtype, T => {
+                let mut values: Vec<T> = buffer(self.len).unwrap_or_else(|error| panic!("{error}"));
+                for part in &self.parts {
+                    values.extend_from_slice(part.typed::<T>());
+                }
+                T::wrap(values).0
+            })
+        })
+    }
 }
 
 /// A Rust type that can be a tile's element.
@@ -62,6 +99,30 @@ impl Storage_ {
             Storage::BF16(_) => Dtype::BF16,
             Storage::I32(_) => Dtype::I32,
             Storage::I64(_) => Dtype::I64,
+            Storage::Joined(joined) => joined.dtype,
+        }
+    }
+
+    /// Storage of `parts` joined end to end: `len` elements of `dtype` in all, each part with data and
+    /// of `dtype`.
+    pub(super) fn joined(dtype: Dtype, len: usize, parts: Box<[Tile]>) -> Storage_ {
+        Storage_(Storage::Joined(Box::new(Joined { dtype, len, parts, flat: OnceLock::new() })))
+    }
+
+    /// The parts of joined storage not yet read as one: a reader can take them one by one instead.
+    pub(super) fn parts(&self) -> Option<&[Tile]> {
+        match &self.0 {
+            Storage::Joined(joined) if joined.flat.get().is_none() => Some(&joined.parts),
+            _ => None,
+        }
+    }
+
+    /// Joined storage made one vector, so it can be written in place.
+    fn flatten(&mut self) {
+        if let Storage::Joined(joined) = &mut self.0 {
+            joined.flat();
+            let flat = joined.flat.take().expect("just joined");
+            self.0 = flat;
         }
     }
 }
@@ -87,10 +148,16 @@ macro_rules! storage_access {
         fn view(s: &Storage_) -> Option<&[Self]> {
             match &s.0 {
                 Storage::$variant(v) => Some(v),
+                // Of another dtype, it is not joined just to say so.
+                Storage::Joined(joined) if joined.dtype == Self::DTYPE => match joined.flat() {
+                    Storage::$variant(v) => Some(v),
+                    _ => None,
+                },
                 _ => None,
             }
         }
         fn view_mut(s: &mut Storage_) -> Option<&mut Vec<Self>> {
+            s.flatten();
             match &mut s.0 {
                 Storage::$variant(v) => Some(v),
                 _ => None,

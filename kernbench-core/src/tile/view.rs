@@ -4,8 +4,8 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::storage::{buffer, with_element};
-use super::{Tile, TileError, View};
+use super::storage::{Storage_, buffer, with_element};
+use super::{Dtype, Tile, TileError, View};
 
 impl Tile {
     /// The view `range` of this tile, sharing its buffer.
@@ -31,17 +31,25 @@ impl Tile {
         self.slice(chunk_range(self.len, index, count)?)
     }
 
-    /// The tiles one after the other, in one new buffer (or, for views that already follow each other
-    /// in one buffer, a view of them).
+    /// The tiles one after the other: for views that already follow each other in one buffer, a view
+    /// of them; otherwise, for parts of 4 KiB or more on average, a new buffer that holds the tiles
+    /// themselves, not a copy of them (smaller ones are copied). Their values
+    /// are copied into one vector the first time something reads them as one slice
+    /// ([`Tile::as_slice`], a reduction into it); [`Tile::for_each_difference`] and `==` read them part
+    /// by part and copy nothing. A result received in parts so costs nothing to join, and the parts stay
+    /// shared with every other tile that holds them.
     ///
     /// # Errors
     /// [`TileError::EmptyConcat`] for no tiles, [`TileError::DtypeMismatch`] for mixed dtypes,
-    /// [`TileError::TooLarge`] or [`TileError::OutOfMemory`] when the result cannot be allocated.
+    /// [`TileError::TooLarge`] for more than [`Tile::MAX_BYTES`] in all.
     pub fn concat(tiles: &[Tile]) -> Result<Tile, TileError> {
         let first = tiles.first().ok_or(TileError::EmptyConcat)?;
         let dtype = first.dtype();
+        if let Some(other) = tiles.iter().find(|t| t.dtype() != dtype) {
+            return Err(TileError::DtypeMismatch { left: dtype, right: other.dtype() });
+        }
         // Views that follow each other in one buffer (the chunks of a tile, in order) are already
-        // that tile: a view of them costs nothing, where a copy costs a pass over the data.
+        // that tile: a view of them costs nothing.
         let follows = |a: &Tile, b: &Tile| match (a.buffer(), b.buffer()) {
             (Some((_, a_start)), Some((_, b_start))) => a.shares_buffer_with(b) && a_start + a.len == b_start,
             _ => false,
@@ -54,22 +62,115 @@ impl Tile {
         // cap, which refuses it.
         let len = tiles.iter().fold(0usize, |sum, t| sum.saturating_add(t.len()));
         if tiles.iter().any(|t| !t.has_data()) {
-            if let Some(other) = tiles.iter().find(|t| t.dtype() != dtype) {
-                return Err(TileError::DtypeMismatch { left: dtype, right: other.dtype() });
-            }
             return Ok(Tile::without_data(dtype, len));
+        }
+        let bytes = len as u128 * dtype.size() as u128;
+        if bytes > Tile::MAX_BYTES as u128 {
+            return Err(TileError::TooLarge { dtype, len, bytes, max: Tile::MAX_BYTES });
+        }
+        let mut parts = Vec::with_capacity(tiles.len());
+        for tile in tiles {
+            tile.push_pieces(&mut parts);
+        }
+        if Tile::worth_joining(len * dtype.size(), parts.len()) {
+            return Ok(Tile::joined(dtype, len, parts));
         }
         with_element!(dtype, T => {
             let mut out: Vec<T> = buffer(len)?;
-            for t in tiles {
-                out.extend_from_slice(t.as_slice::<T>().map_err(|_| TileError::DtypeMismatch { left: dtype, right: t.dtype() })?);
+            for part in &parts {
+                out.extend_from_slice(part.typed::<T>());
             }
             Ok(Tile::from_vec(out))
         })
     }
 
+    /// The least bytes a part of a joined tile holds on average: below it, copying the parts into one
+    /// vector costs less than keeping them apart and reading them part by part.
+    const JOINED_PART_BYTES: usize = 4096;
+
+    /// Whether `bytes` in `parts` parts are better joined than copied.
+    fn worth_joining(bytes: usize, parts: usize) -> bool {
+        parts > 1 && bytes / parts >= Tile::JOINED_PART_BYTES
+    }
+
+    /// A tile of `parts` (pieces of flat vectors, none empty, `len` elements of `dtype` in all) joined.
+    fn joined(dtype: Dtype, len: usize, parts: Vec<Tile>) -> Tile {
+        let storage = Storage_::joined(dtype, len, parts.into_boxed_slice());
+        Tile { view: View::Data { buffer: Arc::new(storage), start: 0 }, len }
+    }
+
+    /// Appends this tile's pieces ([`Tile::pieces`]), the empty ones left out, to `parts`: a joined
+    /// tile keeps the flat pieces of what it joins, never a joined tile inside another.
+    fn push_pieces(&self, parts: &mut Vec<Tile>) {
+        let Ok(()) = self.for_each_piece(&mut |_, piece| {
+            if !piece.is_empty() {
+                parts.push(piece.clone());
+            }
+            Ok::<(), std::convert::Infallible>(())
+        });
+    }
+
+    /// The pieces this tile's values lie in, in order, each a view of one vector: a tile joined by
+    /// [`Tile::concat`] and not yet read as one gives its parts (those of the range it views), any
+    /// other tile itself. What a reader can take one by one instead of joining them.
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench_core::Tile;
+    /// // Parts of 4 KiB or more are kept joined; smaller ones are copied.
+    /// let (a, b) = (Tile::from_vec(vec![1.0f32; 1024]), Tile::from_vec(vec![2.0f32; 1024]));
+    /// let joined = Tile::concat(&[a.clone(), b.clone()]).unwrap();
+    /// let pieces = joined.pieces();
+    /// assert!(pieces[0].shares_buffer_with(&a) && pieces[1].shares_buffer_with(&b));
+    /// assert_eq!(joined.as_slice::<f32>().unwrap()[1023..1025], [1.0, 2.0]); // one vector from now on
+    /// assert_eq!(joined.pieces().len(), 1);
+    /// ```
+    pub fn pieces(&self) -> Vec<Tile> {
+        let mut pieces = Vec::new();
+        let Ok(()) = self.for_each_piece(&mut |_, piece| {
+            pieces.push(piece.clone());
+            Ok::<(), std::convert::Infallible>(())
+        });
+        pieces
+    }
+
+    /// Calls `each(offset, piece)` for pieces of this tile, in order, that together are the tile, each
+    /// a view of one vector: a tile joined by [`Tile::concat`] and not yet read as one gives its parts
+    /// (the parts of the range it views), any other itself. A reader that goes piece by piece reads a
+    /// joined tile without copying it.
+    pub(super) fn for_each_piece<E>(&self, each: &mut impl FnMut(usize, &Tile) -> Result<(), E>) -> Result<(), E> {
+        self.for_each_piece_from(0, each)
+    }
+
+    fn for_each_piece_from<E>(
+        &self,
+        offset: usize,
+        each: &mut impl FnMut(usize, &Tile) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let Some(parts) = self.buffer().and_then(|(buffer, _)| buffer.parts()) else {
+            return each(offset, self);
+        };
+        let (_, start) = self.buffer().expect("a joined tile has a buffer");
+        let range = start..start + self.len;
+        let mut part_start = 0;
+        for part in parts {
+            let part_range = part_start..part_start + part.len;
+            part_start = part_range.end;
+            let (from, to) = (range.start.max(part_range.start), range.end.min(part_range.end));
+            if from < to {
+                let piece = part.slice(from - part_range.start..to - part_range.start).expect("within the part");
+                piece.for_each_piece_from(offset + from - range.start, each)?;
+            }
+            if part_range.end >= range.end {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Copies `src` into this tile at `offset`; a shared buffer is left as it is and this tile gets a
-    /// new one, holding `src` there and the rest as it was.
+    /// new one, holding `src` there and the rest as it was: for large enough parts, the rest and `src`
+    /// joined (see [`Tile::concat`]) rather than copied.
     ///
     /// # Errors
     /// [`TileError::DtypeMismatch`], or [`TileError::OutOfRange`] when `src` does not fit;
@@ -88,6 +189,20 @@ impl Tile {
         if !src.has_data() {
             *self = Tile::without_data(self.dtype(), self.len);
             return Ok(());
+        }
+        let joined = self.buffer().is_some_and(|(buffer, _)| buffer.parts().is_some());
+        if !self.holds_alone() || joined {
+            // A shared or joined tile becomes its pieces around `src`, where writing `src` in would
+            // copy it (and, shared, the rest first): a result stored a lane's share at a time is
+            // never copied.
+            let mut parts = Vec::new();
+            self.slice(0..offset)?.push_pieces(&mut parts);
+            src.push_pieces(&mut parts);
+            self.slice(end..self.len)?.push_pieces(&mut parts);
+            if parts.len() <= Tile::MAX_SPLICED_PARTS && Tile::worth_joining(self.bytes(), parts.len()) {
+                *self = Tile::joined(self.dtype(), self.len, parts);
+                return Ok(());
+            }
         }
         with_element!(self.dtype(), T => {
             if self.holds_alone() {
@@ -109,6 +224,11 @@ impl Tile {
 }
 
 impl Tile {
+    /// The most parts [`Tile::write_at`] keeps a written tile in: past it, the parts are copied into
+    /// one vector and written in place, so that many writes do not grow a list each one walks. Room
+    /// for a few lanes' shares of a ring's result, each in its pieces.
+    const MAX_SPLICED_PARTS: usize = 256;
+
     /// Checks that `src` could be written at `offset` ([`Tile::write_at`]'s checks); returns where it
     /// would end.
     ///

@@ -58,24 +58,24 @@ impl Tl {
         })
     }
 
-    /// Writes `parts` one after the other into `buffer` from element `offset`, as [`Tl::store_at`] of
-    /// their concatenation would, without making it (a result held in pieces is not copied twice), and
-    /// charged the same: one store of all their bytes.
+    /// Writes `parts` one after the other into `buffer` from element `offset`: [`Tl::store_at`] of
+    /// their concatenation, charged the same (one store of all their bytes). Large parts are joined,
+    /// not copied ([`Tile::concat`]), and a buffer shared with another (an all-reduce's output starts
+    /// as its input) takes them beside the rest of it rather than being copied first
+    /// ([`Tile::write_at`]): a result received in parts, stored a lane's share at a time, is never
+    /// copied.
     ///
     /// # Errors
-    /// As [`Tl::store_at`], for the first part that does not fit.
+    /// As [`Tl::store_at`] of the concatenation, and as [`Tl::concat`].
     pub fn store_parts_at(&self, buffer: Buffer, offset: usize, parts: &[Tile]) -> Result<(), KernelError> {
         let whole = offset == 0 && parts.iter().map(Tile::len).sum::<usize>() == self.buffer_len(buffer)?;
         if whole && !parts.is_empty() {
-            // The whole buffer: one new buffer of the parts, where writing them into the old one would
-            // first copy what they are about to replace.
             return self.store(buffer, &self.concat(parts)?);
         }
+        let joined = if parts.is_empty() { None } else { Some(self.concat(parts)?) };
         with(|b| {
-            let mut at = offset;
-            for part in parts {
-                b.store(buffer, Some(at), part)?;
-                at += part.len();
+            if let Some(joined) = &joined {
+                b.store(buffer, Some(offset), joined)?;
             }
             b.charge(Work::Memory { bytes: parts.iter().map(Tile::bytes).sum() });
             Ok(())

@@ -300,6 +300,83 @@ fn concat_of_adjacent_views_is_a_view_and_anything_else_a_copy() {
     assert_eq!(gap.to_vec::<f32>().unwrap(), [0.0, 1.0, 2.0, 3.0, 7.0, 8.0, 9.0]);
 }
 
+/// `len` small integers from `first` (exact in every dtype): parts large enough to be kept joined.
+fn ramp(dtype: Dtype, first: usize, len: usize) -> Tile {
+    tile_of(dtype, &(first..first + len).map(|i| (i % 256) as f64).collect::<Vec<_>>())
+}
+
+/// Elements in a part of 8 KiB or more in every dtype: joined, not copied.
+const BIG: usize = 4096;
+
+#[test]
+fn concat_holds_its_parts_until_read_as_one_and_comparing_reads_them_in_place() {
+    for dtype in Dtype::ALL {
+        let (a, b) = (ramp(dtype, 0, BIG), ramp(dtype, BIG, BIG));
+        let whole = ramp(dtype, 0, 2 * BIG);
+        let joined = Tile::concat(&[a.clone(), b.clone()]).unwrap();
+        let pieces = joined.pieces();
+        assert_eq!(pieces.len(), 2, "{dtype}");
+        assert!(pieces[0].shares_buffer_with(&a) && pieces[1].shares_buffer_with(&b), "{dtype}: not copied");
+        // A view across the seam keeps the parts of its range.
+        let middle = joined.slice(BIG - 1..BIG + 1).unwrap().pieces();
+        assert_eq!(middle.iter().map(Tile::to_f64_vec).collect::<Vec<_>>(), [vec![255.0], vec![0.0]], "{dtype}");
+        // Compared part by part, against a tile cut elsewhere and a flat one: equal, still not joined.
+        let (c, d) = (ramp(dtype, 0, BIG + 3), ramp(dtype, BIG + 3, BIG - 3));
+        assert!(joined == Tile::concat(&[c, d]).unwrap() && joined == whole, "{dtype}");
+        let mut other = whole.to_f64_vec();
+        (other[2], other[BIG + 5]) = (9.0, 8.0);
+        let mut differences = Vec::new();
+        joined.for_each_difference(&tile_of(dtype, &other), |i, x, y| differences.push((i, x, y))).unwrap();
+        assert_eq!(differences, [(2, 2.0, 9.0), (BIG + 5, 5.0, 8.0)], "{dtype}");
+        assert_eq!(joined.pieces().len(), 2, "{dtype}: comparing joined nothing");
+        // Read as one: copied into one vector once.
+        assert_eq!(joined.to_f64_vec(), whole.to_f64_vec(), "{dtype}");
+        assert_eq!(joined.pieces().len(), 1, "{dtype}");
+    }
+}
+
+#[test]
+fn concat_of_small_parts_copies_them() {
+    let joined = Tile::concat(&[Tile::from_vec(vec![1i32, 2]), Tile::from_vec(vec![3i32])]).unwrap();
+    assert_eq!(joined.pieces().len(), 1, "3 elements are copied, not kept in 2 parts");
+    assert_eq!(joined.to_vec::<i32>().unwrap(), [1, 2, 3]);
+}
+
+#[test]
+fn writing_a_part_or_a_joined_tile_changes_only_what_was_written() {
+    let (mut a, b) = (ramp(Dtype::I32, 0, BIG), ramp(Dtype::I32, BIG, BIG));
+    let joined = Tile::concat(&[a.clone(), b.clone()]).unwrap();
+    a.write_at(0, &Tile::from_vec(vec![99i32])).unwrap();
+    assert_eq!(joined.get_f64(0), Some(0.0), "the part's write copied the part");
+    let mut again = Tile::concat(&[b.clone(), b.clone()]).unwrap();
+    again.reduce_in_place(&Tile::filled(Dtype::I32, 2 * BIG, 1000.0), ReduceOp::Sum).unwrap();
+    assert_eq!((again.get_f64(BIG), b.get_f64(0)), (Some(1000.0 + (BIG % 256) as f64), Some((BIG % 256) as f64)));
+    assert_eq!(again.pieces().len(), 1, "reduced into one vector");
+}
+
+#[test]
+fn writing_into_a_shared_tile_joins_the_write_with_the_rest_and_copies_neither() {
+    for dtype in Dtype::ALL {
+        let input = ramp(dtype, 0, 4 * BIG);
+        let mut output = input.clone();
+        // Two lanes' shares of a result, written one after the other.
+        let shares = [ramp(dtype, 7, BIG), ramp(dtype, 11, 2 * BIG)];
+        output.write_at(BIG, &shares[0]).unwrap();
+        output.write_at(2 * BIG, &shares[1]).unwrap();
+        let pieces = output.pieces();
+        assert_eq!(pieces.len(), 3, "{dtype}: the input's first quarter and the two shares");
+        assert!(pieces[0].shares_buffer_with(&input), "{dtype}");
+        assert!(pieces[1].shares_buffer_with(&shares[0]) && pieces[2].shares_buffer_with(&shares[1]), "{dtype}");
+        let want = Tile::concat(&[input.slice(0..BIG).unwrap(), shares[0].clone(), shares[1].clone()]).unwrap();
+        assert!(output == want, "{dtype}");
+        assert_eq!(input, ramp(dtype, 0, 4 * BIG), "{dtype}: the input is as it was");
+        // Written in place once it is one vector again.
+        output.reduce_in_place(&Tile::zeros(dtype, 4 * BIG), ReduceOp::Sum).unwrap();
+        output.write_at(1, &ramp(dtype, 0, 1)).unwrap();
+        assert_eq!((output.pieces().len(), output.get_f64(1)), (1, Some(0.0)), "{dtype}");
+    }
+}
+
 #[test]
 fn writing_all_of_a_tile_takes_the_source_and_writing_part_copies_it_in() {
     let mut target = Tile::zeros(Dtype::F32, 4);
