@@ -29,7 +29,8 @@ enum Storage {
 pub(super) struct Joined {
     dtype: Dtype,
     len: usize,
-    /// Each with data and of `dtype`, none empty.
+    /// Each with data, of `dtype` and not empty, and each a view of one vector ([`Tile::pieces`]): a
+    /// joined tile holds no joined tile whose parts it would have to walk.
     parts: Box<[Tile]>,
     /// The parts copied into one vector (never `Joined`), once something has read them as one.
     flat: OnceLock<Storage>,

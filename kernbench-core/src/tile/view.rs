@@ -89,7 +89,7 @@ impl Tile {
     const JOINED_PART_BYTES: usize = 4096;
 
     /// Whether `bytes` in `parts` parts are better joined than copied.
-    fn worth_joining(bytes: usize, parts: usize) -> bool {
+    pub(crate) fn worth_joining(bytes: usize, parts: usize) -> bool {
         parts > 1 && bytes / parts >= Tile::JOINED_PART_BYTES
     }
 
@@ -191,10 +191,10 @@ impl Tile {
             return Ok(());
         }
         let joined = self.buffer().is_some_and(|(buffer, _)| buffer.parts().is_some());
-        if !self.holds_alone() || joined {
-            // A shared or joined tile becomes its pieces around `src`, where writing `src` in would
-            // copy it (and, shared, the rest first): a result stored a lane's share at a time is
-            // never copied.
+        if (!self.holds_alone() || joined) && src.bytes() >= Tile::JOINED_PART_BYTES {
+            // A shared or joined tile becomes its pieces around a large `src`, where writing `src` in
+            // would copy it (and, shared, the rest first): a result stored a lane's share at a time
+            // is never copied. A small one costs less to copy than to keep apart.
             let mut parts = Vec::new();
             self.slice(0..offset)?.push_pieces(&mut parts);
             src.push_pieces(&mut parts);

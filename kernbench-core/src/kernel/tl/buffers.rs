@@ -66,18 +66,29 @@ impl Tl {
     /// copied.
     ///
     /// # Errors
-    /// As [`Tl::store_at`] of the concatenation, and as [`Tl::concat`].
+    /// As [`Tl::store_at`], for the first part that does not fit, and as [`Tl::concat`].
     pub fn store_parts_at(&self, buffer: Buffer, offset: usize, parts: &[Tile]) -> Result<(), KernelError> {
         let whole = offset == 0 && parts.iter().map(Tile::len).sum::<usize>() == self.buffer_len(buffer)?;
         if whole && !parts.is_empty() {
             return self.store(buffer, &self.concat(parts)?);
         }
-        let joined = if parts.is_empty() { None } else { Some(self.concat(parts)?) };
+        let bytes = parts.iter().map(Tile::bytes).sum();
+        // Large parts go in joined, in one write; small ones are copied in one by one, which costs
+        // no more than copying them together first (and holds no second copy meanwhile).
+        let joined;
+        let writes = if Tile::worth_joining(bytes, parts.len()) {
+            joined = [self.concat(parts)?];
+            &joined[..]
+        } else {
+            parts
+        };
         with(|b| {
-            if let Some(joined) = &joined {
-                b.store(buffer, Some(offset), joined)?;
+            let mut at = offset;
+            for part in writes {
+                b.store(buffer, Some(at), part)?;
+                at += part.len();
             }
-            b.charge(Work::Memory { bytes: parts.iter().map(Tile::bytes).sum() });
+            b.charge(Work::Memory { bytes });
             Ok(())
         })
     }
