@@ -3,7 +3,7 @@
 //! the way round failed links.
 
 use kernbench_core::route::Channel;
-use kernbench_core::{Carriage, PeId, System};
+use kernbench_core::{Carriage, LinkClass, PeId, System};
 use rustc_hash::FxHashMap;
 
 use crate::error::RunError;
@@ -13,9 +13,10 @@ use crate::timing::{Bookings, ChannelTime, Multicast, Routing, Span, SpanKind, T
 /// A channel with more bookings than this asks for old ones to be forgotten.
 const FORGET_ABOVE: usize = 64;
 
+/// One channel: its link class (whose figures every channel of the class shares: see [`Links`]) and
+/// what it has carried.
 pub(crate) struct ChannelState {
-    latency_ns: f64,
-    ns_per_byte: f64,
+    class: LinkClass,
     /// The intervals the channel is carrying data in. A channel carries one message at a time.
     busy: Bookings,
     bytes: u64,
@@ -23,21 +24,37 @@ pub(crate) struct ChannelState {
 }
 
 impl ChannelState {
-    /// An idle channel of `link`.
-    pub(crate) fn of(link: kernbench_core::LinkSpec) -> ChannelState {
-        ChannelState {
-            latency_ns: link.latency_ns,
-            ns_per_byte: 1.0 / link.bandwidth_gbps,
-            busy: Bookings::default(),
-            bytes: 0,
-            busy_ns: 0.0,
-        }
+    /// An idle channel of `class`.
+    fn of(class: LinkClass) -> ChannelState {
+        ChannelState { class, busy: Bookings::default(), bytes: 0, busy_ns: 0.0 }
+    }
+}
+
+/// Each link class's latency and time per byte, held once for every channel of the class.
+#[derive(Clone, Copy)]
+struct Links([(f64, f64); LinkClass::ALL.len()]);
+
+impl Links {
+    fn of(system: &System) -> Links {
+        Links(LinkClass::ALL.map(|class| {
+            let link = system.link(class);
+            (link.latency_ns, 1.0 / link.bandwidth_gbps)
+        }))
+    }
+
+    fn latency_ns(&self, class: LinkClass) -> f64 {
+        self.0[class as usize].0
+    }
+
+    fn ns_per_byte(&self, class: LinkClass) -> f64 {
+        self.0[class as usize].1
     }
 }
 
 /// Every channel the run's queues route over, and each queue's route.
 pub(crate) struct Network {
     routing: Routing,
+    links: Links,
     keys: Vec<Channel>,
     channels: Vec<ChannelState>,
     /// Per channel, its transfers, when the run is traced (beside the channels, not in them: an
@@ -83,6 +100,7 @@ impl Network {
         route_start.push(0);
         let mut network = Network {
             routing: timing.routing,
+            links: Links::of(system),
             keys: Vec::with_capacity(n),
             channels: Vec::with_capacity(n),
             spans: timing.trace.then(Vec::new),
@@ -106,9 +124,8 @@ impl Network {
             let route = system.route_on(pes[sender as usize], pes[receiver as usize], channel as usize);
             let mut latency = 0.0;
             for &channel in &route.channels {
-                let link = system.link(channel.class);
-                latency += link.latency_ns;
-                let id = *index.entry(channel).or_insert_with(|| network.add_channel(channel, link));
+                latency += network.links.latency_ns(channel.class);
+                let id = *index.entry(channel).or_insert_with(|| network.add_channel(channel));
                 network.route_channels.push(id);
             }
             network.route_start.push(network.route_channels.len());
@@ -120,10 +137,10 @@ impl Network {
         network
     }
 
-    /// Adds `channel`, a channel of `link`, idle; returns its id.
-    fn add_channel(&mut self, channel: Channel, link: kernbench_core::LinkSpec) -> u32 {
+    /// Adds `channel`, idle; returns its id.
+    fn add_channel(&mut self, channel: Channel) -> u32 {
         self.keys.push(channel);
-        self.channels.push(ChannelState::of(link));
+        self.channels.push(ChannelState::of(channel.class));
         if let Some(spans) = &mut self.spans {
             spans.push(Vec::new());
         }
@@ -152,10 +169,7 @@ impl Network {
             let faults = self.faults.as_ref().expect("faults: a detour");
             let id = match faults.index.get(&channel) {
                 Some(&id) => id,
-                None => {
-                    let link = faults.system.link(channel.class);
-                    self.add_channel(channel, link)
-                }
+                None => self.add_channel(channel),
             };
             ids.push(id);
         }
@@ -169,7 +183,7 @@ impl Network {
         let &id =
             self.route_channels[self.route_start[queue as usize]..self.route_start[queue as usize + 1]].first()?;
         let wire = self.carriage.wire_bytes(1 << 20) as f64 / f64::from(1 << 20);
-        Some((id, wire * self.channels[id as usize].ns_per_byte))
+        Some((id, wire * self.links.ns_per_byte(self.channels[id as usize].class)))
     }
 
     /// Every queue's route latency (the sum of its channels'), taken out: how long a credit takes to
@@ -191,6 +205,7 @@ impl Network {
         let tail = if self.faults.is_none() {
             let route = &self.route_channels[own];
             let booking = Booking {
+                links: &self.links,
                 channels: &mut self.channels,
                 spans: &mut self.spans,
                 routing: self.routing,
@@ -202,6 +217,7 @@ impl Network {
             let faults = self.faults.as_deref().expect("a faulted network");
             let route = detour.as_deref().unwrap_or(&self.route_channels[own]);
             let booking = Booking {
+                links: &self.links,
                 channels: &mut self.channels,
                 spans: &mut self.spans,
                 routing: self.routing,
@@ -230,6 +246,7 @@ impl Network {
             faults.check_leg(queue, id, depart)?;
         }
         let booking = Booking {
+            links: &self.links,
             channels: &mut self.channels,
             spans: &mut self.spans,
             routing: self.routing,
@@ -337,6 +354,7 @@ impl Network {
 
 /// The channels a transfer is booked on, borrowed apart from the rest of the network.
 struct Booking<'n> {
+    links: &'n Links,
     channels: &'n mut [ChannelState],
     spans: &'n mut Option<Vec<Vec<Span>>>,
     routing: Routing,
@@ -357,7 +375,7 @@ impl Booking<'_> {
                 Routing::CutThrough => head,
                 Routing::StoreAndForward => tail,
             };
-            let occupy = bytes as f64 * ch.ns_per_byte * slowdown(id, ready);
+            let occupy = bytes as f64 * self.links.ns_per_byte(ch.class) * slowdown(id, ready);
             let (start, end) = ch.busy.reserve(ready, occupy, tail);
             *self.forget.1 |= ch.busy.len() > self.forget.0;
             ch.bytes += bytes;
@@ -365,8 +383,9 @@ impl Booking<'_> {
             if let Some(spans) = self.spans {
                 spans[id as usize].push(Span { kind: SpanKind::Transfer, start_ns: start, end_ns: end, bytes });
             }
-            head = start + ch.latency_ns;
-            tail = end + ch.latency_ns;
+            let latency = self.links.latency_ns(ch.class);
+            head = start + latency;
+            tail = end + latency;
         }
         tail
     }

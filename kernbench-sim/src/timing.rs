@@ -44,6 +44,7 @@ use std::collections::BTreeMap;
 use kernbench_core::route::Channel;
 use kernbench_core::{Carriage, PeId, System};
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 
 use crate::error::RunError;
 use crate::faults::{Fault, PeFaults};
@@ -426,11 +427,16 @@ impl Multicast {
     }
 }
 
-/// When a resource (a channel, a PE's compute) is busy: intervals, sorted and disjoint.
+/// When a resource (a channel, a PE's compute) is busy: intervals, sorted and disjoint. The first
+/// [`INLINE_BOOKINGS`] are held in place: most of a large run's channels carry a message or two, and a
+/// list of its own for each would cost a million-PE run an allocation per channel.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Bookings {
-    busy: Vec<(f64, f64)>,
+    busy: SmallVec<[(f64, f64); INLINE_BOOKINGS]>,
 }
+
+/// Bookings a resource holds without a list of its own.
+const INLINE_BOOKINGS: usize = 2;
 
 impl Bookings {
     /// Books the resource for work whose head is ready at `ready`, which occupies it for `occupy` ns
@@ -475,8 +481,8 @@ impl Bookings {
     fn keep_bounded(&mut self) {
         if self.busy.len() > MAX_BOOKINGS {
             let half = self.busy.len() / 2;
-            let merged = (self.busy[0].0, self.busy[half - 1].1);
-            self.busy.splice(..half, [merged]);
+            self.busy[0].1 = self.busy[half - 1].1;
+            self.busy.drain(1..half);
         }
     }
 
@@ -552,7 +558,7 @@ mod tests {
         assert_eq!(ch.reserve(0.0, 50.0, 0.0), (0.0, 50.0));
         assert_eq!(ch.reserve(40.0, 50.0, 0.0), (50.0, 100.0), "fits exactly between the two");
         assert_eq!(ch.reserve(60.0, 10.0, 0.0), (150.0, 160.0), "no gap left before 150");
-        assert_eq!(ch.busy, vec![(0.0, 50.0), (50.0, 100.0), (100.0, 150.0), (150.0, 160.0)]);
+        assert_eq!(ch.busy[..], [(0.0, 50.0), (50.0, 100.0), (100.0, 150.0), (150.0, 160.0)]);
     }
 
     #[test]
@@ -590,8 +596,8 @@ mod tests {
             ch.reserve(start, 10.0, 0.0);
         }
         ch.forget_before(25.0);
-        assert_eq!(ch.busy, vec![(20.0, 30.0), (30.0, 40.0)]);
+        assert_eq!(ch.busy[..], [(20.0, 30.0), (30.0, 40.0)]);
         ch.forget_before(100.0);
-        assert_eq!(ch.busy, vec![(30.0, 40.0)]);
+        assert_eq!(ch.busy[..], [(30.0, 40.0)]);
     }
 }
