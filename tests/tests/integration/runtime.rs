@@ -518,3 +518,39 @@ fn storing_pieces_writes_and_charges_what_storing_them_joined_does() {
         assert_eq!(pieces.totals().memory_bytes, joined.totals().memory_bytes);
     }
 }
+
+/// The ring all-reduce of 64 KiB of f32 on each of 4 PEs, in 4 parts of 4 KiB, on `lanes` lanes: every
+/// PE's output holds the parts it received (or reduced last) and shares them with every other PE,
+/// none copied, and equals the sum.
+fn ring_outputs_share_their_parts(lanes: usize) {
+    let system = System::shape(1, 1, 1, 4).unwrap();
+    let len = 16 * 1024;
+    let report = MockRun::new(&system, "ring_1d", "all_pes", &kernbench::algorithms::ring_allreduce::KERNEL)
+        .params(json!({"chunks": 1, "lanes": lanes}))
+        .inputs(|_, rank| Tile::filled(F32, len, rank as f64 + 1.0))
+        .run()
+        .unwrap();
+    let outputs: Vec<&Tile> = (0..4).map(|pe| report.output(PeId::new(0, 0, pe)).unwrap()).collect();
+    for (rank, output) in outputs.iter().enumerate() {
+        assert_eq!(**output, Tile::filled(F32, len, 10.0), "{lanes} lane(s), rank {rank}: the sum");
+        let pieces = output.pieces();
+        assert_eq!(pieces.len(), 4 * lanes, "{lanes} lane(s), rank {rank}: a part a rank and lane, joined");
+        for other in outputs.iter().filter(|o| !std::ptr::eq(**o, *output)) {
+            let theirs = other.pieces();
+            assert!(
+                pieces.iter().zip(&theirs).all(|(mine, theirs)| mine.shares_buffer_with(theirs)),
+                "{lanes} lane(s), rank {rank}: its parts are copies of another rank's"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_ring_all_reduce_output_is_the_parts_every_rank_received_not_a_copy() {
+    ring_outputs_share_their_parts(1);
+}
+
+#[test]
+fn a_ring_all_reduce_output_stored_a_lane_at_a_time_is_not_copied_either() {
+    ring_outputs_share_their_parts(2);
+}
