@@ -261,11 +261,11 @@ pub(crate) struct PeCore {
     pub(crate) notes: BTreeMap<String, String>,
     /// When the PE runs more lanes than it has engines under the timing model: its engines' bookings,
     /// so that their injections, reductions, loads and stores run at most as many at a time as there
-    /// are engines.
-    pub(crate) compute: Option<Engines>,
+    /// are engines. Boxed, as `port`: most runs' PEs have neither, and a million PEs hold the room.
+    pub(crate) compute: Option<Box<Engines>>,
     /// When the run's protocol caps what the PE moves over all its lanes (NCCL's `llMaxBw`) under the
     /// timing model: the cap in ns per byte, and when the PE's sends hold it.
-    pub(crate) port: Option<(f64, Bookings)>,
+    pub(crate) port: Option<Box<(f64, Bookings)>>,
     /// In a run of several calls together, the input, output and scratch of every call after the
     /// first (whose are above).
     pub(crate) later_calls: Vec<[Tile; 3]>,
@@ -494,7 +494,8 @@ impl LaneCtx<'_> {
     #[inline]
     pub(crate) fn inject(&mut self, bytes: u64) {
         let mut ns = self.lane.clock.injection(bytes);
-        if let (Some((ns_per_byte, port)), true) = (&mut self.pe.port, self.lane.clock.on) {
+        if let (Some(cap), true) = (&mut self.pe.port, self.lane.clock.on) {
+            let (ns_per_byte, port) = &mut **cap;
             let now = self.lane.clock.now;
             let (_, end) = port.reserve(now, bytes as f64 * *ns_per_byte, 0.0);
             ns = ns.max(end - now);

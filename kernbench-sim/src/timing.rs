@@ -267,7 +267,10 @@ pub(crate) struct Clock {
     pub(crate) injection_ns: f64,
     /// Per byte a lane sends, the protocol's lane cap (0: none).
     pub(crate) lane_ns_per_byte: f64,
-    pub(crate) spans: Option<Vec<Span>>,
+    /// The lane's spans, when the run is traced. Boxed: an untraced lane (a million of them in a
+    /// large run) holds one word for them, not a list's three.
+    #[allow(clippy::box_collection)]
+    pub(crate) spans: Option<Box<Vec<Span>>>,
     /// The faults of its PE, if it has any.
     pub(crate) faults: Option<Box<PeFaults>>,
 }
@@ -300,7 +303,7 @@ impl Clock {
             ns_per_byte: 1.0 / straggler.memory_gbps.unwrap_or(spec.memory_gbps),
             injection_ns: spec.injection_ns,
             lane_ns_per_byte: carriage.lane_ns_per_byte,
-            spans: timing.trace.then(Vec::new),
+            spans: timing.trace.then(Box::default),
             faults: PeFaults::of(&timing.faults, pe),
         };
         clock.advance_to(SpanKind::Delay, start_delay, 0, false);
@@ -374,7 +377,7 @@ impl Clock {
             busy_ns: self.busy,
             blocked_ns: self.blocked,
             idle_ns: completion - self.now + self.start_delay,
-            spans: self.spans.take().unwrap_or_default(),
+            spans: self.spans.take().map(|spans| *spans).unwrap_or_default(),
             lanes: Vec::new(),
         }
     }

@@ -98,8 +98,9 @@ pub(super) fn run(
                 output: kept(first.output),
                 scratch: no_scratch.clone(),
                 notes: BTreeMap::new(),
-                compute: (n > engines && timed).then(|| Engines::new(engines)),
-                port: (carriage.pe_ns_per_byte > 0.0 && timed).then(|| (carriage.pe_ns_per_byte, Bookings::default())),
+                compute: (n > engines && timed).then(|| Box::new(Engines::new(engines))),
+                port: (carriage.pe_ns_per_byte > 0.0 && timed)
+                    .then(|| Box::new((carriage.pe_ns_per_byte, Bookings::default()))),
                 later_calls,
             });
         }
