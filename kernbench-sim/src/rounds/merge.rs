@@ -131,7 +131,7 @@ impl Execution<'_> {
                 let queue = self.two_sided.queues.get(t.queue as usize);
                 // SAFETY: rule B: nothing else touches the queue.
                 if let Some(message) = queue.and_then(|q| unsafe { q.message_mut(t.position) }) {
-                    message.arrive_ns = arrive_ns;
+                    message.at_ns = arrive_ns;
                 }
                 continue;
             }

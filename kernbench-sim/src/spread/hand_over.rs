@@ -276,7 +276,8 @@ impl Spread<'_> {
             w.u32(*queue);
             w.u64(*position);
             w.u64(message.generation.get());
-            w.f64(message.depart_ns);
+            // Handed over before placement: when it left.
+            w.f64(message.at_ns);
             write_tile(w, &message.tile);
         }
         for (w, &(_, credits)) in to_each.iter_mut().zip(&counts) {
@@ -429,7 +430,7 @@ fn decode_own(r: &mut Reader<'_>, totals: &mut RoundTotals) -> Result<(), RunErr
         let (queue, position, generation, depart_ns) = (r.u32()?, r.u64()?, r.u64()?, r.f64()?);
         let generation = NonZeroU64::new(generation).ok_or_else(|| r.malformed("a message of generation 0"))?;
         let tile = read_tile(r)?;
-        totals.messages.push((queue, position, Message { tile, generation, depart_ns, arrive_ns: depart_ns }));
+        totals.messages.push((queue, position, Message { tile, generation, at_ns: depart_ns }));
     }
     for _ in 0..r.u64()? {
         totals.credits.push((r.u32()?, r.u64()?, r.f64()?));

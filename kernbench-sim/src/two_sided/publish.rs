@@ -42,9 +42,8 @@ impl PeLinks {
                             for position in new.clone() {
                                 // SAFETY: positions published now were written by this PE this round,
                                 // and the receiver reads nothing before the next round.
-                                let (depart_ns, bytes) = queue
-                                    .message_mut(position)
-                                    .map_or((0.0, 0), |m| (m.depart_ns, m.tile.bytes() as u64));
+                                let (depart_ns, bytes) =
+                                    queue.message_mut(position).map_or((0.0, 0), |m| (m.at_ns, m.tile.bytes() as u64));
                                 sent.push(Transfer::message(depart_ns, rank, q, position, bytes));
                             }
                         }

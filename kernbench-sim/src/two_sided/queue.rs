@@ -31,10 +31,10 @@ pub(crate) struct Message {
     /// Never zero (message generations count from 1), which leaves a [`Slot`] room to say it is free
     /// without a word of its own.
     pub(crate) generation: NonZeroU64,
-    /// Simulated time the sender finished injecting it, in ns.
-    pub(crate) depart_ns: f64,
-    /// Simulated time its last byte reaches the receiver, in ns (set when the round is merged).
-    pub(crate) arrive_ns: f64,
+    /// Simulated time in ns: when the sender finished injecting it until its round's transfers are
+    /// placed (what the merge lists and the hand-over carries), then when its last byte reaches the
+    /// receiver (what a receive waits for). One word for both: a million-PE run has millions of slots.
+    pub(crate) at_ns: f64,
 }
 
 /// One slot of a queue: a message, or (free) when its credit is back with the sender. One or the

@@ -112,7 +112,7 @@ impl Endpoint<'_> {
             ctx.lane.clock.advance_to(SpanKind::CreditWait, credit_at, 0, false);
             ctx.inject(bytes);
             let now = ctx.lane.clock.now;
-            Message { tile: tile.clone(), generation, depart_ns: now, arrive_ns: now }
+            Message { tile: tile.clone(), generation, at_ns: now }
         };
         // SAFETY: rule P: this PE is the queue's sender.
         if !unsafe { queue.try_push(make) } {
@@ -178,7 +178,7 @@ impl Endpoint<'_> {
             }));
         }
         let clock = &mut self.ctx.lane.clock;
-        clock.advance_to(SpanKind::Recv, head.arrive_ns, head.tile.bytes() as u64, false);
+        clock.advance_to(SpanKind::Recv, head.at_ns, head.tile.bytes() as u64, false);
         let credit_at = clock.now + self.run.credit_latency.get(q as usize).copied().unwrap_or(0.0);
         if self.run.orders.any() {
             // SAFETY: rule P: this PE is the queue's receiver.
