@@ -33,15 +33,16 @@ impl Tile {
 
     /// The tiles one after the other: for views that already follow each other in one buffer, a view
     /// of them; otherwise, for parts of 4 KiB or more on average, a new buffer that holds the tiles
-    /// themselves, not a copy of them (smaller ones are copied). Their values
-    /// are copied into one vector the first time something reads them as one slice
-    /// ([`Tile::as_slice`], a reduction into it); [`Tile::for_each_difference`] and `==` read them part
-    /// by part and copy nothing. A result received in parts so costs nothing to join, and the parts stay
-    /// shared with every other tile that holds them.
+    /// themselves, not a copy of them (smaller ones are copied). Their values are copied into one
+    /// vector the first time something reads them as one slice ([`Tile::as_slice`], a reduction into
+    /// it); [`Tile::for_each_difference`] and `==` read them part by part and copy nothing. A result
+    /// received in parts so costs nothing to join, and the parts stay shared with every other tile
+    /// that holds them.
     ///
     /// # Errors
     /// [`TileError::EmptyConcat`] for no tiles, [`TileError::DtypeMismatch`] for mixed dtypes,
-    /// [`TileError::TooLarge`] for more than [`Tile::MAX_BYTES`] in all.
+    /// [`TileError::TooLarge`] for more than [`Tile::MAX_BYTES`] in all, [`TileError::OutOfMemory`]
+    /// when small parts' copy cannot be allocated.
     pub fn concat(tiles: &[Tile]) -> Result<Tile, TileError> {
         let first = tiles.first().ok_or(TileError::EmptyConcat)?;
         let dtype = first.dtype();
@@ -112,7 +113,8 @@ impl Tile {
 
     /// The pieces this tile's values lie in, in order, each a view of one vector: a tile joined by
     /// [`Tile::concat`] and not yet read as one gives its parts (those of the range it views), any
-    /// other tile itself. What a reader can take one by one instead of joining them.
+    /// other tile itself (an empty tile, none). What a reader can take one by one instead of joining
+    /// them.
     ///
     /// # Examples
     /// ```
@@ -127,10 +129,7 @@ impl Tile {
     /// ```
     pub fn pieces(&self) -> Vec<Tile> {
         let mut pieces = Vec::new();
-        let Ok(()) = self.for_each_piece(&mut |_, piece| {
-            pieces.push(piece.clone());
-            Ok::<(), std::convert::Infallible>(())
-        });
+        self.push_pieces(&mut pieces);
         pieces
     }
 
