@@ -30,7 +30,8 @@ impl ChannelState {
     }
 }
 
-/// Each link class's latency and time per byte, held once for every channel of the class.
+/// Each link class's latency and time per byte, held once for every channel of the class, at the
+/// class's place in [`LinkClass::ALL`] (its declaration order, so `class as usize`).
 #[derive(Clone, Copy)]
 struct Links([(f64, f64); LinkClass::ALL.len()]);
 
