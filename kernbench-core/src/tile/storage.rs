@@ -43,15 +43,8 @@ impl Joined {
     /// When memory for the copy is used up ([`Tile::concat`] has already refused any length above
     /// [`Tile::MAX_BYTES`]).
     fn flat(&self) -> &Storage {
-        self.flat.get_or_init(|| {
-            with_element!(self.dtype, T => {
-                let mut values: Vec<T> = buffer(self.len).unwrap_or_else(|error| panic!("{error}"));
-                for part in &self.parts {
-                    values.extend_from_slice(part.typed::<T>());
-                }
-                T::wrap(values).0
-            })
-        })
+        self.flat
+            .get_or_init(|| Storage_::copied(self.dtype, self.len, &self.parts).unwrap_or_else(|e| panic!("{e}")).0)
     }
 }
 
@@ -102,6 +95,21 @@ impl Storage_ {
             Storage::I64(_) => Dtype::I64,
             Storage::Joined(joined) => joined.dtype,
         }
+    }
+
+    /// One vector holding `parts` (`len` elements of `dtype` in all, each with data) one after the
+    /// other.
+    ///
+    /// # Errors
+    /// As [`buffer`].
+    pub(super) fn copied(dtype: Dtype, len: usize, parts: &[Tile]) -> Result<Storage_, TileError> {
+        with_element!(dtype, T => {
+            let mut values: Vec<T> = buffer(len)?;
+            for part in parts {
+                values.extend_from_slice(part.typed::<T>());
+            }
+            Ok(T::wrap(values))
+        })
     }
 
     /// Storage of `parts` joined end to end: `len` elements of `dtype` in all, each part with data and

@@ -76,13 +76,8 @@ impl Tile {
         if Tile::worth_joining(len * dtype.size(), parts.len()) {
             return Ok(Tile::joined(dtype, len, parts));
         }
-        with_element!(dtype, T => {
-            let mut out: Vec<T> = buffer(len)?;
-            for part in &parts {
-                out.extend_from_slice(part.typed::<T>());
-            }
-            Ok(Tile::from_vec(out))
-        })
+        let storage = Storage_::copied(dtype, len, &parts)?;
+        Ok(Tile { view: View::Data { buffer: Arc::new(storage), start: 0 }, len })
     }
 
     /// The least bytes a part of a joined tile holds on average: below it, copying the parts into one

@@ -352,6 +352,11 @@ fn writing_a_part_or_a_joined_tile_changes_only_what_was_written() {
     again.reduce_in_place(&Tile::filled(Dtype::I32, 2 * BIG, 1000.0), ReduceOp::Sum).unwrap();
     assert_eq!((again.get_f64(BIG), b.get_f64(0)), (Some(1000.0 + (BIG % 256) as f64), Some((BIG % 256) as f64)));
     assert_eq!(again.pieces().len(), 1, "reduced into one vector");
+    // A small write into a joined tile: the tile becomes one vector, its parts stay as they were.
+    let mut joined = joined;
+    joined.write_at(1, &Tile::from_vec(vec![-1i32])).unwrap();
+    assert_eq!((joined.get_f64(1), joined.get_f64(BIG)), (Some(-1.0), Some((BIG % 256) as f64)));
+    assert_eq!((a.get_f64(1), b.get_f64(0)), (Some(1.0), Some((BIG % 256) as f64)), "the parts are unchanged");
 }
 
 #[test]
