@@ -493,6 +493,10 @@ impl LaneCtx<'_> {
     /// than the bytes have passed the PE's protocol cap, which its lanes share.
     #[inline]
     pub(crate) fn inject(&mut self, bytes: u64) {
+        // An untimed clock never moves: the hottest path of an untimed run skips the arithmetic.
+        if !self.lane.clock.on {
+            return;
+        }
         let mut ns = self.lane.clock.injection(bytes);
         if let (Some(cap), true) = (&mut self.pe.port, self.lane.clock.on) {
             let (ns_per_byte, port) = &mut **cap;

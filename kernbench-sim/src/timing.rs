@@ -321,6 +321,7 @@ impl Clock {
     }
 
     /// Moves the clock to `until` (if later), counting the time as busy or blocked.
+    #[inline]
     pub(crate) fn advance_to(&mut self, kind: SpanKind, until: f64, bytes: u64, busy: bool) {
         if !self.on || until <= self.now {
             return;

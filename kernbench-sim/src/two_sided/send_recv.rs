@@ -177,8 +177,9 @@ impl Endpoint<'_> {
                 from: self.sender_of(q),
             }));
         }
+        let bytes = head.tile.bytes() as u64;
         let clock = &mut self.ctx.lane.clock;
-        clock.advance_to(SpanKind::Recv, head.at_ns, head.tile.bytes() as u64, false);
+        clock.advance_to(SpanKind::Recv, head.at_ns, bytes, false);
         let credit_at = clock.now + self.run.credit_latency.get(q as usize).copied().unwrap_or(0.0);
         if self.run.orders.any() {
             // SAFETY: rule P: this PE is the queue's receiver.
@@ -190,7 +191,7 @@ impl Endpoint<'_> {
         let message = unsafe { queue.pop(credit_at) }.expect("peeked a message this poll");
         let f = &mut self.ctx.lane.figures;
         f.messages_received += 1;
-        f.bytes_received += message.tile.bytes() as u64;
+        f.bytes_received += bytes;
         self.ctx.parked.wait = Wait::None;
         self.links.touch(q, Side::Receiver);
         self.ctx.step_done(Op::Recv, Some(direction));

@@ -1,0 +1,103 @@
+//! A message costs no allocation: once a run is set up, its sends and receives, its rounds and (under
+//! the timing model) its transfers' placement reuse what the run already holds, so a run of many
+//! messages allocates exactly as often as a run of few.
+//!
+//! A binary of its own: it counts every allocation of the process, so nothing else may run beside it.
+
+use std::alloc::{GlobalAlloc, Layout, System as SystemAllocator};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use kernbench::prelude::*;
+use kernbench::sim::Timing;
+use kernbench::sim::testing::MockRun;
+use kernbench::{KernelDef, System};
+use serde_json::json;
+
+/// The system allocator, counting the allocations and reallocations made through it.
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call is passed on to the system allocator unchanged.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as the caller's.
+        unsafe { SystemAllocator.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as the caller's.
+        unsafe { SystemAllocator.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as the caller's.
+        unsafe { SystemAllocator.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Rank 0 streams `count` one-element messages east; rank 1 receives them.
+#[ccl_kernel]
+fn stream(tl: &Tl, count: u64) {
+    let tile = Tile::zeros(F32, 1);
+    for _ in 0..count {
+        if tl.rank() == 0 {
+            tl.send(E, &tile);
+        } else {
+            let _ = tl.recv(W, 1, F32);
+        }
+    }
+}
+
+/// Rank 0 sends and waits for the answer; rank 1 answers; `count` times.
+#[ccl_kernel]
+fn ping_pong(tl: &Tl, count: u64) {
+    let tile = Tile::zeros(F32, 1);
+    for _ in 0..count {
+        if tl.rank() == 0 {
+            tl.send(E, &tile);
+            let _ = tl.recv(E, 1, F32);
+        } else {
+            let _ = tl.recv(W, 1, F32);
+            tl.send(W, &tile);
+        }
+    }
+}
+
+/// The allocations of one run of `kernel` with `count` messages each way it sends, on two PEs with
+/// queues `depth` deep, and the messages it sent.
+fn allocations(kernel: &KernelDef, count: u64, depth: usize, timing: Option<Timing>) -> (u64, u64) {
+    let spec = json!({"sips": 1, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 2, "ipcq_depth": depth});
+    let system = System::from_json_str(&spec.to_string()).unwrap();
+    let run = MockRun::new(&system, "ring_1d", "all_pes", kernel).params(json!({ "count": count })).timing(timing);
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let report = run.run().unwrap();
+    let after = ALLOCATIONS.load(Ordering::Relaxed);
+    (after - before, report.totals().messages_sent)
+}
+
+#[test]
+fn a_run_of_many_messages_allocates_as_often_as_a_run_of_few() {
+    let kernels = [(&stream::KERNEL, 4), (&stream::KERNEL, 64), (&ping_pong::KERNEL, 4)];
+    for (kernel, depth) in kernels {
+        for timing in [None, Some(Timing::default())] {
+            // The first run also makes what a process makes once (the thread pool, lazy statics).
+            allocations(kernel, 10, depth, timing.clone());
+            let (few, few_sent) = allocations(kernel, 1_000, depth, timing.clone());
+            let (many, many_sent) = allocations(kernel, 20_000, depth, timing.clone());
+            assert!(many_sent >= 20 * few_sent, "{} sent {many_sent} against {few_sent}", kernel.name);
+            assert_eq!(
+                many,
+                few,
+                "{} (depth {depth}, timed: {}): {many} allocations for {many_sent} messages, {few} for {few_sent}",
+                kernel.name,
+                timing.is_some()
+            );
+        }
+    }
+}
