@@ -11,7 +11,7 @@ use crate::model::{Kernel, Kind, Param, registry_name};
 
 /// The expansion of a checked and rewritten kernel.
 pub(crate) fn kernel(kernel: &Kernel) -> TokenStream {
-    let function = function(&kernel.item, &kernel.item.block, &kernel.private());
+    let function = future_function(&kernel.item, &kernel.item.block, &kernel.private());
     match &kernel.kind {
         Kind::Helper => function,
         Kind::Kernel { name, params, lanes } => {
@@ -69,6 +69,105 @@ fn function(item: &ItemFn, body: &Block, private: &TokenStream) -> TokenStream {
     let ItemFn { attrs, vis, sig, .. } = item;
     let sig = async_signature(sig, private);
     quote!(#(#attrs)* #[allow(clippy::needless_question_mark)] #vis #sig #body)
+}
+
+/// The kernel or helper with `body` as a function returning its future: an `async move` block, which
+/// holds each argument once, where an `async fn`'s future holds each twice (as passed, and bound to
+/// its name) at every level of helpers a kernel nests, and every PE of a run holds one. A signature
+/// whose borrows this cannot name in every edition stays an `async fn`
+/// ([`borrowed_future_signature`]).
+///
+/// Input:  fn step(tl: &Tl, acc: Tile) -> Tile { body }
+/// Output: fn step<'ccl>(tl: &'ccl Tl, acc: Tile)
+///             -> impl Future<Output = Result<Tile, KernelError>> + 'ccl { async move { body } }
+fn future_function(item: &ItemFn, body: &Block, private: &TokenStream) -> TokenStream {
+    let Some(sig) = borrowed_future_signature(&item.sig, private) else {
+        return function(item, body, private);
+    };
+    let ItemFn { attrs, vis, .. } = item;
+    quote!(#(#attrs)* #[allow(clippy::needless_question_mark)] #vis #sig { async move #body })
+}
+
+/// The lifetime [`borrowed_future_signature`] gives every elided borrow.
+const BORROWS: &str = "'__ccl_borrows";
+
+/// `sig` returning `impl Future<Output = Result<..>> + 'b`, its elided borrows all named `'b`; `None`
+/// for a signature that has anything else a future could borrow through (a receiver, generics, a named
+/// lifetime, an `impl Trait` argument, `dyn`, function pointers or `Fn(..)` sugar), or no borrow.
+fn borrowed_future_signature(sig: &Signature, private: &TokenStream) -> Option<Signature> {
+    use syn::visit_mut::VisitMut;
+
+    /// Names elided borrows; notes what it cannot name.
+    struct Borrows {
+        lifetime: syn::Lifetime,
+        named: usize,
+        unnameable: bool,
+    }
+    impl VisitMut for Borrows {
+        fn visit_type_reference_mut(&mut self, reference: &mut syn::TypeReference) {
+            match &reference.lifetime {
+                None => reference.lifetime = Some(self.lifetime.clone()),
+                Some(lifetime) if lifetime.ident == "_" => reference.lifetime = Some(self.lifetime.clone()),
+                Some(_) => self.unnameable = true,
+            }
+            self.named += 1;
+            syn::visit_mut::visit_type_reference_mut(self, reference);
+        }
+        fn visit_lifetime_mut(&mut self, lifetime: &mut syn::Lifetime) {
+            if lifetime.ident == "_" {
+                *lifetime = self.lifetime.clone();
+                self.named += 1;
+            } else if *lifetime != self.lifetime {
+                self.unnameable = true;
+            }
+        }
+        fn visit_type_impl_trait_mut(&mut self, _: &mut syn::TypeImplTrait) {
+            self.unnameable = true;
+        }
+        fn visit_type_trait_object_mut(&mut self, _: &mut syn::TypeTraitObject) {
+            self.unnameable = true;
+        }
+        fn visit_type_bare_fn_mut(&mut self, _: &mut syn::TypeBareFn) {
+            self.unnameable = true;
+        }
+        fn visit_parenthesized_generic_arguments_mut(&mut self, _: &mut syn::ParenthesizedGenericArguments) {
+            self.unnameable = true;
+        }
+    }
+
+    if sig.receiver().is_some() || !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+        return None;
+    }
+    let mut sig = sig.clone();
+    let lifetime = syn::Lifetime::new(BORROWS, Span::call_site());
+    let mut borrows = Borrows { lifetime: lifetime.clone(), named: 0, unnameable: false };
+    for input in &mut sig.inputs {
+        if let syn::FnArg::Typed(param) = input {
+            borrows.visit_type_mut(&mut param.ty);
+        }
+    }
+    if let ReturnType::Type(_, ty) = &mut sig.output {
+        borrows.visit_type_mut(ty);
+    }
+    if borrows.unnameable || borrows.named == 0 {
+        return None;
+    }
+    sig.generics.params.push(syn::GenericParam::Lifetime(syn::LifetimeParam::new(lifetime.clone())));
+    sig.constness = None;
+    sig.abi = None;
+    let (value, span) = match &sig.output {
+        ReturnType::Default => {
+            let span = sig.paren_token.span.close();
+            (quote_spanned!(span=> ()), span)
+        }
+        ReturnType::Type(_, ty) => (ty.to_token_stream(), ty.span()),
+    };
+    sig.output = parse_quote_spanned!(span=>
+        -> impl ::core::future::Future<
+            Output = #private::Result<#value, #private::KernelError>,
+        > + #lifetime
+    );
+    Some(sig)
 }
 
 /// Input:  fn ring(tl: &Tl, chunks: usize)

@@ -49,7 +49,11 @@
 //! # What the macro generates
 //!
 //! ```text
-//! pub async fn ring_allreduce(tl: &Tl, chunks: usize) -> Result<(), KernelError> {
+//! pub fn ring_allreduce<'b>(tl: &'b Tl, chunks: usize)  // every elided borrow named, so the future
+//!     -> impl Future<Output = Result<(), KernelError>> + 'b {  // may hold them in any edition
+//!   async move {                                // not `async fn`, whose future keeps every argument
+//!                                               // twice; a signature with generics, named lifetimes,
+//!                                               // `impl Trait` or `dyn` arguments stays `async fn`
 //!     let n = tl.size();                        // never waits, never fails: left as written
 //!     let mut acc = tl.load(Input)?;            // can fail: its error is propagated
 //!     ...
@@ -62,6 +66,7 @@
 //!     ...
 //!     tl.store(Output, &acc)?;
 //!     Ok(())                                    // the body's value, and every `return v`, become Ok(v)
+//!   }
 //! }
 //!
 //! pub mod ring_allreduce {                      // a module beside the fn, with the fn's visibility

@@ -1,13 +1,17 @@
 /// Each lane sends its index east.
 #[allow(clippy::needless_question_mark)]
-pub async fn lane_marks(
-    tl: &Tl,
+pub fn lane_marks<'__ccl_borrows>(
+    tl: &'__ccl_borrows Tl,
     lanes: usize,
-) -> ::kernbench::__private::Result<(), ::kernbench::__private::KernelError> {
-    let _ = &lanes;
-    tl.send(E, &Tile::filled(F32, 1, tl.lane() as f64)).await?;
-    #[allow(unreachable_code, clippy::needless_return)]
-    return ::kernbench::__private::Result::Ok(());
+) -> impl ::core::future::Future<
+    Output = ::kernbench::__private::Result<(), ::kernbench::__private::KernelError>,
+> + '__ccl_borrows {
+    async move {
+        let _ = &lanes;
+        tl.send(E, &Tile::filled(F32, 1, tl.lane() as f64)).await?;
+        #[allow(unreachable_code, clippy::needless_return)]
+        return ::kernbench::__private::Result::Ok(());
+    }
 }
 /// The registry entry (`KERNEL`) and arguments (`Args`) of the kernel `lane_marks`.
 pub mod lane_marks {

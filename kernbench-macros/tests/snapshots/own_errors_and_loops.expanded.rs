@@ -1,34 +1,44 @@
 /// Forwards `rounds` tiles to the east, each shaped like the input.
 #[allow(clippy::needless_question_mark)]
-pub async fn forward(
-    tl: &Tl,
+pub fn forward<'__ccl_borrows>(
+    tl: &'__ccl_borrows Tl,
     rounds: String,
-) -> ::kernbench_core::__private::Result<(), ::kernbench_core::__private::KernelError> {
-    let rounds: usize = ::kernbench_core::__private::kernel_result(tl, rounds.parse())?;
-    let mut x = tl.load(Input)?;
-    let mut left = rounds;
-    while left > 0 {
-        ::kernbench_core::__private::count_loop()?;
-        tl.send(
-                ::kernbench_core::__private::kernel_result(
-                    tl,
-                    Direction::peer(tl.rank() + 1),
-                )?,
-                &x,
-            )
-            .await?;
-        x = tl.recv_like(W, &x).await?;
-        left -= 1;
-    }
-    loop {
-        ::kernbench_core::__private::count_loop()?;
-        if tl.has(E) {
-            break;
+) -> impl ::core::future::Future<
+    Output = ::kernbench_core::__private::Result<
+        (),
+        ::kernbench_core::__private::KernelError,
+    >,
+> + '__ccl_borrows {
+    async move {
+        let rounds: usize = ::kernbench_core::__private::kernel_result(
+            tl,
+            rounds.parse(),
+        )?;
+        let mut x = tl.load(Input)?;
+        let mut left = rounds;
+        while left > 0 {
+            ::kernbench_core::__private::count_loop()?;
+            tl.send(
+                    ::kernbench_core::__private::kernel_result(
+                        tl,
+                        Direction::peer(tl.rank() + 1),
+                    )?,
+                    &x,
+                )
+                .await?;
+            x = tl.recv_like(W, &x).await?;
+            left -= 1;
         }
+        loop {
+            ::kernbench_core::__private::count_loop()?;
+            if tl.has(E) {
+                break;
+            }
+        }
+        tl.store(Output, &x)?;
+        #[allow(unreachable_code, clippy::needless_return)]
+        return ::kernbench_core::__private::Result::Ok(());
     }
-    tl.store(Output, &x)?;
-    #[allow(unreachable_code, clippy::needless_return)]
-    return ::kernbench_core::__private::Result::Ok(());
 }
 /// The registry entry (`KERNEL`) and arguments (`Args`) of the kernel `forward`.
 pub mod forward {

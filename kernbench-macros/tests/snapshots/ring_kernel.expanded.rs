@@ -2,37 +2,43 @@
 ///
 /// Every rank adds its neighbours' data as it travels once around the ring.
 #[allow(clippy::needless_question_mark)]
-pub async fn ring_allreduce(
-    tl: &Tl,
+pub fn ring_allreduce<'__ccl_borrows>(
+    tl: &'__ccl_borrows Tl,
     chunks: usize,
     op: ReduceOp,
-) -> ::kernbench::__private::Result<(), ::kernbench::__private::KernelError> {
-    let n = tl.size();
-    if n == 1 {
-        let x = tl.load(Input)?;
-        tl.store(Output, &x)?;
+) -> impl ::core::future::Future<
+    Output = ::kernbench::__private::Result<(), ::kernbench::__private::KernelError>,
+> + '__ccl_borrows {
+    async move {
+        let n = tl.size();
+        if n == 1 {
+            let x = tl.load(Input)?;
+            tl.store(Output, &x)?;
+            return ::kernbench::__private::Result::Ok(());
+        }
+        let mut acc = tl.load(Input)?;
+        let mut travelling = acc.clone();
+        for _ in 1..n {
+            ::kernbench::__private::count_loop()?;
+            let mut parts = Vec::new();
+            for c in 0..chunks {
+                ::kernbench::__private::count_loop()?;
+                tl.send(E, &tl.chunk(&travelling, c, chunks)?).await?;
+                let len = chunk_range(acc.len(), c, chunks)
+                    .map(|range| range.len())
+                    .unwrap_or(0);
+                parts.push(tl.recv(W, len, acc.dtype()).await?);
+            }
+            travelling = tl.concat(&parts)?;
+            tl.reduce(&mut acc, &travelling, op)?;
+        }
+        assert_eq!(
+            acc.len(), tl.load(Input) ? .len(), "the result has the input's length"
+        );
+        tl.store(Output, &acc)?;
+        #[allow(unreachable_code, clippy::needless_return)]
         return ::kernbench::__private::Result::Ok(());
     }
-    let mut acc = tl.load(Input)?;
-    let mut travelling = acc.clone();
-    for _ in 1..n {
-        ::kernbench::__private::count_loop()?;
-        let mut parts = Vec::new();
-        for c in 0..chunks {
-            ::kernbench::__private::count_loop()?;
-            tl.send(E, &tl.chunk(&travelling, c, chunks)?).await?;
-            let len = chunk_range(acc.len(), c, chunks)
-                .map(|range| range.len())
-                .unwrap_or(0);
-            parts.push(tl.recv(W, len, acc.dtype()).await?);
-        }
-        travelling = tl.concat(&parts)?;
-        tl.reduce(&mut acc, &travelling, op)?;
-    }
-    assert_eq!(acc.len(), tl.load(Input) ? .len(), "the result has the input's length");
-    tl.store(Output, &acc)?;
-    #[allow(unreachable_code, clippy::needless_return)]
-    return ::kernbench::__private::Result::Ok(());
 }
 /// The registry entry (`KERNEL`) and arguments (`Args`) of the kernel `ring_allreduce`.
 pub mod ring_allreduce {

@@ -1,7 +1,9 @@
 //! Two-sided traffic: sends to and receives from the PE's neighbours, by direction and channel, and
 //! barriers over a group of participants.
 
-use std::future::poll_fn;
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use super::Tl;
 use super::backend::with;
@@ -17,10 +19,8 @@ impl Tl {
     ///
     /// # Errors
     /// As [`Tl::send_on`].
-    pub async fn send(&self, direction: Direction, tile: &Tile) -> Result<(), KernelError> {
-        // Polled here rather than through `send_on`: one future less on the hottest path.
-        let channel = self.ctx.lane;
-        poll_fn(|cx| with(|b| b.poll_send(direction, channel, tile, cx))).await
+    pub fn send(&self, direction: Direction, tile: &Tile) -> impl Future<Output = Result<(), KernelError>> {
+        Sending { tile, direction, channel: self.ctx.lane }
     }
 
     /// Sends `tile` to the neighbour in `direction` on `channel`: each (direction, channel) has its own
@@ -30,8 +30,13 @@ impl Tl {
     /// [`KernelError::NoSuchDirection`] when the PE has no such neighbour, [`KernelError::NoSuchChannel`]
     /// for a channel the run does not have, [`KernelError::ChannelTaken`] when another lane of the PE
     /// owns the channel.
-    pub async fn send_on(&self, direction: Direction, channel: usize, tile: &Tile) -> Result<(), KernelError> {
-        poll_fn(|cx| with(|b| b.poll_send(direction, channel, tile, cx))).await
+    pub fn send_on(
+        &self,
+        direction: Direction,
+        channel: usize,
+        tile: &Tile,
+    ) -> impl Future<Output = Result<(), KernelError>> {
+        Sending { tile, direction, channel }
     }
 
     /// Receives the oldest message from `direction` on this lane's channel (its index), which must hold
@@ -39,9 +44,13 @@ impl Tl {
     ///
     /// # Errors
     /// As [`Tl::recv_on`].
-    pub async fn recv(&self, direction: Direction, len: usize, dtype: Dtype) -> Result<Tile, KernelError> {
-        let channel = self.ctx.lane;
-        poll_fn(|cx| with(|b| b.poll_recv(direction, channel, len, dtype, cx))).await
+    pub fn recv(
+        &self,
+        direction: Direction,
+        len: usize,
+        dtype: Dtype,
+    ) -> impl Future<Output = Result<Tile, KernelError>> {
+        Receiving { direction, channel: self.ctx.lane, len, dtype }
     }
 
     /// Receives the oldest message from `direction` on `channel`; the first lane of the PE to receive
@@ -50,14 +59,14 @@ impl Tl {
     /// # Errors
     /// [`KernelError::NoSuchDirection`], [`KernelError::NoSuchChannel`], [`KernelError::ChannelTaken`],
     /// [`KernelError::RecvMismatch`] or [`KernelError::GenerationMismatch`].
-    pub async fn recv_on(
+    pub fn recv_on(
         &self,
         direction: Direction,
         channel: usize,
         len: usize,
         dtype: Dtype,
-    ) -> Result<Tile, KernelError> {
-        poll_fn(|cx| with(|b| b.poll_recv(direction, channel, len, dtype, cx))).await
+    ) -> impl Future<Output = Result<Tile, KernelError>> {
+        Receiving { direction, channel, len, dtype }
     }
 
     /// Receives the oldest message from `direction`, which must hold a tile of `like`'s dtype and
@@ -65,8 +74,8 @@ impl Tl {
     ///
     /// # Errors
     /// As [`Tl::recv`].
-    pub async fn recv_like(&self, direction: Direction, like: &Tile) -> Result<Tile, KernelError> {
-        self.recv(direction, like.len(), like.dtype()).await
+    pub fn recv_like(&self, direction: Direction, like: &Tile) -> impl Future<Output = Result<Tile, KernelError>> {
+        self.recv(direction, like.len(), like.dtype())
     }
 
     /// Waits until every lane of every participant has reached the barrier. Under symmetric memory it
@@ -79,5 +88,41 @@ impl Tl {
     /// reached the barrier; completes the lane's puts first.
     pub async fn barrier_in(&self, group: Group) -> Result<(), KernelError> {
         poll_fn(|cx| with(|b| b.poll_barrier(group, cx))).await
+    }
+}
+
+/// A send waiting for its credit: what every kernel that sends holds while it waits, so it is polled
+/// straight rather than through an `async` body, which would keep each argument twice.
+struct Sending<'a> {
+    tile: &'a Tile,
+    direction: Direction,
+    channel: usize,
+}
+
+impl Future for Sending<'_> {
+    type Output = Result<(), KernelError>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Sending { tile, direction, channel } = *self;
+        with(|b| b.poll_send(direction, channel, tile, cx))
+    }
+}
+
+/// A receive waiting for its message: polled straight, as [`Sending`] is.
+struct Receiving {
+    direction: Direction,
+    channel: usize,
+    len: usize,
+    dtype: Dtype,
+}
+
+impl Future for Receiving {
+    type Output = Result<Tile, KernelError>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Receiving { direction, channel, len, dtype } = *self;
+        with(|b| b.poll_recv(direction, channel, len, dtype, cx))
     }
 }
