@@ -10,6 +10,8 @@
 //! pass (its figures are not comparable with the targets); `KERNBENCH_BENCH_ONLY=messages,timing`
 //! (also `reduce`, `race`, `state`, `million`, `cli`, `spread`) runs only those sections.
 
+#[path = "runtime/kernels.rs"]
+mod kernels;
 #[path = "runtime/lines.rs"]
 mod lines;
 
@@ -22,40 +24,13 @@ use kernbench::prelude::*;
 use kernbench::sim::testing::MockRun;
 use kernbench::sim::{Call, PeBuffers, Runtime, Timing};
 use kernbench::{InstallPlan, KernelDef, System};
+use kernels::{ping_pong, stream};
 use lines::{Goal, figure};
 use serde_json::json;
 
 /// The allocator the `kernbench` binary runs on.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// Rank 0 streams `count` one-element messages east; rank 1 receives them.
-#[ccl_kernel]
-fn stream(tl: &Tl, count: u64) {
-    let tile = Tile::zeros(F32, 1);
-    for _ in 0..count {
-        if tl.rank() == 0 {
-            tl.send(E, &tile);
-        } else {
-            let _ = tl.recv(W, 1, F32);
-        }
-    }
-}
-
-/// Rank 0 sends one message and waits for the answer; rank 1 answers; `count` times.
-#[ccl_kernel]
-fn ping_pong(tl: &Tl, count: u64) {
-    let tile = Tile::zeros(F32, 1);
-    for _ in 0..count {
-        if tl.rank() == 0 {
-            tl.send(E, &tile);
-            let _ = tl.recv(E, 1, F32);
-        } else {
-            let _ = tl.recv(W, 1, F32);
-            tl.send(W, &tile);
-        }
-    }
-}
 
 fn quick() -> bool {
     std::env::var_os("KERNBENCH_BENCH_QUICK").is_some()

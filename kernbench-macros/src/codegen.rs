@@ -155,13 +155,7 @@ fn borrowed_future_signature(sig: &Signature, private: &TokenStream) -> Option<S
     sig.generics.params.push(syn::GenericParam::Lifetime(syn::LifetimeParam::new(lifetime.clone())));
     sig.constness = None;
     sig.abi = None;
-    let (value, span) = match &sig.output {
-        ReturnType::Default => {
-            let span = sig.paren_token.span.close();
-            (quote_spanned!(span=> ()), span)
-        }
-        ReturnType::Type(_, ty) => (ty.to_token_stream(), ty.span()),
-    };
+    let (value, span) = returned(&sig);
     sig.output = parse_quote_spanned!(span=>
         -> impl ::core::future::Future<
             Output = #private::Result<#value, #private::KernelError>,
@@ -180,15 +174,20 @@ fn async_signature(sig: &Signature, private: &TokenStream) -> Signature {
     sig.asyncness = Some(Token![async](sig.fn_token.span));
     sig.constness = None;
     sig.abi = None;
-    let (value, span) = match &sig.output {
+    let (value, span) = returned(&sig);
+    sig.output = parse_quote_spanned!(span=> -> #private::Result<#value, #private::KernelError>);
+    sig
+}
+
+/// What `sig` returns (`()` when it says nothing), and where to point at it.
+fn returned(sig: &Signature) -> (TokenStream, Span) {
+    match &sig.output {
         ReturnType::Default => {
             let span = sig.paren_token.span.close();
             (quote_spanned!(span=> ()), span)
         }
         ReturnType::Type(_, ty) => (ty.to_token_stream(), ty.span()),
-    };
-    sig.output = parse_quote_spanned!(span=> -> #private::Result<#value, #private::KernelError>);
-    sig
+    }
 }
 
 /// The `#[cfg]`s of the function, which its module must share.

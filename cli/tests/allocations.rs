@@ -7,10 +7,13 @@
 use std::alloc::{GlobalAlloc, Layout, System as SystemAllocator};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use kernbench::prelude::*;
+#[path = "../benches/runtime/kernels.rs"]
+mod kernels;
+
 use kernbench::sim::Timing;
 use kernbench::sim::testing::MockRun;
 use kernbench::{KernelDef, System};
+use kernels::{ping_pong, stream};
 use serde_json::json;
 
 /// The system allocator, counting the allocations and reallocations made through it.
@@ -40,34 +43,6 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
-
-/// Rank 0 streams `count` one-element messages east; rank 1 receives them.
-#[ccl_kernel]
-fn stream(tl: &Tl, count: u64) {
-    let tile = Tile::zeros(F32, 1);
-    for _ in 0..count {
-        if tl.rank() == 0 {
-            tl.send(E, &tile);
-        } else {
-            let _ = tl.recv(W, 1, F32);
-        }
-    }
-}
-
-/// Rank 0 sends and waits for the answer; rank 1 answers; `count` times.
-#[ccl_kernel]
-fn ping_pong(tl: &Tl, count: u64) {
-    let tile = Tile::zeros(F32, 1);
-    for _ in 0..count {
-        if tl.rank() == 0 {
-            tl.send(E, &tile);
-            let _ = tl.recv(E, 1, F32);
-        } else {
-            let _ = tl.recv(W, 1, F32);
-            tl.send(W, &tile);
-        }
-    }
-}
 
 /// The allocations of one run of `kernel` with `count` messages each way it sends, on two PEs with
 /// queues `depth` deep, and the messages it sent.
