@@ -122,6 +122,8 @@ pub const fn message_generation(call: u64, phase: u8) -> u64 {
     PHASES_PER_CALL * call.saturating_sub(1) + phase as u64
 }
 
+// On the paths taken per poll and per operation they are written with `with(|cell| cell.set(..))`:
+// `LocalKey::set` goes through the lazy-initialisation path, a dozen instructions more each time.
 thread_local! {
     static CURRENT: Cell<Option<NonNull<dyn Backend + 'static>>> = const { Cell::new(None) };
     /// What the kernel being polled on this thread may still make of its loop iterations: lent by its
@@ -137,8 +139,8 @@ pub fn enter<B: Backend, R>(backend: &mut B, f: impl FnOnce() -> R) -> R {
     struct Reset(Option<NonNull<dyn Backend + 'static>>, u64);
     impl Drop for Reset {
         fn drop(&mut self) {
-            CURRENT.set(self.0);
-            LOOPS_LEFT.set(self.1);
+            CURRENT.with(|current| current.set(self.0));
+            LOOPS_LEFT.with(|left| left.set(self.1));
         }
     }
     let lent = backend.loops_left();
@@ -174,7 +176,7 @@ pub fn loops_left() -> u64 {
 #[doc(hidden)]
 #[inline]
 pub fn lend_loops(loops: u64) {
-    LOOPS_LEFT.set(loops);
+    LOOPS_LEFT.with(|left| left.set(loops));
 }
 
 /// Counts one loop iteration of the kernel being polled on this thread: what `#[ccl_kernel]` inserts at
@@ -223,7 +225,7 @@ pub(super) fn with<R>(f: impl FnOnce(&mut dyn Backend) -> R) -> R {
     impl Drop for Restore {
         #[inline]
         fn drop(&mut self) {
-            CURRENT.set(Some(self.0));
+            CURRENT.with(|current| current.set(Some(self.0)));
         }
     }
     let ptr = CURRENT
