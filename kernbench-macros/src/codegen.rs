@@ -78,8 +78,8 @@ fn function(item: &ItemFn, body: &Block, private: &TokenStream) -> TokenStream {
 /// ([`borrowed_future_signature`]).
 ///
 /// Input:  fn step(tl: &Tl, acc: Tile) -> Tile { body }
-/// Output: fn step<'ccl>(tl: &'ccl Tl, acc: Tile)
-///             -> impl Future<Output = Result<Tile, KernelError>> + 'ccl { async move { body } }
+/// Output: fn step<'__ccl_borrows>(tl: &'__ccl_borrows Tl, acc: Tile)
+///             -> impl Future<Output = Result<Tile, KernelError>> + '__ccl_borrows { async move { body } }
 fn future_function(item: &ItemFn, body: &Block, private: &TokenStream) -> TokenStream {
     let Some(sig) = borrowed_future_signature(&item.sig, private) else {
         return function(item, body, private);
