@@ -498,7 +498,7 @@ impl LaneCtx<'_> {
             return;
         }
         let mut ns = self.lane.clock.injection(bytes);
-        if let (Some(cap), true) = (&mut self.pe.port, self.lane.clock.on) {
+        if let Some(cap) = &mut self.pe.port {
             let (ns_per_byte, port) = &mut **cap;
             let now = self.lane.clock.now;
             let (_, end) = port.reserve(now, bytes as f64 * *ns_per_byte, 0.0);
