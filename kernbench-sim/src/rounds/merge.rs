@@ -15,13 +15,53 @@ const FORGET_COMPUTE_ABOVE: usize = 64;
 /// A transfer's place in the order of placement, and its index in the round's list: departure, sender
 /// and queue in one integer, then position. Sorting these small keys, compared in a few instructions,
 /// costs a fraction of sorting the transfers themselves.
-pub(crate) type PlaceKey = (u128, u64, u32);
+type PlaceKey = (u128, u64, u32);
+
+/// A departure's total order as an unsigned number (its sign bit flipped).
+fn departure_key(t: &Transfer) -> u64 {
+    (total_order(t.depart_ns) as u64) ^ (1 << 63)
+}
 
 fn place_key((index, t): (usize, &Transfer)) -> PlaceKey {
-    // The departure's total order as an unsigned number (its sign bit flipped), above sender and queue.
-    let depart = (total_order(t.depart_ns) as u64) ^ (1 << 63);
-    let high = (u128::from(depart) << 64) | (u128::from(t.sender) << 32) | u128::from(t.queue);
+    let high = (u128::from(departure_key(t)) << 64) | (u128::from(t.sender) << 32) | u128::from(t.queue);
     (high, t.position, index as u32)
+}
+
+/// Reorders keys sorted in placement order, as [`Execution::fair_order`] does.
+type FairOrder<'a> = dyn FnMut(&mut [PlaceKey]) + 'a;
+
+/// Room for the sort that puts a round's transfers in the order of placement, kept from round to round.
+#[derive(Default)]
+pub(crate) struct PlaceOrder {
+    keys: Vec<PlaceKey>,
+    /// The order found: departure above index, each a transfer's index in its low 32 bits.
+    by_departure: Vec<u128>,
+}
+
+impl PlaceOrder {
+    /// The indices of `transfers` in the order of placement (earliest departure, then sender, queue
+    /// and position); `fair`, when given, reorders the keys sorted so.
+    fn sort(&mut self, transfers: &[Transfer], fair: Option<&mut FairOrder<'_>>) -> &[u128] {
+        self.by_departure.clear();
+        // A round's merges list a single call's transfers by sender, each sender's by queue and
+        // position (checked, as a spread run's hand-over may not): then departure and index alone sort
+        // them as the whole key does, in keys half the size, compared at once.
+        let by_sender = |a: &Transfer, b: &Transfer| (a.sender, a.queue, a.position) < (b.sender, b.queue, b.position);
+        if fair.is_none() && transfers.windows(2).all(|w| by_sender(&w[0], &w[1])) {
+            let key = |(index, t): (usize, &Transfer)| (u128::from(departure_key(t)) << 64) | index as u128;
+            self.by_departure.extend(transfers.iter().enumerate().map(key));
+            self.by_departure.sort_unstable();
+            return &self.by_departure;
+        }
+        self.keys.clear();
+        self.keys.extend(transfers.iter().enumerate().map(place_key));
+        self.keys.sort_unstable();
+        if let Some(fair) = fair {
+            fair(&mut self.keys);
+        }
+        self.by_departure.extend(self.keys.iter().map(|&(.., index)| u128::from(index)));
+        &self.by_departure
+    }
 }
 
 impl Execution<'_> {
@@ -29,11 +69,11 @@ impl Execution<'_> {
     /// fair queueing on each transfer's first channel, so that calls whose messages wait for one
     /// channel take turns rather than the first to arrive keeping the lead. A transfer's tag is when
     /// it would finish on that channel if its call had the channel to itself from the later of its
-    /// departure and its call's previous tag there; transfers go in order of tags (then as alone).
+    /// departure and its call's previous tag there; transfers go in order of tags (then as alone,
+    /// the order `order` comes in).
     fn fair_order(&mut self, transfers: &[Transfer], order: &mut [PlaceKey]) {
         let Some(network) = &self.network else { return };
         let (tasks, queues) = (&self.lanes.tasks, &self.two_sided.queues);
-        order.sort_unstable();
         let mut tagged: Vec<(u64, PlaceKey)> = Vec::with_capacity(order.len());
         for &key in order.iter() {
             let t = &transfers[key.2 as usize];
@@ -94,23 +134,17 @@ impl Execution<'_> {
     /// # Errors
     /// An exchange that failed, in a spread run; a transfer that failed links cut off
     /// ([`RunError::Unreachable`]).
-    pub(crate) fn place_transfers(
-        &mut self,
-        transfers: &[Transfer],
-        order: &mut Vec<PlaceKey>,
-    ) -> Result<(), RunError> {
+    pub(crate) fn place_transfers(&mut self, transfers: &[Transfer], order: &mut PlaceOrder) -> Result<(), RunError> {
         if self.network.is_none() {
             return Ok(());
         }
-        order.clear();
-        order.extend(transfers.iter().enumerate().map(place_key));
-        if self.lanes.tasks.calls() > 1 {
-            self.fair_order(transfers, order);
+        let order = if self.lanes.tasks.calls() > 1 {
+            order.sort(transfers, Some(&mut |keys: &mut [PlaceKey]| self.fair_order(transfers, keys)))
         } else {
-            order.sort_unstable();
-        }
+            order.sort(transfers, None)
+        };
         let network = self.network.as_mut().expect("a timed run");
-        for t in order.iter().map(|&(.., index)| &transfers[index as usize]) {
+        for t in order.iter().map(|&index| &transfers[index as u32 as usize]) {
             if let Some(multicast) = t.multicast {
                 // Its parts are in its sender's outbox, of this process: `tl.multicast` refuses a
                 // spread run's ranks of other processes.
@@ -168,5 +202,49 @@ impl Execution<'_> {
             network.forget_before(floor);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{PlaceOrder, Transfer};
+    use crate::rounds::ready::total_order;
+
+    /// Transfers from a small generator: few departures (so many tie), senders, queues and positions.
+    fn transfers(seed: u64, n: usize) -> Vec<Transfer> {
+        let mut x = seed;
+        let mut next = move |m: u64| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        let departures = [-1.5, 0.0, 2.0, 2.5, 1e9];
+        (0..n)
+            .map(|_| {
+                let depart = departures[next(departures.len() as u64) as usize];
+                Transfer::message(depart, next(8) as u32, next(4) as u32, next(3), 64)
+            })
+            .collect()
+    }
+
+    fn placed(order: &mut PlaceOrder, list: &[Transfer]) -> Vec<usize> {
+        order.sort(list, None).iter().map(|&key| key as u32 as usize).collect()
+    }
+
+    #[test]
+    fn a_round_listed_by_sender_or_not_is_placed_by_departure_sender_queue_and_position() {
+        let mut order = PlaceOrder::default();
+        for seed in 0..50 {
+            let mut list = transfers(seed, 40);
+            let key = |t: &Transfer| (total_order(t.depart_ns), t.sender, t.queue, t.position);
+            // Out of sender order (the full sort), then in it (departure and index alone).
+            let mut expected: Vec<usize> = (0..list.len()).collect();
+            expected.sort_by_key(|&i| (key(&list[i]), i));
+            assert_eq!(placed(&mut order, &list), expected, "seed {seed}, as listed");
+            list.sort_by_key(|t| (t.sender, t.queue, t.position));
+            list.dedup_by_key(|t| (t.sender, t.queue, t.position));
+            let mut expected: Vec<usize> = (0..list.len()).collect();
+            expected.sort_by_key(|&i| key(&list[i]));
+            assert_eq!(placed(&mut order, &list), expected, "seed {seed}, by sender");
+        }
     }
 }

@@ -30,7 +30,7 @@ use crate::one_sided::OneSidedRun;
 use crate::spread::{RoundEnd, Spread};
 use crate::timing::Transfer;
 use crate::two_sided::{Arrival, Crossing, TwoSided};
-use merge::PlaceKey;
+use merge::PlaceOrder;
 use poll::Outcome;
 use ready::in_task_order;
 
@@ -123,7 +123,7 @@ impl<'p> Execution<'p> {
         let mut polled: Vec<u32> = Vec::new();
         let mut sent: Vec<Transfer> = Vec::new();
         let mut crossing: Vec<Crossing> = Vec::new();
-        let mut placement: Vec<PlaceKey> = Vec::new();
+        let mut placement = PlaceOrder::default();
         let (mut finished, mut rounds) = (0usize, 0u64);
         // Rounds split into jobs of at least this many PEs: fewer are not worth a thread, but a test
         // that asks for parallel rounds of a few PEs gets them.
