@@ -100,7 +100,7 @@ fn classes(targets: &[Target], system: &System, registry: &Registry) -> Result<V
             let mut pes = plan.participants().map(|p| p.pe);
             let first = pes.next();
             for pe in pes {
-                let class = first.and_then(|first| system.route(first, pe).farthest_class());
+                let class = first.and_then(|first| system.route_farthest_class(first, pe));
                 if let Some(class) = class.filter(|c| !classes.contains(c)) {
                     classes.push(class);
                 }

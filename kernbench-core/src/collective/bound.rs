@@ -390,9 +390,7 @@ fn needs(call: &CallShape<'_>, chunks: &[f64], all_chunks: f64, members: &[usize
 /// double sweep (see the module docs).
 fn farthest_pair_ns(system: &System, call: &CallShape<'_>, chunks: &[f64]) -> f64 {
     let ranks = call.ranks;
-    let latency = |from: usize, to: usize| -> f64 {
-        system.route(ranks[from], ranks[to]).channels.iter().map(|c| system.link(c.class).latency_ns).sum()
-    };
+    let latency = |from: usize, to: usize| system.route_latency_ns(ranks[from], ranks[to]);
     let farthest = |candidates: &mut dyn Iterator<Item = usize>, distance: &dyn Fn(usize) -> f64| {
         candidates.map(|r| (distance(r), r)).fold((0.0, 0), |best, next| if next.0 > best.0 { next } else { best })
     };

@@ -93,6 +93,12 @@ impl Route {
     fn push(&mut self, class: LinkClass, from: Node, to: Node) {
         self.channels.push(Channel { class, from, to });
     }
+}
+
+/// What a walk along a route does with each channel it crosses, in order: a [`Route`] keeps it, the
+/// summaries below fold it, so a figure of a route needs neither the route nor its allocation.
+trait Hops {
+    fn hop(&mut self, class: LinkClass, from: Node, to: Node);
 
     /// Steps round a ring of `n` members from `from` to `to`, the shorter way (forward on a tie);
     /// `node(i)` names member `i`.
@@ -104,9 +110,37 @@ impl Route {
         let mut at = from;
         for _ in 0..steps {
             let to = next(at, n);
-            self.push(class, node(at), node(to));
+            self.hop(class, node(at), node(to));
             at = to;
         }
+    }
+}
+
+impl Hops for Route {
+    fn hop(&mut self, class: LinkClass, from: Node, to: Node) {
+        self.push(class, from, to);
+    }
+}
+
+/// A route's latency, added channel by channel as summing the built route's channels adds it
+/// (`Iterator::sum` starts from -0.0), so the same bits.
+struct Latency<'s> {
+    system: &'s System,
+    ns: f64,
+}
+
+impl Hops for Latency<'_> {
+    fn hop(&mut self, class: LinkClass, _: Node, _: Node) {
+        self.ns += self.system.link(class).latency_ns;
+    }
+}
+
+/// A route's farthest-reaching class.
+struct Farthest(Option<LinkClass>);
+
+impl Hops for Farthest {
+    fn hop(&mut self, class: LinkClass, _: Node, _: Node) {
+        self.0 = self.0.max(Some(class));
     }
 }
 
@@ -254,46 +288,90 @@ impl System {
     /// The route from `a` to `b` on `channel` as [`System::route_on`] gives it, or `None` when either
     /// PE is not in the system.
     pub fn try_route_on(&self, a: PeId, b: PeId, channel: usize) -> Option<Route> {
-        if !self.contains(a) || !self.contains(b) {
-            return None;
-        }
         let mut route = Route::default();
-        let pes = self.pes_per_cube() as u32;
-        if (a.sip, a.cube) == (b.sip, b.cube) {
-            route.ring(LinkClass::IntraCube, pes, a.pe, b.pe, |i| Node::Pe(PeId { pe: i, ..a }));
-            return Some(route);
-        }
-        route.ring(LinkClass::IntraCube, pes, a.pe, 0, |i| Node::Pe(PeId { pe: i, ..a }));
-        if a.sip == b.sip {
-            self.mesh_route(&mut route, a.sip, a.cube, b.cube);
-        } else {
-            self.mesh_route(&mut route, a.sip, a.cube, 0);
-            self.sip_route(&mut route, (a.sip, b.sip), channel);
-            self.mesh_route(&mut route, b.sip, 0, b.cube);
-        }
-        route.ring(LinkClass::IntraCube, pes, 0, b.pe, |i| Node::Pe(PeId { pe: i, ..b }));
+        self.walk(a, b, channel, &mut route)?;
         Some(route)
     }
 
+    /// The latency of the route from PE `a` to PE `b` (the same on every channel): its channels'
+    /// latencies added in order, the same bits as adding up [`System::route`]'s, without building it.
+    ///
+    /// # Panics
+    /// When `a` or `b` is not in the system, as [`System::route`].
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench_core::{PeId, System};
+    /// let system = System::shape(2, 2, 1, 4).unwrap();
+    /// let (a, b) = (PeId::new(0, 1, 1), PeId::new(1, 0, 3));
+    /// let built: f64 = system.route(a, b).channels.iter().map(|c| system.link(c.class).latency_ns).sum();
+    /// assert_eq!(system.route_latency_ns(a, b), built);
+    /// ```
+    pub fn route_latency_ns(&self, a: PeId, b: PeId) -> f64 {
+        let mut latency = Latency { system: self, ns: -0.0 };
+        self.walk_or_panic(a, b, &mut latency);
+        latency.ns
+    }
+
+    /// The farthest-reaching class the route from PE `a` to PE `b` crosses, as
+    /// [`Route::farthest_class`] of [`System::route`], without building it.
+    ///
+    /// # Panics
+    /// When `a` or `b` is not in the system, as [`System::route`].
+    pub fn route_farthest_class(&self, a: PeId, b: PeId) -> Option<LinkClass> {
+        let mut farthest = Farthest(None);
+        self.walk_or_panic(a, b, &mut farthest);
+        farthest.0
+    }
+
+    fn walk_or_panic(&self, a: PeId, b: PeId, hops: &mut impl Hops) {
+        if self.walk(a, b, 0, hops).is_none() {
+            panic!("route {a} -> {b}: a PE is outside the system ({})", self.describe());
+        }
+    }
+
+    /// Walks the route from `a` to `b` on `channel` (see [`System::route_on`]), handing `hops` each
+    /// channel in order; `None` when either PE is not in the system.
+    fn walk(&self, a: PeId, b: PeId, channel: usize, hops: &mut impl Hops) -> Option<()> {
+        if !self.contains(a) || !self.contains(b) {
+            return None;
+        }
+        let pes = self.pes_per_cube() as u32;
+        if (a.sip, a.cube) == (b.sip, b.cube) {
+            hops.ring(LinkClass::IntraCube, pes, a.pe, b.pe, |i| Node::Pe(PeId { pe: i, ..a }));
+            return Some(());
+        }
+        hops.ring(LinkClass::IntraCube, pes, a.pe, 0, |i| Node::Pe(PeId { pe: i, ..a }));
+        if a.sip == b.sip {
+            self.mesh_route(hops, a.sip, a.cube, b.cube);
+        } else {
+            self.mesh_route(hops, a.sip, a.cube, 0);
+            self.sip_route(hops, (a.sip, b.sip), channel);
+            self.mesh_route(hops, b.sip, 0, b.cube);
+        }
+        hops.ring(LinkClass::IntraCube, pes, 0, b.pe, |i| Node::Pe(PeId { pe: i, ..b }));
+        Some(())
+    }
+
     /// Dimension-order routing between the PE 0s of two cubes of one SIP.
-    fn mesh_route(&self, route: &mut Route, sip: u32, from: u32, to: u32) {
+    fn mesh_route(&self, hops: &mut impl Hops, sip: u32, from: u32, to: u32) {
         let node = |x: u32, y: u32| Node::Pe(PeId::new(sip, self.cube_index(crate::machine::CubeCoord { x, y }), 0));
         let (mut at, dest) = (self.cube_coord(from), self.cube_coord(to));
         while at.x != dest.x {
             let x = if at.x < dest.x { at.x + 1 } else { at.x - 1 };
-            route.push(LinkClass::InterCube, node(at.x, at.y), node(x, at.y));
+            hops.hop(LinkClass::InterCube, node(at.x, at.y), node(x, at.y));
             at.x = x;
         }
         while at.y != dest.y {
             let y = if at.y < dest.y { at.y + 1 } else { at.y - 1 };
-            route.push(LinkClass::InterCube, node(at.x, at.y), node(at.x, y));
+            hops.hop(LinkClass::InterCube, node(at.x, at.y), node(at.x, y));
             at.y = y;
         }
     }
 
     /// From SIP `from`'s (cube 0, PE 0) to SIP `to`'s: over the node's interconnect, or between
     /// nodes through the NICs of the rail of `channel`.
-    fn sip_route(&self, route: &mut Route, (from, to): (u32, u32), channel: usize) {
+    fn sip_route(&self, hops: &mut impl Hops, (from, to): (u32, u32), channel: usize) {
         let node = |sip: u32| Node::Pe(PeId::new(sip, 0, 0));
         let (from_node, to_node) = (self.node_of(from), self.node_of(to));
         if from_node == to_node {
@@ -301,12 +379,12 @@ impl System {
             match self.interconnect() {
                 SipInterconnect::Ring => {
                     let members = self.sips_per_node() as u32;
-                    route.ring(LinkClass::InterSip, members, from - base, to - base, |i| node(base + i));
+                    hops.ring(LinkClass::InterSip, members, from - base, to - base, |i| node(base + i));
                 }
-                SipInterconnect::FullyConnected => route.push(LinkClass::InterSip, node(from), node(to)),
+                SipInterconnect::FullyConnected => hops.hop(LinkClass::InterSip, node(from), node(to)),
                 SipInterconnect::Switched => {
-                    route.push(LinkClass::InterSip, node(from), self.switch_of(from_node));
-                    route.push(LinkClass::InterSip, self.switch_of(from_node), node(to));
+                    hops.hop(LinkClass::InterSip, node(from), self.switch_of(from_node));
+                    hops.hop(LinkClass::InterSip, self.switch_of(from_node), node(to));
                 }
             }
             return;
@@ -314,12 +392,12 @@ impl System {
         // Several nodes: the spec checked that they are switched, so nics_per_node is at least 1.
         let rail = (channel % self.nics_per_node()) as u32;
         let (out_nic, in_nic) = (Node::Nic { node: from_node, rail }, Node::Nic { node: to_node, rail });
-        route.push(LinkClass::InterSip, node(from), self.switch_of(from_node));
-        route.push(LinkClass::InterSip, self.switch_of(from_node), out_nic);
-        route.push(LinkClass::InterNode, out_nic, Node::Network);
-        route.push(LinkClass::InterNode, Node::Network, in_nic);
-        route.push(LinkClass::InterSip, in_nic, self.switch_of(to_node));
-        route.push(LinkClass::InterSip, self.switch_of(to_node), node(to));
+        hops.hop(LinkClass::InterSip, node(from), self.switch_of(from_node));
+        hops.hop(LinkClass::InterSip, self.switch_of(from_node), out_nic);
+        hops.hop(LinkClass::InterNode, out_nic, Node::Network);
+        hops.hop(LinkClass::InterNode, Node::Network, in_nic);
+        hops.hop(LinkClass::InterSip, in_nic, self.switch_of(to_node));
+        hops.hop(LinkClass::InterSip, self.switch_of(to_node), node(to));
     }
 
     /// Every channel leaving `node`, in a fixed order (within a cube ring forward first; mesh +x, -x,
@@ -603,6 +681,38 @@ mod tests {
         let inside = system.route_on(PeId::new(4, 0, 0), PeId::new(7, 0, 0), 2);
         assert_eq!(inside, system.route(PeId::new(4, 0, 0), PeId::new(7, 0, 0)));
         assert_eq!(inside.channels[0].to, Node::NodeSwitch(1));
+    }
+
+    #[test]
+    fn a_route_s_latency_and_farthest_class_are_the_built_route_s_to_the_bit() {
+        let mut systems = vec![
+            test_system(5, (3, 2), 3, SipInterconnect::Ring),
+            test_system(4, (2, 2), 2, SipInterconnect::FullyConnected),
+            test_system(3, (2, 1), 2, SipInterconnect::Switched),
+            test_nodes(3, 2, 2, (2, 1), 2),
+        ];
+        // Latencies whose sums depend on the order they are added in.
+        for system in &mut systems {
+            let mut spec = system.spec().clone();
+            let fractional = [0.1, 0.7, 3.3];
+            for (link, ns) in [&mut spec.links.intra_cube, &mut spec.links.inter_cube, &mut spec.links.inter_sip]
+                .into_iter()
+                .zip(fractional)
+            {
+                link.latency_ns = ns;
+            }
+            *system = System::from_spec(spec).unwrap();
+        }
+        for system in &systems {
+            for a in system.all_pes() {
+                for b in system.all_pes() {
+                    let route = system.route(a, b);
+                    let built: f64 = route.channels.iter().map(|c| system.link(c.class).latency_ns).sum();
+                    assert_eq!(system.route_latency_ns(a, b).to_bits(), built.to_bits(), "{a} -> {b}");
+                    assert_eq!(system.route_farthest_class(a, b), route.farthest_class(), "{a} -> {b}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -294,7 +294,7 @@ impl InstallPlan {
     pub fn farthest_class(&self, system: &System) -> Option<LinkClass> {
         let mut pes = self.participants().map(|p| p.pe);
         let first = pes.next()?;
-        pes.filter_map(|pe| system.route(first, pe).farthest_class()).max()
+        pes.filter_map(|pe| system.route_farthest_class(first, pe)).max()
     }
 
     /// The number of participating PEs.

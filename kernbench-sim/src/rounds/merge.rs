@@ -1,6 +1,10 @@
 //! The merge phase and the placement after it: what a round's polls did becomes visible, and the
 //! round's transfers take their channels.
 
+use std::collections::hash_map::Entry;
+
+use rustc_hash::FxHashMap;
+
 use crate::error::RunError;
 use crate::one_sided::ONE_SIDED;
 use crate::timing::Transfer;
@@ -36,6 +40,71 @@ pub(crate) struct PlaceOrder {
     keys: Vec<PlaceKey>,
     /// The order found: departure above index, each a transfer's index in its low 32 bits.
     by_departure: Vec<u128>,
+    distinct: Distinct,
+}
+
+/// Room for [`by_few_departures`], kept from round to round.
+#[derive(Default)]
+struct Distinct {
+    /// Each distinct departure's number, in the order first met.
+    numbers: FxHashMap<u64, u32>,
+    /// The distinct departures by number.
+    departures: Vec<u64>,
+    /// Each key's departure's number.
+    of_key: Vec<u32>,
+    /// By number: how many keys leave then, then the next place for one of them.
+    places: Vec<usize>,
+    /// The numbers in order of departure.
+    by_time: Vec<u32>,
+    sorted: Vec<u128>,
+}
+
+/// Sorts `keys`, departures above indices listed in index order, when their departures are few (a
+/// round's lanes mostly step together, so departures repeat): each key goes to the next place of its
+/// departure among the distinct ones, in the order listed, so ties keep index order. Two linear
+/// passes, where a comparison sort of a large round's keys takes a dozen. `false`, having sorted
+/// nothing, when the departures are not few.
+fn by_few_departures(keys: &mut Vec<u128>, room: &mut Distinct) -> bool {
+    // Past this many distinct departures (or a tenth of the keys), a comparison sort is as fast.
+    const MOST: usize = 1024;
+    let most = MOST.min(keys.len() / 10);
+    let Distinct { numbers, departures, of_key, places, by_time, sorted } = room;
+    numbers.clear();
+    departures.clear();
+    of_key.clear();
+    places.clear();
+    for &key in keys.iter() {
+        let departure = (key >> 64) as u64;
+        let number = match numbers.entry(departure) {
+            Entry::Occupied(known) => *known.get(),
+            Entry::Vacant(new) => {
+                if departures.len() == most {
+                    return false;
+                }
+                departures.push(departure);
+                places.push(0);
+                *new.insert(departures.len() as u32 - 1)
+            }
+        };
+        of_key.push(number);
+        places[number as usize] += 1;
+    }
+    by_time.clear();
+    by_time.extend(0..departures.len() as u32);
+    by_time.sort_unstable_by_key(|&number| departures[number as usize]);
+    let mut start = 0;
+    for &number in by_time.iter() {
+        let place = &mut places[number as usize];
+        (*place, start) = (start, start + *place);
+    }
+    sorted.resize(keys.len(), 0);
+    for (&key, &number) in keys.iter().zip(of_key.iter()) {
+        let place = &mut places[number as usize];
+        sorted[*place] = key;
+        *place += 1;
+    }
+    std::mem::swap(keys, sorted);
+    true
 }
 
 impl PlaceOrder {
@@ -44,13 +113,15 @@ impl PlaceOrder {
     fn sort(&mut self, transfers: &[Transfer], fair: Option<&mut FairOrder<'_>>) -> &[u128] {
         self.by_departure.clear();
         // A round's merges list a single call's transfers by sender, each sender's by queue and
-        // position (checked, as a spread run's hand-over may not): then departure and index alone sort
+        // position (checked: a spread run's hand-over need not): then departure and index alone sort
         // them as the whole key does, in keys half the size, compared at once.
         let by_sender = |a: &Transfer, b: &Transfer| (a.sender, a.queue, a.position) < (b.sender, b.queue, b.position);
         if fair.is_none() && transfers.windows(2).all(|w| by_sender(&w[0], &w[1])) {
             let key = |(index, t): (usize, &Transfer)| (u128::from(departure_key(t)) << 64) | index as u128;
             self.by_departure.extend(transfers.iter().enumerate().map(key));
-            self.by_departure.sort_unstable();
+            if !by_few_departures(&mut self.by_departure, &mut self.distinct) {
+                self.by_departure.sort_unstable();
+            }
             return &self.by_departure;
         }
         self.keys.clear();
@@ -104,11 +175,19 @@ impl Execution<'_> {
         let timed = self.network.is_some();
         // SAFETY: rule M: this thread merges `rank`, whose cells are its own.
         let links = unsafe { self.two_sided.pes.get_mut(rank as usize) };
+        let first = sent.len();
         // SAFETY: as above.
         unsafe { links.publish(rank, (&self.two_sided, &self.lanes), timed, sent, crossing) };
         if timed {
             // SAFETY: as above.
             unsafe { self.one_sided.transfers(rank, sent) };
+            // Ranks merge in order, so with its own transfers by queue and position the round's list
+            // is in the order the placement sorts fastest (see `PlaceOrder::sort`). A PE sends on a
+            // few queues a round: a short sort, when one is needed at all.
+            let own = &mut sent[first..];
+            if !own.is_sorted_by_key(|t| (t.queue, t.position)) {
+                own.sort_unstable_by_key(|t| (t.queue, t.position));
+            }
         }
         // SAFETY: as above.
         let pe = unsafe { self.lanes.pes.get_mut(rank as usize) };
@@ -210,8 +289,9 @@ mod tests {
     use super::{PlaceOrder, Transfer};
     use crate::rounds::ready::total_order;
 
-    /// Transfers from a small generator: few departures (so many tie), senders, queues and positions.
-    fn transfers(seed: u64, n: usize) -> Vec<Transfer> {
+    /// `n` transfers from a small generator: departures drawn from `spread` values past a few fixed
+    /// ones (of either sign), so that many tie, and senders, queues and positions.
+    fn transfers(seed: u64, n: usize, spread: u64) -> Vec<Transfer> {
         let mut x = seed;
         let mut next = move |m: u64| {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
@@ -220,8 +300,11 @@ mod tests {
         let departures = [-1.5, 0.0, 2.0, 2.5, 1e9];
         (0..n)
             .map(|_| {
-                let depart = departures[next(departures.len() as u64) as usize];
-                Transfer::message(depart, next(8) as u32, next(4) as u32, next(3), 64)
+                let depart = match next(departures.len() as u64 + spread) as usize {
+                    fixed if fixed < departures.len() => departures[fixed],
+                    spread => spread as f64 * 0.37 - 50.0,
+                };
+                Transfer::message(depart, next(64) as u32, next(8) as u32, next(64), 64)
             })
             .collect()
     }
@@ -233,8 +316,10 @@ mod tests {
     #[test]
     fn a_round_listed_by_sender_or_not_is_placed_by_departure_sender_queue_and_position() {
         let mut order = PlaceOrder::default();
-        for seed in 0..50 {
-            let mut list = transfers(seed, 40);
+        // Short lists, and long ones of few departures and of many.
+        let shapes = [(40, 1000), (1000, 20), (1000, 100_000)];
+        for (seed, (n, spread)) in (0..60).zip(shapes.into_iter().cycle()) {
+            let mut list = transfers(seed, n, spread);
             let key = |t: &Transfer| (total_order(t.depart_ns), t.sender, t.queue, t.position);
             // Out of sender order (the full sort), then in it (departure and index alone).
             let mut expected: Vec<usize> = (0..list.len()).collect();
