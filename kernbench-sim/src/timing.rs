@@ -482,6 +482,7 @@ impl Bookings {
 
     /// Merges the oldest half of the bookings into one interval once there are too many: their gaps
     /// are closed, never opened, so no work gets earlier.
+    #[inline]
     fn keep_bounded(&mut self) {
         if self.busy.len() > MAX_BOOKINGS {
             let half = self.busy.len() / 2;

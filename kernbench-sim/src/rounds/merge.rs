@@ -64,6 +64,7 @@ struct Distinct {
 /// departure among the distinct ones, in the order listed, so ties keep index order. Two linear
 /// passes, where a comparison sort of a large round's keys takes a dozen. `false`, having sorted
 /// nothing, when the departures are not few.
+#[inline(never)]
 fn by_few_departures(keys: &mut Vec<u128>, room: &mut Distinct) -> bool {
     // Past this many distinct departures (or a tenth of the keys), a comparison sort is as fast.
     const MOST: usize = 1024;
@@ -110,6 +111,7 @@ fn by_few_departures(keys: &mut Vec<u128>, room: &mut Distinct) -> bool {
 impl PlaceOrder {
     /// The indices of `transfers` in the order of placement (earliest departure, then sender, queue
     /// and position); `fair`, when given, reorders the keys sorted so.
+    #[inline]
     fn sort(&mut self, transfers: &[Transfer], fair: Option<&mut FairOrder<'_>>) -> &[u128] {
         self.by_departure.clear();
         // A round's merges list a single call's transfers by sender, each sender's by queue and
@@ -119,7 +121,9 @@ impl PlaceOrder {
         if fair.is_none() && transfers.windows(2).all(|w| by_sender(&w[0], &w[1])) {
             let key = |(index, t): (usize, &Transfer)| (u128::from(departure_key(t)) << 64) | index as u128;
             self.by_departure.extend(transfers.iter().enumerate().map(key));
-            if !by_few_departures(&mut self.by_departure, &mut self.distinct) {
+            // Below this many, a comparison sort costs less than counting departures.
+            const FEW: usize = 256;
+            if self.by_departure.len() < FEW || !by_few_departures(&mut self.by_departure, &mut self.distinct) {
                 self.by_departure.sort_unstable();
             }
             return &self.by_departure;
@@ -185,7 +189,7 @@ impl Execution<'_> {
             // is in the order the placement sorts fastest (see `PlaceOrder::sort`). A PE sends on a
             // few queues a round: a short sort, when one is needed at all.
             let own = &mut sent[first..];
-            if !own.is_sorted_by_key(|t| (t.queue, t.position)) {
+            if own.len() > 1 && !own.is_sorted_by_key(|t| (t.queue, t.position)) {
                 own.sort_unstable_by_key(|t| (t.queue, t.position));
             }
         }
