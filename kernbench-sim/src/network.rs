@@ -122,17 +122,18 @@ impl Network {
             if let Some(faults) = &mut network.faults {
                 faults.ends.push((sender, receiver));
             }
-            let route = system.route_on(pes[sender as usize], pes[receiver as usize], channel as usize);
-            let mut latency = 0.0;
-            for &channel in &route.channels {
+            let (mut latency, mut farthest) = (0.0, None);
+            let ends = (pes[sender as usize], pes[receiver as usize]);
+            system.for_each_channel_on(ends.0, ends.1, channel as usize, |channel| {
                 latency += network.links.latency_ns(channel.class);
+                farthest = farthest.max(Some(channel.class));
                 let id = *index.entry(channel).or_insert_with(|| network.add_channel(channel));
                 network.route_channels.push(id);
-            }
+            });
             network.route_start.push(network.route_channels.len());
             network.route_latency.push(latency);
             if carriage.protocol.is_some() {
-                network.route_step.push(carriage.step_ns(route.farthest_class()));
+                network.route_step.push(carriage.step_ns(farthest));
             }
         }
         network

@@ -324,6 +324,33 @@ impl System {
         farthest.0
     }
 
+    /// Hands `each` the channels of the route from PE `a` to PE `b` on `channel`, in order, as
+    /// [`System::route_on`] lists them, without building the route.
+    ///
+    /// # Panics
+    /// When `a` or `b` is not in the system, as [`System::route_on`].
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench_core::{PeId, System};
+    /// let system = System::shape(2, 2, 1, 4).unwrap();
+    /// let (a, b) = (PeId::new(0, 1, 1), PeId::new(1, 0, 3));
+    /// let mut channels = Vec::new();
+    /// system.for_each_channel_on(a, b, 0, |channel| channels.push(channel));
+    /// assert_eq!(channels, system.route(a, b).channels);
+    /// ```
+    pub fn for_each_channel_on(&self, a: PeId, b: PeId, channel: usize, each: impl FnMut(Channel)) {
+        struct Each<F>(F);
+        impl<F: FnMut(Channel)> Hops for Each<F> {
+            fn hop(&mut self, class: LinkClass, from: Node, to: Node) {
+                (self.0)(Channel { class, from, to });
+            }
+        }
+        if self.walk(a, b, channel, &mut Each(each)).is_none() {
+            panic!("route {a} -> {b}: a PE is outside the system ({})", self.describe());
+        }
+    }
+
     fn walk_or_panic(&self, a: PeId, b: PeId, hops: &mut impl Hops) {
         if self.walk(a, b, 0, hops).is_none() {
             panic!("route {a} -> {b}: a PE is outside the system ({})", self.describe());
