@@ -273,10 +273,9 @@ impl System {
     /// ]);
     /// ```
     pub fn route_on(&self, a: PeId, b: PeId, channel: usize) -> Route {
-        match self.try_route_on(a, b, channel) {
-            Some(route) => route,
-            None => panic!("route {a} -> {b}: a PE is outside the system ({})", self.describe()),
-        }
+        let mut route = Route::default();
+        self.walk_or_panic(a, b, channel, &mut route);
+        route
     }
 
     /// The route from `a` to `b` as [`System::route`] gives it, or `None` when either PE is not in
@@ -309,7 +308,7 @@ impl System {
     /// ```
     pub fn route_latency_ns(&self, a: PeId, b: PeId) -> f64 {
         let mut latency = Latency { system: self, ns: -0.0 };
-        self.walk_or_panic(a, b, &mut latency);
+        self.walk_or_panic(a, b, 0, &mut latency);
         latency.ns
     }
 
@@ -320,7 +319,7 @@ impl System {
     /// When `a` or `b` is not in the system, as [`System::route`].
     pub fn route_farthest_class(&self, a: PeId, b: PeId) -> Option<LinkClass> {
         let mut farthest = Farthest(None);
-        self.walk_or_panic(a, b, &mut farthest);
+        self.walk_or_panic(a, b, 0, &mut farthest);
         farthest.0
     }
 
@@ -346,13 +345,11 @@ impl System {
                 (self.0)(Channel { class, from, to });
             }
         }
-        if self.walk(a, b, channel, &mut Each(each)).is_none() {
-            panic!("route {a} -> {b}: a PE is outside the system ({})", self.describe());
-        }
+        self.walk_or_panic(a, b, channel, &mut Each(each));
     }
 
-    fn walk_or_panic(&self, a: PeId, b: PeId, hops: &mut impl Hops) {
-        if self.walk(a, b, 0, hops).is_none() {
+    fn walk_or_panic(&self, a: PeId, b: PeId, channel: usize, hops: &mut impl Hops) {
+        if self.walk(a, b, channel, hops).is_none() {
             panic!("route {a} -> {b}: a PE is outside the system ({})", self.describe());
         }
     }

@@ -63,7 +63,8 @@ struct Distinct {
 /// round's lanes mostly step together, so departures repeat): each key goes to the next place of its
 /// departure among the distinct ones, in the order listed, so ties keep index order. Two linear
 /// passes, where a comparison sort of a large round's keys takes a dozen. `false`, having sorted
-/// nothing, when the departures are not few.
+/// nothing, when the departures are not few. Out of line: inlined into [`PlaceOrder::sort`], it
+/// slowed the small rounds that never reach it.
 #[inline(never)]
 fn by_few_departures(keys: &mut Vec<u128>, room: &mut Distinct) -> bool {
     // Past this many distinct departures (or a tenth of the keys), a comparison sort is as fast.
