@@ -98,6 +98,8 @@
 //!    the diameter on every system its tests try (rings, full and switched interconnects of cube
 //!    meshes), in time linear in the ranks.
 
+use std::ops::Range;
+
 use serde::Serialize;
 
 use super::Collective;
@@ -230,10 +232,10 @@ pub fn lower_bound(system: &System, call: &CallShape<'_>) -> TimeBound {
         }
     };
     for region in Region::ALL {
-        let groups = regions(system, call.ranks, region);
+        let Regions { ranks, groups } = regions(system, call.ranks, region);
         let (mut capacity, mut latency, mut total_out, mut total_in) = (0.0, f64::INFINITY, 0.0, 0.0);
         for group in &groups {
-            let (out, into) = needs(call, &chunks, all_chunks, &group.ranks);
+            let (out, into) = needs(call, &chunks, all_chunks, &ranks[group.ranks.clone()]);
             if group.capacity_gbps > 0.0 {
                 for (bytes, flow) in [(out, Flow::Out), (into, Flow::In)] {
                     if bytes > 0.0 {
@@ -268,24 +270,32 @@ pub fn lower_bound(system: &System, call: &CallShape<'_>) -> TimeBound {
     best
 }
 
-/// The ranks of one region, and its border: the bandwidth of the channels leaving it and their
-/// smallest latency.
+/// One region's ranks (where they are in [`Regions::ranks`]), and its border: the bandwidth of the
+/// channels leaving it and their smallest latency.
 struct Group {
-    ranks: Vec<usize>,
+    ranks: Range<usize>,
     capacity_gbps: f64,
     latency_ns: f64,
 }
 
-/// The regions of one kind that hold ranks.
-fn regions(system: &System, ranks: &[PeId], region: Region) -> Vec<Group> {
+/// The regions of one kind that hold ranks: every rank, region by region (each region's in rank
+/// order), and the regions.
+#[derive(Default)]
+struct Regions {
+    ranks: Vec<usize>,
+    groups: Vec<Group>,
+}
+
+/// The regions of one kind that hold ranks, in the order of their keys.
+fn regions(system: &System, ranks: &[PeId], region: Region) -> Regions {
     let sips = system.sips() as u32;
     if region == Region::HalfTheSips && sips < 3 {
         // Two SIPs' halves are the SIPs themselves.
-        return Vec::new();
+        return Regions::default();
     }
     if region == Region::Node && system.nodes() < 2 {
         // One node is the whole system: nothing leaves it.
-        return Vec::new();
+        return Regions::default();
     }
     let key = |pe: PeId| match region {
         Region::Pe => (pe.sip, pe.cube, pe.pe),
@@ -294,13 +304,17 @@ fn regions(system: &System, ranks: &[PeId], region: Region) -> Vec<Group> {
         Region::HalfTheSips => (u32::from(pe.sip >= sips / 2), 0, 0),
         Region::Node => (system.node_of(pe.sip), 0, 0),
     };
-    let mut members = std::collections::BTreeMap::<(u32, u32, u32), Vec<usize>>::new();
-    for (rank, &pe) in ranks.iter().enumerate() {
-        members.entry(key(pe)).or_default().push(rank);
-    }
-    members
-        .into_iter()
-        .map(|((a, b, c), ranks)| {
+    // Sorted by key, then rank: ranks usually come in the order of their PEs, so already sorted,
+    // which the sort sees in one pass, where a map of regions would look each rank up.
+    let mut keyed: Vec<((u32, u32, u32), usize)> =
+        ranks.iter().enumerate().map(|(rank, &pe)| (key(pe), rank)).collect();
+    keyed.sort_unstable();
+    let mut start = 0;
+    let groups = keyed
+        .chunk_by(|x, y| x.0 == y.0)
+        .map(|members| {
+            let ((a, b, c), ranks) = (members[0].0, start..start + members.len());
+            start = ranks.end;
             let border = match region {
                 Region::Pe => system.fan_out(Node::Pe(PeId::new(a, b, c))),
                 Region::Cube => leaving(system.fan_out(Node::Pe(PeId::new(a, b, 0))), LinkClass::InterCube),
@@ -335,7 +349,8 @@ fn regions(system: &System, ranks: &[PeId], region: Region) -> Vec<Group> {
                 .fold((0.0, f64::INFINITY), |(c, l), (bw, lat)| (c + bw, f64::min(l, lat)));
             Group { ranks, capacity_gbps, latency_ns }
         })
-        .collect()
+        .collect();
+    Regions { ranks: keyed.into_iter().map(|(_, rank)| rank).collect(), groups }
 }
 
 /// A node's channels of `class` and farther-reaching ones: those that leave its cube (from
