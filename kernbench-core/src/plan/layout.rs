@@ -495,24 +495,25 @@ impl DistTensor {
         }
         if let Placement::Policy { policy, sips, .. } = self.placement {
             let parts = self.placement.parts(self.rows, self.cols)?;
-            let mut expected = BTreeMap::new();
-            for sip in 0..sips {
-                for (cube, pe, block) in &parts {
-                    expected.insert(PeId::new(sip, *cube, *pe), block.len());
-                }
-            }
+            // The parts' PEs and lengths in `PeId` order, as the shards are: one walk along both
+            // finds the first shard out of place (in the shards' order) and the first part without one.
+            let mut expected = (0..sips)
+                .flat_map(|sip| parts.iter().map(move |(cube, pe, block)| (PeId::new(sip, *cube, *pe), block.len())))
+                .peekable();
+            let mut missing = None;
             for (&pe, shard) in &shards {
-                match expected.get(&pe) {
-                    None => {
-                        return Err(LayoutError::UnexpectedShard { pe, policy, got: shard.len() });
-                    }
-                    Some(&len) if len != shard.len() => {
+                while let Some(skipped) = expected.next_if(|&(next, _)| next < pe) {
+                    missing = missing.or(Some(skipped));
+                }
+                match expected.next_if(|&(next, _)| next == pe) {
+                    None => return Err(LayoutError::UnexpectedShard { pe, policy, got: shard.len() }),
+                    Some((_, len)) if len != shard.len() => {
                         return Err(LayoutError::ShardLength { pe, got: shard.len(), expected: len });
                     }
                     Some(_) => {}
                 }
             }
-            if let Some((&pe, &len)) = expected.iter().find(|(pe, _)| !shards.contains_key(pe)) {
+            if let Some((pe, len)) = missing.or_else(|| expected.next()) {
                 return Err(LayoutError::MissingShard { pe, policy, expected: len });
             }
         }

@@ -209,9 +209,19 @@ fn with_shards_keeps_the_policy_and_checks_positions() {
         t.with_shards(short).unwrap_err(),
         LayoutError::ShardLength { pe: PeId::new(0, 0, 0), got: 3, expected: 4 }
     );
-    let mut extra = doubled;
+    let mut extra = doubled.clone();
     extra.insert(PeId::new(0, 5, 0), Tile::zeros(Dtype::F32, 1));
-    assert!(matches!(t.with_shards(extra).unwrap_err(), LayoutError::UnexpectedShard { .. }));
+    assert!(matches!(t.with_shards(extra.clone()).unwrap_err(), LayoutError::UnexpectedShard { .. }));
+    // A shard out of place is named before a missing one, whichever PE comes first; of several
+    // missing, the first.
+    extra.remove(&PeId::new(0, 0, 1));
+    let err = t.with_shards(extra).unwrap_err();
+    assert!(matches!(err, LayoutError::UnexpectedShard { pe, .. } if pe == PeId::new(0, 5, 0)), "{err:?}");
+    let mut two_missing = doubled;
+    two_missing.remove(&PeId::new(0, 0, 0));
+    two_missing.remove(&PeId::new(0, 0, 1));
+    let err = t.with_shards(two_missing).unwrap_err();
+    assert!(matches!(err, LayoutError::MissingShard { pe, .. } if pe == PeId::new(0, 0, 0)), "{err:?}");
 }
 
 #[test]
