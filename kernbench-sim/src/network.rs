@@ -4,7 +4,6 @@
 
 use kernbench_core::route::Channel;
 use kernbench_core::{Carriage, LinkClass, PeId, System};
-use rustc_hash::FxHashMap;
 
 use crate::error::RunError;
 use crate::faults::{Detour, LinkFaults};
@@ -95,15 +94,16 @@ impl Network {
         queues: impl ExactSizeIterator<Item = (u32, u32, u32)>,
     ) -> Network {
         // Sized up front: grown by doubling, a million PEs' routes were copied and faulted in again
-        // and again. Most routes are one channel, each its own (a neighbour link).
+        // and again. Most routes are one channel, each its own (a neighbour link); a run over the
+        // whole system uses most of its channels, and room not written is never touched.
         let n = queues.len();
         let mut route_start = Vec::with_capacity(n + 1);
         route_start.push(0);
         let mut network = Network {
             routing: timing.routing,
             links: Links::of(system),
-            keys: Vec::with_capacity(n),
-            channels: Vec::with_capacity(n),
+            keys: Vec::with_capacity(system.channel_count().min(2 * n)),
+            channels: Vec::new(),
             spans: timing.trace.then(Vec::new),
             route_start,
             route_channels: Vec::with_capacity(n),
@@ -116,24 +116,42 @@ impl Network {
             forget_due: false,
             faults: LinkFaults::of(system, &timing.faults, pes),
         };
-        // Routes are interned channel by channel, a billion lookups on a big system: a fast hash.
-        let mut index: FxHashMap<Channel, u32> = FxHashMap::with_capacity_and_hasher(n, Default::default());
+        // Routes are interned channel by channel, a billion lookups on a big system: by the channel's
+        // number in the system, in an array (a million-PE run's map of channels held more than the
+        // channels themselves). Each holds its channel's id + 1; 0 until a route crosses it.
+        let mut ids = vec![0u32; system.channel_count()];
         for (sender, receiver, channel) in queues {
             if let Some(faults) = &mut network.faults {
                 faults.ends.push((sender, receiver));
             }
             let (mut latency, mut farthest) = (0.0, None);
             let ends = (pes[sender as usize], pes[receiver as usize]);
+            let keys = &mut network.keys;
             system.for_each_channel_on(ends.0, ends.1, channel as usize, |channel| {
                 latency += network.links.latency_ns(channel.class);
                 farthest = farthest.max(Some(channel.class));
-                let id = *index.entry(channel).or_insert_with(|| network.add_channel(channel));
-                network.route_channels.push(id);
+                let number = system.channel_number(&channel).expect("a route's channels are its system's");
+                if ids[number] == 0 {
+                    keys.push(channel);
+                    ids[number] = keys.len() as u32;
+                }
+                network.route_channels.push(ids[number] - 1);
             });
             network.route_start.push(network.route_channels.len());
             network.route_latency.push(latency);
             if carriage.protocol.is_some() {
                 network.route_step.push(carriage.step_ns(farthest));
+            }
+        }
+        // The channels' states once their number is known: a list grown by doubling would hold twice
+        // the room of the largest part of the model.
+        network.channels = network.keys.iter().map(|key| ChannelState::of(key.class)).collect();
+        if let Some(spans) = &mut network.spans {
+            spans.resize_with(network.keys.len(), Vec::new);
+        }
+        if let Some(faults) = &mut network.faults {
+            for (id, &key) in network.keys.iter().enumerate() {
+                faults.add_channel(key, id as u32);
             }
         }
         network

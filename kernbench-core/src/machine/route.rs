@@ -561,10 +561,143 @@ impl System {
         Err(came_by.into_keys().collect())
     }
 
+    /// How many numbers [`System::channel_number`] gives out: room for every channel of the system.
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench_core::System;
+    /// // 4 SIPs on a ring, 4x4 cubes, 8 PEs a cube: each PE's two ring channels, each cube's four
+    /// // mesh directions, each SIP's two ring channels, and the switches' to the SIPs (a system's
+    /// // switch and a node's, neither used on a ring).
+    /// assert_eq!(System::builtin().channel_count(), 4 * 16 * 8 * 2 + 4 * 16 * 4 + 4 * 2 + 4 + 4);
+    /// ```
+    pub fn channel_count(&self) -> usize {
+        self.channel_blocks().end
+    }
+
+    /// A number in `0..channel_count()` for `channel`, a different one for every channel of the
+    /// system (every channel [`System::links_from`] gives): its slot among a fixed number of slots
+    /// for the node it leaves (a PE's cube ring forward and back; a cube's mesh +x, -x, +y, -y; a
+    /// SIP's interconnect; the switches', NICs' and network's links). `None` for a channel the system
+    /// does not have. A model of the channels a run uses indexes by it, not by a map of channels.
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench_core::{Channel, LinkClass, Node, PeId, System};
+    /// let system = System::shape(1, 1, 1, 4).unwrap();
+    /// let ring = |from, to| Channel { class: LinkClass::IntraCube, from: Node::Pe(PeId::new(0, 0, from)), to: Node::Pe(PeId::new(0, 0, to)) };
+    /// assert_eq!(system.channel_number(&ring(1, 2)), Some(2)); // PE 1 forward
+    /// assert_eq!(system.channel_number(&ring(1, 0)), Some(3)); // PE 1 back
+    /// assert_eq!(system.channel_number(&ring(0, 2)), None, "not neighbours");
+    /// ```
+    pub fn channel_number(&self, channel: &Channel) -> Option<usize> {
+        use LinkClass::{InterCube, InterNode, InterSip, IntraCube};
+        let blocks = self.channel_blocks();
+        let (per_node, nics) = (self.sips_per_node() as u32, self.nics_per_node() as u32);
+        let nic =
+            |node: u32, rail: u32| (node < self.nodes() as u32 && rail < nics).then_some((node * nics + rail) as usize);
+        let leader = |pe: PeId| self.contains(pe) && pe.cube == 0 && pe.pe == 0;
+        match (channel.class, channel.from, channel.to) {
+            (IntraCube, Node::Pe(a), Node::Pe(b)) if self.contains(b) && (a.sip, a.cube) == (b.sip, b.cube) => {
+                Some(2 * self.pe_index(a)? + ring_slot(self.pes_per_cube() as u32, a.pe, b.pe)?)
+            }
+            (InterCube, Node::Pe(a), Node::Pe(b)) if self.contains(a) && self.contains(b) && a.sip == b.sip => {
+                let (at, to) = (self.cube_coord(a.cube), self.cube_coord(b.cube));
+                let slot = match (i64::from(to.x) - i64::from(at.x), i64::from(to.y) - i64::from(at.y)) {
+                    _ if a.pe != 0 || b.pe != 0 => return None,
+                    (1, 0) => 0,
+                    (-1, 0) => 1,
+                    (0, 1) => 2,
+                    (0, -1) => 3,
+                    _ => return None,
+                };
+                let cube = a.sip as usize * self.cubes_per_sip() + a.cube as usize;
+                Some(blocks.mesh + 4 * cube + slot)
+            }
+            (InterSip, Node::Pe(a), to) if leader(a) => {
+                let node = self.node_of(a.sip);
+                let base = node * per_node;
+                let slot = match (self.interconnect(), to) {
+                    (_, Node::Pe(b)) if !leader(b) || self.node_of(b.sip) != node => return None,
+                    (SipInterconnect::Ring, Node::Pe(b)) => ring_slot(per_node, a.sip - base, b.sip - base)?,
+                    (SipInterconnect::FullyConnected, Node::Pe(b)) if b.sip != a.sip => (b.sip - base) as usize,
+                    (SipInterconnect::Switched, to) if to == self.switch_of(node) && self.sips() > 1 => 0,
+                    _ => return None,
+                };
+                Some(blocks.sip + blocks.sip_slots * a.sip as usize + slot)
+            }
+            (InterSip, Node::Switch, Node::Pe(b))
+                if leader(b) && self.nodes() == 1 && self.interconnect() == SipInterconnect::Switched =>
+            {
+                Some(blocks.switch + b.sip as usize)
+            }
+            (InterSip, Node::NodeSwitch(k), to) if self.nodes() > 1 && k < self.nodes() as u32 => {
+                let slot = match to {
+                    Node::Pe(b) if leader(b) && self.node_of(b.sip) == k => (b.sip - k * per_node) as usize,
+                    Node::Nic { node, rail } if node == k && rail < nics => (per_node + rail) as usize,
+                    _ => return None,
+                };
+                Some(blocks.node_switch + k as usize * (per_node + nics) as usize + slot)
+            }
+            (InterSip, Node::Nic { node, rail }, Node::NodeSwitch(k)) if k == node => {
+                Some(blocks.nic + 2 * nic(node, rail)?)
+            }
+            (InterNode, Node::Nic { node, rail }, Node::Network) => Some(blocks.nic + 2 * nic(node, rail)? + 1),
+            (InterNode, Node::Network, Node::Nic { node, rail }) => Some(blocks.network + nic(node, rail)?),
+            _ => None,
+        }
+    }
+
+    /// Where each kind of node's slots start among the numbers [`System::channel_number`] gives, PEs'
+    /// cube rings first (two slots a PE), and where they end.
+    fn channel_blocks(&self) -> ChannelBlocks {
+        let (nodes, per_node, nics) = (self.nodes(), self.sips_per_node(), self.nics_per_node());
+        let sip_slots = match self.interconnect() {
+            SipInterconnect::Ring => 2,
+            SipInterconnect::FullyConnected => per_node,
+            SipInterconnect::Switched => 1,
+        };
+        let mesh = 2 * self.total_pes();
+        let sip = mesh + 4 * self.sips() * self.cubes_per_sip();
+        let switch = sip + sip_slots * self.sips();
+        let node_switch = switch + self.sips();
+        let nic = node_switch + nodes * (per_node + nics);
+        let network = nic + 2 * nodes * nics;
+        ChannelBlocks { sip_slots, mesh, sip, switch, node_switch, nic, network, end: network + nodes * nics }
+    }
+
     /// The switch of node `k`: the one [`Node::Switch`] of a system of one node, so that its channels
     /// are named as before nodes existed.
     fn switch_of(&self, k: u32) -> Node {
         if self.nodes() > 1 { Node::NodeSwitch(k) } else { Node::Switch }
+    }
+}
+
+/// Where [`System::channel_number`]'s slots for each kind of node start.
+struct ChannelBlocks {
+    /// Slots a SIP has for its interconnect: 2 on a ring, one per SIP of its node fully connected, 1
+    /// switched.
+    sip_slots: usize,
+    mesh: usize,
+    sip: usize,
+    switch: usize,
+    node_switch: usize,
+    nic: usize,
+    network: usize,
+    end: usize,
+}
+
+/// The slot of the link from member `at` to member `to` of a ring of `n`: 0 forward, 1 back (a ring
+/// of two has the one link forward); `None` when they are not neighbours.
+fn ring_slot(n: u32, at: u32, to: u32) -> Option<usize> {
+    if n < 2 || at >= n || to == at {
+        None
+    } else if to == (at + 1) % n {
+        Some(0)
+    } else if to == (at + n - 1) % n {
+        Some(1)
+    } else {
+        None
     }
 }
 
@@ -628,6 +761,56 @@ mod tests {
             }
         }
         assert_links_from_are_the_fan_out(&test_nodes(3, 2, 2, (2, 1), 2));
+    }
+
+    fn assert_channel_numbers_are_distinct_and_in_range(system: &System) {
+        let mut seen = std::collections::BTreeMap::new();
+        for node in nodes_of(system) {
+            for channel in system.links_from(node) {
+                let number = system.channel_number(&channel).unwrap_or_else(|| panic!("{channel:?} has no number"));
+                assert!(number < system.channel_count(), "{channel:?}: {number} on {}", system.describe());
+                if let Some(other) = seen.insert(number, channel) {
+                    panic!("{channel:?} and {other:?} are both {number} on {}", system.describe());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_channel_of_a_system_has_a_number_of_its_own() {
+        for interconnect in [SipInterconnect::Ring, SipInterconnect::FullyConnected, SipInterconnect::Switched] {
+            for (sips, mesh, pes) in [(1, (1, 1), 1), (2, (1, 1), 2), (3, (2, 1), 3), (4, (3, 2), 4), (5, (1, 2), 1)] {
+                assert_channel_numbers_are_distinct_and_in_range(&test_system(sips, mesh, pes, interconnect));
+            }
+        }
+        for (nodes, per_node, nics, mesh, pes) in [(2, 1, 1, (1, 1), 1), (3, 2, 2, (2, 1), 2), (2, 3, 2, (1, 2), 3)] {
+            assert_channel_numbers_are_distinct_and_in_range(&test_nodes(nodes, per_node, nics, mesh, pes));
+        }
+    }
+
+    #[test]
+    fn a_channel_the_system_does_not_have_has_no_number() {
+        use crate::machine::Channel;
+        let system = test_nodes(2, 2, 2, (2, 2), 4);
+        let pe = |sip, cube, pe| Node::Pe(PeId::new(sip, cube, pe));
+        let foreign = [
+            (LinkClass::IntraCube, pe(0, 0, 0), pe(0, 0, 2)), // not ring neighbours
+            (LinkClass::IntraCube, pe(0, 0, 0), pe(0, 1, 1)), // another cube
+            (LinkClass::InterCube, pe(0, 0, 1), pe(0, 1, 1)), // mesh links join PE 0s
+            (LinkClass::InterCube, pe(0, 0, 0), pe(0, 3, 0)), // diagonal
+            (LinkClass::InterCube, pe(0, 0, 0), pe(1, 1, 0)), // another SIP
+            (LinkClass::InterSip, pe(0, 1, 0), Node::NodeSwitch(0)), // not a SIP's leader
+            (LinkClass::InterSip, pe(0, 0, 0), Node::NodeSwitch(1)), // another node's switch
+            (LinkClass::InterSip, Node::NodeSwitch(0), pe(2, 0, 0)), // a SIP of the other node
+            (LinkClass::InterSip, Node::NodeSwitch(2), pe(0, 0, 0)), // no such node
+            (LinkClass::InterNode, Node::Nic { node: 0, rail: 2 }, Node::Network), // no such rail
+            (LinkClass::InterSip, Node::Switch, pe(0, 0, 0)), // the one switch of a system of one node
+            (LinkClass::InterNode, pe(4, 0, 0), Node::Network), // no such SIP
+        ];
+        for (class, from, to) in foreign {
+            let channel = Channel { class, from, to };
+            assert_eq!(system.channel_number(&channel), None, "{channel:?}");
+        }
     }
 
     #[test]
