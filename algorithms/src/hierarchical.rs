@@ -123,11 +123,16 @@ fn leads(pe: PeId, level: usize) -> bool {
 /// Reduces `acc` up the levels this PE leads: afterwards the top leader holds the finished result.
 #[ccl_kernel(helper, crate = "kernbench_core")]
 fn reduce_up(tl: &Tl, acc: Tile, op: ReduceOp) -> Tile {
-    let mut acc = ring_reduce_to_leader(tl, acc, level_ring(tl.context(), 0), op);
+    // Each ring made in a statement of its own: the context it is made from is not held across the
+    // wait.
+    let ring = level_ring(&tl.context(), 0);
+    let mut acc = ring_reduce_to_leader(tl, acc, ring, op);
     if leads(tl.pe(), 0) {
-        acc = ring_reduce_to_leader(tl, acc, level_ring(tl.context(), 1), op);
+        let ring = level_ring(&tl.context(), 1);
+        acc = ring_reduce_to_leader(tl, acc, ring, op);
         if leads(tl.pe(), 1) {
-            acc = ring_reduce_to_leader(tl, acc, level_ring(tl.context(), 2), op);
+            let ring = level_ring(&tl.context(), 2);
+            acc = ring_reduce_to_leader(tl, acc, ring, op);
             if leads(tl.pe(), 2) {
                 let contributions = tl.size();
                 tl.finish(&mut acc, op, contributions);
@@ -143,9 +148,12 @@ fn broadcast_down(tl: &Tl, acc: Tile) -> Tile {
     let mut acc = acc;
     if leads(tl.pe(), 0) {
         if leads(tl.pe(), 1) {
-            acc = ring_broadcast_from_leader(tl, acc, level_ring(tl.context(), 2));
+            let ring = level_ring(&tl.context(), 2);
+            acc = ring_broadcast_from_leader(tl, acc, ring);
         }
-        acc = ring_broadcast_from_leader(tl, acc, level_ring(tl.context(), 1));
+        let ring = level_ring(&tl.context(), 1);
+        acc = ring_broadcast_from_leader(tl, acc, ring);
     }
-    ring_broadcast_from_leader(tl, acc, level_ring(tl.context(), 0))
+    let ring = level_ring(&tl.context(), 0);
+    ring_broadcast_from_leader(tl, acc, ring)
 }

@@ -58,8 +58,8 @@ pub use collective::{bound, postcondition, provenance};
 
 pub use kernbench_macros::ccl_kernel;
 pub use kernel::{
-    ArgsError, Buffer, Group, Instantiate, KernelDef, KernelError, KernelFuture, KernelSet, Launch, Multicast, Op,
-    ParamDef, Params, Symmetric, Team, Tl, TlContext, UnknownKernel, WatchdogBudget,
+    ArgsError, Buffer, CallContext, Group, Instantiate, KernelDef, KernelError, KernelFuture, KernelSet, Launch,
+    Multicast, Op, ParamDef, Params, Symmetric, Team, Tl, TlContext, UnknownKernel, WatchdogBudget,
 };
 pub use kernel::{atomic, symmetric, tl};
 

@@ -17,7 +17,7 @@ pub mod tl;
 pub use def::{ArgsError, Instantiate, KernelDef, KernelFuture, KernelSet, Launch, ParamDef, Params, UnknownKernel};
 pub use error::{KernelError, Op, WatchdogBudget};
 pub use symmetric::{Group, Multicast, Symmetric, Team};
-pub use tl::{Buffer, Tl, TlContext};
+pub use tl::{Buffer, CallContext, Tl, TlContext};
 
 /// The data a kernel moves, also named from here for code that imports it through `kernel`.
 #[doc(hidden)]

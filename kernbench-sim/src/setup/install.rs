@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
-use kernbench_core::tl::{TlContext, message_generation};
+use kernbench_core::tl::{CallContext, message_generation};
 use kernbench_core::{Dtype, InstallPlan, KernelError, Launch, Op, PeId, System, Tile, Tl};
 use rayon::prelude::*;
 
@@ -217,24 +217,25 @@ fn start(
 ) {
     let tasks = &exec.lanes.tasks;
     let extents = [system.sips(), system.cubes_per_sip(), system.pes_per_cube()];
+    // What every PE of a call shares, made once for the call.
+    let calls: Vec<Arc<CallContext>> = (kernels.iter())
+        .map(|(_, call)| {
+            Arc::new(CallContext {
+                extents,
+                size: tasks.pes().len(),
+                op: call.op,
+                root: call.root,
+                counts: options.counts.clone(),
+                generation: call.generation,
+                queue_depth: system.ipcq_depth(),
+            })
+        })
+        .collect();
     let start = |task: usize| {
         let rank = tasks.rank(task as u32);
         let (k, lane, lanes) = tasks.call_of(rank, tasks.lane(task as u32));
-        let (kernel, call) = kernels[k];
-        let ctx = TlContext {
-            pe: tasks.pe(rank),
-            extents,
-            rank: rank as usize,
-            size: tasks.pes().len(),
-            op: call.op,
-            root: call.root,
-            counts: options.counts.clone(),
-            generation: call.generation,
-            lane: lane as usize,
-            lanes: lanes as usize,
-            queue_depth: system.ipcq_depth(),
-        };
-        let future = kernel.launch(Tl::new(ctx));
+        let tl = Tl::of_call(&calls[k], tasks.pe(rank), rank as usize, (lane as usize, lanes as usize));
+        let future = kernels[k].0.launch(tl);
         let results = Arc::clone(&exec.results);
         let cell = exec.lanes.states.cell(task);
         let schedule = {

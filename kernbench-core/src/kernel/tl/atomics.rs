@@ -149,7 +149,7 @@ impl Tl {
             let wait = ValueWait { buffer: &buffer, index, cmp, operand, scope, site };
             with(|b| match b.one_sided() {
                 Some(one_sided) => one_sided.poll_wait_value(wait, cx),
-                None => Poll::Ready(Err(KernelError::Unsupported { pe: self.ctx.pe, op: Op::WaitValue })),
+                None => Poll::Ready(Err(KernelError::Unsupported { pe: self.pe, op: Op::WaitValue })),
             })
         })
     }
@@ -168,7 +168,7 @@ impl Tl {
         poll_fn(move |cx| {
             with(|b| match b.one_sided() {
                 Some(one_sided) => one_sided.poll_wait(signal, cmp, value, cx),
-                None => Poll::Ready(Err(KernelError::Unsupported { pe: self.ctx.pe, op: Op::WaitSignal })),
+                None => Poll::Ready(Err(KernelError::Unsupported { pe: self.pe, op: Op::WaitSignal })),
             })
         })
     }
@@ -202,7 +202,7 @@ impl Tl {
         poll_fn(move |cx| {
             with(|b| match b.one_sided() {
                 Some(one_sided) => one_sided.poll_alloc(allocation, cx).map_ok(|()| allocation.buffer),
-                None => Poll::Ready(Err(KernelError::Unsupported { pe: self.ctx.pe, op: Op::Alloc })),
+                None => Poll::Ready(Err(KernelError::Unsupported { pe: self.pe, op: Op::Alloc })),
             })
         })
     }
@@ -222,7 +222,7 @@ impl Tl {
             let atomic = Atomic { peer, buffer: &buffer, index, op, fetch: true, order, scope, site };
             with(|b| match b.one_sided() {
                 Some(one_sided) => one_sided.poll_fetch(atomic, cx),
-                None => Poll::Ready(Err(KernelError::Unsupported { pe: self.ctx.pe, op: op.op(true) })),
+                None => Poll::Ready(Err(KernelError::Unsupported { pe: self.pe, op: op.op(true) })),
             })
         })
     }

@@ -174,7 +174,7 @@ impl Tl {
     /// `source` as the error of `op` on this PE: an allocation refused is [`KernelError::OutOfMemory`],
     /// anything else [`KernelError::Tile`].
     fn tile_error(&self, op: Op, source: TileError) -> KernelError {
-        let pe = self.ctx.pe;
+        let pe = self.pe;
         match source {
             TileError::TooLarge { .. } | TileError::OutOfMemory { .. } => KernelError::OutOfMemory { pe, op, source },
             source => KernelError::Tile { pe, op, source },

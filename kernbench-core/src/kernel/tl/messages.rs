@@ -20,7 +20,7 @@ impl Tl {
     /// # Errors
     /// As [`Tl::send_on`].
     pub fn send(&self, direction: Direction, tile: &Tile) -> impl Future<Output = Result<(), KernelError>> {
-        Sending { tile, direction, channel: self.ctx.lane }
+        Sending { tile, direction, channel: self.lane }
     }
 
     /// Sends `tile` to the neighbour in `direction` on `channel`: each (direction, channel) has its own
@@ -50,7 +50,7 @@ impl Tl {
         len: usize,
         dtype: Dtype,
     ) -> impl Future<Output = Result<Tile, KernelError>> {
-        Receiving { direction, channel: self.ctx.lane, len, dtype }
+        Receiving { direction, channel: self.lane, len, dtype }
     }
 
     /// Receives the oldest message from `direction` on `channel`; the first lane of the PE to receive

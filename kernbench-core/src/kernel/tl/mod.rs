@@ -110,18 +110,65 @@ pub struct TlContext {
 /// read like Triton: `let x = tl.recv(W, n, F32);`.
 #[derive(Debug)]
 pub struct Tl {
-    ctx: TlContext,
+    pe: PeId,
+    rank: usize,
+    lane: usize,
+    lanes: usize,
+    /// The facts its call's PEs share: held once for the call, not in every PE's coroutine (a
+    /// million-PE run holds a million of them).
+    call: Arc<CallContext>,
+}
+
+/// What every PE of one call shares of its [`TlContext`] (the fields of the same names): a runtime
+/// makes it once per call and each PE's [`Tl`] from it ([`Tl::of_call`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallContext {
+    /// SIPs, cubes per SIP, PEs per cube.
+    pub extents: [usize; 3],
+    /// The number of participants.
+    pub size: usize,
+    /// The reduction operator.
+    pub op: ReduceOp,
+    /// The root rank (0 for a collective without one).
+    pub root: usize,
+    /// The per-pair counts of all-to-all-v and send/recv.
+    pub counts: Option<Arc<Counts>>,
+    /// The call's generation.
+    pub generation: u64,
+    /// The slots of each queue.
+    pub queue_depth: usize,
 }
 
 impl Tl {
     /// The handle for one PE's run; called by runtimes.
     pub fn new(ctx: TlContext) -> Tl {
-        Tl { ctx }
+        let TlContext { pe, extents, rank, size, op, root, counts, generation, lane, lanes, queue_depth } = ctx;
+        let call = Arc::new(CallContext { extents, size, op, root, counts, generation, queue_depth });
+        Tl::of_call(&call, pe, rank, (lane, lanes))
+    }
+
+    /// The handle of PE `pe` at `rank`, lane `lane` of `lanes`, in the call `call` describes: what a
+    /// runtime starting many PEs of one call makes each one's from, sharing `call` among them.
+    pub fn of_call(call: &Arc<CallContext>, pe: PeId, rank: usize, (lane, lanes): (usize, usize)) -> Tl {
+        Tl { pe, rank, lane, lanes, call: Arc::clone(call) }
     }
 
     /// The fixed facts of this run.
-    pub fn context(&self) -> &TlContext {
-        &self.ctx
+    pub fn context(&self) -> TlContext {
+        let call = &*self.call;
+        TlContext {
+            pe: self.pe,
+            extents: call.extents,
+            rank: self.rank,
+            size: call.size,
+            op: call.op,
+            root: call.root,
+            counts: call.counts.clone(),
+            generation: call.generation,
+            lane: self.lane,
+            lanes: self.lanes,
+            queue_depth: call.queue_depth,
+        }
     }
 
     /// The PE's index along `axis`: 0 = PE in its cube, 1 = cube in its SIP, 2 = SIP. Axes count from
@@ -131,7 +178,7 @@ impl Tl {
     /// # Errors
     /// [`KernelError::BadAxis`] for an axis above 2.
     pub fn program_id(&self, axis: usize) -> Result<usize, KernelError> {
-        let pe = self.ctx.pe;
+        let pe = self.pe;
         let outermost_first = [pe.sip, pe.cube, pe.pe];
         Ok(outermost_first[outermost_index(pe, axis)?] as usize)
     }
@@ -141,32 +188,32 @@ impl Tl {
     /// # Errors
     /// [`KernelError::BadAxis`] for an axis above 2.
     pub fn num_programs(&self, axis: usize) -> Result<usize, KernelError> {
-        Ok(self.ctx.extents[outermost_index(self.ctx.pe, axis)?])
+        Ok(self.call.extents[outermost_index(self.pe, axis)?])
     }
 
     /// The PE this kernel runs on.
     pub fn pe(&self) -> PeId {
-        self.ctx.pe
+        self.pe
     }
 
     /// The PE's position among the topology's participants.
     pub fn rank(&self) -> usize {
-        self.ctx.rank
+        self.rank
     }
 
     /// The number of participants in the topology.
     pub fn size(&self) -> usize {
-        self.ctx.size
+        self.call.size
     }
 
     /// The reduction operator of this call.
     pub fn op(&self) -> ReduceOp {
-        self.ctx.op
+        self.call.op
     }
 
     /// The root rank of a rooted collective.
     pub fn root(&self) -> usize {
-        self.ctx.root
+        self.call.root
     }
 
     /// The call's per-pair counts: what each rank sends to each (all-to-all-v, send/recv).
@@ -174,26 +221,26 @@ impl Tl {
     /// # Errors
     /// [`KernelError::NoCounts`] when the call has none: it is of another collective.
     pub fn counts(&self) -> Result<&Counts, KernelError> {
-        self.ctx.counts.as_deref().ok_or(KernelError::NoCounts { pe: self.ctx.pe })
+        self.call.counts.as_deref().ok_or(KernelError::NoCounts { pe: self.pe })
     }
 
     /// Which of its PE's lanes this coroutine is, from 0. A kernel runs as [`Tl::lanes`] concurrent
     /// lanes per PE (NCCL's channels, MSCCL's thread blocks); by default a lane sends and receives on
     /// the channel of its own index.
     pub fn lane(&self) -> usize {
-        self.ctx.lane
+        self.lane
     }
 
     /// How many lanes the kernel runs as on this PE.
     pub fn lanes(&self) -> usize {
-        self.ctx.lanes
+        self.lanes
     }
 
     /// The slots of each queue (the system's `ipcq_depth`): a lane can send this many messages on a
     /// channel before its receiver takes one, so a kernel that sends `k` messages ahead of its receives
     /// needs `k` at most this.
     pub fn queue_depth(&self) -> usize {
-        self.ctx.queue_depth
+        self.call.queue_depth
     }
 
     /// Moves this PE to `phase` (1, 2 or 3) of its call. Messages carry their sender's phase and a
@@ -204,7 +251,7 @@ impl Tl {
     /// [`KernelError::BadPhase`] for a phase outside 1..=3.
     pub fn phase(&self, phase: u8) -> Result<(), KernelError> {
         if !(1..=PHASES_PER_CALL as u8).contains(&phase) {
-            return Err(KernelError::BadPhase { pe: self.ctx.pe, phase });
+            return Err(KernelError::BadPhase { pe: self.pe, phase });
         }
         with(|b| b.set_phase(phase));
         Ok(())

@@ -104,7 +104,7 @@ impl Tl {
         poll_fn(move |cx| {
             with(|b| match b.one_sided() {
                 Some(one_sided) => one_sided.poll_get(peer, &buffer, offset, len, site, cx),
-                None => Poll::Ready(Err(KernelError::Unsupported { pe: self.ctx.pe, op: Op::Get })),
+                None => Poll::Ready(Err(KernelError::Unsupported { pe: self.pe, op: Op::Get })),
             })
         })
     }
@@ -149,7 +149,7 @@ impl Tl {
         poll_fn(|cx| {
             with(|b| match b.one_sided() {
                 Some(one_sided) => one_sided.poll_quiet(cx),
-                None => Poll::Ready(Err(KernelError::Unsupported { pe: self.ctx.pe, op: Op::Quiet })),
+                None => Poll::Ready(Err(KernelError::Unsupported { pe: self.pe, op: Op::Quiet })),
             })
         })
         .await
@@ -166,7 +166,7 @@ impl Tl {
     /// [`Tl::symmetric`].
     pub fn multicast(&self, name: &'static str, dtype: Dtype, len: usize) -> Result<Multicast, KernelError> {
         let buffer = Symmetric { name, dtype, len };
-        let every_rank: Arc<[usize]> = (0..self.ctx.size).collect();
+        let every_rank: Arc<[usize]> = (0..self.call.size).collect();
         self.one_sided(Op::Multicast, |b| b.multicast(&buffer, &every_rank))
     }
 
@@ -192,7 +192,7 @@ impl Tl {
         poll_fn(move |cx| {
             with(|b| match b.one_sided() {
                 Some(one_sided) => one_sided.poll_multimem_ld_reduce(&multicast, offset, len, op, site, cx),
-                None => Poll::Ready(Err(KernelError::Unsupported { pe: self.ctx.pe, op: Op::MultimemLdReduce })),
+                None => Poll::Ready(Err(KernelError::Unsupported { pe: self.pe, op: Op::MultimemLdReduce })),
             })
         })
     }
@@ -238,7 +238,7 @@ impl Tl {
     ) -> Result<R, KernelError> {
         with(|b| match b.one_sided() {
             Some(one_sided) => f(one_sided),
-            None => Err(KernelError::Unsupported { pe: self.ctx.pe, op }),
+            None => Err(KernelError::Unsupported { pe: self.pe, op }),
         })
     }
 }

@@ -17,7 +17,7 @@ impl Tl {
     /// # Errors
     /// [`KernelError::BadTeamSplit`] only on a runtime that gave this PE a rank outside its run.
     pub fn team_world(&self) -> Result<Team, KernelError> {
-        Team::world(self.ctx.size, self.ctx.rank).map_err(|source| self.bad_split(source))
+        Team::world(self.call.size, self.rank).map_err(|source| self.bad_split(source))
     }
 
     /// The ranks `start + k * stride` for `k < size` (NVSHMEM's `team_split_strided` of the world
@@ -28,7 +28,7 @@ impl Tl {
     /// [`KernelError::BadTeamSplit`] for size 0, stride 0 with size above 1, or members past the run's
     /// last rank.
     pub fn team_split_strided(&self, start: usize, stride: usize, size: usize) -> Result<Option<Team>, KernelError> {
-        Team::strided(start, stride, size, self.ctx.size, self.ctx.rank).map_err(|source| self.bad_split(source))
+        Team::strided(start, stride, size, self.call.size, self.rank).map_err(|source| self.bad_split(source))
     }
 
     /// NVSHMEM's `team_split_2d`: the ranks as rows of `x_size`; returns this rank's row (its x team,
@@ -38,7 +38,7 @@ impl Tl {
     /// # Errors
     /// [`KernelError::BadTeamSplit`] for an `x_size` of 0.
     pub fn team_split_2d(&self, x_size: usize) -> Result<(Team, Team), KernelError> {
-        Team::split_2d(x_size, self.ctx.size, self.ctx.rank).map_err(|source| self.bad_split(source))
+        Team::split_2d(x_size, self.call.size, self.rank).map_err(|source| self.bad_split(source))
     }
 
     /// The ranks on this PE's SIP.
@@ -46,7 +46,7 @@ impl Tl {
     /// # Errors
     /// [`KernelError::UnknownPlacement`] on a runtime that does not say where ranks run.
     pub fn team_sip(&self) -> Result<Team, KernelError> {
-        let sip = self.ctx.pe.sip;
+        let sip = self.pe.sip;
         self.team_where(|pe, _| pe.sip == sip)
     }
 
@@ -56,7 +56,7 @@ impl Tl {
     /// # Errors
     /// [`KernelError::UnknownPlacement`] on a runtime that does not say where ranks run.
     pub fn team_node(&self) -> Result<Team, KernelError> {
-        let rank = self.ctx.rank;
+        let rank = self.rank;
         let (_, node) = with(|b| b.placement(rank)).ok_or_else(|| self.unknown_placement(rank))?;
         self.team_where(|_, n| n == node)
     }
@@ -97,30 +97,30 @@ impl Tl {
     /// The ranks whose PE and node satisfy `keep`, this rank among them.
     fn team_where(&self, keep: impl Fn(PeId, u32) -> bool) -> Result<Team, KernelError> {
         let mut members = Vec::new();
-        for rank in 0..self.ctx.size {
+        for rank in 0..self.call.size {
             let (pe, node) = with(|b| b.placement(rank)).ok_or_else(|| self.unknown_placement(rank))?;
             if keep(pe, node) {
                 members.push(rank);
             }
         }
-        Team::of(members, self.ctx.rank)
-            .ok_or_else(|| KernelError::kernel(self.ctx.pe, "the runtime places this rank outside its own SIP or node"))
+        Team::of(members, self.rank)
+            .ok_or_else(|| KernelError::kernel(self.pe, "the runtime places this rank outside its own SIP or node"))
     }
 
     fn check_member(&self, team: &Team, op: Op) -> Result<(), KernelError> {
-        let rank = self.ctx.rank;
+        let rank = self.rank;
         if team.contains(rank) {
             Ok(())
         } else {
-            Err(KernelError::NotInTeam { pe: self.ctx.pe, rank, op, team: team.clone() })
+            Err(KernelError::NotInTeam { pe: self.pe, rank, op, team: team.clone() })
         }
     }
 
     fn bad_split(&self, source: TeamSplitError) -> KernelError {
-        KernelError::BadTeamSplit { pe: self.ctx.pe, op: Op::TeamSplit, source }
+        KernelError::BadTeamSplit { pe: self.pe, op: Op::TeamSplit, source }
     }
 
     fn unknown_placement(&self, peer: usize) -> KernelError {
-        KernelError::UnknownPlacement { pe: self.ctx.pe, op: Op::TeamSplit, peer }
+        KernelError::UnknownPlacement { pe: self.pe, op: Op::TeamSplit, peer }
     }
 }
