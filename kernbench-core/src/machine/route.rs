@@ -100,18 +100,23 @@ impl Route {
 trait Hops {
     fn hop(&mut self, class: LinkClass, from: Node, to: Node);
 
+    /// `steps` hops of `class` in a row, from `node(0)` to `node(1)`, on to `node(steps)`. A sink
+    /// that does not look at the nodes counts them without naming each one.
+    fn line(&mut self, class: LinkClass, steps: u32, node: impl Fn(u32) -> Node) {
+        for i in 0..steps {
+            self.hop(class, node(i), node(i + 1));
+        }
+    }
+
     /// Steps round a ring of `n` members from `from` to `to`, the shorter way (forward on a tie);
     /// `node(i)` names member `i`.
     fn ring(&mut self, class: LinkClass, n: u32, from: u32, to: u32, node: impl Fn(u32) -> Node) {
         let forward = (to + n - from) % n;
         let backward = n - forward;
-        let (steps, next): (u32, fn(u32, u32) -> u32) =
-            if forward <= backward { (forward, |i, n| (i + 1) % n) } else { (backward, |i, n| (i + n - 1) % n) };
-        let mut at = from;
-        for _ in 0..steps {
-            let to = next(at, n);
-            self.hop(class, node(at), node(to));
-            at = to;
+        if forward <= backward {
+            self.line(class, forward, |i| node((from + i) % n));
+        } else {
+            self.line(class, backward, |i| node((from + n - i) % n));
         }
     }
 }
@@ -133,14 +138,35 @@ impl Hops for Latency<'_> {
     fn hop(&mut self, class: LinkClass, _: Node, _: Node) {
         self.ns += self.system.link(class).latency_ns;
     }
+
+    fn line(&mut self, class: LinkClass, steps: u32, _: impl Fn(u32) -> Node) {
+        // Added once a hop, in order, as the route's sum adds them: the same bits as many times as
+        // the route is long, but without naming a node.
+        let latency = self.system.link(class).latency_ns;
+        for _ in 0..steps {
+            self.ns += latency;
+        }
+    }
 }
 
-/// A route's farthest-reaching class.
-struct Farthest(Option<LinkClass>);
+/// How far a route reaches: how many channels it crosses and its farthest-reaching class.
+#[derive(Default)]
+struct Reach {
+    hops: usize,
+    farthest: Option<LinkClass>,
+}
 
-impl Hops for Farthest {
+impl Hops for Reach {
     fn hop(&mut self, class: LinkClass, _: Node, _: Node) {
-        self.0 = self.0.max(Some(class));
+        self.hops += 1;
+        self.farthest = self.farthest.max(Some(class));
+    }
+
+    fn line(&mut self, class: LinkClass, steps: u32, _: impl Fn(u32) -> Node) {
+        if steps > 0 {
+            self.hops += steps as usize;
+            self.farthest = self.farthest.max(Some(class));
+        }
     }
 }
 
@@ -318,9 +344,18 @@ impl System {
     /// # Panics
     /// When `a` or `b` is not in the system, as [`System::route`].
     pub fn route_farthest_class(&self, a: PeId, b: PeId) -> Option<LinkClass> {
-        let mut farthest = Farthest(None);
-        self.walk_or_panic(a, b, 0, &mut farthest);
-        farthest.0
+        let mut reach = Reach::default();
+        self.walk_or_panic(a, b, 0, &mut reach);
+        reach.farthest
+    }
+
+    /// How many channels the route from PE `a` to PE `b` crosses and the farthest-reaching class
+    /// among them, as [`Route::hops`] and [`Route::farthest_class`] of [`System::try_route`], without
+    /// building it; `None` when either PE is not in the system.
+    pub(crate) fn try_route_reach(&self, a: PeId, b: PeId) -> Option<(usize, Option<LinkClass>)> {
+        let mut reach = Reach::default();
+        self.walk(a, b, 0, &mut reach)?;
+        Some((reach.hops, reach.farthest))
     }
 
     /// Hands `each` the channels of the route from PE `a` to PE `b` on `channel`, in order, as
@@ -380,17 +415,11 @@ impl System {
     /// Dimension-order routing between the PE 0s of two cubes of one SIP.
     fn mesh_route(&self, hops: &mut impl Hops, sip: u32, from: u32, to: u32) {
         let node = |x: u32, y: u32| Node::Pe(PeId::new(sip, self.cube_index(crate::machine::CubeCoord { x, y }), 0));
-        let (mut at, dest) = (self.cube_coord(from), self.cube_coord(to));
-        while at.x != dest.x {
-            let x = if at.x < dest.x { at.x + 1 } else { at.x - 1 };
-            hops.hop(LinkClass::InterCube, node(at.x, at.y), node(x, at.y));
-            at.x = x;
-        }
-        while at.y != dest.y {
-            let y = if at.y < dest.y { at.y + 1 } else { at.y - 1 };
-            hops.hop(LinkClass::InterCube, node(at.x, at.y), node(at.x, y));
-            at.y = y;
-        }
+        let (at, dest) = (self.cube_coord(from), self.cube_coord(to));
+        // `i` steps from `a` toward `b`.
+        let toward = |a: u32, b: u32, i: u32| if a < b { a + i } else { a - i };
+        hops.line(LinkClass::InterCube, at.x.abs_diff(dest.x), |i| node(toward(at.x, dest.x, i), at.y));
+        hops.line(LinkClass::InterCube, at.y.abs_diff(dest.y), |i| node(dest.x, toward(at.y, dest.y, i)));
     }
 
     /// From SIP `from`'s (cube 0, PE 0) to SIP `to`'s: over the node's interconnect, or between
@@ -891,7 +920,7 @@ mod tests {
     }
 
     #[test]
-    fn a_route_s_latency_and_farthest_class_are_the_built_route_s_to_the_bit() {
+    fn a_route_s_latency_length_and_farthest_class_are_the_built_route_s_to_the_bit() {
         let mut systems = vec![
             test_system(5, (3, 2), 3, SipInterconnect::Ring),
             test_system(4, (2, 2), 2, SipInterconnect::FullyConnected),
@@ -917,6 +946,8 @@ mod tests {
                     let built: f64 = route.channels.iter().map(|c| system.link(c.class).latency_ns).sum();
                     assert_eq!(system.route_latency_ns(a, b).to_bits(), built.to_bits(), "{a} -> {b}");
                     assert_eq!(system.route_farthest_class(a, b), route.farthest_class(), "{a} -> {b}");
+                    let reach = (route.hops(), route.farthest_class());
+                    assert_eq!(system.try_route_reach(a, b), Some(reach), "{a} -> {b}");
                 }
             }
         }

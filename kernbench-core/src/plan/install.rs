@@ -374,15 +374,15 @@ impl InstallPlan {
                     rank: peer_rank,
                     len,
                 })?;
-                let route = system.try_route(pe, peer).ok_or_else(|| PlanError::PeerNotInSystem {
+                let (hops, link) = system.try_route_reach(pe, peer).ok_or_else(|| PlanError::PeerNotInSystem {
                     pe,
                     direction,
                     peer,
                     system: system.describe(),
                 })?;
-                let link = route.farthest_class().ok_or(PlanError::SelfLink { pe, direction })?;
+                let link = link.ok_or(PlanError::SelfLink { pe, direction })?;
                 // A route crosses at most a ring, a mesh and the SIPs: far below u32::MAX.
-                let hops = u32::try_from(route.hops()).unwrap_or(u32::MAX);
+                let hops = u32::try_from(hops).unwrap_or(u32::MAX);
                 neighbors.push(NeighborTableEntry { direction, peer, link, hops });
             }
             sip_plan.pes.push(PeInstall { pe, rank, neighbors });

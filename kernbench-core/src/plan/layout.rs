@@ -455,12 +455,11 @@ impl DistTensor {
         }
         let placement = Placement::Policy { policy, sips, cubes, pes };
         let parts = placement.parts(rows, cols)?;
-        let mut shards = BTreeMap::new();
-        for (sip, tile) in (0u32..).zip(tiles) {
-            for (cube, pe, block) in &parts {
-                shards.insert(PeId::new(sip, *cube, *pe), cut(tile, cols, block)?);
-            }
-        }
+        // Collected, not inserted one by one: a map built from a list in order is built in one pass.
+        let shards = (0u32..).zip(tiles).flat_map(|(sip, tile)| {
+            parts.iter().map(move |(cube, pe, block)| Ok((PeId::new(sip, *cube, *pe), cut(tile, cols, block)?)))
+        });
+        let shards = shards.collect::<Result<BTreeMap<_, _>, LayoutError>>()?;
         Ok(DistTensor { dtype, rows, cols, shards, placement })
     }
 

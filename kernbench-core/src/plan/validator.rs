@@ -4,8 +4,6 @@
 //! or leaves a participant without data, would silently compute the wrong thing. Validators turn that
 //! into an error before anything runs, naming the PE, what it holds and what was expected.
 
-use std::collections::BTreeSet;
-
 use crate::machine::PeId;
 use crate::names::{Builtin, NamedItem, UnknownName, comma_list, listing, lookup};
 use crate::plan::{InstallPlan, Layout};
@@ -129,23 +127,47 @@ pub enum ValidationError {
 }
 
 /// Checks that shards sit exactly on the participants, and returns `(pe, elements)` per participant.
+/// A shard off the participants is named before a participant without one; of several, the first in
+/// `PeId` order.
 fn on_participants(
     validator: &'static str,
     expected: &'static str,
     plan: &InstallPlan,
     layout: &Layout,
 ) -> Result<Vec<(PeId, usize)>, ValidationError> {
-    let participants: BTreeSet<PeId> = plan.participants().map(|p| p.pe).collect();
-    if let Some((&pe, &elements)) = layout.shards.iter().find(|(pe, _)| !participants.contains(pe)) {
-        return Err(ValidationError::ShardOffParticipant { validator, pe, elements, mapper: plan.mapper.clone() });
+    // The participants in `PeId` order, as a checked plan already lists them, and the shards (a map in
+    // that order) are walked side by side: no set of a million participants.
+    let mut participants: Vec<PeId> = plan.participants().map(|p| p.pe).collect();
+    if !participants.is_sorted_by(|a, b| a < b) {
+        participants.sort_unstable();
+        participants.dedup();
     }
-    participants
-        .into_iter()
-        .map(|pe| match layout.shards.get(&pe) {
-            Some(&elements) => Ok((pe, elements)),
-            None => Err(ValidationError::MissingShard { validator, pe, expected }),
-        })
-        .collect()
+    let off = |(&pe, &elements): (&PeId, &usize)| ValidationError::ShardOffParticipant {
+        validator,
+        pe,
+        elements,
+        mapper: plan.mapper.clone(),
+    };
+    let mut shards = layout.shards.iter().peekable();
+    let (mut held, mut missing) = (Vec::with_capacity(participants.len()), None);
+    for pe in participants {
+        if let Some(shard) = shards.next_if(|&(&at, _)| at < pe) {
+            return Err(off(shard));
+        }
+        match shards.next_if(|&(&at, _)| at == pe) {
+            Some((_, &elements)) => held.push((pe, elements)),
+            None => {
+                missing.get_or_insert(pe);
+            }
+        }
+    }
+    if let Some(shard) = shards.next() {
+        return Err(off(shard));
+    }
+    match missing {
+        Some(pe) => Err(ValidationError::MissingShard { validator, pe, expected }),
+        None => Ok(held),
+    }
 }
 
 fn whole_tensor(validator: &'static str, held: &[(PeId, usize)], layout: &Layout) -> Result<(), ValidationError> {
@@ -227,4 +249,34 @@ pub fn replicated(plan: &InstallPlan, layout: &Layout) -> Result<(), ValidationE
 /// [`ValidationError::ShardOffParticipant`] or [`ValidationError::MissingShard`].
 pub fn any(plan: &InstallPlan, layout: &Layout) -> Result<(), ValidationError> {
     on_participants("any", "a shard", plan, layout).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::System;
+
+    #[test]
+    fn a_shard_off_the_participants_is_named_before_a_participant_without_one() {
+        let system = System::shape(2, 1, 1, 4).unwrap();
+        let plan = InstallPlan::build(&system, "ring_1d", "leader_only").unwrap();
+        let layout = |shards: &[(PeId, usize)]| Layout {
+            dtype: crate::Dtype::F32,
+            rows: 1,
+            cols: 8,
+            shards: shards.iter().copied().collect(),
+        };
+        let (leader, other) = (PeId::new(0, 0, 0), PeId::new(1, 0, 0));
+        let check = |shards: &[(PeId, usize)]| on_participants("test", "a shard", &plan, &layout(shards));
+        assert_eq!(check(&[(leader, 8), (other, 8)]).unwrap(), [(leader, 8), (other, 8)]);
+        // SIP 0's leader has no shard, and two PEs off the plan have one: the first of those is named.
+        let err = check(&[(PeId::new(1, 0, 3), 8), (PeId::new(0, 0, 2), 8), (other, 8)]).unwrap_err();
+        assert!(matches!(err, ValidationError::ShardOffParticipant { pe, .. } if pe == PeId::new(0, 0, 2)), "{err}");
+        // After the last participant too.
+        let err = check(&[(leader, 8), (other, 8), (PeId::new(1, 0, 1), 8)]).unwrap_err();
+        assert!(matches!(err, ValidationError::ShardOffParticipant { pe, .. } if pe == PeId::new(1, 0, 1)), "{err}");
+        // Of two participants without one, the first.
+        let err = check(&[]).unwrap_err();
+        assert!(matches!(err, ValidationError::MissingShard { pe, .. } if pe == leader), "{err}");
+    }
 }
