@@ -95,7 +95,7 @@ pub fn call(
     checking: Checking,
 ) -> Estimate {
     let element = layout.dtype.size() as u64;
-    let largest = plan.participants().filter_map(|p| layout.shards.get(&p.pe)).max().copied().unwrap_or(0);
+    let largest = layout.elements_of(plan.participants().map(|p| p.pe)).flatten().max().unwrap_or(0);
     let input_bytes = (largest as u64).saturating_mul(element);
     let ranks = plan.len();
     let messages = messages(algorithm, plan);

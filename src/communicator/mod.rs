@@ -691,13 +691,34 @@ fn check_inputs(collective: Collective, pes: &[PeId], inputs: &[Tile]) -> Result
 }
 
 /// The outputs as a tensor: the input's layout where the shape is kept, one row per shard otherwise.
+/// `shards` with each of `outputs` in place of its PE's shard. Outputs in `PeId` order (as a plan's
+/// ranks come) are merged in one walk and the map built at once, not inserted a PE at a time.
+fn with_outputs(shards: &BTreeMap<PeId, Tile>, outputs: impl Iterator<Item = (PeId, Tile)>) -> BTreeMap<PeId, Tile> {
+    let outputs: Vec<(PeId, Tile)> = outputs.collect();
+    if !outputs.is_sorted_by(|a, b| a.0 < b.0) {
+        let mut shards = shards.clone();
+        shards.extend(outputs);
+        return shards;
+    }
+    let mut merged = Vec::with_capacity(shards.len().max(outputs.len()));
+    let mut kept = shards.iter().peekable();
+    for (pe, tile) in outputs {
+        while let Some((&at, shard)) = kept.next_if(|&(&at, _)| at < pe) {
+            merged.push((at, shard.clone()));
+        }
+        kept.next_if(|&(&at, _)| at == pe);
+        merged.push((pe, tile));
+    }
+    merged.extend(kept.map(|(&pe, shard)| (pe, shard.clone())));
+    merged.into_iter().collect()
+}
+
 fn output_tensor(
     collective: Collective,
     input: &DistTensor,
     outputs: impl Iterator<Item = (PeId, Tile)>,
 ) -> Result<DistTensor, CommError> {
-    let mut shards: BTreeMap<_, _> = input.shards().clone();
-    shards.extend(outputs);
+    let shards = with_outputs(input.shards(), outputs);
     match collective {
         Collective::AllReduce | Collective::Broadcast | Collective::Reduce => Ok(input.with_shards(shards)?),
         _ => {
@@ -707,6 +728,27 @@ fn output_tensor(
             });
             let cols = per_rank.values().copied().max().unwrap_or(0);
             Ok(DistTensor::from_shards(input.dtype(), 1, cols, shards)?)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outputs_replace_the_shards_of_their_pes_in_order_or_not() {
+        let pe = |p| PeId::new(0, 0, p);
+        let tile = |v: f32| Tile::from_vec(vec![v]);
+        let shards: BTreeMap<PeId, Tile> = [(pe(0), tile(1.0)), (pe(1), tile(2.0)), (pe(3), tile(4.0))].into();
+        for outputs in [
+            vec![(pe(1), tile(20.0)), (pe(2), tile(30.0)), (pe(4), tile(50.0))],
+            vec![(pe(4), tile(50.0)), (pe(1), tile(20.0))],
+            vec![],
+        ] {
+            let mut expected = shards.clone();
+            expected.extend(outputs.clone());
+            assert_eq!(with_outputs(&shards, outputs.clone().into_iter()), expected, "{outputs:?}");
         }
     }
 }

@@ -60,9 +60,8 @@ impl Communicator {
         if tensor.layout() != prepared.layout {
             return Err(CommError::LayoutNotPrepared { algorithm: algorithm.name.clone() });
         }
-        let inputs: Vec<Tile> = plan
-            .participants()
-            .map(|p| tensor.shard(p.pe).cloned().unwrap_or_else(|| Tile::zeros(tensor.dtype(), 0)))
+        let inputs: Vec<Tile> = (tensor.shards_of(plan.participants().map(|p| p.pe)))
+            .map(|shard| shard.cloned().unwrap_or_else(|| Tile::zeros(tensor.dtype(), 0)))
             .collect();
         let n = inputs.len();
         let rooted = matches!(collective, Collective::Broadcast | Collective::Reduce);

@@ -185,6 +185,22 @@ impl Layout {
         Ok(Layout { dtype, rows, cols, shards })
     }
 
+    /// The elements each of `pes` holds, `None` for a PE without a shard, in their order: found by a
+    /// walk along the shards while `pes` ascend (as a plan lists its participants), a lookup for one
+    /// out of order.
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench_core::{Dtype, DpPolicy, Layout, PeId, System};
+    /// let system = System::shape(2, 1, 1, 2).unwrap();
+    /// let layout = Layout::of(&system, Dtype::F32, 1, 8, DpPolicy::LEADER).unwrap();
+    /// let pes = [PeId::new(0, 0, 0), PeId::new(0, 0, 1), PeId::new(1, 0, 0), PeId::new(0, 0, 0)];
+    /// assert_eq!(layout.elements_of(pes.into_iter()).collect::<Vec<_>>(), [Some(8), None, Some(8), Some(8)]);
+    /// ```
+    pub fn elements_of(&self, pes: impl Iterator<Item = PeId>) -> impl Iterator<Item = Option<usize>> {
+        along(&self.shards, pes).map(|elements| elements.copied())
+    }
+
     /// Elements of one SIP's whole tensor: `rows * cols`.
     pub fn sip_elements(&self) -> usize {
         self.rows.saturating_mul(self.cols)
@@ -386,6 +402,21 @@ fn check_dtype(expected: Dtype, got: Dtype, what: impl FnOnce() -> String) -> Re
 
 /// The part `block` of a row-major SIP tile with `cols` columns, contiguous; shares the tile's buffer
 /// when the part is already contiguous in it.
+/// The entry of `map` for each of `pes`: a walk along the map while `pes` ascend, so a million PEs
+/// in order cost one pass rather than a descent of the tree each; a PE below one already asked for
+/// is looked up.
+fn along<V>(map: &BTreeMap<PeId, V>, pes: impl Iterator<Item = PeId>) -> impl Iterator<Item = Option<&V>> {
+    let (mut entries, mut highest) = (map.iter().peekable(), None);
+    pes.map(move |pe| {
+        if highest.is_some_and(|highest| pe < highest) {
+            return map.get(&pe);
+        }
+        highest = Some(pe);
+        while entries.next_if(|&(&at, _)| at < pe).is_some() {}
+        entries.peek().filter(|&&(&at, _)| at == pe).map(|&(_, value)| value)
+    })
+}
+
 fn cut(tile: &Tile, cols: usize, block: &Block) -> Result<Tile, TileError> {
     let width = block.cols.len();
     if block.len() == 0 {
@@ -600,6 +631,13 @@ impl DistTensor {
     /// The shard on `pe`, if it holds one.
     pub fn shard(&self, pe: PeId) -> Option<&Tile> {
         self.shards.get(&pe)
+    }
+
+    /// The shard on each of `pes`, `None` for a PE without one, in their order: [`DistTensor::shard`]
+    /// of each, found by a walk along the shards while `pes` ascend (as a plan lists its
+    /// participants), a lookup for one out of order.
+    pub fn shards_of(&self, pes: impl Iterator<Item = PeId>) -> impl Iterator<Item = Option<&Tile>> {
+        along(&self.shards, pes)
     }
 
     /// The shards, by PE, taken out of the tensor.
