@@ -55,7 +55,9 @@ impl Links {
 pub(crate) struct Network {
     routing: Routing,
     links: Links,
-    keys: Vec<Channel>,
+    /// Each channel's number in the system ([`System::channel_number`]): a word where the channel
+    /// itself would take nine, and what names it again for the report.
+    numbers: Vec<u32>,
     channels: Vec<ChannelState>,
     /// Per channel, its transfers, when the run is traced (beside the channels, not in them: an
     /// untraced million-PE run would hold an empty list per channel).
@@ -102,7 +104,7 @@ impl Network {
         let mut network = Network {
             routing: timing.routing,
             links: Links::of(system),
-            keys: Vec::with_capacity(system.channel_count().min(2 * n)),
+            numbers: Vec::with_capacity(system.channel_count().min(2 * n)),
             channels: Vec::new(),
             spans: timing.trace.then(Vec::new),
             route_start,
@@ -120,20 +122,24 @@ impl Network {
         // number in the system, in an array (a million-PE run's map of channels held more than the
         // channels themselves). Each holds its channel's id + 1; 0 until a route crosses it.
         let mut ids = vec![0u32; system.channel_count()];
+        // Each channel's class, for its state once their number is known.
+        let mut classes = Vec::with_capacity(network.numbers.capacity());
         for (sender, receiver, channel) in queues {
             if let Some(faults) = &mut network.faults {
                 faults.ends.push((sender, receiver));
             }
             let (mut latency, mut farthest) = (0.0, None);
             let ends = (pes[sender as usize], pes[receiver as usize]);
-            let keys = &mut network.keys;
+            let (numbers, classes) = (&mut network.numbers, &mut classes);
             system.for_each_channel_on(ends.0, ends.1, channel as usize, |channel| {
                 latency += network.links.latency_ns(channel.class);
                 farthest = farthest.max(Some(channel.class));
                 let number = system.channel_number(&channel).expect("a route's channels are its system's");
                 if ids[number] == 0 {
-                    keys.push(channel);
-                    ids[number] = keys.len() as u32;
+                    // A system has at most 2^24 PEs and a few channels each: numbers fit a u32.
+                    numbers.push(number as u32);
+                    classes.push(channel.class);
+                    ids[number] = numbers.len() as u32;
                 }
                 network.route_channels.push(ids[number] - 1);
             });
@@ -145,26 +151,26 @@ impl Network {
         }
         // The channels' states once their number is known: a list grown by doubling would hold twice
         // the room of the largest part of the model.
-        network.channels = network.keys.iter().map(|key| ChannelState::of(key.class)).collect();
+        network.channels = classes.into_iter().map(ChannelState::of).collect();
         if let Some(spans) = &mut network.spans {
-            spans.resize_with(network.keys.len(), Vec::new);
+            spans.resize_with(network.numbers.len(), Vec::new);
         }
         if let Some(faults) = &mut network.faults {
-            for (id, &key) in network.keys.iter().enumerate() {
-                faults.add_channel(key, id as u32);
+            for (id, &number) in network.numbers.iter().enumerate() {
+                faults.add_channel(named(system, number), id as u32);
             }
         }
         network
     }
 
-    /// Adds `channel`, idle; returns its id.
-    fn add_channel(&mut self, channel: Channel) -> u32 {
-        self.keys.push(channel);
+    /// Adds `channel`, numbered `number` in the system, idle; returns its id.
+    fn add_channel(&mut self, channel: Channel, number: u32) -> u32 {
+        self.numbers.push(number);
         self.channels.push(ChannelState::of(channel.class));
         if let Some(spans) = &mut self.spans {
             spans.push(Vec::new());
         }
-        let id = (self.keys.len() - 1) as u32;
+        let id = (self.numbers.len() - 1) as u32;
         if let Some(faults) = &mut self.faults {
             faults.add_channel(channel, id);
         }
@@ -189,7 +195,10 @@ impl Network {
             let faults = self.faults.as_ref().expect("faults: a detour");
             let id = match faults.index.get(&channel) {
                 Some(&id) => id,
-                None => self.add_channel(channel),
+                None => {
+                    let number = faults.system.channel_number(&channel).expect("a detour's channels are its system's");
+                    self.add_channel(channel, number as u32)
+                }
             };
             ids.push(id);
         }
@@ -355,14 +364,14 @@ impl Network {
     }
 
     /// Every channel that carried data, for a run that ended at `completion`.
-    pub(crate) fn report(&mut self, completion: f64) -> Vec<ChannelTime> {
+    pub(crate) fn report(&mut self, system: &System, completion: f64) -> Vec<ChannelTime> {
         // Counted first: a filtered iterator does not know its length, and a million channels' times
         // collected by doubling were copied again and again.
         let mut times = Vec::with_capacity(self.channels.iter().filter(|ch| ch.bytes > 0).count());
-        let used = self.keys.iter().zip(&self.channels).enumerate().filter(|(_, (_, ch))| ch.bytes > 0);
+        let used = self.numbers.iter().zip(&self.channels).enumerate().filter(|(_, (_, ch))| ch.bytes > 0);
         let spans = &mut self.spans;
-        times.extend(used.map(|(id, (&channel, ch))| ChannelTime {
-            channel,
+        times.extend(used.map(|(id, (&number, ch))| ChannelTime {
+            channel: named(system, number),
             bytes: ch.bytes,
             busy_ns: ch.busy_ns,
             utilization: if completion > 0.0 { ch.busy_ns / completion } else { 0.0 },
@@ -370,6 +379,11 @@ impl Network {
         }));
         times
     }
+}
+
+/// The channel `number` names in `system`, one the network numbered itself.
+fn named(system: &System, number: u32) -> Channel {
+    system.channel_at(number as usize).expect("a channel the network numbered")
 }
 
 /// The channels a transfer is booked on, borrowed apart from the rest of the network.
@@ -429,8 +443,8 @@ mod tests {
         let mut network = Network::new(&system, &timing, &Carriage::default(), &pes, queues);
         let first = network.deliver(0, 0.0, 1 << 20).unwrap();
         let second = network.deliver(1, 0.0, 1 << 20).unwrap();
-        let distinct: std::collections::BTreeSet<_> = network.keys.iter().collect();
-        assert_eq!(distinct.len(), network.keys.len(), "a link interned as several channels: {:?}", network.keys);
+        let distinct: std::collections::BTreeSet<_> = network.numbers.iter().collect();
+        assert_eq!(distinct.len(), network.numbers.len(), "a link interned as several channels: {:?}", network.numbers);
         // Sharing the links, the second waits for the first.
         let occupy = (1 << 20) as f64 / system.link(LinkClass::InterSip).bandwidth_gbps;
         assert!(second >= first + 0.99 * occupy, "{second} ns against {first} ns");

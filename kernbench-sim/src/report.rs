@@ -164,7 +164,7 @@ impl Execution<'_> {
             .collect();
         drop(lanes);
         let protocol = self.network.as_ref().and_then(|network| network.protocol());
-        let channels = self.network.as_mut().map(|network| network.report(completion));
+        let channels = self.network.as_mut().map(|network| network.report(&self.one_sided.system, completion));
         if spread.is_some() {
             // Each process's PEs, to every process.
             let mine: Vec<(u64, PeShare)> = (held.iter().zip(per_pe.iter_mut().zip(&mut times)))

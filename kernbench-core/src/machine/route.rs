@@ -677,6 +677,86 @@ impl System {
         }
     }
 
+    /// The channel numbered `number` by [`System::channel_number`]; `None` for a number no channel of
+    /// the system has (a slot for a link a mesh edge, a short ring or a shape without switches lacks).
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench_core::{PeId, System};
+    /// let system = System::builtin();
+    /// let channel = system.route(PeId::new(0, 5, 3), PeId::new(2, 0, 0)).channels[4];
+    /// let number = system.channel_number(&channel).unwrap();
+    /// assert_eq!(system.channel_at(number), Some(channel));
+    /// ```
+    pub fn channel_at(&self, number: usize) -> Option<Channel> {
+        use LinkClass::{InterCube, InterNode, InterSip, IntraCube};
+        let blocks = self.channel_blocks();
+        let (cubes, pes) = (self.cubes_per_sip(), self.pes_per_cube());
+        let (per_node, nics) = (self.sips_per_node(), self.nics_per_node());
+        let pe = |sip: usize, cube: usize, pe: usize| Node::Pe(PeId::new(sip as u32, cube as u32, pe as u32));
+        // A member's neighbour in a ring of `n`: slot 0 forward, 1 back.
+        let step = |at: usize, n: usize, slot: usize| if slot == 0 { (at + 1) % n } else { (at + n - 1) % n };
+        // Each candidate is checked by numbering it again: a slot the system lacks names no channel.
+        let candidate = match number {
+            n if n < blocks.mesh => {
+                let (at, slot) = (n / 2, n % 2);
+                let (sip, cube, at) = (at / (cubes * pes), at / pes % cubes, at % pes);
+                Channel { class: IntraCube, from: pe(sip, cube, at), to: pe(sip, cube, step(at, pes, slot)) }
+            }
+            n if n < blocks.sip => {
+                let (cube, slot) = ((n - blocks.mesh) / 4, (n - blocks.mesh) % 4);
+                let (sip, cube) = (cube / cubes, cube % cubes);
+                let at = self.cube_coord(cube as u32);
+                let (dx, dy) = [(1, 0), (-1, 0), (0, 1), (0, -1)][slot];
+                let (x, y) = (i64::from(at.x) + dx, i64::from(at.y) + dy);
+                let to =
+                    self.cube_index(crate::machine::CubeCoord { x: u32::try_from(x).ok()?, y: u32::try_from(y).ok()? });
+                Channel { class: InterCube, from: pe(sip, cube, 0), to: pe(sip, to as usize, 0) }
+            }
+            n if n < blocks.switch => {
+                let (sip, slot) = ((n - blocks.sip) / blocks.sip_slots, (n - blocks.sip) % blocks.sip_slots);
+                let base = self.node_of(sip as u32) as usize * per_node;
+                let to = match self.interconnect() {
+                    SipInterconnect::Ring => pe(base + step(sip - base, per_node, slot), 0, 0),
+                    SipInterconnect::FullyConnected => pe(base + slot, 0, 0),
+                    SipInterconnect::Switched => self.switch_of(self.node_of(sip as u32)),
+                };
+                Channel { class: InterSip, from: pe(sip, 0, 0), to }
+            }
+            n if n < blocks.node_switch => {
+                Channel { class: InterSip, from: Node::Switch, to: pe(n - blocks.switch, 0, 0) }
+            }
+            n if n < blocks.nic => {
+                let (k, slot) =
+                    ((n - blocks.node_switch) / (per_node + nics), (n - blocks.node_switch) % (per_node + nics));
+                let to = if slot < per_node {
+                    pe(k * per_node + slot, 0, 0)
+                } else {
+                    Node::Nic { node: k as u32, rail: (slot - per_node) as u32 }
+                };
+                Channel { class: InterSip, from: Node::NodeSwitch(k as u32), to }
+            }
+            n if n < blocks.network => {
+                let (nic, side) = ((n - blocks.nic) / 2, (n - blocks.nic) % 2);
+                let from = Node::Nic { node: (nic / nics) as u32, rail: (nic % nics) as u32 };
+                match side {
+                    0 => Channel { class: InterSip, from, to: Node::NodeSwitch((nic / nics) as u32) },
+                    _ => Channel { class: InterNode, from, to: Node::Network },
+                }
+            }
+            n if n < blocks.end => {
+                let nic = n - blocks.network;
+                Channel {
+                    class: InterNode,
+                    from: Node::Network,
+                    to: Node::Nic { node: (nic / nics) as u32, rail: (nic % nics) as u32 },
+                }
+            }
+            _ => return None,
+        };
+        (self.channel_number(&candidate) == Some(number)).then_some(candidate)
+    }
+
     /// Where each kind of node's slots start among the numbers [`System::channel_number`] gives, PEs'
     /// cube rings first (two slots a PE), and where they end.
     fn channel_blocks(&self) -> ChannelBlocks {
@@ -802,6 +882,32 @@ mod tests {
                     panic!("{channel:?} and {other:?} are both {number} on {}", system.describe());
                 }
             }
+        }
+    }
+
+    fn assert_numbers_name_their_channels(system: &System) {
+        for node in nodes_of(system) {
+            for channel in system.links_from(node) {
+                let number = system.channel_number(&channel).unwrap();
+                assert_eq!(system.channel_at(number), Some(channel), "{number} on {}", system.describe());
+            }
+        }
+        for number in 0..system.channel_count() + 3 {
+            if let Some(channel) = system.channel_at(number) {
+                assert_eq!(system.channel_number(&channel), Some(number), "{channel:?} on {}", system.describe());
+            }
+        }
+    }
+
+    #[test]
+    fn a_channel_s_number_names_it_and_no_other() {
+        for interconnect in [SipInterconnect::Ring, SipInterconnect::FullyConnected, SipInterconnect::Switched] {
+            for (sips, mesh, pes) in [(1, (1, 1), 1), (2, (1, 1), 2), (3, (2, 1), 3), (4, (3, 2), 4), (5, (1, 2), 1)] {
+                assert_numbers_name_their_channels(&test_system(sips, mesh, pes, interconnect));
+            }
+        }
+        for (nodes, per_node, nics, mesh, pes) in [(2, 1, 1, (1, 1), 1), (3, 2, 2, (2, 1), 2), (2, 3, 2, (1, 2), 3)] {
+            assert_numbers_name_their_channels(&test_nodes(nodes, per_node, nics, mesh, pes));
         }
     }
 
