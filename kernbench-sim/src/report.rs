@@ -173,7 +173,7 @@ impl Execution<'_> {
             drop((per_pe, times));
             // The run's queues, network model and states are no longer needed: their memory can hold
             // the other processes' PEs.
-            self.two_sided.queues = Queues::all(Vec::new());
+            self.two_sided.queues = Queues::none();
             self.network = None;
             self.lanes.pes = Cells::new(Vec::new());
             self.lanes.states = Cells::new(Vec::new());

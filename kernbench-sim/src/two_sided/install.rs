@@ -53,7 +53,7 @@ pub(crate) fn install(
             for channel in 0..channels as u32 {
                 if keep {
                     numbers.push(routes.len() as u32);
-                    queues.push(Queue::new(ends, (entry.direction, recv_dir), channel, depth));
+                    queues.push(Queue::new(ends, (entry.direction, recv_dir), channel));
                 }
                 routes.push((ends.0, ends.1, channel));
             }
@@ -73,6 +73,7 @@ pub(crate) fn install(
             PeLinks { ports, touched: Vec::new() }
         })
         .collect();
-    let queues = if numbers.len() == routes.len() { Queues::all(queues) } else { Queues::some(queues, numbers) };
+    let queues =
+        if numbers.len() == routes.len() { Queues::all(queues, depth) } else { Queues::some(queues, numbers, depth) };
     Installed { queues, routes, links }
 }

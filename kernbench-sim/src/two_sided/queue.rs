@@ -15,6 +15,7 @@
 
 use std::cell::UnsafeCell;
 use std::num::NonZeroU64;
+use std::ptr::NonNull;
 
 use kernbench_core::{Direction, Dtype, Tile};
 
@@ -69,13 +70,16 @@ pub(crate) struct Queue {
     receiver_lane: UnsafeCell<u32>,
     tail: UnsafeCell<u64>,
     /// `tail % depth`, kept as it advances: no division on the hot path.
-    tail_slot: UnsafeCell<usize>,
+    tail_slot: UnsafeCell<u32>,
     head: UnsafeCell<u64>,
     /// `head % depth`.
-    head_slot: UnsafeCell<usize>,
+    head_slot: UnsafeCell<u32>,
     published_tail: UnsafeCell<u64>,
     published_head: UnsafeCell<u64>,
-    slots: Box<[UnsafeCell<Slot>]>,
+    /// The slots: `depth` of them from here, in the slab of its [`Queues`], which outlives it and never
+    /// moves them. One slab for all the queues, not a list each: a million-PE run has millions.
+    slots: NonNull<UnsafeCell<Slot>>,
+    depth: u32,
 }
 
 // SAFETY: rules P and M of the round protocol, as the module docs apply them. During a round, `tail`, `sender_lane` and the slots being written
@@ -83,16 +87,19 @@ pub(crate) struct Queue {
 // thread, and the published values are only read; between rounds each published value is written by
 // the one thread merging its owner, and the lanes are only read.
 unsafe impl Sync for Queue {}
+// SAFETY: its slots pointer reaches only its own slots, in the slab its `Queues` owns and moves with
+// it; nothing else holds them.
+unsafe impl Send for Queue {}
 
 impl Queue {
     /// A lane number no lane has: a side no lane has used yet.
     pub(crate) const UNOWNED: u32 = u32::MAX;
 
+    /// A queue without slots yet: [`Queues`] gives each its own.
     pub(crate) fn new(
         (sender, receiver): (u32, u32),
         (send_dir, recv_dir): (Direction, Direction),
         channel: u32,
-        depth: usize,
     ) -> Queue {
         Queue {
             sender,
@@ -108,8 +115,23 @@ impl Queue {
             head_slot: UnsafeCell::new(0),
             published_tail: UnsafeCell::new(0),
             published_head: UnsafeCell::new(0),
-            slots: (0..depth).map(|_| UnsafeCell::new(Slot::Free { credit_at_ns: 0.0 })).collect(),
+            slots: NonNull::dangling(),
+            depth: 0,
         }
+    }
+
+    /// Slot `index` (below `depth`).
+    #[inline]
+    fn slot(&self, index: usize) -> &UnsafeCell<Slot> {
+        debug_assert!(index < self.depth as usize);
+        // SAFETY: `Queues` pointed `slots` at `depth` slots of its slab, which outlives this queue and
+        // does not move; `index` is below `depth`, as every caller keeps it.
+        unsafe { self.slots.add(index).as_ref() }
+    }
+
+    /// The slot of position `position` (a count of messages pushed before it).
+    fn slot_of(&self, position: u64) -> &UnsafeCell<Slot> {
+        self.slot((position % self.depth()) as usize)
     }
 
     /// The lane that owns `side` of the queue, to claim or compare.
@@ -148,7 +170,7 @@ impl Queue {
         // slots the receiver touches.
         let (slot_index, slot) = unsafe {
             let index = &mut *self.tail_slot.get();
-            let slot = &mut *self.slots[*index].get();
+            let slot = &mut *self.slot(*index as usize).get();
             (index, slot)
         };
         // Below `depth` in flight, the slot at `tail` is free.
@@ -170,7 +192,7 @@ impl Queue {
             if *self.head.get() == *self.published_tail.get() {
                 return None;
             }
-            (*self.slots[*self.head_slot.get()].get()).message()
+            (*self.slot(*self.head_slot.get() as usize).get()).message()
         }
     }
 
@@ -205,7 +227,7 @@ impl Queue {
                 return None;
             }
             let index = &mut *self.head_slot.get();
-            let slot = &mut *self.slots[*index].get();
+            let slot = &mut *self.slot(*index as usize).get();
             *head += 1;
             *index = self.next_slot(*index);
             match std::mem::replace(slot, Slot::Free { credit_at_ns }) {
@@ -215,8 +237,8 @@ impl Queue {
         }
     }
 
-    fn next_slot(&self, index: usize) -> usize {
-        if index + 1 == self.slots.len() { 0 } else { index + 1 }
+    fn next_slot(&self, index: u32) -> u32 {
+        if index + 1 == self.depth { 0 } else { index + 1 }
     }
 
     /// The message at position `position` (a count of messages pushed before it).
@@ -228,7 +250,7 @@ impl Queue {
     #[allow(clippy::mut_from_ref)]
     pub(crate) unsafe fn message_mut(&self, position: u64) -> Option<&mut Message> {
         // SAFETY: the caller excludes every other access.
-        match unsafe { &mut *self.slots[(position % self.depth()) as usize].get() } {
+        match unsafe { &mut *self.slot_of(position).get() } {
             Slot::Full(message) => Some(message),
             Slot::Free { .. } => None,
         }
@@ -266,7 +288,8 @@ impl Queue {
     /// `position` out, to hand it over. Its slot stays unusable until its credit comes back
     /// ([`Queue::credits_back`]).
     pub(crate) fn take_message(&mut self, position: u64) -> Option<Message> {
-        let slot = self.slots[(position % self.depth()) as usize].get_mut();
+        // SAFETY: `&mut self`: nothing else reaches the queue's slots.
+        let slot = unsafe { &mut *self.slot_of(position).get() };
         match std::mem::replace(slot, Slot::Free { credit_at_ns: 0.0 }) {
             Slot::Full(message) => Some(message),
             Slot::Free { .. } => None,
@@ -276,7 +299,8 @@ impl Queue {
     /// In the receiver's process: a message handed over from the sender's process, published as the
     /// sender's merge would have published it.
     pub(crate) fn hand_in(&mut self, position: u64, message: Message) {
-        *self.slots[(position % self.depth()) as usize].get_mut() = Slot::Full(message);
+        // SAFETY: as in `take_message`.
+        unsafe { *self.slot_of(position).get() = Slot::Full(message) };
         let tail = (*self.tail.get_mut()).max(position + 1);
         (*self.tail.get_mut(), *self.published_tail.get_mut()) = (tail, tail);
     }
@@ -284,7 +308,8 @@ impl Queue {
     /// In the receiver's process: when the credit of the message taken at `position` reaches the
     /// sender (0 if the slot is not free).
     pub(crate) fn credit_at(&mut self, position: u64) -> f64 {
-        match self.slots[(position % self.depth()) as usize].get_mut() {
+        // SAFETY: as in `take_message`.
+        match unsafe { &*self.slot_of(position).get() } {
             Slot::Free { credit_at_ns } => *credit_at_ns,
             Slot::Full(_) => 0.0,
         }
@@ -293,10 +318,11 @@ impl Queue {
     /// In the sender's process: the credit of the message at `position`, returned in the receiver's
     /// process, published as the receiver's merge would have published it.
     pub(crate) fn credit_back(&mut self, position: u64, credit_at_ns: f64) {
-        *self.slots[(position % self.depth()) as usize].get_mut() = Slot::Free { credit_at_ns };
+        // SAFETY: as in `take_message`.
+        unsafe { *self.slot_of(position).get() = Slot::Free { credit_at_ns } };
         let head = (*self.head.get_mut()).max(position + 1);
         (*self.head.get_mut(), *self.published_head.get_mut()) = (head, head);
-        *self.head_slot.get_mut() = (head % self.depth()) as usize;
+        *self.head_slot.get_mut() = (head % self.depth()) as u32;
     }
 
     /// Messages sent and not yet received.
@@ -306,10 +332,11 @@ impl Queue {
 
     /// The dtype, length and generation of each message sent and not yet received, oldest first.
     pub(crate) fn unreceived(&mut self) -> Vec<(Dtype, usize, u64)> {
-        let (head, tail, depth) = (*self.head.get_mut(), *self.tail.get_mut(), self.depth());
+        let (head, tail) = (*self.head.get_mut(), *self.tail.get_mut());
         (head..tail)
             .filter_map(|position| {
-                let message = self.slots[(position % depth) as usize].get_mut().message();
+                // SAFETY: as in `take_message`.
+                let message = unsafe { &*self.slot_of(position).get() }.message();
                 message.map(|m| (m.tile.dtype(), m.tile.len(), m.generation.get()))
             })
             .collect()
@@ -327,27 +354,55 @@ impl Queue {
 
     /// Its slots: the credits a sender starts with.
     pub(crate) fn depth(&self) -> u64 {
-        self.slots.len() as u64
+        u64::from(self.depth)
     }
 }
 
 /// A run's queues by number: every one, or in a run spread over processes only those with a side in
-/// this process (numbers stay the run's: the network model and the ports use them).
+/// this process (numbers stay the run's: the network model and the ports use them), and their slots.
 pub(crate) struct Queues {
     queues: Vec<Queue>,
     /// In a spread run, the number of each queue held, in order (its place in `queues`).
     numbers: Option<Vec<u32>>,
+    /// Every queue's slots, `depth` each in the queues' order: the queues point into it.
+    /// A list, not a box: a box asserts it is the only way to its contents whenever it moves.
+    #[allow(dead_code, reason = "read through the queues' pointers, and dropped with them")]
+    slots: Vec<UnsafeCell<Slot>>,
 }
 
+// SAFETY: the slab's slots are reached only through their queues, under the rules `Queue` is `Sync`
+// by.
+unsafe impl Sync for Queues {}
+
 impl Queues {
-    /// Every queue, numbered by place.
-    pub(crate) fn all(queues: Vec<Queue>) -> Queues {
-        Queues { queues, numbers: None }
+    /// Every queue, numbered by place, with `depth` slots each.
+    pub(crate) fn all(queues: Vec<Queue>, depth: usize) -> Queues {
+        Queues::with_slots(queues, None, depth)
     }
 
-    /// The queues numbered `numbers` (ascending), in that order.
-    pub(crate) fn some(queues: Vec<Queue>, numbers: Vec<u32>) -> Queues {
-        Queues { queues, numbers: Some(numbers) }
+    /// The queues numbered `numbers` (ascending), in that order, with `depth` slots each.
+    pub(crate) fn some(queues: Vec<Queue>, numbers: Vec<u32>, depth: usize) -> Queues {
+        Queues::with_slots(queues, Some(numbers), depth)
+    }
+
+    /// None at all: what a run holds once its queues are no longer needed.
+    pub(crate) fn none() -> Queues {
+        Queues::all(Vec::new(), 0)
+    }
+
+    fn with_slots(mut queues: Vec<Queue>, numbers: Option<Vec<u32>>, depth: usize) -> Queues {
+        let slots: Vec<UnsafeCell<Slot>> =
+            (0..queues.len() * depth).map(|_| UnsafeCell::new(Slot::Free { credit_at_ns: 0.0 })).collect();
+        // A system's depth is checked far below u32::MAX.
+        let depth32 = u32::try_from(depth).expect("a queue depth that fits u32");
+        for (i, queue) in queues.iter_mut().enumerate() {
+            // SAFETY: slot `i * depth` and the `depth - 1` after it are in the slab (of
+            // `queues.len() * depth`), which is never grown, so its slots stay put when `Queues`
+            // moves, and is dropped with the queues.
+            queue.slots = unsafe { NonNull::new_unchecked(slots.as_ptr().add(i * depth).cast_mut()) };
+            queue.depth = depth32;
+        }
+        Queues { queues, numbers, slots }
     }
 
     fn place(&self, q: usize) -> Option<usize> {
