@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::RunError;
 use crate::protocol::Cells;
 use crate::race::LaneSync;
-use crate::timing::{Bookings, Clock, Engines, SpanKind};
+use crate::timing::{Bookings, Clock, Engines, Rates, SpanKind};
 
 /// What one PE (or one of its lanes) did in a run. Every count is the same on one thread or many.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -266,6 +266,8 @@ pub(crate) struct PeCore {
     /// When the run's protocol caps what the PE moves over all its lanes (NCCL's `llMaxBw`) under the
     /// timing model: the cap in ns per byte, and when the PE's sends hold it.
     pub(crate) port: Option<Box<(f64, Bookings)>>,
+    /// A straggler's rates, when they are not the run's ([`Lanes::rates`]).
+    pub(crate) rates: Option<Box<Rates>>,
     /// In a run of several calls together, the input, output and scratch of every call after the
     /// first (whose are above).
     pub(crate) later_calls: Vec<[Tile; 3]>,
@@ -390,6 +392,8 @@ pub(crate) struct Lanes<'p> {
     /// Per task this process holds.
     pub(crate) parked: Cells<Parked>,
     pub(crate) budget: Budget,
+    /// The rates of every PE but a straggler.
+    pub(crate) rates: Rates,
 }
 
 impl Lanes<'_> {
@@ -420,6 +424,8 @@ pub(crate) struct LaneCtx<'a> {
     pub(crate) lane: &'a mut LaneState,
     pub(crate) parked: &'a mut Parked,
     pub(crate) budget: Budget,
+    /// The run's rates: its PE's unless it has its own.
+    pub(crate) run_rates: &'a Rates,
 }
 
 impl LaneCtx<'_> {
@@ -433,6 +439,7 @@ impl LaneCtx<'_> {
             lane: &mut *self.lane,
             parked: &mut *self.parked,
             budget: self.budget,
+            run_rates: self.run_rates,
         }
     }
 
@@ -476,6 +483,12 @@ impl LaneCtx<'_> {
         }
     }
 
+    /// The rates of the lane's PE.
+    #[inline]
+    pub(crate) fn rates(&self) -> &Rates {
+        self.pe.rates.as_deref().unwrap_or(self.run_rates)
+    }
+
     /// Spends `ns` of the lane's time on work of its PE: lanes of one PE share its engines (booked when
     /// it runs more lanes than engines under the timing model), so the work waits for an engine.
     #[inline]
@@ -497,7 +510,7 @@ impl LaneCtx<'_> {
         if !self.lane.clock.on {
             return;
         }
-        let mut ns = self.lane.clock.injection(bytes);
+        let mut ns = self.rates().injection(bytes);
         if let Some(cap) = &mut self.pe.port {
             let (ns_per_byte, port) = &mut **cap;
             let now = self.lane.clock.now;

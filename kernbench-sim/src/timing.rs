@@ -254,7 +254,40 @@ pub struct TimeReport {
     pub protocol: Option<kernbench_core::Protocol>,
 }
 
-/// A PE's clock and rates during a run.
+/// What a PE's work and sends cost it. Every PE of a run has the same rates but a straggler, so the
+/// run holds them once and a straggler its own, not every lane's clock.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Rates {
+    pub(crate) ns_per_element: f64,
+    pub(crate) ns_per_byte: f64,
+    pub(crate) injection_ns: f64,
+    /// Per byte a lane sends, the protocol's lane cap (0: none).
+    pub(crate) lane_ns_per_byte: f64,
+}
+
+impl Rates {
+    /// The rates of `pe` under `timing`, of a PE that is no straggler for `None` (zero without timing:
+    /// a clock that never moves spends none).
+    pub(crate) fn of(system: &System, timing: Option<&Timing>, carriage: &Carriage, pe: Option<PeId>) -> Rates {
+        let Some(timing) = timing else { return Rates::default() };
+        let spec = system.pe_spec();
+        let straggler = pe.and_then(|pe| timing.stragglers.get(&pe)).copied().unwrap_or_default();
+        Rates {
+            ns_per_element: 1.0 / straggler.compute_gflops.unwrap_or(spec.compute_gflops),
+            ns_per_byte: 1.0 / straggler.memory_gbps.unwrap_or(spec.memory_gbps),
+            injection_ns: spec.injection_ns,
+            lane_ns_per_byte: carriage.lane_ns_per_byte,
+        }
+    }
+
+    /// What handing `bytes` to the network costs a lane: the injection overhead, and the bytes at the
+    /// protocol's lane cap.
+    pub(crate) fn injection(&self, bytes: u64) -> f64 {
+        self.injection_ns + bytes as f64 * self.lane_ns_per_byte
+    }
+}
+
+/// A lane's clock during a run.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Clock {
     pub(crate) on: bool,
@@ -262,11 +295,6 @@ pub(crate) struct Clock {
     pub(crate) busy: f64,
     pub(crate) blocked: f64,
     pub(crate) start_delay: f64,
-    pub(crate) ns_per_element: f64,
-    pub(crate) ns_per_byte: f64,
-    pub(crate) injection_ns: f64,
-    /// Per byte a lane sends, the protocol's lane cap (0: none).
-    pub(crate) lane_ns_per_byte: f64,
     /// The lane's spans, when the run is traced. Boxed: an untraced lane (a million of them in a
     /// large run) holds one word for them, not a list's three.
     #[allow(clippy::box_collection)]
@@ -285,7 +313,6 @@ impl Clock {
         gpus_per_thread: usize,
     ) -> Clock {
         let Some(timing) = timing else { return Clock::default() };
-        let spec = system.pe_spec();
         let straggler = timing.stragglers.get(&pe).copied().unwrap_or_default();
         // Every kernel starts after the call's launch and its protocol's base latency, later on each
         // further GPU its thread launches on, a straggler's later still.
@@ -299,10 +326,6 @@ impl Clock {
             busy: 0.0,
             blocked: 0.0,
             start_delay,
-            ns_per_element: 1.0 / straggler.compute_gflops.unwrap_or(spec.compute_gflops),
-            ns_per_byte: 1.0 / straggler.memory_gbps.unwrap_or(spec.memory_gbps),
-            injection_ns: spec.injection_ns,
-            lane_ns_per_byte: carriage.lane_ns_per_byte,
             spans: timing.trace.then(Box::default),
             faults: PeFaults::of(&timing.faults, pe),
         };
@@ -336,12 +359,6 @@ impl Clock {
             spans.push(Span { kind, start_ns: self.now, end_ns: until, bytes });
         }
         self.now = until;
-    }
-
-    /// What handing `bytes` to the network costs the lane: the injection overhead, and the bytes at the
-    /// protocol's lane cap.
-    pub(crate) fn injection(&self, bytes: u64) -> f64 {
-        self.injection_ns + bytes as f64 * self.lane_ns_per_byte
     }
 
     /// How many times as long work started now takes: its PE's slowdown.

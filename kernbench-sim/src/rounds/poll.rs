@@ -78,7 +78,8 @@ impl Execution<'_> {
             let (lane, parked) =
                 unsafe { (self.lanes.states.get_mut(task as usize), self.lanes.parked.get_mut(task as usize)) };
             lane.figures.polls += 1;
-            let ctx = LaneCtx { task, pe: &mut *pe, lane, parked, budget: self.lanes.budget };
+            let ctx =
+                LaneCtx { task, pe: &mut *pe, lane, parked, budget: self.lanes.budget, run_rates: &self.lanes.rates };
             let mut view = PeView { ctx, links: &mut *links, memory: &mut *memory, run: self };
             let polled = self.poll_lane(&mut view, runnable);
             if let Polled::Failed = polled {

@@ -169,15 +169,16 @@ impl Backend for PeView<'_, '_> {
     }
 
     fn charge(&mut self, work: Work) {
+        let rates = *self.ctx.rates();
         let lane = &mut *self.ctx.lane;
         let (kind, ns, bytes) = match work {
             Work::Reduce { elements, dtype } => {
                 lane.figures.reduced_elements += elements as u64;
-                (SpanKind::Reduce, elements as f64 * lane.clock.ns_per_element, (elements * dtype.size()) as u64)
+                (SpanKind::Reduce, elements as f64 * rates.ns_per_element, (elements * dtype.size()) as u64)
             }
             Work::Memory { bytes } => {
                 lane.figures.memory_bytes += bytes as u64;
-                (SpanKind::Memory, bytes as f64 * lane.clock.ns_per_byte, bytes as u64)
+                (SpanKind::Memory, bytes as f64 * rates.ns_per_byte, bytes as u64)
             }
         };
         self.ctx.spend(kind, ns, bytes);

@@ -18,7 +18,7 @@ use crate::race::{LaneSync, MessageOrders};
 use crate::report::RunReport;
 use crate::rounds::{Ended, Execution, Polling, ReadyLists, quiet_kernel_panics};
 use crate::spread::Spread;
-use crate::timing::{Bookings, Clock, Engines};
+use crate::timing::{Bookings, Clock, Engines, Rates};
 use crate::two_sided::{Barriers, TwoSided, install};
 
 /// A call's kernel and facts.
@@ -84,6 +84,7 @@ pub(super) fn run(
         let kept = |tile: Tile| if options.timing_only { Tile::without_data(tile.dtype(), tile.len()) } else { tile };
         let mut buffers: Vec<std::vec::IntoIter<PeBuffers>> = calls_buffers.into_iter().map(Vec::into_iter).collect();
         let mut cores = Vec::with_capacity((0..pes.len()).filter(|&rank| holds(rank)).count());
+        let timing = options.timing.as_ref();
         for (rank, (&pe, &n)) in pes.iter().zip(&lanes).enumerate() {
             let mut each = buffers.iter_mut().map(|b| b.next().expect("a buffer per rank and call"));
             let first = each.next().expect("a call");
@@ -101,6 +102,9 @@ pub(super) fn run(
                 compute: (n > engines && timed).then(|| Box::new(Engines::new(engines))),
                 port: (carriage.pe_ns_per_byte > 0.0 && timed)
                     .then(|| Box::new((carriage.pe_ns_per_byte, Bookings::default()))),
+                rates: timing
+                    .filter(|timing| timing.stragglers.contains_key(&pe))
+                    .map(|_| Box::new(Rates::of(system, timing, &carriage, Some(pe)))),
                 later_calls,
             });
         }
@@ -176,6 +180,7 @@ pub(super) fn run(
         parked: Cells::held((0..held).map(|_| Parked::new()).collect(), by_task),
         tasks,
         budget: Budget { loops: options.loop_budget, steps: options.step_budget },
+        rates: Rates::of(system, options.timing.as_ref(), &carriage, None),
     };
     if let (Some(windows), true) = (windows.as_deref(), detector) {
         // A kernel starts after the previous one on its PE ended: its lanes know what those knew.
