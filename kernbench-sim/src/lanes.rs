@@ -257,8 +257,10 @@ pub(crate) struct PeCore {
     pub(crate) input: Tile,
     pub(crate) output: Tile,
     pub(crate) scratch: Tile,
-    /// What the kernel recorded with `tl.note`, by key.
-    pub(crate) notes: BTreeMap<String, String>,
+    /// What the kernel recorded with `tl.note`, by key (boxed: most kernels record nothing, and a
+    /// million PEs would each hold an empty map's room).
+    #[allow(clippy::box_collection)]
+    pub(crate) notes: Option<Box<BTreeMap<String, String>>>,
     /// When the PE runs more lanes than it has engines under the timing model: its engines' bookings,
     /// so that their injections, reductions, loads and stores run at most as many at a time as there
     /// are engines. Boxed, as `port`: most runs' PEs have neither, and a million PEs hold the room.
@@ -270,7 +272,7 @@ pub(crate) struct PeCore {
     pub(crate) rates: Option<Box<Rates>>,
     /// In a run of several calls together, the input, output and scratch of every call after the
     /// first (whose are above).
-    pub(crate) later_calls: Vec<[Tile; 3]>,
+    pub(crate) later_calls: Box<[[Tile; 3]]>,
 }
 
 /// One lane of a PE: a coroutine with its own clock, phase, figures and watchdog count.

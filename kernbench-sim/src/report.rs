@@ -159,7 +159,13 @@ impl Execution<'_> {
         let mut per_pe: Vec<PeReport> = (cells.iter().zip(self.lanes.pes.iter_mut()))
             .map(|(cells, s)| {
                 let (figures, lanes) = pe_figures(lanes[cells.clone()].iter().map(|l| l.figures));
-                PeReport { pe: s.pe, output: s.output.clone(), figures, lanes, notes: std::mem::take(&mut s.notes) }
+                PeReport {
+                    pe: s.pe,
+                    output: s.output.clone(),
+                    figures,
+                    lanes,
+                    notes: s.notes.take().map(|n| *n).unwrap_or_default(),
+                }
             })
             .collect();
         drop(lanes);

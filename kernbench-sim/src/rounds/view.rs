@@ -161,7 +161,7 @@ impl Backend for PeView<'_, '_> {
     }
 
     fn note(&mut self, key: &str, value: String) {
-        self.ctx.pe.notes.insert(key.to_owned(), value);
+        self.ctx.pe.notes.get_or_insert_default().insert(key.to_owned(), value);
     }
 
     fn set_phase(&mut self, phase: u8) {

@@ -1,7 +1,6 @@
 //! An installed run: every part made from a checked plan and the buffers, the kernels started, the
 //! rounds driven, and the end diagnosed and reported.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 use kernbench_core::tl::{CallContext, message_generation};
@@ -98,7 +97,7 @@ pub(super) fn run(
                 input: kept(first.input),
                 output: kept(first.output),
                 scratch: no_scratch.clone(),
-                notes: BTreeMap::new(),
+                notes: None,
                 compute: (n > engines && timed).then(|| Box::new(Engines::new(engines))),
                 port: (carriage.pe_ns_per_byte > 0.0 && timed)
                     .then(|| Box::new((carriage.pe_ns_per_byte, Bookings::default()))),
