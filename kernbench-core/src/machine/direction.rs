@@ -121,6 +121,37 @@ impl Direction {
         };
         (variant << 56) | fields
     }
+
+    /// The direction whose [`Direction::key`] is `key`; `None` for a number no direction has.
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench_core::Direction;
+    /// for direction in [Direction::SipPrev, Direction::Child(3, 1), Direction::Peer(70_000)] {
+    ///     assert_eq!(Direction::from_key(direction.key()), Some(direction));
+    /// }
+    /// assert_eq!(Direction::from_key(10 << 56), None);
+    /// assert_eq!(Direction::from_key(Direction::E.key() + 1), None, "E has no fields");
+    /// ```
+    pub const fn from_key(key: u64) -> Option<Direction> {
+        let (variant, fields) = (key >> 56, key & ((1 << 56) - 1));
+        let (byte, low) = ((fields >> 8) as u8, fields as u8);
+        let direction = match variant {
+            0 => Direction::E,
+            1 => Direction::W,
+            2 => Direction::N,
+            3 => Direction::S,
+            4 => Direction::SipNext,
+            5 => Direction::SipPrev,
+            6 => Direction::Parent(byte),
+            7 => Direction::Child(byte, low),
+            8 => Direction::Dim(low),
+            9 if fields <= u32::MAX as u64 => Direction::Peer(fields as u32),
+            _ => return None,
+        };
+        // A key with bits no field of its variant holds names none.
+        if direction.key() == key { Some(direction) } else { None }
+    }
 }
 
 impl fmt::Display for Direction {

@@ -32,9 +32,7 @@ pub(crate) fn install(
     let mut ports: Vec<Vec<Port>> = (installs.iter().enumerate())
         .map(|(rank, i)| {
             let neighbors = i.neighbors.iter().filter(|_| holds(rank));
-            neighbors
-                .map(|n| Port { key: n.direction.key(), direction: n.direction, out_queue: 0, in_queue: 0 })
-                .collect()
+            neighbors.map(|n| Port { key: n.direction.key(), out_queue: 0, in_queue: 0 }).collect()
         })
         .collect();
     let edges = installs.iter().map(|i| i.neighbors.len()).sum::<usize>() * channels;

@@ -43,13 +43,20 @@ pub(crate) struct TwoSided {
 /// A direction of a PE and the queues behind it: one per channel, numbered from the first.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Port {
-    /// `direction.key()`, what lookups compare.
+    /// Its direction's [`Direction::key`]: what lookups compare, and the direction itself (a port is
+    /// two words, not three: a million PEs hold several).
     pub(crate) key: u64,
-    pub(crate) direction: Direction,
     /// The queue of channel 0 out of the PE; channel `c`'s is `out_queue + c`.
     pub(crate) out_queue: u32,
     /// The queue of channel 0 into the PE; channel `c`'s is `in_queue + c`.
     pub(crate) in_queue: u32,
+}
+
+impl Port {
+    /// The direction of the port.
+    pub(crate) fn direction(&self) -> Direction {
+        Direction::from_key(self.key).expect("a port's key is its direction's")
+    }
 }
 
 /// A PE's two-sided part: its ports, and the queue sides its lanes touched this round.

@@ -33,7 +33,7 @@ impl Endpoint<'_> {
             pe: self.ctx.pe_id(),
             op,
             direction,
-            available: self.links.ports.iter().map(|p| p.direction).collect(),
+            available: self.links.ports.iter().map(Port::direction).collect(),
         }
     }
 
@@ -54,7 +54,7 @@ impl Endpoint<'_> {
             return Err(KernelError::NoSuchChannel {
                 pe: self.ctx.pe_id(),
                 op,
-                direction: port.direction,
+                direction: port.direction(),
                 channel,
                 channels: channels as usize,
             });
@@ -72,7 +72,7 @@ impl Endpoint<'_> {
                 pe: self.ctx.pe_id(),
                 lane: lane as usize,
                 op,
-                direction: port.direction,
+                direction: port.direction(),
                 channel,
                 owner: owner as usize,
             }),
