@@ -899,28 +899,27 @@ mod tests {
         }
     }
 
+    /// Systems of every interconnect, of rings of one and two, and of several nodes.
+    fn numbered_systems() -> Vec<System> {
+        let interconnects = [SipInterconnect::Ring, SipInterconnect::FullyConnected, SipInterconnect::Switched];
+        let shapes = [(1, (1, 1), 1), (2, (1, 1), 2), (3, (2, 1), 3), (4, (3, 2), 4), (5, (1, 2), 1)];
+        let systems = interconnects.into_iter().flat_map(|interconnect| {
+            shapes.into_iter().map(move |(sips, mesh, pes)| test_system(sips, mesh, pes, interconnect))
+        });
+        let nodes = [(2, 1, 1, (1, 1), 1), (3, 2, 2, (2, 1), 2), (2, 3, 2, (1, 2), 3)];
+        systems
+            .chain(nodes.into_iter().map(|(n, per_node, nics, mesh, pes)| test_nodes(n, per_node, nics, mesh, pes)))
+            .collect()
+    }
+
     #[test]
     fn a_channel_s_number_names_it_and_no_other() {
-        for interconnect in [SipInterconnect::Ring, SipInterconnect::FullyConnected, SipInterconnect::Switched] {
-            for (sips, mesh, pes) in [(1, (1, 1), 1), (2, (1, 1), 2), (3, (2, 1), 3), (4, (3, 2), 4), (5, (1, 2), 1)] {
-                assert_numbers_name_their_channels(&test_system(sips, mesh, pes, interconnect));
-            }
-        }
-        for (nodes, per_node, nics, mesh, pes) in [(2, 1, 1, (1, 1), 1), (3, 2, 2, (2, 1), 2), (2, 3, 2, (1, 2), 3)] {
-            assert_numbers_name_their_channels(&test_nodes(nodes, per_node, nics, mesh, pes));
-        }
+        numbered_systems().iter().for_each(assert_numbers_name_their_channels);
     }
 
     #[test]
     fn every_channel_of_a_system_has_a_number_of_its_own() {
-        for interconnect in [SipInterconnect::Ring, SipInterconnect::FullyConnected, SipInterconnect::Switched] {
-            for (sips, mesh, pes) in [(1, (1, 1), 1), (2, (1, 1), 2), (3, (2, 1), 3), (4, (3, 2), 4), (5, (1, 2), 1)] {
-                assert_channel_numbers_are_distinct_and_in_range(&test_system(sips, mesh, pes, interconnect));
-            }
-        }
-        for (nodes, per_node, nics, mesh, pes) in [(2, 1, 1, (1, 1), 1), (3, 2, 2, (2, 1), 2), (2, 3, 2, (1, 2), 3)] {
-            assert_channel_numbers_are_distinct_and_in_range(&test_nodes(nodes, per_node, nics, mesh, pes));
-        }
+        numbered_systems().iter().for_each(assert_channel_numbers_are_distinct_and_in_range);
     }
 
     #[test]
