@@ -17,6 +17,7 @@
 
 mod direction;
 mod ids;
+mod numbering;
 pub mod protocol;
 pub mod route;
 mod spec;
@@ -70,4 +71,13 @@ pub(crate) fn test_nodes(
         ..SystemSpec::default()
     })
     .expect("a valid test system of nodes")
+}
+
+#[cfg(test)]
+/// Every node a route could name in `system`, and some just outside it.
+pub(crate) fn nodes_of(system: &System) -> Vec<Node> {
+    let (nodes, rails) = (system.nodes() as u32, system.nics_per_node().max(2) as u32);
+    let switches = (0..=nodes).map(Node::NodeSwitch);
+    let nics = (0..=nodes).flat_map(|node| (0..=rails).map(move |rail| Node::Nic { node, rail }));
+    system.all_pes().map(Node::Pe).chain([Node::Switch, Node::Network]).chain(switches).chain(nics).collect()
 }
