@@ -690,7 +690,6 @@ fn check_inputs(collective: Collective, pes: &[PeId], inputs: &[Tile]) -> Result
     Ok(())
 }
 
-/// The outputs as a tensor: the input's layout where the shape is kept, one row per shard otherwise.
 /// `shards` with each of `outputs` in place of its PE's shard. Outputs in `PeId` order (as a plan's
 /// ranks come) are merged in one walk and the map built at once, not inserted a PE at a time.
 fn with_outputs(shards: &BTreeMap<PeId, Tile>, outputs: impl Iterator<Item = (PeId, Tile)>) -> BTreeMap<PeId, Tile> {
@@ -713,6 +712,7 @@ fn with_outputs(shards: &BTreeMap<PeId, Tile>, outputs: impl Iterator<Item = (Pe
     merged.into_iter().collect()
 }
 
+/// The outputs as a tensor: the input's layout where the shape is kept, one row per shard otherwise.
 fn output_tensor(
     collective: Collective,
     input: &DistTensor,

@@ -73,8 +73,8 @@ pub(crate) fn test_nodes(
     .expect("a valid test system of nodes")
 }
 
-#[cfg(test)]
 /// Every node a route could name in `system`, and some just outside it.
+#[cfg(test)]
 pub(crate) fn nodes_of(system: &System) -> Vec<Node> {
     let (nodes, rails) = (system.nodes() as u32, system.nics_per_node().max(2) as u32);
     let switches = (0..=nodes).map(Node::NodeSwitch);

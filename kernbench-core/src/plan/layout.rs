@@ -400,8 +400,6 @@ fn check_dtype(expected: Dtype, got: Dtype, what: impl FnOnce() -> String) -> Re
     if expected == got { Ok(()) } else { Err(LayoutError::DtypeMismatch { what: what(), expected, got }) }
 }
 
-/// The part `block` of a row-major SIP tile with `cols` columns, contiguous; shares the tile's buffer
-/// when the part is already contiguous in it.
 /// The entry of `map` for each of `pes`: a walk along the map while `pes` ascend, so a million PEs
 /// in order cost one pass rather than a descent of the tree each; a PE below one already asked for
 /// is looked up.
@@ -417,6 +415,8 @@ fn along<V>(map: &BTreeMap<PeId, V>, pes: impl Iterator<Item = PeId>) -> impl It
     })
 }
 
+/// The part `block` of a row-major SIP tile with `cols` columns, contiguous; shares the tile's buffer
+/// when the part is already contiguous in it.
 fn cut(tile: &Tile, cols: usize, block: &Block) -> Result<Tile, TileError> {
     let width = block.cols.len();
     if block.len() == 0 {
