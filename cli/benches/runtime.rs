@@ -30,7 +30,7 @@ use serde_json::json;
 
 /// The allocator the `kernbench` binary runs on.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: kernbench_cli::memory::Allocator = kernbench_cli::memory::Allocator;
 
 fn quick() -> bool {
     std::env::var_os("KERNBENCH_BENCH_QUICK").is_some()

@@ -14,12 +14,9 @@ use kernbench_cli::commands;
 use kernbench_cli::config::Job;
 use kernbench_cli::sweep::Interrupted;
 
-/// mimalloc serves the runtime's many small, short-lived allocations (a message's tile, a reduced
-/// piece) with fewer instructions than the system allocator, and large ones from memory the OS hands
-/// over cheaply (the README's Speed section has the figures), without the trade-off of glibc's
-/// allocator kept from returning memory by [`kernbench::sim::keep_freed_memory`].
+/// mimalloc, asked for each block the cheapest way its alignment allows.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: kernbench_cli::memory::Allocator = kernbench_cli::memory::Allocator;
 
 /// Set in the environment, makes `kernbench` panic before it parses its arguments: a test hook, so that
 /// the tests see what a user sees when the CLI has a bug.
