@@ -368,19 +368,18 @@ impl InstallPlan {
             };
             let mut neighbors = Vec::with_capacity(links.len());
             for &(direction, peer_rank) in links {
-                let &peer = topology.participants.get(peer_rank).ok_or(PlanError::BadPeerRank {
-                    pe,
-                    direction,
-                    rank: peer_rank,
-                    len,
-                })?;
+                // Each error made only when it is the answer (`let ... else`): made eagerly, it is
+                // built and dropped for every link of a million PEs.
+                let Some(&peer) = topology.participants.get(peer_rank) else {
+                    return Err(PlanError::BadPeerRank { pe, direction, rank: peer_rank, len });
+                };
                 let (hops, link) = system.try_route_reach(pe, peer).ok_or_else(|| PlanError::PeerNotInSystem {
                     pe,
                     direction,
                     peer,
                     system: system.describe(),
                 })?;
-                let link = link.ok_or(PlanError::SelfLink { pe, direction })?;
+                let Some(link) = link else { return Err(PlanError::SelfLink { pe, direction }) };
                 // A route crosses at most a ring, a mesh and the SIPs: far below u32::MAX.
                 let hops = u32::try_from(hops).unwrap_or(u32::MAX);
                 neighbors.push(NeighborTableEntry { direction, peer, link, hops });
@@ -530,7 +529,9 @@ pub fn check_plan(plan: &InstallPlan, system: &System) -> Result<(), PlanError> 
             if !system.contains(peer) {
                 return Err(PlanError::PeerNotInSystem { pe, direction, peer, system: system.describe() });
             }
-            let far = by_peer.rank(peer).ok_or(PlanError::PeerNotParticipant { pe, direction, peer })?;
+            let Some(far) = by_peer.rank(peer) else {
+                return Err(PlanError::PeerNotParticipant { pe, direction, peer });
+            };
             let back = || by_peer.to(far, pe).map(|(d, _)| d);
             // Exactly one link back pairs with this one; the lists are made only to name a failure.
             match back().filter(|&d| direction.pairs_with(d)).count() {
