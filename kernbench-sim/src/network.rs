@@ -157,7 +157,7 @@ impl Network {
         }
         if let Some(faults) = &mut network.faults {
             for (id, &number) in network.numbers.iter().enumerate() {
-                faults.add_channel(named(system, number), id as u32);
+                faults.add_channel(system.numbered_channel(number as usize), id as u32);
             }
         }
         network
@@ -371,7 +371,7 @@ impl Network {
         let used = self.numbers.iter().zip(&self.channels).enumerate().filter(|(_, (_, ch))| ch.bytes > 0);
         let spans = &mut self.spans;
         times.extend(used.map(|(id, (&number, ch))| ChannelTime {
-            channel: named(system, number),
+            channel: system.numbered_channel(number as usize),
             bytes: ch.bytes,
             busy_ns: ch.busy_ns,
             utilization: if completion > 0.0 { ch.busy_ns / completion } else { 0.0 },
@@ -379,11 +379,6 @@ impl Network {
         }));
         times
     }
-}
-
-/// The channel `number` names in `system`, one the network numbered itself.
-fn named(system: &System, number: u32) -> Channel {
-    system.channel_at(number as usize).expect("a channel the network numbered")
 }
 
 /// The channels a transfer is booked on, borrowed apart from the rest of the network.
