@@ -52,24 +52,26 @@ fn ring_reduce_to_leader(tl: &Tl, mut acc: Tile, ring: Ring, op: ReduceOp) -> Ti
 /// Hands member 0's `acc` to every member, back along the paths of [`ring_reduce_to_leader`].
 #[ccl_kernel(helper, crate = "kernbench_core")]
 fn ring_broadcast_from_leader(tl: &Tl, acc: Tile, ring: Ring) -> Tile {
-    let (i, n, h) = (ring.position, ring.count, west_end(ring));
-    if n == 1 {
+    // Positions are read from `ring` where they are used, not kept in locals: the arguments are held
+    // for the whole call anyway, a local across every wait after it (and a million PEs hold this
+    // state).
+    if ring.count == 1 {
         return acc;
     }
-    if i == 0 {
-        if h >= 1 {
+    if ring.position == 0 {
+        if west_end(ring) >= 1 {
             tl.send(ring.forward, &acc);
         }
-        if n - 1 > h {
+        if ring.count - 1 > west_end(ring) {
             tl.send(ring.back, &acc);
         }
         return acc;
     }
-    let result =
-        if i <= h { tl.recv(ring.back, acc.len(), acc.dtype()) } else { tl.recv(ring.forward, acc.len(), acc.dtype()) };
-    if i < h {
+    let toward_leader = if ring.position <= west_end(ring) { ring.back } else { ring.forward };
+    let result = tl.recv(toward_leader, acc.len(), acc.dtype());
+    if ring.position < west_end(ring) {
         tl.send(ring.forward, &result);
-    } else if i > h + 1 {
+    } else if ring.position > west_end(ring) + 1 {
         tl.send(ring.back, &result);
     }
     result
@@ -85,25 +87,43 @@ fn ring_broadcast_from_leader(tl: &Tl, acc: Tile, ring: Ring) -> Tile {
 #[ccl_kernel(crate = "kernbench_core")]
 pub fn hierarchical_allreduce(tl: &Tl, #[default = 1] chunks: usize) {
     let op = tl.op();
-    let data = tl.load(Input);
-    let chunks = chunks.clamp(1, data.len().max(1));
+    let chunks = chunks.clamp(1, tl.buffer_len(Input).max(1));
     if chunks == 1 {
-        // One piece: no pieces to cut or join (a million PEs run this).
-        let acc = reduce_up(tl, data, op);
-        tl.store(Output, &broadcast_down(tl, acc));
+        // One piece: no pieces to cut or join (a million PEs run this). The input is loaded where it
+        // is used and the result stored once made, so that no wait holds either.
+        let acc = {
+            let data = tl.load(Input);
+            reduce_up(tl, data, op)
+        };
+        let result = broadcast_down(tl, acc);
+        tl.store(Output, &result);
     } else {
         // Every piece goes all the way up before any comes down, so the top leader streams the
-        // pieces it finishes straight back down.
-        let mut partials = Vec::with_capacity(chunks);
-        for piece in split(tl, &data, chunks) {
-            partials.push(reduce_up(tl, piece, op));
+        // pieces it finishes straight back down. Each piece is replaced where it lies, by its partial
+        // and then by its result, and the data is not kept once cut: a PE's kernel state is as large
+        // as its largest wait's, and a loop holds what its head made (a list to fill, a list it
+        // consumes) across every wait in it.
+        let mut pieces = {
+            let data = tl.load(Input);
+            split(tl, &data, chunks)
+        };
+        for piece in &mut pieces {
+            let mine = take(piece);
+            *piece = reduce_up(tl, mine, op);
         }
-        let mut results = Vec::with_capacity(chunks);
-        for acc in partials {
-            results.push(broadcast_down(tl, acc));
+        for piece in &mut pieces {
+            let partial = take(piece);
+            *piece = broadcast_down(tl, partial);
         }
-        tl.store(Output, &tl.concat(&results));
+        tl.store(Output, &tl.concat(&pieces));
     }
+}
+
+/// `tile`, leaving a tile of its shape without data in its place: its buffer is the taker's alone, so a
+/// reduction into it need not copy it.
+fn take(tile: &mut Tile) -> Tile {
+    let shape = Tile::without_data(tile.dtype(), tile.len());
+    std::mem::replace(tile, shape)
 }
 
 /// The ring of `level` this PE is on: 0, the PEs of its cube; 1, the cube leaders of its SIP; 2, the
