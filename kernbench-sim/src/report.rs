@@ -104,6 +104,13 @@ impl Execution<'_> {
     /// [`RunError::NonFiniteTime`] when a lane's clock is not a finite number: such a time must never be
     /// printed or written as a result.
     pub(crate) fn report(&mut self, rounds: u64) -> Result<RunReport, RunError> {
+        // What the rounds needed and the report does not (the queues and their slots, the ports, the
+        // waits and the tasks their wakers keep) is freed first: the report's lists would otherwise
+        // come on top of it, and make the end of a large run its peak of memory.
+        self.two_sided.queues = Queues::none();
+        self.two_sided.pes = Cells::new(Vec::new());
+        self.two_sided.credit_latency = Vec::new();
+        self.lanes.parked = Cells::new(Vec::new());
         let (tasks, spread) = (&self.lanes.tasks, &self.spread);
         let pes = tasks.pes();
         // The PEs this process holds (all of them unless the run is spread), and their lanes' cells.
@@ -177,13 +184,11 @@ impl Execution<'_> {
                 .map(|(&rank, (pe, time))| (u64::from(rank), PeShare::of(pe, time.take())))
                 .collect();
             drop((per_pe, times));
-            // The run's queues, network model and states are no longer needed: their memory can hold
+            // The run's network model and states are no longer needed either: their memory can hold
             // the other processes' PEs.
-            self.two_sided.queues = Queues::none();
             self.network = None;
             self.lanes.pes = Cells::new(Vec::new());
             self.lanes.states = Cells::new(Vec::new());
-            self.lanes.parked = Cells::new(Vec::new());
             let mut all: Vec<Option<(PeReport, Option<PeTime>)>> = Vec::new();
             all.resize_with(pes.len(), || None);
             let spread = spread.as_ref().expect("a spread run");

@@ -1,10 +1,12 @@
 //! An installed run: every part made from a checked plan and the buffers, the kernels started, the
 //! rounds driven, and the end diagnosed and reported.
 
+use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
 
 use kernbench_core::tl::{CallContext, message_generation};
-use kernbench_core::{Dtype, InstallPlan, KernelError, Launch, Op, PeId, System, Tile, Tl};
+use kernbench_core::{Dtype, InstallPlan, KernelError, KernelFuture, Launch, Op, PeId, System, Tile, Tl};
 use rayon::prelude::*;
 
 use super::{Call, PeBuffers, RunOptions, Runtime, Together};
@@ -246,14 +248,9 @@ fn start(
             let ready = Arc::clone(ready);
             move |runnable| ready.push(runnable)
         };
-        let (runnable, handle) = async_task::Builder::new().metadata(task as u32).spawn(
-            move |_| async move {
-                let result = future.await;
-                // Set once: the task completes once.
-                let _ = results[cell].set(result.map_err(Box::new));
-            },
-            schedule,
-        );
+        let (runnable, handle) = async_task::Builder::new()
+            .metadata(task as u32)
+            .spawn(move |_| Recorded { kernel: future, results, cell }, schedule);
         handle.detach();
         runnable.schedule();
     };
@@ -262,6 +259,28 @@ fn start(
     match pool {
         Some(pool) => pool.install(|| (0..tasks.len()).into_par_iter().with_min_len(1024).filter(here).for_each(start)),
         None => (0..tasks.len()).filter(here).for_each(start),
+    }
+}
+
+/// A kernel that records how it ended in its cell of the run's results. A future of its own rather
+/// than an `async` block, which would hold the kernel's future twice (what it captured and what it
+/// awaits): every PE's task holds one.
+struct Recorded {
+    kernel: KernelFuture,
+    results: Arc<[OnceLock<Ended>]>,
+    cell: usize,
+}
+
+impl Future for Recorded {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        // Every field is `Unpin` (the kernel's future is pinned in its box).
+        let this = self.get_mut();
+        let ended = std::task::ready!(this.kernel.as_mut().poll(cx));
+        // Set once: a kernel's future ends once.
+        let _ = this.results[this.cell].set(ended.map_err(Box::new));
+        Poll::Ready(())
     }
 }
 
