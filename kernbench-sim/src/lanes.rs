@@ -257,22 +257,40 @@ pub(crate) struct PeCore {
     pub(crate) input: Tile,
     pub(crate) output: Tile,
     pub(crate) scratch: Tile,
-    /// What the kernel recorded with `tl.note`, by key (boxed: most kernels record nothing, and a
-    /// million PEs would each hold an empty map's room).
-    #[allow(clippy::box_collection)]
-    pub(crate) notes: Option<Box<BTreeMap<String, String>>>,
+    /// What few PEs have, in one box made when the first of it is: a million PEs would each hold the
+    /// room of all of it.
+    pub(crate) rare: Option<Box<PeRare>>,
+}
+
+impl PeCore {
+    /// What few PEs have, made on first use.
+    pub(crate) fn rare(&mut self) -> &mut PeRare {
+        self.rare.get_or_insert_default()
+    }
+
+    /// What the kernel recorded with `tl.note`, taken out of the PE.
+    pub(crate) fn take_notes(&mut self) -> BTreeMap<String, String> {
+        self.rare.as_mut().map(|rare| std::mem::take(&mut rare.notes)).unwrap_or_default()
+    }
+}
+
+/// What a PE has only in some runs: [`PeCore::rare`].
+#[derive(Default)]
+pub(crate) struct PeRare {
+    /// What the kernel recorded with `tl.note`, by key.
+    pub(crate) notes: BTreeMap<String, String>,
     /// When the PE runs more lanes than it has engines under the timing model: its engines' bookings,
     /// so that their injections, reductions, loads and stores run at most as many at a time as there
-    /// are engines. Boxed, as `port`: most runs' PEs have neither, and a million PEs hold the room.
-    pub(crate) compute: Option<Box<Engines>>,
+    /// are engines.
+    pub(crate) compute: Option<Engines>,
     /// When the run's protocol caps what the PE moves over all its lanes (NCCL's `llMaxBw`) under the
     /// timing model: the cap in ns per byte, and when the PE's sends hold it.
-    pub(crate) port: Option<Box<(f64, Bookings)>>,
+    pub(crate) port: Option<(f64, Bookings)>,
     /// A straggler's rates, when they are not the run's ([`Lanes::rates`]).
-    pub(crate) rates: Option<Box<Rates>>,
+    pub(crate) rates: Option<Rates>,
     /// In a run of several calls together, the input, output and scratch of every call after the
-    /// first (whose are above).
-    pub(crate) later_calls: Box<[[Tile; 3]]>,
+    /// first (whose are the PE's own).
+    pub(crate) later_calls: Vec<[Tile; 3]>,
 }
 
 /// One lane of a PE: a coroutine with its own clock, phase, figures and watchdog count.
@@ -488,7 +506,7 @@ impl LaneCtx<'_> {
     /// The rates of the lane's PE.
     #[inline]
     pub(crate) fn rates(&self) -> &Rates {
-        self.pe.rates.as_deref().unwrap_or(self.run_rates)
+        self.pe.rare.as_ref().and_then(|rare| rare.rates.as_ref()).unwrap_or(self.run_rates)
     }
 
     /// Spends `ns` of the lane's time on work of its PE: lanes of one PE share its engines (booked when
@@ -497,7 +515,7 @@ impl LaneCtx<'_> {
     pub(crate) fn spend(&mut self, kind: SpanKind, ns: f64, bytes: u64) {
         let clock = &mut self.lane.clock;
         let ns = if clock.faults.is_some() { ns * clock.slowdown() } else { ns };
-        if let (Some(compute), true) = (&mut self.pe.compute, clock.on) {
+        if let (Some(compute), true) = (self.pe.rare.as_mut().and_then(|rare| rare.compute.as_mut()), clock.on) {
             let start = compute.reserve(clock.now, ns);
             clock.advance_to(SpanKind::ComputeWait, start, 0, false);
         }
@@ -513,8 +531,7 @@ impl LaneCtx<'_> {
             return;
         }
         let mut ns = self.rates().injection(bytes);
-        if let Some(cap) = &mut self.pe.port {
-            let (ns_per_byte, port) = &mut **cap;
+        if let Some((ns_per_byte, port)) = self.pe.rare.as_mut().and_then(|rare| rare.port.as_mut()) {
             let now = self.lane.clock.now;
             let (_, end) = port.reserve(now, bytes as f64 * *ns_per_byte, 0.0);
             ns = ns.max(end - now);

@@ -166,13 +166,7 @@ impl Execution<'_> {
         let mut per_pe: Vec<PeReport> = (cells.iter().zip(self.lanes.pes.iter_mut()))
             .map(|(cells, s)| {
                 let (figures, lanes) = pe_figures(lanes[cells.clone()].iter().map(|l| l.figures));
-                PeReport {
-                    pe: s.pe,
-                    output: s.output.clone(),
-                    figures,
-                    lanes,
-                    notes: s.notes.take().map(|n| *n).unwrap_or_default(),
-                }
+                PeReport { pe: s.pe, output: s.output.clone(), figures, lanes, notes: s.take_notes() }
             })
             .collect();
         drop(lanes);
@@ -272,7 +266,10 @@ impl Execution<'_> {
         let RunReport { pes, rounds, time } = whole;
         // Per rank, the outputs of the calls after the first (the first's are the whole report's).
         let later: Vec<Vec<Tile>> = (0..pes.len())
-            .map(|rank| self.lanes.pes.get(rank).later_calls.iter().map(|[_, output, _]| output.clone()).collect())
+            .map(|rank| {
+                let later_calls = self.lanes.pes.get(rank).rare.as_ref().map(|rare| &rare.later_calls[..]);
+                later_calls.unwrap_or_default().iter().map(|[_, output, _]| output.clone()).collect()
+            })
             .collect();
         let tasks = &self.lanes.tasks;
         (0..tasks.calls())

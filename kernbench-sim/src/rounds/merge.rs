@@ -196,7 +196,8 @@ impl Execution<'_> {
         }
         // SAFETY: as above.
         let pe = unsafe { self.lanes.pes.get_mut(rank as usize) };
-        if let Some(compute) = pe.compute.as_mut().filter(|c| c.len() > FORGET_COMPUTE_ABOVE) {
+        let compute = pe.rare.as_mut().and_then(|rare| rare.compute.as_mut());
+        if let Some(compute) = compute.filter(|c| c.len() > FORGET_COMPUTE_ABOVE) {
             // No lane of the PE can start work before the earliest clock of those still running.
             let floor = self
                 .lanes

@@ -47,7 +47,7 @@ impl PeView<'_, '_> {
     fn buffer(&mut self, buffer: Buffer) -> &mut Tile {
         let pe = &mut *self.ctx.pe;
         if let Some(later) = (self.ctx.lane.call as usize).checked_sub(1) {
-            let [input, output, scratch] = &mut pe.later_calls[later];
+            let [input, output, scratch] = &mut pe.rare().later_calls[later];
             return match buffer {
                 Buffer::Input => input,
                 Buffer::Output => output,
@@ -161,7 +161,7 @@ impl Backend for PeView<'_, '_> {
     }
 
     fn note(&mut self, key: &str, value: String) {
-        self.ctx.pe.notes.get_or_insert_default().insert(key.to_owned(), value);
+        self.ctx.pe.rare().notes.insert(key.to_owned(), value);
     }
 
     fn set_phase(&mut self, phase: u8) {

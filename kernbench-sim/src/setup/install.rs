@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use super::{Call, PeBuffers, RunOptions, Runtime, Together};
 use crate::error::RunError;
-use crate::lanes::{Budget, LaneState, Lanes, Parked, PeCore, Tasks, Watch};
+use crate::lanes::{Budget, LaneState, Lanes, Parked, PeCore, PeRare, Tasks, Watch};
 use crate::network::Network;
 use crate::one_sided::{OneSidedRun, PeOneSided, Windows};
 use crate::protocol::Cells;
@@ -93,20 +93,23 @@ pub(super) fn run(
                 each.for_each(drop);
                 continue;
             }
-            let later_calls = each.map(|b| [kept(b.input), kept(b.output), no_scratch.clone()]).collect();
+            let rare = PeRare {
+                notes: Default::default(),
+                compute: (n > engines && timed).then(|| Engines::new(engines)),
+                port: (carriage.pe_ns_per_byte > 0.0 && timed).then(|| (carriage.pe_ns_per_byte, Bookings::default())),
+                rates: timing
+                    .filter(|timing| timing.stragglers.contains_key(&pe))
+                    .map(|_| Rates::of(system, timing, &carriage, Some(pe))),
+                later_calls: each.map(|b| [kept(b.input), kept(b.output), no_scratch.clone()]).collect(),
+            };
+            let needed =
+                rare.compute.is_some() || rare.port.is_some() || rare.rates.is_some() || !rare.later_calls.is_empty();
             cores.push(PeCore {
                 pe,
                 input: kept(first.input),
                 output: kept(first.output),
                 scratch: no_scratch.clone(),
-                notes: None,
-                compute: (n > engines && timed).then(|| Box::new(Engines::new(engines))),
-                port: (carriage.pe_ns_per_byte > 0.0 && timed)
-                    .then(|| Box::new((carriage.pe_ns_per_byte, Bookings::default()))),
-                rates: timing
-                    .filter(|timing| timing.stragglers.contains_key(&pe))
-                    .map(|_| Box::new(Rates::of(system, timing, &carriage, Some(pe)))),
-                later_calls,
+                rare: needed.then(|| Box::new(rare)),
             });
         }
         // Sized up front: a flattened iterator does not know its length, and growing by doubling
