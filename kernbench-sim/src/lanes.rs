@@ -526,10 +526,14 @@ impl LaneCtx<'_> {
     /// than the bytes have passed the PE's protocol cap, which its lanes share.
     #[inline]
     pub(crate) fn inject(&mut self, bytes: u64) {
-        // An untimed clock never moves: the hottest path of an untimed run skips the arithmetic.
-        if !self.lane.clock.on {
-            return;
+        // An untimed clock never moves: the hottest path of an untimed run skips the arithmetic, in
+        // the caller (the rest is a call of its own, so that this test is always inlined).
+        if self.lane.clock.on {
+            self.inject_timed(bytes);
         }
+    }
+
+    fn inject_timed(&mut self, bytes: u64) {
         let mut ns = self.rates().injection(bytes);
         if let Some((ns_per_byte, port)) = self.pe.rare.as_mut().and_then(|rare| rare.port.as_mut()) {
             let now = self.lane.clock.now;

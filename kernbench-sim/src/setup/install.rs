@@ -277,6 +277,7 @@ struct Recorded {
 impl Future for Recorded {
     type Output = ();
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         // Every field is `Unpin` (the kernel's future is pinned in its box).
         let this = self.get_mut();
