@@ -1,6 +1,9 @@
 //! Memory: what the machine has free and what the process has held so far, so that a run that
-//! cannot fit is refused before it allocates. What a call will hold at its peak is the library's
+//! cannot fit is refused before it allocates; and the allocator the `kernbench` binary runs on. What a call will hold at its peak is the library's
 //! estimate, [`kernbench::estimate::peak_memory`], where its measurements are.
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::ffi::c_void;
 
 /// The memory the system can still give this process without swapping, in bytes: `MemAvailable` of
 /// `/proc/meminfo` on Linux; `None` where it is not known (other systems, or an unreadable file), which
@@ -54,42 +57,28 @@ const WORD: usize = size_of::<usize>();
 
 // SAFETY: every pointer comes from mimalloc, with at least the layout's alignment (a word's from the
 // plain calls, which is all they are used for), and goes back to it through `mi_free` or a realloc.
-unsafe impl std::alloc::GlobalAlloc for Allocator {
+unsafe impl GlobalAlloc for Allocator {
     #[inline]
-    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
-        use libmimalloc_sys::{mi_malloc, mi_malloc_aligned};
-        // SAFETY: mimalloc accepts any size, and any power-of-two alignment (which a layout's is).
-        unsafe {
-            if layout.align() <= WORD {
-                mi_malloc(layout.size()).cast()
-            } else {
-                mi_malloc_aligned(layout.size(), layout.align()).cast()
-            }
-        }
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: both are mimalloc's allocations.
+        unsafe { new_block(layout, libmimalloc_sys::mi_malloc, libmimalloc_sys::mi_malloc_aligned) }
     }
 
     #[inline]
-    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
-        use libmimalloc_sys::{mi_zalloc, mi_zalloc_aligned};
-        // SAFETY: as for `alloc`.
-        unsafe {
-            if layout.align() <= WORD {
-                mi_zalloc(layout.size()).cast()
-            } else {
-                mi_zalloc_aligned(layout.size(), layout.align()).cast()
-            }
-        }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: both are mimalloc's allocations.
+        unsafe { new_block(layout, libmimalloc_sys::mi_zalloc, libmimalloc_sys::mi_zalloc_aligned) }
     }
 
     #[inline]
-    unsafe fn dealloc(&self, ptr: *mut u8, _layout: std::alloc::Layout) {
+    unsafe fn dealloc(&self, ptr: *mut u8, _layout: Layout) {
         // SAFETY: `ptr` came from this allocator, so from mimalloc, and is freed once (the caller's
         // contract).
         unsafe { libmimalloc_sys::mi_free(ptr.cast()) }
     }
 
     #[inline]
-    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         use libmimalloc_sys::{mi_realloc, mi_realloc_aligned};
         // SAFETY: `ptr` came from this allocator with `layout` (the caller's contract); the new block
         // keeps its alignment.
@@ -98,6 +87,51 @@ unsafe impl std::alloc::GlobalAlloc for Allocator {
                 mi_realloc(ptr.cast(), new_size).cast()
             } else {
                 mi_realloc_aligned(ptr.cast(), new_size, layout.align()).cast()
+            }
+        }
+    }
+}
+
+/// A block for `layout` from `plain` when a word's alignment is enough, from `aligned` otherwise.
+///
+/// # Safety
+/// `plain` takes a size and `aligned` a size and a power-of-two alignment, and both return mimalloc's
+/// blocks (or null).
+#[inline]
+unsafe fn new_block(
+    layout: Layout,
+    plain: unsafe extern "C" fn(usize) -> *mut c_void,
+    aligned: unsafe extern "C" fn(usize, usize) -> *mut c_void,
+) -> *mut u8 {
+    // SAFETY: mimalloc accepts any size, and any power-of-two alignment (which a layout's is).
+    unsafe {
+        if layout.align() <= WORD { plain(layout.size()).cast() } else { aligned(layout.size(), layout.align()).cast() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_block_has_its_layout_s_alignment_and_keeps_its_bytes_through_a_realloc() {
+        for align in [1, 2, 4, 8, 16, 32, 64, 4096] {
+            for size in [1, 3, 8, 24, 100, 1000, 5000, 100_000] {
+                let layout = Layout::from_size_align(size, align).unwrap();
+                // SAFETY: each block is written within its size and freed once, with its layout.
+                unsafe {
+                    let zeroed = Allocator.alloc_zeroed(layout);
+                    assert_eq!(zeroed as usize % align, 0, "zeroed {size} B aligned {align}");
+                    assert!((0..size).all(|i| *zeroed.add(i) == 0), "zeroed {size} B aligned {align}");
+                    Allocator.dealloc(zeroed, layout);
+                    let block = Allocator.alloc(layout);
+                    assert_eq!(block as usize % align, 0, "{size} B aligned {align}");
+                    (0..size).for_each(|i| *block.add(i) = i as u8);
+                    let grown = Allocator.realloc(block, layout, 2 * size);
+                    assert_eq!(grown as usize % align, 0, "{size} B aligned {align}, grown");
+                    assert!((0..size).all(|i| *grown.add(i) == i as u8), "{size} B aligned {align}, grown");
+                    Allocator.dealloc(grown, Layout::from_size_align(2 * size, align).unwrap());
+                }
             }
         }
     }
