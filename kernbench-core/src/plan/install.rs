@@ -357,10 +357,18 @@ impl InstallPlan {
             return Err(PlanError::NeighborListCount { participants: len, lists: topology.neighbors.len() });
         }
         let (sips, _, _) = system.extents();
+        // Each SIP's list sized up front (grown by doubling, the lists of a million PEs were copied
+        // again and again).
+        let mut per_sip = vec![0; sips as usize];
+        for pe in &topology.participants {
+            if let Some(count) = per_sip.get_mut(pe.sip as usize) {
+                *count += 1;
+            }
+        }
         let mut plan = InstallPlan {
             topology: topology_name.to_owned(),
             mapper: mapper_name.to_owned(),
-            sips: (0..sips).map(|sip| SipPlan { sip, pes: Vec::new() }).collect(),
+            sips: (0..sips).zip(per_sip).map(|(sip, count)| SipPlan { sip, pes: Vec::with_capacity(count) }).collect(),
         };
         for (rank, (&pe, links)) in topology.participants.iter().zip(&topology.neighbors).enumerate() {
             let Some(sip_plan) = plan.sips.get_mut(pe.sip as usize).filter(|_| system.contains(pe)) else {
@@ -447,10 +455,14 @@ pub struct PlanLinks {
 
 impl PlanLinks {
     /// The index of `participants` (in rank order, each in `system`) on `system`.
-    pub fn new<'a>(system: &System, participants: impl Iterator<Item = &'a PeInstall>) -> PlanLinks {
+    pub fn new(system: &System, participants: &[&PeInstall]) -> PlanLinks {
         let mut rank_of = vec![u32::MAX; system.total_pes()];
-        let (mut starts, mut links) = (vec![0], Vec::new());
-        for (rank, install) in participants.enumerate() {
+        // Sized up front: grown by doubling, a million participants' links were copied again and
+        // again, each copy faulting in fresh memory.
+        let mut starts = Vec::with_capacity(participants.len() + 1);
+        starts.push(0);
+        let mut links = Vec::with_capacity(participants.iter().map(|install| install.neighbors.len()).sum());
+        for (rank, install) in participants.iter().enumerate() {
             if let Some(i) = system.pe_index(install.pe) {
                 // A plan has at most System::MAX_PES participants: far below u32::MAX.
                 rank_of[i] = rank as u32;
@@ -510,7 +522,7 @@ pub fn check_plan(plan: &InstallPlan, system: &System) -> Result<(), PlanError> 
     if participants.is_empty() {
         return Err(PlanError::NoParticipants);
     }
-    let by_peer = PlanLinks::new(system, participants.iter().copied());
+    let by_peer = PlanLinks::new(system, &participants);
     let mut directions: Vec<(Direction, usize)> = Vec::new();
     for install in &participants {
         let pe = install.pe;

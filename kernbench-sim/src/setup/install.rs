@@ -63,7 +63,12 @@ pub(super) fn run(
     };
     quiet_kernel_panics();
     let holds = |rank: usize| tasks.holds(rank as u32);
-    let installed = install(system, plan, (system.ipcq_depth(), tasks.channels() as usize), holds);
+    let install = || install(system, plan, (system.ipcq_depth(), tasks.channels() as usize), holds);
+    // On the pool when there is one, so that what can be made in parallel is.
+    let installed = match &pool {
+        Some(pool) => pool.install(install),
+        None => install(),
+    };
     let generations: Vec<u64> = calls.iter().map(|c| c.call.generation).collect();
     let starts: Vec<f64> = calls.iter().map(|c| c.start_ns).collect();
     let (kernels, calls_buffers): (Vec<Kernel<'_>>, Vec<Vec<PeBuffers>>) =

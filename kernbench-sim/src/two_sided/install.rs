@@ -28,7 +28,7 @@ pub(crate) fn install(
     holds: impl Fn(usize) -> bool,
 ) -> Installed {
     let installs: Vec<_> = plan.participants().collect();
-    let by_peer = PlanLinks::new(system, installs.iter().copied());
+    let by_peer = PlanLinks::new(system, &installs);
     let mut ports: Vec<Vec<Port>> = (installs.iter().enumerate())
         .map(|(rank, i)| {
             let neighbors = i.neighbors.iter().filter(|_| holds(rank));

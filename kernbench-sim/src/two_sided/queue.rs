@@ -18,6 +18,7 @@ use std::num::NonZeroU64;
 use std::ptr::NonNull;
 
 use kernbench_core::{Direction, Dtype, Tile};
+use rayon::prelude::*;
 
 /// A side of a queue: what a PE touched in a round, and what a lane owns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -391,8 +392,15 @@ impl Queues {
     }
 
     fn with_slots(mut queues: Vec<Queue>, numbers: Option<Vec<u32>>, depth: usize) -> Queues {
-        let slots: Vec<UnsafeCell<Slot>> =
-            (0..queues.len() * depth).map(|_| UnsafeCell::new(Slot::Free { credit_at_ns: 0.0 })).collect();
+        let free = |_| UnsafeCell::new(Slot::Free { credit_at_ns: 0.0 });
+        let count = queues.len() * depth;
+        // The set-up's largest write (a million PEs' slots fault in a third of a gigabyte): on a pool's
+        // thread, every thread of the pool takes a share of it.
+        let slots: Vec<UnsafeCell<Slot>> = if rayon::current_thread_index().is_some() {
+            (0..count).into_par_iter().with_min_len(1 << 16).map(free).collect()
+        } else {
+            (0..count).map(free).collect()
+        };
         // A system's depth is checked far below u32::MAX.
         let depth32 = u32::try_from(depth).expect("a queue depth that fits u32");
         for (i, queue) in queues.iter_mut().enumerate() {
