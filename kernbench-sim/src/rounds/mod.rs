@@ -38,6 +38,10 @@ use ready::in_task_order;
 /// error's room.
 pub(crate) type Ended = Result<(), Box<KernelError>>;
 
+/// How each task this process holds ended, in its lane's cell order. A list behind the `Arc`, not a
+/// slice: every task holds the `Arc`, and a slice's would be two words.
+pub(crate) type Results = Vec<OnceLock<Ended>>;
+
 /// An installed run: its lanes and each kind of traffic's part, as set-up made them.
 pub(crate) struct Execution<'p> {
     pub(crate) lanes: Lanes<'p>,
@@ -45,7 +49,7 @@ pub(crate) struct Execution<'p> {
     /// generation follows.
     pub(crate) generations: Vec<u64>,
     /// Per task this process holds, how its kernel ended.
-    pub(crate) results: Arc<[OnceLock<Ended>]>,
+    pub(crate) results: Arc<Results>,
     pub(crate) two_sided: TwoSided,
     pub(crate) one_sided: OneSidedRun,
     /// The channels and routes, when time is simulated.
@@ -79,7 +83,7 @@ pub(crate) struct Polling<'t> {
 impl<'p> Execution<'p> {
     pub(crate) fn new(
         lanes: Lanes<'p>,
-        (generations, results): (Vec<u64>, Arc<[OnceLock<Ended>]>),
+        (generations, results): (Vec<u64>, Arc<Results>),
         (two_sided, one_sided): (TwoSided, OneSidedRun),
         (network, spread): (Option<Network>, Option<Spread<'p>>),
         without_data: bool,

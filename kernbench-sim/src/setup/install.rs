@@ -17,7 +17,7 @@ use crate::one_sided::{OneSidedRun, PeOneSided, Windows};
 use crate::protocol::Cells;
 use crate::race::{LaneSync, MessageOrders};
 use crate::report::RunReport;
-use crate::rounds::{Ended, Execution, Polling, ReadyLists, quiet_kernel_panics};
+use crate::rounds::{Execution, Polling, ReadyLists, Results, quiet_kernel_panics};
 use crate::spread::Spread;
 use crate::timing::{Bookings, Clock, Engines, Rates};
 use crate::two_sided::{Barriers, TwoSided, install};
@@ -201,7 +201,7 @@ pub(super) fn run(
             }
         }
     }
-    let results: Arc<[OnceLock<Ended>]> = (0..held).map(|_| OnceLock::new()).collect();
+    let results: Arc<Results> = Arc::new((0..held).map(|_| OnceLock::new()).collect());
     let parts = (two_sided, one_sided);
     let mut exec = Execution::new(lanes, (generations, results), parts, (network, spread), options.timing_only);
     let ready = Arc::new(ReadyLists::new(options.threads));
@@ -275,7 +275,7 @@ fn start(
 /// awaits): every PE's task holds one.
 struct Recorded {
     kernel: KernelFuture,
-    results: Arc<[OnceLock<Ended>]>,
+    results: Arc<Results>,
     cell: usize,
 }
 
