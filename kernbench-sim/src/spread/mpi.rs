@@ -109,13 +109,25 @@ impl Mpi {
         counts.iter().scan(0i32, |at, &c| Some(std::mem::replace(at, at.saturating_add(c)))).collect()
     }
 
-    /// `recv`, laid out by `counts`, cut into one buffer per process.
-    fn split(recv: &[u8], counts: &[i32]) -> Vec<Vec<u8>> {
-        Mpi::layout(counts)
+    /// `recv`, laid out by `counts`, cut into one buffer per process: from the last, each cut off
+    /// and, when large, its room given back before the next, so the pieces and what is left of `recv`
+    /// are never much more than `recv` (the end of a spread run gathers a whole report). A round's
+    /// small hand-over keeps its room: giving it back would cost more than it frees.
+    fn split(mut recv: Vec<u8>, counts: &[i32]) -> Vec<Vec<u8>> {
+        const LARGE: usize = 1 << 20;
+        let mut pieces: Vec<Vec<u8>> = Mpi::layout(counts)
             .iter()
-            .zip(counts)
-            .map(|(&at, &count)| recv[at as usize..(at + count) as usize].to_vec())
-            .collect()
+            .rev()
+            .map(|&at| {
+                let piece = recv.split_off(at as usize);
+                if piece.len() >= LARGE {
+                    recv.shrink_to_fit();
+                }
+                piece
+            })
+            .collect();
+        pieces.reverse();
+        pieces
     }
 }
 
@@ -126,6 +138,15 @@ fn too_large() -> ExchangeError {
 /// The length of `bytes` as an MPI count.
 fn count(bytes: &[u8]) -> Result<i32, ExchangeError> {
     i32::try_from(bytes.len()).map_err(|_| too_large())
+}
+
+/// `bytes` at an address of their own even when empty: an empty vector's address is 1, which Open MPI
+/// reads as `MPI_IN_PLACE` (a process that sends or receives nothing would be refused, or worse).
+fn addressed(mut bytes: Vec<u8>) -> Vec<u8> {
+    if bytes.capacity() == 0 {
+        bytes.reserve(1);
+    }
+    bytes
 }
 
 /// The total of `counts`, which must fit one MPI buffer.
@@ -158,15 +179,15 @@ impl Exchange for Mpi {
         });
         let (send_displs, recv_displs) = (Mpi::layout(&send_counts), Mpi::layout(&recv_counts));
         total(&send_counts)?;
-        let send: Vec<u8> = to_each.concat();
-        let mut recv = vec![0u8; total(&recv_counts)?];
+        let send = addressed(to_each.concat());
+        let mut recv = addressed(vec![0u8; total(&recv_counts)?]);
         let out = Partition::new(&send[..], &send_counts[..], &send_displs[..]);
         let mut inbox = PartitionMut::new(&mut recv[..], &recv_counts[..], &recv_displs[..]);
         mpi::request::scope(|scope| {
             let request = world.immediate_all_to_all_varcount_into(scope, &out, &mut inbox);
             self.finish(&world, start, request);
         });
-        Ok(Mpi::split(&recv, &recv_counts))
+        Ok(Mpi::split(recv, &recv_counts))
     }
 
     fn all_gather(&self, mine: Vec<u8>) -> Result<Vec<Vec<u8>>, ExchangeError> {
@@ -179,12 +200,12 @@ impl Exchange for Mpi {
             self.finish(&world, start, request);
         });
         let displs = Mpi::layout(&counts);
-        let mut recv = vec![0u8; total(&counts)?];
+        let (mine, mut recv) = (addressed(mine), addressed(vec![0u8; total(&counts)?]));
         let mut inbox = PartitionMut::new(&mut recv[..], &counts[..], &displs[..]);
         mpi::request::scope(|scope| {
             let request = world.immediate_all_gather_varcount_into(scope, &mine[..], &mut inbox);
             self.finish(&world, start, request);
         });
-        Ok(Mpi::split(&recv, &counts))
+        Ok(Mpi::split(recv, &counts))
     }
 }
