@@ -74,8 +74,9 @@
 //! [`RunOptions::spread_over`] spreads a run over the processes of an MPI job (`spread::Mpi`, with the
 //! `mpi` feature) or of an in-memory group ([`spread::InMemory`]): each holds a block of SIPs and polls
 //! only their PEs, and the rounds become bulk-synchronous steps with one hand-over each. Every process
-//! returns the single-process run's report, bit for bit: see [`spread`] for what crosses and why the
-//! bits do not depend on the number of processes.
+//! returns the single-process run's report, bit for bit (or process 0 alone, the others their own
+//! PEs' part of it: [`spread::ReportTo`]): see [`spread`] for what crosses
+//! and why the bits do not depend on the number of processes.
 //!
 //! A broken kernel ends in an error, never a hang. A deadlock reads like this:
 //!

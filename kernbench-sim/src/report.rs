@@ -4,13 +4,16 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
+use bincode::Options;
 use kernbench_core::{PeId, Tile};
+use serde::de::{DeserializeSeed, Deserializer, Error as _, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ExchangeError, RunError};
-use crate::lanes::{LaneState, PeFigures};
+use crate::lanes::{LaneState, PeFigures, Tasks};
 use crate::protocol::Cells;
 use crate::rounds::Execution;
+use crate::spread::{ReportTo, malformed};
 use crate::timing::{Clock, PeTime, TimeReport};
 use crate::trace::Trace;
 use crate::two_sided::queue::Queues;
@@ -33,17 +36,29 @@ pub struct PeReport {
 }
 
 /// The result of a completed run. Two runs of the same inputs compare equal, bit for bit, whatever the
-/// thread count.
+/// thread count; a spread run's whole report is the single process's.
+///
+/// In a process other than 0 of a run spread over processes that report to the first
+/// ([`ReportTo::First`]), the report is this process's part: its own PEs (and their
+/// times), with the rounds, completion and channels of the whole run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunReport {
     pes: Vec<PeReport>,
     rounds: u64,
     time: Option<TimeReport>,
+    /// For a part, the rank of each of `pes`.
+    part: Option<Box<[u32]>>,
 }
 
 impl RunReport {
     fn new(pes: Vec<PeReport>, rounds: u64, time: Option<TimeReport>) -> Self {
-        RunReport { pes, rounds, time }
+        RunReport { pes, rounds, time, part: None }
+    }
+
+    /// `None` for a whole report; for one process's part of a spread run's ([`ReportTo::First`]), the
+    /// rank of each of its PEs ([`RunReport::pes`], and the time report's PEs), ascending.
+    pub fn part(&self) -> Option<&[u32]> {
+        self.part.as_deref()
     }
 
     /// The simulated time, when the run was timed.
@@ -62,7 +77,7 @@ impl RunReport {
         self.time.as_ref().map(|time| Trace::new(&pes, time))
     }
 
-    /// Every participant, in rank order.
+    /// Every participant, in rank order (in a [part](RunReport::part), this process's).
     pub fn pes(&self) -> &[PeReport] {
         &self.pes
     }
@@ -151,7 +166,7 @@ impl Execution<'_> {
         }
         let mut completion = lanes.iter().map(|l| l.clock.now).fold(0.0, f64::max);
         if let (Some(spread), true) = (spread, self.network.is_some()) {
-            completion = spread.gather(&completion)?.into_iter().fold(0.0, f64::max);
+            completion = spread.gather(completion)?.into_iter().fold(0.0, f64::max);
         }
         let mut times: Vec<Option<PeTime>> = cells
             .iter()
@@ -172,36 +187,25 @@ impl Execution<'_> {
         drop(lanes);
         let protocol = self.network.as_ref().and_then(|network| network.protocol());
         let channels = self.network.as_mut().map(|network| network.report(&self.one_sided.system, completion));
-        if spread.is_some() {
-            // Each process's PEs, to every process.
-            let mine: Vec<(u64, PeShare)> = (held.iter().zip(per_pe.iter_mut().zip(&mut times)))
-                .map(|(&rank, (pe, time))| (u64::from(rank), PeShare::of(pe, time.take())))
-                .collect();
-            drop((per_pe, times));
-            // The run's network model and states are no longer needed either: their memory can hold
-            // the other processes' PEs.
+        let mut part = None;
+        if let Some(spread) = spread {
+            // The run's network model and states are no longer needed: their memory can hold the other
+            // processes' PEs.
             self.network = None;
             self.lanes.pes = Cells::new(Vec::new());
             self.lanes.states = Cells::new(Vec::new());
-            let mut all: Vec<Option<(PeReport, Option<PeTime>)>> = Vec::new();
-            all.resize_with(pes.len(), || None);
-            let spread = spread.as_ref().expect("a spread run");
-            spread.gather_each(&mine, |from, theirs: Vec<(u64, PeShare)>| {
-                for (rank, share) in theirs {
-                    let rank = rank as usize;
-                    let (Some(slot), Some(&pe)) = (all.get_mut(rank), pes.get(rank)) else {
-                        return Err(ExchangeError::Malformed { from, what: "a PE's rank" }.into());
-                    };
-                    *slot = Some(share.into_report(pe, from)?);
+            let mine = Shares { ranks: &held, pes: &per_pe, times: &times };
+            if spread.report_to == ReportTo::First && spread.me() != 0 {
+                spread.gather_each(&mine, ReportTo::First, |_, _| Ok(()))?;
+                part = Some(held.into_boxed_slice());
+            } else {
+                let mut whole = Whole::new(pes.len());
+                spread.gather_each(&mine, spread.report_to, |from, bytes| whole.read(from, bytes, pes))?;
+                for ((rank, pe), time) in held.into_iter().zip(per_pe).zip(times) {
+                    whole.place(rank as usize, (pe, time));
                 }
-                Ok(())
-            })?;
-            drop(mine);
-            let missing = |rank| ExchangeError::Malformed { from: tasks.owner(rank), what: "a report without its PEs" };
-            let all: Vec<_> = (all.into_iter().enumerate())
-                .map(|(rank, pe)| pe.ok_or_else(|| missing(rank as u32)))
-                .collect::<Result<_, _>>()?;
-            (per_pe, times) = all.into_iter().unzip();
+                (per_pe, times) = whole.ended(tasks)?;
+            }
         }
         let time = channels.map(|channels| TimeReport {
             completion_ns: completion,
@@ -209,12 +213,134 @@ impl Execution<'_> {
             channels,
             protocol,
         });
-        Ok(RunReport::new(per_pe, rounds, time))
+        Ok(RunReport { pes: per_pe, rounds, time, part })
     }
 }
 
-/// One PE's part of the report, sent to every process at the end of a spread run.
-#[derive(Serialize, Deserialize)]
+/// A spread run's report as it is gathered: each PE's report and time in its rank's place.
+struct Whole {
+    pes: Vec<Option<PeReport>>,
+    times: Vec<Option<PeTime>>,
+}
+
+impl Whole {
+    fn new(ranks: usize) -> Whole {
+        Whole { pes: (0..ranks).map(|_| None).collect(), times: vec![None; ranks] }
+    }
+
+    /// Rank `rank`'s report and time (the rank is in range: its PE was found).
+    fn place(&mut self, rank: usize, (pe, time): (PeReport, Option<PeTime>)) {
+        self.pes[rank] = Some(pe);
+        self.times[rank] = time;
+    }
+
+    /// Places every PE's report and time that process `from` sent in `bytes` (a list of ranks and
+    /// [`PeShare`]s), each as it is read: the list is never held whole.
+    fn read(&mut self, from: usize, bytes: &[u8], pes: &[PeId]) -> Result<(), RunError> {
+        let mut failed = None;
+        let placing = Placing { whole: self, pes, from, failed: &mut failed };
+        // `bincode::serialize`'s own settings.
+        let options = bincode::DefaultOptions::new().with_fixint_encoding().allow_trailing_bytes();
+        let read = options.deserialize_seed(placing, bytes);
+        match (failed, read) {
+            (Some(error), _) => Err(error),
+            (None, read) => read.map_err(|_| malformed(from)),
+        }
+    }
+
+    /// Every PE's report, in rank order, and time; an error naming the process that should have
+    /// sent a missing PE.
+    fn ended(self, tasks: &Tasks<'_>) -> Result<(Vec<PeReport>, Vec<Option<PeTime>>), RunError> {
+        let missing = |rank| ExchangeError::Malformed { from: tasks.owner(rank), what: "a report without its PEs" };
+        let pes = (self.pes.into_iter().enumerate())
+            .map(|(rank, pe)| pe.ok_or_else(|| missing(rank as u32)))
+            .collect::<Result<_, _>>()?;
+        Ok((pes, self.times))
+    }
+}
+
+/// Reads a process's list of ranks and [`PeShare`]s into a [`Whole`], one PE at a time; the first
+/// PE that cannot be placed ends the read, its error in `failed`.
+struct Placing<'a> {
+    whole: &'a mut Whole,
+    pes: &'a [PeId],
+    from: usize,
+    failed: &'a mut Option<RunError>,
+}
+
+impl<'de> DeserializeSeed<'de> for Placing<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Placing<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a list of ranks and their PEs' reports")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let from = self.from;
+        while let Some((rank, share)) = seq.next_element::<(u64, PeShare)>()? {
+            let pe = usize::try_from(rank).ok().and_then(|rank| self.pes.get(rank).map(|&pe| (rank, pe)));
+            let placed = pe
+                .ok_or_else(|| RunError::from(ExchangeError::Malformed { from, what: "a PE's rank" }))
+                .and_then(|(rank, pe)| Ok((rank, share.into_report(pe, from)?)));
+            match placed {
+                Ok((rank, report)) => self.whole.place(rank, report),
+                Err(error) => {
+                    *self.failed = Some(error);
+                    return Err(A::Error::custom("a PE that cannot be placed"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// This process's PEs' parts of the report, as the other processes read them (a list of rank and
+/// [`PeShare`]), written straight from its reports and times.
+struct Shares<'a> {
+    ranks: &'a [u32],
+    pes: &'a [PeReport],
+    times: &'a [Option<PeTime>],
+}
+
+impl Serialize for Shares<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let shares = (self.ranks.iter().zip(self.pes).zip(self.times)).map(|((&rank, pe), time)| {
+            let mut output = Writer::default();
+            write_tile(&mut output, &pe.output);
+            let share = PeShareOf {
+                output: output.bytes,
+                figures: &pe.figures,
+                lanes: &pe.lanes,
+                notes: &pe.notes,
+                time: time.as_ref(),
+            };
+            (u64::from(rank), share)
+        });
+        serializer.collect_seq(shares)
+    }
+}
+
+/// A [`PeShare`] written from a PE's report and time: the same fields, in the same order.
+#[derive(Serialize)]
+struct PeShareOf<'a> {
+    output: Vec<u8>,
+    figures: &'a PeFigures,
+    lanes: &'a [PeFigures],
+    notes: &'a BTreeMap<String, String>,
+    time: Option<&'a PeTime>,
+}
+
+/// One PE's part of the report, as a process reads it at the end of a spread run (written as
+/// [`PeShareOf`]).
+#[derive(Deserialize)]
 pub(crate) struct PeShare {
     /// The output, in the wire's form of a tile.
     pub(crate) output: Vec<u8>,
@@ -225,19 +351,6 @@ pub(crate) struct PeShare {
 }
 
 impl PeShare {
-    /// `report`'s part (its output and notes taken out) and `time`.
-    pub(crate) fn of(report: &mut PeReport, time: Option<PeTime>) -> PeShare {
-        let mut output = Writer::default();
-        write_tile(&mut output, &report.output);
-        PeShare {
-            output: output.bytes,
-            figures: report.figures,
-            lanes: std::mem::take(&mut report.lanes),
-            notes: std::mem::take(&mut report.notes),
-            time,
-        }
-    }
-
     /// The report of PE `pe` from its share, which process `from` sent.
     pub(crate) fn into_report(self, pe: PeId, from: usize) -> Result<(PeReport, Option<PeTime>), RunError> {
         let output = read_tile(&mut Reader::new(&self.output, from))?;
@@ -263,7 +376,7 @@ impl Execution<'_> {
     /// with its output and its lanes' figures, and its lanes' times, its completion the last of its
     /// lanes' finish; the channels are the run's, in every call's report.
     pub(crate) fn split_by_call(&mut self, whole: RunReport) -> Vec<RunReport> {
-        let RunReport { pes, rounds, time } = whole;
+        let RunReport { pes, rounds, time, .. } = whole;
         // Per rank, the outputs of the calls after the first (the first's are the whole report's).
         let later: Vec<Vec<Tile>> = (0..pes.len())
             .map(|rank| {
@@ -301,5 +414,51 @@ impl Execution<'_> {
                 RunReport::new(per_pe, rounds, time)
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kernbench_core::Dtype;
+
+    fn report(rank: u32) -> (PeReport, Option<PeTime>) {
+        let figures = PeFigures { messages_sent: u64::from(rank) + 1, ..PeFigures::default() };
+        let notes = BTreeMap::from([("rank".to_string(), rank.to_string())]);
+        let pe = PeReport {
+            pe: PeId::new(rank, 0, 0),
+            output: Tile::filled(Dtype::F32, 3, rank as f64),
+            figures,
+            lanes: vec![],
+            notes,
+        };
+        let time = PeTime { finish_ns: 10.5 * f64::from(rank), ..PeTime::default() };
+        (pe, Some(time))
+    }
+
+    /// `ranks`' reports as a process writes them at a run's end.
+    fn written(ranks: &[u32]) -> Vec<u8> {
+        let (pes, times): (Vec<PeReport>, Vec<Option<PeTime>>) = ranks.iter().map(|&r| report(r)).unzip();
+        bincode::serialize(&Shares { ranks, pes: &pes, times: &times }).unwrap()
+    }
+
+    #[test]
+    fn a_process_s_written_pes_are_read_into_their_ranks_places_bit_for_bit() {
+        let pes: Vec<PeId> = (0..4).map(|r| PeId::new(r, 0, 0)).collect();
+        let mut whole = Whole::new(4);
+        whole.read(1, &written(&[1, 3]), &pes).unwrap();
+        whole.read(2, &written(&[0, 2]), &pes).unwrap();
+        assert_eq!((0..4).map(|r| Some(report(r).0)).collect::<Vec<_>>(), whole.pes);
+        assert_eq!((0..4).map(|r| report(r).1).collect::<Vec<_>>(), whole.times);
+    }
+
+    #[test]
+    fn a_written_report_with_a_rank_out_of_range_or_cut_short_is_malformed_naming_its_sender() {
+        let pes: Vec<PeId> = (0..2).map(|r| PeId::new(r, 0, 0)).collect();
+        let error = Whole::new(2).read(3, &written(&[1, 5]), &pes).unwrap_err();
+        assert_eq!(error, RunError::from(ExchangeError::Malformed { from: 3, what: "a PE's rank" }));
+        let bytes = written(&[0, 1]);
+        let error = Whole::new(2).read(1, &bytes[..bytes.len() - 4], &pes).unwrap_err();
+        assert_eq!(error, malformed(1));
     }
 }

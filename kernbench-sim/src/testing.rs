@@ -220,7 +220,7 @@ impl<'a> MockRun<'a> {
         &mut self.options
     }
 
-    crate::run_option_setters!(with exchange);
+    crate::run_option_setters!(with exchange and report_to);
 
     /// The kernel's parameters as a JSON object (`json!({"chunks": 4})`); anything else is an
     /// [`ArgsError`] when the run starts.

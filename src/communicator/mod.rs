@@ -354,6 +354,8 @@ impl Communicator {
             registry,
             plans: HashMap::new(),
             last_generation: 0,
+            // A call returns every output in every process of a spread job: its runs report to every
+            // process, the default, which it has no setter to change.
             options: RunOptions::default(),
             max_memory: None,
             max_messages: Some(estimate::DEFAULT_MAX_MESSAGES),

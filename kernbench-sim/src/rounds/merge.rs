@@ -282,7 +282,7 @@ impl Execution<'_> {
                 .fold(f64::INFINITY, f64::min);
             if let Some(spread) = &self.spread {
                 // Every process's model forgets the same bookings: the earliest clock of every process.
-                floor = spread.gather(&floor)?.into_iter().fold(f64::INFINITY, f64::min);
+                floor = spread.gather(floor)?.into_iter().fold(f64::INFINITY, f64::min);
             }
             network.forget_before(floor);
         }

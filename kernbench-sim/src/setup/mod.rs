@@ -15,6 +15,7 @@ use kernbench_core::{CheckedPlan, Collective, Launch, PeId, ReduceOp, System, Ti
 use crate::error::RunError;
 use crate::one_sided::Windows;
 use crate::report::RunReport;
+use crate::spread::ReportTo;
 
 /// A PE's buffers at the start of a run.
 #[derive(Clone, Debug)]
@@ -100,7 +101,7 @@ impl<'s> Runtime<'s> {
         &mut self.options
     }
 
-    run_option_setters!(with exchange);
+    run_option_setters!(with exchange and report_to);
 
     /// How its runs go.
     pub fn run_options(&self) -> &RunOptions {
@@ -230,7 +231,9 @@ impl<'s> Runtime<'s> {
         let buffers = inputs.iter().zip(&before).map(|(i, o)| PeBuffers { input: i.clone(), output: o.clone() });
         let op = provenance::call(&facts).op;
         let call = Call { op, root: facts.root, generation };
-        let run = self.clone().timing(None).counts(facts.counts.clone()).run(plan, kernel, buffers.collect(), call)?;
+        // The check reads every PE's output, in every process.
+        let runtime = self.clone().timing(None).counts(facts.counts.clone()).report_to(ReportTo::Every);
+        let run = runtime.run(plan, kernel, buffers.collect(), call)?;
         let outputs: Vec<Tile> = run.pes().iter().map(|p| p.output.clone()).collect();
         let pes: Vec<PeId> = run.pes().iter().map(|p| p.pe).collect();
         Ok(provenance::check(&facts, &pes, &inputs, &before, &outputs)?)

@@ -8,7 +8,7 @@ use kernbench_core::counts::Counts;
 use kernbench_core::{Carriage, Protocol, System};
 
 use crate::error::RunError;
-use crate::spread::Exchange;
+use crate::spread::{Exchange, ReportTo};
 use crate::timing::Timing;
 
 /// The most threads a run polls PEs on: see [`crate::Runtime::MAX_THREADS`].
@@ -59,6 +59,8 @@ pub struct RunOptions {
     pub race_detector: bool,
     /// The processes the run is spread over, if any.
     pub spread: Option<Arc<dyn Exchange>>,
+    /// Which processes of a spread run get the whole report.
+    pub report_to: ReportTo,
     /// Whether tiles carry their dtype and length but no bytes: simulated time only.
     pub timing_only: bool,
     /// The protocol every message is carried by, or `None`: as data, with no protocol's costs.
@@ -90,6 +92,7 @@ impl Default for RunOptions {
             step_budget: DEFAULT_STEP_BUDGET,
             race_detector: true,
             spread: None,
+            report_to: ReportTo::Every,
             timing_only: false,
             protocol: None,
             max_lanes: None,
@@ -170,8 +173,9 @@ macro_rules! run_option_setters {
 
         /// Spreads each run over the processes of `exchange` (`kernbench_sim::spread`): each process
         /// holds a contiguous block of SIPs and starts, polls and merges only their PEs; every process
-        /// makes the same calls and gets the same report, bit for bit the report of a run in one process
-        /// (its errors read the same too: the failing PE's process returns the error, the others
+        /// makes the same calls and gets the same report, bit for bit the report of a run in one
+        /// process (or process 0 alone does, the others their part: `report_to`); a run's errors read
+        /// the same in every process (the failing PE's process returns the error, the others
         /// `RunError::Elsewhere` with its message).
         pub fn spread_over(mut self, exchange: ::std::sync::Arc<dyn $crate::spread::Exchange>) -> Self {
             self.options_mut().spread = ::std::option::Option::Some(exchange);
@@ -245,6 +249,18 @@ macro_rules! run_option_setters {
         /// Every option at once.
         pub fn options(mut self, options: $crate::RunOptions) -> Self {
             *self.options_mut() = options;
+            self
+        }
+    };
+    // The simulator's own builders choose who gets a spread run's report (the facade's communicator
+    // returns every output in every process, so its runs report to every process).
+    (with exchange and report_to) => {
+        $crate::run_option_setters!(with exchange);
+
+        /// Which processes of a spread run get the whole report: every process (the default), or
+        /// process 0 alone, the others their own PEs' part (`kernbench_sim::spread::ReportTo`).
+        pub fn report_to(mut self, to: $crate::spread::ReportTo) -> Self {
+            self.options_mut().report_to = to;
             self
         }
     };

@@ -16,7 +16,10 @@
 //! of the round, in the global order of a single-process run, on its own copy of the network model, so
 //! arrival times, channel figures and traces are the same bits in every process. Counts are summed and
 //! failures chosen by lowest task (never a floating-point reduction), so results, times and errors do
-//! not depend on the number of processes.
+//! not depend on the number of processes. At the end each process sends its PEs' outputs, figures and
+//! times to every other, and each returns the whole report; or, with [`ReportTo::First`], to process 0
+//! alone, which returns the whole report while the others return their own part, so the end of a run
+//! holds one whole report, not one in every process.
 
 mod exchange;
 mod hand_over;
@@ -32,6 +35,20 @@ pub use mpi::Mpi;
 
 pub(crate) use hand_over::RoundEnd;
 
+/// Which processes of a spread run get its whole report.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReportTo {
+    /// Every process gathers and returns the whole report (the default): for a caller that goes on
+    /// with every PE's output in every process, as the facade's communicator does.
+    #[default]
+    Every,
+    /// Process 0 gathers every PE's output, figures and times and returns the whole report; every
+    /// other process returns its own PEs' part ([`crate::RunReport::part`]) and sends it nowhere
+    /// else. What the run shares (rounds, completion, channels) is whole in every part. A spread
+    /// run's end then holds one report, not one in every process.
+    First,
+}
+
 use std::collections::BTreeMap;
 
 use kernbench_core::{PeId, System};
@@ -46,6 +63,8 @@ use crate::one_sided::Outgoing;
 pub(crate) struct Spread<'x> {
     exchange: &'x dyn Exchange,
     me: u32,
+    /// Who gets the whole report at the end.
+    pub(crate) report_to: ReportTo,
     /// One-sided operations of the round from other processes to this one's PEs, by sender rank and
     /// place in its outbox.
     pub(crate) inbox: BTreeMap<(u32, u64), Outgoing>,
@@ -54,8 +73,8 @@ pub(crate) struct Spread<'x> {
 }
 
 impl<'x> Spread<'x> {
-    /// The spread of a run of `pes` over `exchange`'s processes, with the process holding each rank;
-    /// `None` for one process.
+    /// The spread of a run of `pes` over `exchange`'s processes, its whole report to `report_to`, with
+    /// the process holding each rank; `None` for one process.
     ///
     /// # Errors
     /// [`ExchangeError::TooManyProcesses`] when there are more processes than SIPs.
@@ -63,6 +82,7 @@ impl<'x> Spread<'x> {
         exchange: &'x dyn Exchange,
         system: &System,
         pes: &[PeId],
+        report_to: ReportTo,
     ) -> Result<Option<(Spread<'x>, Owners)>, ExchangeError> {
         if exchange.processes() <= 1 {
             return Ok(None);
@@ -70,7 +90,7 @@ impl<'x> Spread<'x> {
         let blocks = SipBlocks::new(system, exchange.processes())?;
         let owners = pes.iter().map(|pe| blocks.process_of(pe.sip as usize) as u32).collect();
         let me = exchange.process() as u32;
-        let spread = Spread { exchange, me, inbox: BTreeMap::new(), remote_landed: FxHashMap::default() };
+        let spread = Spread { exchange, me, report_to, inbox: BTreeMap::new(), remote_landed: FxHashMap::default() };
         Ok(Some((spread, owners)))
     }
 
@@ -84,29 +104,43 @@ impl<'x> Spread<'x> {
     }
 
     /// Every process's `mine`, in process order.
-    pub(crate) fn gather<T: Serialize + DeserializeOwned>(&self, mine: &T) -> Result<Vec<T>, RunError> {
+    pub(crate) fn gather<T: Serialize + DeserializeOwned>(&self, mine: T) -> Result<Vec<T>, RunError> {
         let mut all = Vec::with_capacity(self.processes());
-        self.gather_each(mine, |_, theirs| {
-            all.push(theirs);
+        self.gather_each(&mine, ReportTo::Every, |from, bytes| {
+            all.push(bincode::deserialize(bytes).map_err(|_| malformed(from))?);
             Ok(())
         })?;
+        all.insert(self.me as usize, mine);
         Ok(all)
     }
 
-    /// Hands every process's `mine` to `each` with its process, in process order, each decoded only when
-    /// its turn comes (and its bytes dropped after): a whole run's report is large.
-    pub(crate) fn gather_each<T: Serialize + DeserializeOwned>(
+    /// Sends `mine` to the other processes `to` names (every one, or process 0) and hands the bytes
+    /// each other process sent here to `each` with its process, in process order (never this
+    /// process's own), each dropped once read: a whole run's report is large.
+    pub(crate) fn gather_each<T: Serialize + ?Sized>(
         &self,
         mine: &T,
-        mut each: impl FnMut(usize, T) -> Result<(), RunError>,
+        to: ReportTo,
+        mut each: impl FnMut(usize, &[u8]) -> Result<(), RunError>,
     ) -> Result<(), RunError> {
-        let bytes = bincode::serialize(mine).map_err(|e| ExchangeError::Transport(e.to_string()))?;
-        let got = self.exchange.all_gather(bytes)?;
-        for (from, bytes) in got.into_iter().enumerate() {
-            let theirs = bincode::deserialize(&bytes)
-                .map_err(|_| RunError::from(ExchangeError::Malformed { from, what: "a run's end report" }))?;
-            drop(bytes);
-            each(from, theirs)?;
+        let me = self.me as usize;
+        let sends = to == ReportTo::Every || me != 0;
+        let bytes = if sends {
+            bincode::serialize(mine).map_err(|e| ExchangeError::Transport(e.to_string()))?
+        } else {
+            Vec::new()
+        };
+        let got = match to {
+            ReportTo::Every => self.exchange.all_gather(bytes)?,
+            ReportTo::First => {
+                let mut to_each = vec![Vec::new(); self.processes()];
+                to_each[0] = bytes;
+                self.exchange.all_to_all(to_each)?
+            }
+        };
+        let from_others = to == ReportTo::Every || me == 0;
+        for (from, bytes) in got.into_iter().enumerate().filter(|&(from, _)| from_others && from != me) {
+            each(from, &bytes)?;
         }
         Ok(())
     }
@@ -115,7 +149,7 @@ impl<'x> Spread<'x> {
     /// process returns the error itself; the others [`RunError::Elsewhere`] with its message.
     pub(crate) fn agree(&self, mine: Option<(u64, RunError)>) -> Result<(), RunError> {
         let told = mine.as_ref().map(|(key, e)| (*key, e.to_string()));
-        let all = self.gather(&told)?;
+        let all = self.gather(told)?;
         let lowest = all.into_iter().enumerate().filter_map(|(p, e)| e.map(|(key, m)| (key, p, m))).min();
         self.winner(lowest, mine.map(|(_, error)| error))
     }
@@ -130,6 +164,11 @@ impl<'x> Spread<'x> {
     }
 }
 
+/// What process `from` sent at a run's end, not read as it should be.
+pub(crate) fn malformed(from: usize) -> RunError {
+    ExchangeError::Malformed { from, what: "a run's end report" }.into()
+}
+
 /// `items`, each keyed by its place in the whole run (a task, a queue), in that order; in a spread run,
 /// every process's.
 ///
@@ -140,7 +179,7 @@ pub(crate) fn in_run_order<T: Serialize + DeserializeOwned>(
     mut items: Vec<(u64, T)>,
 ) -> Result<Vec<T>, RunError> {
     if let Some(spread) = spread {
-        items = spread.gather(&items)?.into_iter().flatten().collect();
+        items = spread.gather(items)?.into_iter().flatten().collect();
         items.sort_by_key(|(key, _)| *key);
     }
     Ok(items.into_iter().map(|(_, item)| item).collect())

@@ -1,16 +1,17 @@
 //! Runs spread over processes ([`kernbench::sim::exchange`]): the processes here are threads joined by
 //! the in-memory exchange, which hands over the same bytes MPI does (`cli/tests/mpi.rs` runs the
-//! binary under `mpirun`). Every process must return the single-process run's report, bit for bit, or
-//! its error, word for word.
+//! binary under `mpirun`). Every process must return the single-process run's report, bit for bit (or,
+//! reporting to the first, process 0 the report and every other process its part of it), or its error,
+//! word for word.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kernbench::System;
 use kernbench::prelude::*;
-use kernbench::sim::spread::{Exchange, ExchangeError, InMemory, SipBlocks};
+use kernbench::sim::spread::{Exchange, ExchangeError, InMemory, ReportTo, SipBlocks};
 use kernbench::sim::testing::{MockError, MockRun};
-use kernbench::sim::{RunError, RunReport, Timing};
+use kernbench::sim::{PeReport, RunError, RunReport, Timing};
 
 fn shipped(name: &str) -> System {
     match name {
@@ -45,24 +46,66 @@ fn spread<T: Send>(processes: usize, make: impl Fn(Arc<dyn Exchange>) -> T + Syn
     })
 }
 
-/// `mock`'s run in one process, then spread over each count of `processes`: every process must see
-/// what the one process saw.
+/// `mock`'s run in one process, then spread over each count of `processes`, reporting to the first:
+/// process 0 must see what the one process saw, and every other process its part of it.
 fn same_everywhere(mock: impl Fn() -> MockRun<'static> + Sync, processes: &[usize], what: &str) -> Seen {
     let alone = seen(mock().run());
     for &n in processes {
-        for (process, got) in spread(n, |e| seen(mock().spread_over(e).run())).into_iter().enumerate() {
+        let runs = spread(n, |e| seen(mock().spread_over(e).report_to(ReportTo::First).run()));
+        for (process, got) in runs.into_iter().enumerate() {
+            let what = format!("{what}, process {process} of {n}");
             match (&alone, &got) {
-                (Ok(a), Ok(g)) => {
-                    assert!(g.0 == a.0, "{what}, process {process} of {n}: outputs, figures or rounds differ");
-                    assert!(g.1 == a.1, "{what}, process {process} of {n}: times or trace differ");
-                }
-                _ => assert_eq!(got, alone, "{what}, process {process} of {n}"),
+                (Ok(whole), Ok(got)) if process == 0 => same_report(got, whole, &what),
+                (Ok(whole), Ok(got)) => same_part(got, whole, &what),
+                _ => assert_eq!(got, alone, "{what}"),
             }
         }
     }
     alone
 }
 
+/// `got` must be the `whole` report: outputs, figures and rounds, then times and trace.
+fn same_report(got: &(RunReport, String), whole: &(RunReport, String), what: &str) {
+    assert_eq!(got.0.part(), None, "{what}: not the whole report");
+    assert!(got.0 == whole.0, "{what}: outputs, figures or rounds differ");
+    assert!(got.1 == whole.1, "{what}: times or trace differ");
+}
+
+/// `got` must be a part of the `whole` report: the PEs it names, with their outputs, figures and times,
+/// and the whole run's rounds, completion and channels.
+fn same_part(got: &(RunReport, String), whole: &(RunReport, String), what: &str) {
+    let ranks = got.0.part().unwrap_or_else(|| panic!("{what}: a process after the first returned a whole report"));
+    assert!(!ranks.is_empty() && ranks.is_sorted(), "{what}: the part's ranks {ranks:?}");
+    let pes: Vec<&PeReport> = ranks.iter().map(|&r| &whole.0.pes()[r as usize]).collect();
+    assert!(got.0.pes().iter().eq(pes), "{what}: outputs or figures differ");
+    assert_eq!(got.0.rounds(), whole.0.rounds(), "{what}: rounds differ");
+    let json = |text: &str| serde_json::from_str::<serde_json::Value>(text).ok();
+    let mut time = json(&whole.1);
+    if let Some(pes) = time.as_mut().and_then(|t| t.get_mut("pes")).and_then(|p| p.as_array_mut()) {
+        *pes = ranks.iter().map(|&r| pes[r as usize].take()).collect();
+    }
+    assert!(json(&got.1) == time, "{what}: times or trace differ");
+}
+
+#[test]
+fn a_spread_run_gives_every_process_the_whole_report_unless_it_reports_to_the_first() {
+    let system = ring();
+    let mock = || {
+        MockRun::new(system, "ring_1d", "all_pes", &kernbench::algorithms::ring_allreduce::KERNEL)
+            .params(serde_json::json!({"chunks": 2}))
+            .inputs(|_, rank| Tile::filled(F32, 64, rank as f64))
+    };
+    let whole = seen(mock().run()).unwrap();
+    for n in [2, 4] {
+        for (process, got) in spread(n, |e| seen(mock().spread_over(e).run())).into_iter().enumerate() {
+            same_report(&got.unwrap(), &whole, &format!("process {process} of {n}"));
+        }
+        let runs = spread(n, |e| seen(mock().spread_over(e).report_to(ReportTo::Every).run()));
+        for (process, got) in runs.into_iter().enumerate() {
+            same_report(&got.unwrap(), &whole, &format!("process {process} of {n}, asked for"));
+        }
+    }
+}
 fn leak(system: System) -> &'static System {
     Box::leak(Box::new(system))
 }
