@@ -209,7 +209,8 @@ pub fn recursive_doubling_allgather(tl: &Tl) {
         delegate_to_partner(tl, cube, &mine, m * cube.count);
         return;
     }
-    let mut blocks = vec![Tile::zeros(dtype, m); cube.count];
+    // The other ranks' blocks, by shape only: each is replaced by what arrives, never read first.
+    let mut blocks = vec![Tile::without_data(dtype, m); cube.count];
     blocks[cube.rank] = mine;
     if let Some(extra) = cube.extra() {
         blocks[extra] = tl.recv(cube.fold(), m, dtype);

@@ -290,7 +290,8 @@ pub fn ring_allgather(tl: &Tl, #[default = 1] chunks: usize, #[default = 1] lane
     let block = tl.buffer_len(Input);
     let (mine, start) = lane_share(tl, Input, 0..block);
     let pieces = pieces_per_part(chunks, mine.len(), 1);
-    let mut parts = vec![Tile::zeros(mine.dtype(), mine.len()); ring.count];
+    // The other ranks' blocks, by shape only: each is replaced by what arrives, never read first.
+    let mut parts = vec![Tile::without_data(mine.dtype(), mine.len()); ring.count];
     parts[ring.position] = mine;
     let parts = own_part_first(ring_all_gather_parts(tl, own_part_last(parts), ring, pieces));
     for (rank, part) in parts.iter().enumerate() {
