@@ -194,15 +194,20 @@ impl Execution<'_> {
             self.network = None;
             self.lanes.pes = Cells::new(Vec::new());
             self.lanes.states = Cells::new(Vec::new());
-            let mine = Shares { ranks: &held, pes: &per_pe, times: &times };
+            let mine = || Shares { ranks: &held, pes: &per_pe, times: &times };
             if spread.report_to == ReportTo::First && spread.me() != 0 {
-                spread.gather_each(&mine, ReportTo::First, |_, _| Ok(()))?;
+                spread.send_to_first(&mine())?;
                 part = Some(held.into_boxed_slice());
             } else {
                 let mut whole = Whole::new(pes.len());
-                spread.gather_each(&mine, spread.report_to, |from, bytes| whole.read(from, bytes, pes))?;
-                for ((rank, pe), time) in held.into_iter().zip(per_pe).zip(times) {
-                    whole.place(rank as usize, (pe, time));
+                if spread.report_to == ReportTo::Every {
+                    spread.gather_each(&mine(), |from, bytes| whole.read(from, bytes, pes))?;
+                    whole.place_all(held, per_pe, times);
+                } else {
+                    // Process 0's own PEs take their places first; the others' come one process at
+                    // a time.
+                    whole.place_all(held, per_pe, times);
+                    spread.gather_at_first(|from, bytes| whole.read(from, bytes, pes))?;
                 }
                 (per_pe, times) = whole.ended(tasks)?;
             }
@@ -226,6 +231,13 @@ struct Whole {
 impl Whole {
     fn new(ranks: usize) -> Whole {
         Whole { pes: (0..ranks).map(|_| None).collect(), times: vec![None; ranks] }
+    }
+
+    /// The reports and times of this process's PEs, ranks `held`.
+    fn place_all(&mut self, held: Vec<u32>, pes: Vec<PeReport>, times: Vec<Option<PeTime>>) {
+        for ((rank, pe), time) in held.into_iter().zip(pes).zip(times) {
+            self.place(rank as usize, (pe, time));
+        }
     }
 
     /// Rank `rank`'s report and time (the rank is in range: its PE was found).

@@ -106,7 +106,7 @@ impl<'x> Spread<'x> {
     /// Every process's `mine`, in process order.
     pub(crate) fn gather<T: Serialize + DeserializeOwned>(&self, mine: T) -> Result<Vec<T>, RunError> {
         let mut all = Vec::with_capacity(self.processes());
-        self.gather_each(&mine, ReportTo::Every, |from, bytes| {
+        self.gather_each(&mine, |from, bytes| {
             all.push(bincode::deserialize(bytes).map_err(|_| malformed(from))?);
             Ok(())
         })?;
@@ -114,33 +114,45 @@ impl<'x> Spread<'x> {
         Ok(all)
     }
 
-    /// Sends `mine` to the other processes `to` names (every one, or process 0) and hands the bytes
-    /// each other process sent here to `each` with its process, in process order (never this
-    /// process's own), each dropped once read: a whole run's report is large.
+    /// Sends `mine` to every other process and hands the bytes each of them sent here to `each` with
+    /// its process, in process order (never this process's own), each dropped once read.
     pub(crate) fn gather_each<T: Serialize + ?Sized>(
         &self,
         mine: &T,
-        to: ReportTo,
         mut each: impl FnMut(usize, &[u8]) -> Result<(), RunError>,
     ) -> Result<(), RunError> {
+        let got = self.exchange.all_gather(serialize(mine)?)?;
         let me = self.me as usize;
-        let sends = to == ReportTo::Every || me != 0;
-        let bytes = if sends {
-            bincode::serialize(mine).map_err(|e| ExchangeError::Transport(e.to_string()))?
-        } else {
-            Vec::new()
-        };
-        let got = match to {
-            ReportTo::Every => self.exchange.all_gather(bytes)?,
-            ReportTo::First => {
-                let mut to_each = vec![Vec::new(); self.processes()];
-                to_each[0] = bytes;
-                self.exchange.all_to_all(to_each)?
-            }
-        };
-        let from_others = to == ReportTo::Every || me == 0;
-        for (from, bytes) in got.into_iter().enumerate().filter(|&(from, _)| from_others && from != me) {
+        for (from, bytes) in got.into_iter().enumerate().filter(|&(from, _)| from != me) {
             each(from, &bytes)?;
+        }
+        Ok(())
+    }
+
+    /// Process 0's side of a gather to it ([`Spread::send_to_first`] is the others'): hands the bytes
+    /// each other process sends to `each`, one process at a time (one exchange each), so that only
+    /// one process's bytes are held at once: a whole run's report is large.
+    pub(crate) fn gather_at_first(
+        &self,
+        mut each: impl FnMut(usize, &[u8]) -> Result<(), RunError>,
+    ) -> Result<(), RunError> {
+        for from in 1..self.processes() {
+            let got = self.exchange.all_to_all(vec![Vec::new(); self.processes()])?;
+            each(from, got.get(from).map_or(&[][..], |bytes| &bytes[..]))?;
+        }
+        Ok(())
+    }
+
+    /// Every other process's side of [`Spread::gather_at_first`]: sends `mine` to process 0 in its
+    /// turn.
+    pub(crate) fn send_to_first<T: Serialize + ?Sized>(&self, mine: &T) -> Result<(), RunError> {
+        let mut mine = Some(serialize(mine)?);
+        for from in 1..self.processes() {
+            let mut to_each = vec![Vec::new(); self.processes()];
+            if from == self.me as usize {
+                to_each[0] = mine.take().unwrap_or_default();
+            }
+            self.exchange.all_to_all(to_each)?;
         }
         Ok(())
     }
@@ -162,6 +174,11 @@ impl<'x> Spread<'x> {
             (Some((_, process, message)), _) => Err(RunError::Elsewhere { process, message }),
         }
     }
+}
+
+/// `value` in the bytes a process hands over.
+fn serialize<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, RunError> {
+    bincode::serialize(value).map_err(|e| ExchangeError::Transport(e.to_string()).into())
 }
 
 /// What process `from` sent at a run's end, not read as it should be.
