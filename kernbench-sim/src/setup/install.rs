@@ -20,7 +20,7 @@ use crate::report::RunReport;
 use crate::rounds::{Execution, Polling, ReadyLists, Results, quiet_kernel_panics};
 use crate::spread::Spread;
 use crate::timing::{Bookings, Clock, Engines, Rates};
-use crate::two_sided::{Barriers, TwoSided, install};
+use crate::two_sided::{Barriers, Installed, TwoSided, install};
 
 /// A call's kernel and facts.
 type Kernel<'k> = (&'k dyn Launch, Call);
@@ -65,7 +65,7 @@ pub(super) fn run(
     let holds = |rank: usize| tasks.holds(rank as u32);
     let install = || install(system, plan, (system.ipcq_depth(), tasks.channels() as usize), holds);
     // On the pool when there is one, so that what can be made in parallel is.
-    let installed = match &pool {
+    let Installed { queues, routes, links } = match &pool {
         Some(pool) => pool.install(install),
         None => install(),
     };
@@ -79,7 +79,7 @@ pub(super) fn run(
     let carriage = options.carriage(system)?;
     let make_network = || {
         let timing = options.timing.as_ref()?;
-        Some(Network::new(system, timing, &carriage, pes, installed.routes.iter().copied()))
+        Some(Network::new(system, timing, &carriage, pes, routes.iter().copied()))
     };
     let make_lanes = || {
         // One empty scratch buffer for every PE until a kernel asks for one of its own.
@@ -150,8 +150,11 @@ pub(super) fn run(
         Some(pool) => pool.install(|| rayon::join(make_network, make_lanes)),
         None => (make_network(), make_lanes()),
     };
+    // What only the set-up reads is not held through the rounds (a million PEs' routes and lane
+    // counts are 40 MB).
+    drop((routes, lanes, call_lanes));
     let held = states.len();
-    let links = installed.links.into_iter().enumerate().filter(|&(rank, _)| holds(rank)).map(|(_, l)| l).collect();
+    let links = links.into_iter().enumerate().filter(|&(rank, _)| holds(rank)).map(|(_, l)| l).collect();
     // A race's two sides may be in two processes: a spread run does not look for races.
     let detector = options.race_detector && spread.is_none();
     let mut memories = Vec::new();
@@ -170,7 +173,7 @@ pub(super) fn run(
     let mut network = network;
     let credit_latency = network.as_mut().map(Network::take_route_latency).unwrap_or_default();
     let two_sided = TwoSided {
-        queues: installed.queues,
+        queues,
         pes: Cells::held(links, by_rank),
         credit_latency,
         orders: MessageOrders::default(),

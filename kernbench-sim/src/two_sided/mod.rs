@@ -15,7 +15,7 @@ pub(crate) mod queue;
 mod send_recv;
 
 pub(crate) use barrier::{Arrival, BarrierKey, Barriers};
-pub(crate) use install::install;
+pub(crate) use install::{Installed, install};
 pub(crate) use publish::{Crossing, wake_side};
 pub(crate) use send_recv::Endpoint;
 
