@@ -35,6 +35,16 @@ pub use mpi::Mpi;
 
 pub(crate) use hand_over::RoundEnd;
 
+use std::collections::BTreeMap;
+
+use kernbench_core::{PeId, System};
+use rustc_hash::FxHashMap;
+use serde::{Serialize, de::DeserializeOwned};
+
+use crate::error::RunError;
+use crate::lanes::Owners;
+use crate::one_sided::Outgoing;
+
 /// Which processes of a spread run get its whole report.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ReportTo {
@@ -48,16 +58,6 @@ pub enum ReportTo {
     /// run's end then holds one report, not one in every process.
     First,
 }
-
-use std::collections::BTreeMap;
-
-use kernbench_core::{PeId, System};
-use rustc_hash::FxHashMap;
-use serde::{Serialize, de::DeserializeOwned};
-
-use crate::error::RunError;
-use crate::lanes::Owners;
-use crate::one_sided::Outgoing;
 
 /// The processes of a spread run, and what this process keeps of the others' between rounds.
 pub(crate) struct Spread<'x> {
