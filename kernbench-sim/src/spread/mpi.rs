@@ -111,7 +111,7 @@ impl Mpi {
 
     /// `recv`, laid out by `counts`, cut into one buffer per process: from the last, each cut off
     /// and, when large, its room given back before the next, so the pieces and what is left of `recv`
-    /// are never much more than `recv` (the end of a spread run gathers a whole report). A round's
+    /// are never much more than `recv` (a process's part of a spread run's report is large). A round's
     /// small hand-over keeps its room: giving it back would cost more than it frees.
     fn split(mut recv: Vec<u8>, counts: &[i32]) -> Vec<Vec<u8>> {
         const LARGE: usize = 1 << 20;
