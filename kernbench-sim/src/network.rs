@@ -63,7 +63,7 @@ pub(crate) struct Network {
     /// untraced million-PE run would hold an empty list per channel).
     spans: Option<Vec<Vec<Span>>>,
     /// Queue `q`'s channels are `route_channels[route_start[q]..route_start[q + 1]]`.
-    route_start: Vec<usize>,
+    route_start: Vec<u32>,
     route_channels: Vec<u32>,
     /// Sum of the route's latencies, per queue: how long a credit takes to get back.
     route_latency: Vec<f64>,
@@ -143,7 +143,10 @@ impl Network {
                 }
                 network.route_channels.push(ids[number] - 1);
             });
-            network.route_start.push(network.route_channels.len());
+            // 2^32 routed channels would take 16 GiB in this list alone, more than the memory limits
+            // let a run's model have.
+            let start = u32::try_from(network.route_channels.len()).expect("fewer than 2^32 routed channels");
+            network.route_start.push(start);
             network.route_latency.push(latency);
             if carriage.protocol.is_some() {
                 network.route_step.push(carriage.step_ns(farthest));
@@ -161,6 +164,11 @@ impl Network {
             }
         }
         network
+    }
+
+    /// Where queue `queue`'s channels are in `route_channels`.
+    fn route(&self, queue: u32) -> std::ops::Range<usize> {
+        self.route_start[queue as usize] as usize..self.route_start[queue as usize + 1] as usize
     }
 
     /// Adds `channel`, numbered `number` in the system, idle; returns its id.
@@ -183,7 +191,7 @@ impl Network {
     /// # Errors
     /// [`RunError::Unreachable`] when failed links cut the receiver off.
     fn detour(&mut self, queue: u32, depart: f64) -> Result<Option<Vec<u32>>, RunError> {
-        let own = &self.route_channels[self.route_start[queue as usize]..self.route_start[queue as usize + 1]];
+        let own = &self.route_channels[self.route(queue)];
         let Some(faults) = &mut self.faults else { return Ok(None) };
         let (key, route) = match faults.detour(queue, depart, own)? {
             Detour::Own => return Ok(None),
@@ -209,8 +217,7 @@ impl Network {
     /// The first channel of queue `queue`'s route and what a byte of data takes to cross it, as the
     /// run's protocol carries it (`None` for a route of no channels).
     pub(crate) fn first_channel(&self, queue: u32) -> Option<(u32, f64)> {
-        let &id =
-            self.route_channels[self.route_start[queue as usize]..self.route_start[queue as usize + 1]].first()?;
+        let &id = self.route_channels[self.route(queue)].first()?;
         let wire = self.carriage.wire_bytes(1 << 20) as f64 / f64::from(1 << 20);
         Some((id, wire * self.links.ns_per_byte(self.channels[id as usize].class)))
     }
@@ -230,7 +237,7 @@ impl Network {
     pub(crate) fn deliver(&mut self, queue: u32, depart: f64, bytes: u64) -> Result<f64, RunError> {
         let bytes = self.carriage.wire_bytes(bytes);
         let step = self.route_step.get(queue as usize).copied().unwrap_or(0.0);
-        let own = self.route_start[queue as usize]..self.route_start[queue as usize + 1];
+        let own = self.route(queue);
         let tail = if self.faults.is_none() {
             let route = &self.route_channels[own];
             let booking = Booking {
@@ -268,7 +275,7 @@ impl Network {
     /// other way.
     fn leg(&mut self, queue: u32, last: bool, depart: f64, bytes: u64) -> Result<f64, RunError> {
         let bytes = self.carriage.wire_bytes(bytes);
-        let route = &self.route_channels[self.route_start[queue as usize]..self.route_start[queue as usize + 1]];
+        let route = &self.route_channels[self.route(queue)];
         let Some(&id) = (if last { route.last() } else { route.first() }) else { return Ok(depart) };
         let faults = self.faults.as_deref();
         if let Some(faults) = faults {

@@ -2,6 +2,7 @@
 //! round's transfers take their channels.
 
 use std::collections::hash_map::Entry;
+use std::sync::atomic::Ordering;
 
 use rustc_hash::FxHashMap;
 
@@ -184,8 +185,11 @@ impl Execution<'_> {
         // SAFETY: as above.
         unsafe { links.publish(rank, (&self.two_sided, &self.lanes), timed, sent, crossing) };
         if timed {
-            // SAFETY: as above.
-            unsafe { self.one_sided.transfers(rank, sent) };
+            // A round without one-sided operations has nothing in any outbox: no PE's needs a look.
+            if self.one_sided.used.load(Ordering::Relaxed) {
+                // SAFETY: as above.
+                unsafe { self.one_sided.transfers(rank, sent) };
+            }
             // Ranks merge in order, so with its own transfers by queue and position the round's list
             // is in the order the placement sorts fastest (see `PlaceOrder::sort`). A PE sends on a
             // few queues a round: a short sort, when one is needed at all.

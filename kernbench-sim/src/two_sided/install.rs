@@ -1,6 +1,7 @@
 //! Queues and ports from an install plan.
 
 use kernbench_core::{InstallPlan, PlanLinks, System};
+use smallvec::SmallVec;
 
 use super::queue::{Queue, Queues};
 use super::{PeLinks, Port};
@@ -29,7 +30,7 @@ pub(crate) fn install(
 ) -> Installed {
     let installs: Vec<_> = plan.participants().collect();
     let by_peer = PlanLinks::new(system, &installs);
-    let mut ports: Vec<Vec<Port>> = (installs.iter().enumerate())
+    let mut ports: Vec<SmallVec<[Port; 4]>> = (installs.iter().enumerate())
         .map(|(rank, i)| {
             let neighbors = i.neighbors.iter().filter(|_| holds(rank));
             neighbors.map(|n| Port { key: n.direction.key(), out_queue: 0, in_queue: 0 }).collect()
@@ -68,7 +69,7 @@ pub(crate) fn install(
         .into_iter()
         .map(|mut ports| {
             ports.sort_unstable_by_key(|p| p.key);
-            PeLinks { ports, touched: Vec::new() }
+            PeLinks { ports, touched: SmallVec::new() }
         })
         .collect();
     let queues =

@@ -20,6 +20,7 @@ pub(crate) use publish::{Crossing, wake_side};
 pub(crate) use send_recv::Endpoint;
 
 use kernbench_core::Direction;
+use smallvec::SmallVec;
 
 use crate::protocol::Cells;
 use crate::race::MessageOrders;
@@ -59,12 +60,15 @@ impl Port {
     }
 }
 
-/// A PE's two-sided part: its ports, and the queue sides its lanes touched this round.
+/// A PE's two-sided part: its ports, and the queue sides its lanes touched this round. Both lists are
+/// held in place up to a few entries (most PEs have a handful of ports and touch a few queues a
+/// round): every send and receive reads the ports and writes the touched list, and lists of their own
+/// would cost each a load from another line, missed when a large run's PEs take turns.
 pub(crate) struct PeLinks {
     /// Sorted by direction key (so errors list them in order).
-    pub(crate) ports: Vec<Port>,
+    pub(crate) ports: SmallVec<[Port; 4]>,
     /// Queues the PE's lanes pushed to or popped from in the current round.
-    pub(crate) touched: Vec<(u32, Side)>,
+    pub(crate) touched: SmallVec<[(u32, Side); 4]>,
 }
 
 impl PeLinks {
