@@ -74,9 +74,11 @@ impl Tl {
         }
         let bytes = parts.iter().map(Tile::bytes).sum();
         // Large parts go in joined, in one write; small ones are copied in one by one, which costs
-        // no more than copying them together first (and holds no second copy meanwhile).
+        // no more than copying them together first (and holds no second copy meanwhile). Parts without
+        // data (a timing-only run's) join for nothing: a shape of their total length.
         let joined;
-        let writes = if Tile::worth_joining(bytes, parts.len()) {
+        let shapes = parts.len() > 1 && !parts.iter().all(Tile::has_data);
+        let writes = if shapes || Tile::worth_joining(bytes, parts.len()) {
             joined = [self.concat(parts)?];
             &joined[..]
         } else {
