@@ -154,7 +154,6 @@ pub(super) fn run(
     // counts are 40 MB).
     drop((routes, lanes, call_lanes));
     let held = states.len();
-    let links = links.into_iter().enumerate().filter(|&(rank, _)| holds(rank)).map(|(_, l)| l).collect();
     // A race's two sides may be in two processes: a spread run does not look for races.
     let detector = options.race_detector && spread.is_none();
     let mut memories = Vec::new();

@@ -13,7 +13,7 @@ pub(crate) struct Installed {
     /// Every queue's sender and receiver rank and channel, by number: what its route depends on
     /// (the channel picks the NICs of a route between nodes).
     pub(crate) routes: Vec<(u32, u32, u32)>,
-    /// Each PE's ports (empty for the PEs not held).
+    /// The ports of each PE held, in rank order.
     pub(crate) links: Vec<PeLinks>,
 }
 
@@ -30,12 +30,15 @@ pub(crate) fn install(
 ) -> Installed {
     let installs: Vec<_> = plan.participants().collect();
     let by_peer = PlanLinks::new(system, &installs);
-    let mut ports: Vec<SmallVec<[Port; 4]>> = (installs.iter().enumerate())
-        .map(|(rank, i)| {
-            let neighbors = i.neighbors.iter().filter(|_| holds(rank));
-            neighbors.map(|n| Port { key: n.direction.key(), out_queue: 0, in_queue: 0 }).collect()
-        })
-        .collect();
+    // The ports of the PEs held, in rank order, and each rank's place among them (most ranks of a
+    // spread run are not held: a word each, not a list's room).
+    let mut place = vec![u32::MAX; installs.len()];
+    let mut links: Vec<PeLinks> = Vec::with_capacity((0..installs.len()).filter(|&rank| holds(rank)).count());
+    for (rank, install) in installs.iter().enumerate().filter(|&(rank, _)| holds(rank)) {
+        place[rank] = links.len() as u32;
+        let ports = install.neighbors.iter().map(|n| Port { key: n.direction.key(), out_queue: 0, in_queue: 0 });
+        links.push(PeLinks { ports: ports.collect(), touched: SmallVec::new() });
+    }
     let edges = installs.iter().map(|i| i.neighbors.len()).sum::<usize>() * channels;
     // Sized up front (the queues a spread run leaves out are capacity never touched): grown by
     // doubling, a million PEs' queues were copied again and again, and each copy faulted in.
@@ -57,22 +60,23 @@ pub(crate) fn install(
                 routes.push((ends.0, ends.1, channel));
             }
             // Only the ports of PEs held were made.
-            if let Some(port) = ports[rank].get_mut(i) {
+            if let Some(port) = port(&mut links, &place, rank, i) {
                 port.out_queue = first;
             }
-            if let Some(port) = ports[peer].get_mut(back) {
+            if let Some(port) = port(&mut links, &place, peer, back) {
                 port.in_queue = first;
             }
         }
     }
-    let links = ports
-        .into_iter()
-        .map(|mut ports| {
-            ports.sort_unstable_by_key(|p| p.key);
-            PeLinks { ports, touched: SmallVec::new() }
-        })
-        .collect();
+    for links in &mut links {
+        links.ports.sort_unstable_by_key(|p| p.key);
+    }
     let queues =
         if numbers.len() == routes.len() { Queues::all(queues, depth) } else { Queues::some(queues, numbers, depth) };
     Installed { queues, routes, links }
+}
+
+/// Port `i` of rank `rank`, whose place among `links` is `place[rank]`: `None` for a rank not held.
+fn port<'l>(links: &'l mut [PeLinks], place: &[u32], rank: usize, i: usize) -> Option<&'l mut Port> {
+    links.get_mut(place[rank] as usize).and_then(|l| l.ports.get_mut(i))
 }
