@@ -1,6 +1,7 @@
 //! Mock runs in one call, for tests: build the plan, bind the kernel's arguments, fill the inputs, run,
 //! and check exactly when asked.
 
+use std::borrow::Cow;
 use std::rc::Rc;
 
 use kernbench_core::postcondition::{CallFacts, starting_output};
@@ -299,6 +300,10 @@ impl<'a> MockRun<'a> {
         let runtime = Runtime::new(self.system).options(self.options.clone());
         if self.calls == 1 && self.windows.is_empty() {
             let buffers = self.buffers(&plan);
+            if self.exact.is_none() {
+                // The run owns the plan, and frees it before its rounds.
+                return Ok(runtime.run_planned(Cow::Owned(plan), kernel, buffers, self.call, None)?);
+            }
             let (report, exact) = runtime.run_then_exact(&plan, kernel, buffers, (self.call, None), self.exact)?;
             return match exact.transpose()? {
                 Some(exactness) if !exactness.held => Err(MockError::Exact(exactness)),

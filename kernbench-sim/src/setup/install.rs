@@ -1,12 +1,13 @@
 //! An installed run: every part made from a checked plan and the buffers, the kernels started, the
 //! rounds driven, and the end diagnosed and reported.
 
+use std::borrow::Cow;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
 use kernbench_core::tl::{CallContext, message_generation};
-use kernbench_core::{Dtype, InstallPlan, KernelError, KernelFuture, Launch, Op, PeId, System, Tile, Tl};
+use kernbench_core::{CheckedPlan, Dtype, KernelError, KernelFuture, Launch, Op, PeId, System, Tile, Tl};
 use rayon::prelude::*;
 
 use super::{Call, PeBuffers, RunOptions, Runtime, Together};
@@ -30,7 +31,7 @@ type Kernel<'k> = (&'k dyn Launch, Call);
 pub(super) fn run(
     system: &System,
     options: &RunOptions,
-    (plan, pes): (&InstallPlan, &[PeId]),
+    (plan, pes): (Cow<'_, CheckedPlan>, &[PeId]),
     calls: Vec<Together<'_>>,
     mut windows: Option<&mut Windows>,
 ) -> Result<Vec<RunReport>, RunError> {
@@ -63,12 +64,14 @@ pub(super) fn run(
     };
     quiet_kernel_panics();
     let holds = |rank: usize| tasks.holds(rank as u32);
-    let install = || install(system, plan, (system.ipcq_depth(), tasks.channels() as usize), holds);
+    let install = || install(system, &plan, (system.ipcq_depth(), tasks.channels() as usize), holds);
     // On the pool when there is one, so that what can be made in parallel is.
     let Installed { queues, routes, links } = match &pool {
         Some(pool) => pool.install(install),
         None => install(),
     };
+    // Nothing reads the plan from here on: one the run owns is freed before the rounds.
+    drop(plan);
     let generations: Vec<u64> = calls.iter().map(|c| c.call.generation).collect();
     let starts: Vec<f64> = calls.iter().map(|c| c.start_ns).collect();
     let (kernels, calls_buffers): (Vec<Kernel<'_>>, Vec<Vec<PeBuffers>>) =

@@ -7,6 +7,8 @@ mod options;
 
 pub use options::{DEFAULT_LOOP_BUDGET, DEFAULT_STEP_BUDGET, PARALLEL_MIN_READY, RunOptions};
 
+use std::borrow::Cow;
+
 use kernbench_core::postcondition::{CallFacts, PostconditionError, starting_output};
 use kernbench_core::provenance::{self, Exactness};
 use kernbench_core::tl::MAX_GENERATION;
@@ -144,6 +146,19 @@ impl<'s> Runtime<'s> {
         call: Call,
         windows: Option<&mut Windows>,
     ) -> Result<RunReport, RunError> {
+        self.run_planned(Cow::Borrowed(plan), kernel, buffers, call, windows)
+    }
+
+    /// [`Runtime::run`] of a plan the run may own: one it owns it frees once its queues are installed,
+    /// before the rounds (a million PEs' plan is a tenth of a gigabyte that nothing reads after).
+    pub(crate) fn run_planned(
+        &self,
+        plan: Cow<'_, CheckedPlan>,
+        kernel: &dyn Launch,
+        buffers: Vec<PeBuffers>,
+        call: Call,
+        windows: Option<&mut Windows>,
+    ) -> Result<RunReport, RunError> {
         self.options.check(self.system)?;
         if call.generation == 0 {
             return Err(RunError::ZeroGeneration);
@@ -207,7 +222,7 @@ impl<'s> Runtime<'s> {
             }
         }
         plan.fits(self.system)?;
-        install::run(self.system, &self.options, (plan, &pes), calls, None)
+        install::run(self.system, &self.options, (Cow::Borrowed(plan), &pes), calls, None)
     }
 
     /// Runs `kernel` on provenance inputs shaped as `inputs` ([`kernbench_core::provenance`]), untimed,
