@@ -143,8 +143,8 @@ impl Network {
                 }
                 network.route_channels.push(ids[number] - 1);
             });
-            // 2^32 routed channels would take 16 GiB in this list alone, more than the memory limits
-            // let a run's model have.
+            // A word a route's start: 2^32 routed channels would be 16 GiB of this list alone, and
+            // several times that of queues and slots.
             let start = u32::try_from(network.route_channels.len()).expect("fewer than 2^32 routed channels");
             network.route_start.push(start);
             network.route_latency.push(latency);
