@@ -12,21 +12,13 @@ use crate::timing::{Bookings, ChannelTime, Multicast, Routing, Span, SpanKind, T
 /// A channel with more bookings than this asks for old ones to be forgotten.
 const FORGET_ABOVE: usize = 64;
 
-/// One channel: its link class (whose figures every channel of the class shares: see [`Links`]) and
-/// what it has carried.
+/// What one channel has carried (its link class is beside it: [`Network::classes`]).
+#[derive(Default)]
 pub(crate) struct ChannelState {
-    class: LinkClass,
     /// The intervals the channel is carrying data in. A channel carries one message at a time.
     busy: Bookings,
     bytes: u64,
     busy_ns: f64,
-}
-
-impl ChannelState {
-    /// An idle channel of `class`.
-    fn of(class: LinkClass) -> ChannelState {
-        ChannelState { class, busy: Bookings::default(), bytes: 0, busy_ns: 0.0 }
-    }
 }
 
 /// Each link class's latency and time per byte, held once for every channel of the class, at the
@@ -58,6 +50,9 @@ pub(crate) struct Network {
     /// Each channel's number in the system ([`System::channel_number`]): a word where the channel
     /// itself would take nine, and what names it again for the report.
     numbers: Vec<u32>,
+    /// Each channel's link class, whose figures every channel of the class shares (see [`Links`]):
+    /// beside the channels' states, where it would take a byte and a word of padding in each.
+    classes: Vec<LinkClass>,
     channels: Vec<ChannelState>,
     /// Per channel, its transfers, when the run is traced (beside the channels, not in them: an
     /// untraced million-PE run would hold an empty list per channel).
@@ -105,6 +100,7 @@ impl Network {
             routing: timing.routing,
             links: Links::of(system),
             numbers: Vec::with_capacity(system.channel_count().min(2 * n)),
+            classes: Vec::new(),
             channels: Vec::new(),
             spans: timing.trace.then(Vec::new),
             route_start,
@@ -154,7 +150,8 @@ impl Network {
         }
         // The channels' states once their number is known: a list grown by doubling would hold twice
         // the room of the largest part of the model.
-        network.channels = classes.into_iter().map(ChannelState::of).collect();
+        network.channels = (0..classes.len()).map(|_| ChannelState::default()).collect();
+        network.classes = classes;
         if let Some(spans) = &mut network.spans {
             spans.resize_with(network.numbers.len(), Vec::new);
         }
@@ -174,7 +171,8 @@ impl Network {
     /// Adds `channel`, numbered `number` in the system, idle; returns its id.
     fn add_channel(&mut self, channel: Channel, number: u32) -> u32 {
         self.numbers.push(number);
-        self.channels.push(ChannelState::of(channel.class));
+        self.classes.push(channel.class);
+        self.channels.push(ChannelState::default());
         if let Some(spans) = &mut self.spans {
             spans.push(Vec::new());
         }
@@ -219,7 +217,7 @@ impl Network {
     pub(crate) fn first_channel(&self, queue: u32) -> Option<(u32, f64)> {
         let &id = self.route_channels[self.route(queue)].first()?;
         let wire = self.carriage.wire_bytes(1 << 20) as f64 / f64::from(1 << 20);
-        Some((id, wire * self.links.ns_per_byte(self.channels[id as usize].class)))
+        Some((id, wire * self.links.ns_per_byte(self.classes[id as usize])))
     }
 
     /// Every queue's route latency (the sum of its channels'), taken out: how long a credit takes to
@@ -242,6 +240,7 @@ impl Network {
             let route = &self.route_channels[own];
             let booking = Booking {
                 links: &self.links,
+                classes: &self.classes,
                 channels: &mut self.channels,
                 spans: &mut self.spans,
                 routing: self.routing,
@@ -254,6 +253,7 @@ impl Network {
             let route = detour.as_deref().unwrap_or(&self.route_channels[own]);
             let booking = Booking {
                 links: &self.links,
+                classes: &self.classes,
                 channels: &mut self.channels,
                 spans: &mut self.spans,
                 routing: self.routing,
@@ -283,6 +283,7 @@ impl Network {
         }
         let booking = Booking {
             links: &self.links,
+            classes: &self.classes,
             channels: &mut self.channels,
             spans: &mut self.spans,
             routing: self.routing,
@@ -391,6 +392,7 @@ impl Network {
 /// The channels a transfer is booked on, borrowed apart from the rest of the network.
 struct Booking<'n> {
     links: &'n Links,
+    classes: &'n [LinkClass],
     channels: &'n mut [ChannelState],
     spans: &'n mut Option<Vec<Vec<Span>>>,
     routing: Routing,
@@ -406,12 +408,12 @@ impl Booking<'_> {
         // `head`: when the first byte can enter the next channel; `tail`: when the last byte has.
         let (mut head, mut tail) = (depart, depart);
         for &id in route {
-            let ch = &mut self.channels[id as usize];
+            let (ch, class) = (&mut self.channels[id as usize], self.classes[id as usize]);
             let ready = match self.routing {
                 Routing::CutThrough => head,
                 Routing::StoreAndForward => tail,
             };
-            let occupy = bytes as f64 * self.links.ns_per_byte(ch.class) * slowdown(id, ready);
+            let occupy = bytes as f64 * self.links.ns_per_byte(class) * slowdown(id, ready);
             let (start, end) = ch.busy.reserve(ready, occupy, tail);
             *self.forget.1 |= ch.busy.len() > self.forget.0;
             ch.bytes += bytes;
@@ -419,7 +421,7 @@ impl Booking<'_> {
             if let Some(spans) = self.spans {
                 spans[id as usize].push(Span { kind: SpanKind::Transfer, start_ns: start, end_ns: end, bytes });
             }
-            let latency = self.links.latency_ns(ch.class);
+            let latency = self.links.latency_ns(class);
             head = start + latency;
             tail = end + latency;
         }

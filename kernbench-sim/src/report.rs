@@ -124,7 +124,6 @@ impl Execution<'_> {
         // come on top of it, and make the end of a large run its peak of memory.
         self.two_sided.queues = Queues::none();
         self.two_sided.pes = Cells::new(Vec::new());
-        self.two_sided.credit_latency = Vec::new();
         self.lanes.parked = Cells::new(Vec::new());
         let (tasks, spread) = (&self.lanes.tasks, &self.spread);
         let pes = tasks.pes();

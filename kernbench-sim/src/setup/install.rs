@@ -173,11 +173,15 @@ pub(super) fn run(
         memories.push(memory);
     }
     let mut network = network;
-    let credit_latency = network.as_mut().map(Network::take_route_latency).unwrap_or_default();
+    let mut queues = queues;
+    if let Some(latency) = network.as_mut().map(Network::take_route_latency) {
+        for (q, queue) in queues.iter_mut() {
+            queue.credit_latency_ns = latency[q];
+        }
+    }
     let two_sided = TwoSided {
         queues,
         pes: Cells::held(links, by_rank),
-        credit_latency,
         orders: MessageOrders::default(),
         detector,
         barriers: Barriers::default(),

@@ -31,9 +31,6 @@ pub(crate) struct TwoSided {
     pub(crate) queues: Queues,
     /// Per PE this process holds: its ports and what its lanes touched.
     pub(crate) pes: Cells<PeLinks>,
-    /// Per queue, how long a credit takes to get back to its sender: its route's latency (empty when
-    /// untimed).
-    pub(crate) credit_latency: Vec<f64>,
     /// What messages in flight carry of their senders' place in the order, under the race detector.
     pub(crate) orders: MessageOrders,
     /// Whether the race detector is on.

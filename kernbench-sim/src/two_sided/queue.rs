@@ -81,6 +81,9 @@ pub(crate) struct Queue {
     /// moves them. One slab for all the queues, not a list each: a million-PE run has millions.
     slots: NonNull<UnsafeCell<Slot>>,
     depth: u32,
+    /// How long a credit takes to get back to the sender: its route's latency (0 untimed). Here, not
+    /// in a list by queue number, which a spread run's every process would hold whole.
+    pub(crate) credit_latency_ns: f64,
 }
 
 // SAFETY: rules P and M of the round protocol, as the module docs apply them. During a round, `tail`, `sender_lane` and the slots being written
@@ -118,6 +121,7 @@ impl Queue {
             published_head: UnsafeCell::new(0),
             slots: NonNull::dangling(),
             depth: 0,
+            credit_latency_ns: 0.0,
         }
     }
 

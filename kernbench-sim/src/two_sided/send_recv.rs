@@ -180,7 +180,7 @@ impl Endpoint<'_> {
         let bytes = head.tile.bytes() as u64;
         let clock = &mut self.ctx.lane.clock;
         clock.advance_to(SpanKind::Recv, head.at_ns, bytes, false);
-        let credit_at = clock.now + self.run.credit_latency.get(q as usize).copied().unwrap_or(0.0);
+        let credit_at = clock.now + queue.credit_latency_ns;
         if self.run.orders.any() {
             // SAFETY: rule P: this PE is the queue's receiver.
             if let Some(order) = self.run.orders.take(q, unsafe { queue.taken() }) {
