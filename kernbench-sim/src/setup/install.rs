@@ -66,7 +66,7 @@ pub(super) fn run(
     let holds = |rank: usize| tasks.holds(rank as u32);
     let install = || install(system, &plan, (system.ipcq_depth(), tasks.channels() as usize), holds);
     // On the pool when there is one, so that what can be made in parallel is.
-    let Installed { queues, routes, links } = match &pool {
+    let Installed { mut queues, routes, links } = match &pool {
         Some(pool) => pool.install(install),
         None => install(),
     };
@@ -173,7 +173,6 @@ pub(super) fn run(
         memories.push(memory);
     }
     let mut network = network;
-    let mut queues = queues;
     if let Some(latency) = network.as_mut().map(Network::take_route_latency) {
         for (q, queue) in queues.iter_mut() {
             queue.credit_latency_ns = latency[q];
