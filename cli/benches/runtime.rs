@@ -514,7 +514,8 @@ fn spread_process(case: &str) {
             .params(json!({"chunks": 1}))
             .inputs(|_, _| Tile::filled(F32, 4, 1.0))
             .spread_over(Arc::clone(&mpi))
-            .report_to(ReportTo::First);
+            .report_to(ReportTo::First)
+            .release_memory(Some(kernbench_cli::memory::Allocator::release_freed));
             time(|| mock.run().unwrap())
         }
         _ => {

@@ -227,7 +227,8 @@ impl Config {
             .gpus_per_thread(self.gpus_per_thread)
             .max_memory(self.max_memory)
             .max_messages(self.max_messages)
-            .faults(self.faults.clone());
+            .faults(self.faults.clone())
+            .release_memory(Some(crate::memory::Allocator::release_freed));
         match &self.job {
             Some(job) => comm.spread_over(Arc::clone(job)),
             None => comm,

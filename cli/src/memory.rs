@@ -92,6 +92,16 @@ unsafe impl GlobalAlloc for Allocator {
     }
 }
 
+impl Allocator {
+    /// Hands the memory mimalloc keeps after frees back to the OS: what a spread run calls once its
+    /// set-up's whole lists are freed ([`kernbench::sim::RunOptions::release_memory`]). Kept, that memory
+    /// stays resident while the large blocks allocated next come fresh from the OS.
+    pub fn release_freed() {
+        // SAFETY: a collection only walks and purges mimalloc's own free pages; any thread may ask.
+        unsafe { libmimalloc_sys::mi_collect(true) }
+    }
+}
+
 /// A block for `layout` from `plain` when a word's alignment is enough, from `aligned` otherwise.
 ///
 /// # Safety

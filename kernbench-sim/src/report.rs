@@ -163,14 +163,23 @@ impl Execution<'_> {
                 }
             }
         }
+        let timed = self.network.is_some();
         let mut completion = lanes.iter().map(|l| l.clock.now).fold(0.0, f64::max);
-        if let (Some(spread), true) = (spread, self.network.is_some()) {
+        if let (Some(spread), true) = (spread, timed) {
             completion = spread.gather(completion)?.into_iter().fold(0.0, f64::max);
+        }
+        // The channels' times first, and the network model freed: the PEs' reports come in its place.
+        let protocol = self.network.as_ref().and_then(|network| network.protocol());
+        let channels = self.network.take().map(|mut network| network.report(&self.one_sided.system, completion));
+        if let Some(spread) = spread {
+            spread.release_memory();
         }
         let mut times: Vec<Option<PeTime>> = cells
             .iter()
             .map(|cells| {
-                self.network.as_ref()?;
+                if !timed {
+                    return None;
+                }
                 Some(match &mut lanes[cells.clone()] {
                     [one] => one.clock.report(completion),
                     several => PeTime::of_lanes(several.iter_mut().map(|l| l.clock.report(completion)).collect()),
@@ -184,15 +193,13 @@ impl Execution<'_> {
             })
             .collect();
         drop(lanes);
-        let protocol = self.network.as_ref().and_then(|network| network.protocol());
-        let channels = self.network.as_mut().map(|network| network.report(&self.one_sided.system, completion));
         let mut part = None;
         if let Some(spread) = spread {
-            // The run's network model and states are no longer needed: their memory can hold the other
-            // processes' PEs.
-            self.network = None;
+            // The PEs' and lanes' states are no longer needed: freed, and handed back, so that the
+            // other processes' PEs (process 0's whole report) do not come on top of them.
             self.lanes.pes = Cells::new(Vec::new());
             self.lanes.states = Cells::new(Vec::new());
+            spread.release_memory();
             let mine = || Shares { ranks: &held, pes: &per_pe, times: &times };
             if spread.report_to == ReportTo::First && spread.me() != 0 {
                 spread.send_to_first(&mine())?;

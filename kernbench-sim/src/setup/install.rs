@@ -37,7 +37,7 @@ pub(super) fn run(
 ) -> Result<Vec<RunReport>, RunError> {
     let together = calls.len() > 1;
     let spread = match &options.spread {
-        Some(exchange) => Spread::new(&**exchange, system, pes, options.report_to)?,
+        Some(exchange) => Spread::new(&**exchange, system, pes, options)?,
         None => None,
     };
     let (spread, owners) = spread.map_or((None, None), |(spread, owners)| {
@@ -72,6 +72,11 @@ pub(super) fn run(
     };
     // Nothing reads the plan from here on: one the run owns is freed before the rounds.
     drop(plan);
+    // The install's lists, and the plan when it was the run's, were whole in every process of a
+    // spread run: given back before the network model, also whole, takes fresh memory.
+    if let Some(spread) = &spread {
+        spread.release_memory();
+    }
     let generations: Vec<u64> = calls.iter().map(|c| c.call.generation).collect();
     let starts: Vec<f64> = calls.iter().map(|c| c.start_ns).collect();
     let (kernels, calls_buffers): (Vec<Kernel<'_>>, Vec<Vec<PeBuffers>>) =

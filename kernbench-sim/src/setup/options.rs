@@ -80,6 +80,8 @@ pub struct RunOptions {
     /// The per-pair counts of an all-to-all-v or send/recv call, which its kernels read with
     /// `tl.counts()`; `None` for every other collective.
     pub counts: Option<Arc<Counts>>,
+    /// What a process of a spread run calls to hand memory it has freed back to the OS, or `None`.
+    pub release_memory: Option<fn()>,
 }
 
 impl Default for RunOptions {
@@ -100,6 +102,7 @@ impl Default for RunOptions {
             schedule: None,
             schedule_jitter_ns: 0.0,
             counts: None,
+            release_memory: None,
         }
     }
 }
@@ -243,6 +246,21 @@ macro_rules! run_option_setters {
             counts: ::std::option::Option<::std::sync::Arc<::kernbench_core::counts::Counts>>,
         ) -> Self {
             self.options_mut().counts = counts;
+            self
+        }
+
+        /// In each process of a spread run, calls `release` (`None`, the default: nothing) whenever the
+        /// run has freed a large part of its memory: the set-up's lists, before the network model is
+        /// made; the network model, once its channels' times are reported; the PEs' states, before the
+        /// report is gathered. It is for an allocator that keeps freed memory for its next allocations
+        /// (mimalloc, glibc's) to hand it back to the OS. What a spread process frees there is largely
+        /// what it held whole (the plan, every queue's route, the network model), and what it allocates
+        /// next is large blocks the allocator takes from the OS anyway (the network model, the report's
+        /// lists): kept, the freed memory would add to every process's peak. One process needs none
+        /// of it, and is not asked. The `kernbench` binary passes mimalloc's collection. Results do not
+        /// depend on it.
+        pub fn release_memory(mut self, release: ::std::option::Option<fn()>) -> Self {
+            self.options_mut().release_memory = release;
             self
         }
 

@@ -44,6 +44,7 @@ use serde::{Serialize, de::DeserializeOwned};
 use crate::error::RunError;
 use crate::lanes::Owners;
 use crate::one_sided::Outgoing;
+use crate::setup::RunOptions;
 
 /// Which processes of a spread run get its whole report.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -70,11 +71,14 @@ pub(crate) struct Spread<'x> {
     pub(crate) inbox: BTreeMap<(u32, u64), Outgoing>,
     /// When the puts of lanes of other processes landed, for barriers this process releases.
     pub(crate) remote_landed: FxHashMap<u32, f64>,
+    /// Hands freed memory back to the OS ([`crate::RunOptions::release_memory`]).
+    release_memory: Option<fn()>,
 }
 
 impl<'x> Spread<'x> {
-    /// The spread of a run of `pes` over `exchange`'s processes, its whole report to `report_to`, with
-    /// the process holding each rank; `None` for one process.
+    /// The spread of a run of `pes` over `exchange`'s processes, as `options` say (who gets the whole
+    /// report, how to hand freed memory back), with the process holding each rank; `None` for one
+    /// process.
     ///
     /// # Errors
     /// [`ExchangeError::TooManyProcesses`] when there are more processes than SIPs.
@@ -82,7 +86,7 @@ impl<'x> Spread<'x> {
         exchange: &'x dyn Exchange,
         system: &System,
         pes: &[PeId],
-        report_to: ReportTo,
+        options: &RunOptions,
     ) -> Result<Option<(Spread<'x>, Owners)>, ExchangeError> {
         if exchange.processes() <= 1 {
             return Ok(None);
@@ -90,8 +94,22 @@ impl<'x> Spread<'x> {
         let blocks = SipBlocks::new(system, exchange.processes())?;
         let owners = pes.iter().map(|pe| blocks.process_of(pe.sip as usize) as u32).collect();
         let me = exchange.process() as u32;
-        let spread = Spread { exchange, me, report_to, inbox: BTreeMap::new(), remote_landed: FxHashMap::default() };
+        let spread = Spread {
+            exchange,
+            me,
+            report_to: options.report_to,
+            inbox: BTreeMap::new(),
+            remote_landed: FxHashMap::default(),
+            release_memory: options.release_memory,
+        };
         Ok(Some((spread, owners)))
+    }
+
+    /// Hands the memory this process has freed back to the OS, if the run was given a way to.
+    pub(crate) fn release_memory(&self) {
+        if let Some(release) = self.release_memory {
+            release();
+        }
     }
 
     /// This process's index.

@@ -106,6 +106,35 @@ fn a_spread_run_gives_every_process_the_whole_report_unless_it_reports_to_the_fi
         }
     }
 }
+
+/// Calls of [`count_release`]: only the test below passes it.
+static RELEASES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn count_release() {
+    RELEASES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+#[test]
+fn each_process_of_a_spread_run_releases_freed_memory_after_its_set_up_and_its_rounds_and_one_process_never() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let system = ring();
+    let mock = || {
+        MockRun::new(system, "ring_1d", "all_pes", &kernbench::algorithms::ring_allreduce::KERNEL)
+            .params(serde_json::json!({"chunks": 2}))
+            .inputs(|_, rank| Tile::filled(F32, 64, rank as f64))
+            .release_memory(Some(count_release))
+    };
+    let whole = seen(mock().run()).unwrap();
+    assert_eq!(RELEASES.load(Relaxed), 0, "one process has no whole lists to give back");
+    for n in [2, 4] {
+        RELEASES.store(0, Relaxed);
+        let runs = spread(n, |e| seen(mock().spread_over(e).report_to(ReportTo::First).run()));
+        // Once the set-up's lists are freed, once the network model is, and once the PEs' states are.
+        assert_eq!(RELEASES.load(Relaxed), 3 * n, "{n} processes");
+        same_report(runs[0].as_ref().unwrap(), &whole, &format!("process 0 of {n}"));
+    }
+}
+
 fn leak(system: System) -> &'static System {
     Box::leak(Box::new(system))
 }
