@@ -390,11 +390,12 @@ impl<'a> MockRun<'a> {
         });
         let elsewhere = |pe: PeId| blocks.is_some_and(|(blocks, me)| blocks.process_of(pe.sip as usize) != me);
         let n = plan.len();
+        // One empty tile for every PE of another process: a tile each would be an allocation each.
+        let none = Tile::zeros(kernbench_core::Dtype::F32, 0);
         plan.participants()
             .map(|p| {
                 if elsewhere(p.pe) {
-                    let none = Tile::zeros(kernbench_core::Dtype::F32, 0);
-                    return PeBuffers { input: none.clone(), output: none };
+                    return PeBuffers { input: none.clone(), output: none.clone() };
                 }
                 let input = (self.inputs)(p.pe, p.rank);
                 let output = match (&self.outputs, self.collective) {
