@@ -129,6 +129,9 @@ impl Hops for Route {
 
 /// A route's latency, added channel by channel as summing the built route's channels adds it
 /// (`Iterator::sum` starts from -0.0), so the same bits.
+/// Below this, every whole number is a double, and so is the sum of two.
+const EXACT_SUM: f64 = (1u64 << 53) as f64;
+
 struct Latency<'s> {
     system: &'s System,
     ns: f64,
@@ -140,9 +143,18 @@ impl Hops for Latency<'_> {
     }
 
     fn line(&mut self, class: LinkClass, steps: u32, _: impl Fn(u32) -> Node) {
-        // Added once a hop, in order, as the route's sum adds them: the same bits as many times as
-        // the route is long, but without naming a node.
         let latency = self.system.link(class).latency_ns;
+        // Whole numbers of ns below 2^53 add exactly, so a run of them is one product and one sum, the
+        // same bits as the route's sum: a route across a ring of a thousand SIPs is a few lines, and a
+        // lower bound walks a million routes.
+        let exact = |x: f64| x.fract() == 0.0 && x.abs() < EXACT_SUM;
+        if exact(latency) && exact(self.ns) && self.ns.abs() + f64::from(steps) * latency.abs() < EXACT_SUM {
+            if steps > 0 {
+                self.ns += f64::from(steps) * latency;
+            }
+            return;
+        }
+        // Otherwise added once a hop, in order, as the route's sum adds them.
         for _ in 0..steps {
             self.ns += latency;
         }
@@ -730,13 +742,14 @@ mod tests {
 
     #[test]
     fn a_route_s_latency_length_and_farthest_class_are_the_built_route_s_to_the_bit() {
-        let mut systems = vec![
+        let whole = vec![
             test_system(5, (3, 2), 3, SipInterconnect::Ring),
             test_system(4, (2, 2), 2, SipInterconnect::FullyConnected),
             test_system(3, (2, 1), 2, SipInterconnect::Switched),
             test_nodes(3, 2, 2, (2, 1), 2),
         ];
-        // Latencies whose sums depend on the order they are added in.
+        // The same with latencies whose sums depend on the order they are added in.
+        let mut systems = whole.clone();
         for system in &mut systems {
             let mut spec = system.spec().clone();
             let fractional = [0.1, 0.7, 3.3];
@@ -748,9 +761,15 @@ mod tests {
             }
             *system = System::from_spec(spec).unwrap();
         }
+        // And a ring of SIPs whose routes run hundreds of hops of a class in a row.
+        systems.extend(whole);
+        systems.push(test_system(601, (2, 1), 1, SipInterconnect::Ring));
         for system in &systems {
-            for a in system.all_pes() {
-                for b in system.all_pes() {
+            let pes: Vec<PeId> = system.all_pes().collect();
+            // Every pair of a small system; from each of the first few PEs of a large one.
+            let sources = if pes.len() > 200 { &pes[..3] } else { &pes[..] };
+            for &a in sources {
+                for &b in &pes {
                     let route = system.route(a, b);
                     let built: f64 = route.channels.iter().map(|c| system.link(c.class).latency_ns).sum();
                     assert_eq!(system.route_latency_ns(a, b).to_bits(), built.to_bits(), "{a} -> {b}");
