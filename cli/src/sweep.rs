@@ -556,14 +556,37 @@ impl Sweep {
     /// [`SweepError::Call`] when the call fails, and [`SweepError::Untimed`] when the communicator does
     /// not simulate time.
     pub fn call_point(&self, comm: &mut Communicator, point: Point<'_>) -> Result<(Row, CallReport), SweepError> {
+        let (called, report) = self.run_point(comm, point)?;
+        Ok((self.row(called, &report), report))
+    }
+
+    /// Calls a point [`Sweep::point`] made and returns the call's full report without its row: the
+    /// row's lower bound walks the routes between the ranks three times over (a million routes
+    /// across a ring of SIPs, a hundred hops each, on a million-PE system), which a caller that prints
+    /// no row need not pay for.
+    ///
+    /// # Errors
+    /// As [`Sweep::call_point`].
+    pub fn call_point_report(&self, comm: &mut Communicator, point: Point<'_>) -> Result<CallReport, SweepError> {
+        self.run_point(comm, point).map(|(_, report)| report)
+    }
+
+    /// Calls a point: what its row needs of it, and the call's report.
+    fn run_point<'s>(&self, comm: &mut Communicator, point: Point<'s>) -> Result<(Called<'s>, CallReport), SweepError> {
         let Point { series, size, policy, ranks, prepared, tensor, rounded } = point;
-        let system = comm.system().clone();
-        let shard_elements = (tensor.shape().1 / shards_per_sip(&system, policy)) as u64;
-        let element = self.dtype.size() as u64;
+        let shard_elements = (tensor.shape().1 / shards_per_sip(comm.system(), policy)) as u64;
         let (_, report) = comm
             .run_prepared(&prepared, &tensor, self.op, self.root, None)
             .map_err(|e| self.call_error(series, size, e))?;
         let time_ns = report.run.completion_ns().ok_or(SweepError::Untimed)?;
+        let called =
+            Called { series, ranks, shard_elements, time_ns, rounded, system: comm.system().clone(), prepared };
+        Ok((called, report))
+    }
+
+    /// The row of a call.
+    fn row(&self, called: Called<'_>, report: &CallReport) -> Row {
+        let Called { series, ranks, shard_elements, time_ns, rounded, system, prepared } = called;
         let bound = time_bound(
             &system,
             &report.plan,
@@ -572,10 +595,10 @@ impl Sweep {
             (self.root, prepared.counts.as_deref()),
         );
         let gathered = if self.collective == Collective::AllGather { ranks as u64 } else { 1 };
-        let buffer = shard_elements * element * gathered;
+        let buffer = shard_elements * self.dtype.size() as u64 * gathered;
         let algbw = buffer as f64 / time_ns;
         let busbw = algbw * busbw_factor(self.collective, ranks);
-        let row = Row {
+        Row {
             size: buffer,
             ranks,
             count: buffer / self.dtype.size() as u64,
@@ -593,8 +616,7 @@ impl Sweep {
             bound,
             sol: bound.map(|bound| bound.ns / time_ns),
             rounded,
-        };
-        Ok((row, report))
+        }
     }
 
     /// Why the point of `series` at `size` did not run.
@@ -606,6 +628,17 @@ impl Sweep {
             source: Box::new(source),
         }
     }
+}
+
+/// What a point's row needs of its call, once called.
+struct Called<'s> {
+    series: &'s Series,
+    ranks: usize,
+    shard_elements: u64,
+    time_ns: f64,
+    rounded: Option<Rounding>,
+    system: System,
+    prepared: PreparedCall,
 }
 
 /// A point of a sweep made ready to call ([`Sweep::point`]): its tensor, laid out for the series, and

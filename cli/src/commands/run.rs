@@ -40,7 +40,7 @@ pub(super) fn run(args: &RunArgs, job: Job, out: &mut dyn Write, stop: &AtomicBo
             let point = sweep.point(&mut comm, &series, bytes).map_err(|e| in_context(e, collective, bytes))?;
             // Said before the call, so that a call that fails still says how its size was rounded.
             notes.note(point.rounded.as_ref(), None);
-            let (_, report) = sweep.call_point(&mut comm, point).map_err(|e| in_context(e, collective, bytes))?;
+            let report = sweep.call_point_report(&mut comm, point).map_err(|e| in_context(e, collective, bytes))?;
             writeln!(out, "{report}")?;
             if args.schedules > 0 {
                 let (agreed, line) = schedules(&mut comm, &sweep, (&series, bytes), &report, args.schedules)
@@ -87,7 +87,7 @@ fn schedules(
     for seed in 1..=seeds {
         comm.run_options_mut().schedule = Some(seed);
         let point = sweep.point(comm, series, bytes)?;
-        let (_, again) = sweep.call_point(comm, point)?;
+        let again = sweep.call_point_report(comm, point)?;
         if let Some(rank) = expected.iter().zip(outputs(&again)).position(|(e, g)| !e.bit_eq(&g)) {
             found = Some((seed, rank));
             break;
