@@ -34,17 +34,19 @@
 //!
 //! ```text
 //! algorithm               system               ranks    lanes    queues     hops   messages  peak   estimate
-//! ring (1 MiB)            1024 SIPs x 1 PE      1024     4096      8192     8192   16760832  0.27G  1.07G
-//! hierarchical_allreduce  256 SIPs x 16x16x16  1048576  1048576  2228736  2358784  18874368  3.08G  5.32G
-//! pairwise_alltoall       512 SIPs x 1 PE        512      512    261632   33.6M     261632   0.41G  0.77G
-//! pairwise_alltoall       1024 SIPs x 1 PE      1024     1024   1047552  268.4M    1047552   2.67G  4.88G
+//! ring (1 MiB)            1024 SIPs x 1 PE      1024     4096      8192     8192   16760832  0.24G  0.45G
+//! hierarchical_allreduce  256 SIPs x 16x16x16  1048576  1048576  2228736  2358784  18874368  1.95G  3.08G
+//! pairwise_alltoall       512 SIPs x 1 PE        512      512    261632   33.6M     261632   0.35G  0.69G
+//! pairwise_alltoall       1024 SIPs x 1 PE      1024     1024   1047552  268.4M    1047552   2.35G  4.59G
 //! ```
 //!
 //! The two all-to-alls give about 0.5 KiB a queue and 8 B a hop; the hierarchical all-reduce about
-//! 3 KiB a rank with its lane and two queues (of 4 slots). So 64 MiB, 1 KiB a rank, 1.5 KiB a lane, 512
-//! B a queue and 64 B a slot of it, 16 B a hop and 64 B a message bound them, by 1.7 to 4x: the kernels'
-//! coroutines and lanes' states,
-//! the queues and their routes, and the channels' bookings of messages still in flight.
+//! 1.9 KiB a rank with its lane and two queues (of 4 slots); the ring, whose channels forget the
+//! bookings of messages long gone, about 10 B a message (the bidirectional ring's 33.5 M messages on
+//! those 1,024 SIPs peak at 0.44G, estimated 0.82G). So 64 MiB, 512 B a rank, 1 KiB a lane, 256 B a
+//! queue and 64 B a slot of it, 16 B a hop and 24 B a message bound them, by 1.6 to 2x: the kernels'
+//! coroutines and lanes' states, the queues and their routes, and the channels' bookings of messages
+//! still in flight.
 //!
 //! # Messages
 //!
@@ -200,14 +202,14 @@ pub fn timing_only_memory(run: &RunSize) -> u64 {
 
 /// What a timing-only run holds per rank, above the fixed part: a PE's state, ports and report (see
 /// the module docs for the measurements behind these).
-const TIMING_ONLY_RANK_BYTES: u64 = 1 << 10;
+const TIMING_ONLY_RANK_BYTES: u64 = 512;
 
-/// What it holds per lane: a coroutine (at most 904 B among the shipped kernels), its task and the
+/// What it holds per lane: a coroutine (at most 696 B among the shipped kernels), its task and the
 /// lane's state.
-const TIMING_ONLY_LANE_BYTES: u64 = 1536;
+const TIMING_ONLY_LANE_BYTES: u64 = 1 << 10;
 
 /// What it holds per queue: the queue, its plan entry and port.
-const TIMING_ONLY_QUEUE_BYTES: u64 = 512;
+const TIMING_ONLY_QUEUE_BYTES: u64 = 256;
 
 /// What it holds per slot of a queue: a message's record (48 B).
 const TIMING_ONLY_SLOT_BYTES: u64 = 64;
@@ -216,7 +218,7 @@ const TIMING_ONLY_SLOT_BYTES: u64 = 64;
 const TIMING_ONLY_HOP_BYTES: u64 = 16;
 
 /// What a timing-only run holds per message at most, above the fixed part (see the module docs).
-const TIMING_ONLY_MESSAGE_BYTES: u64 = 64;
+const TIMING_ONLY_MESSAGE_BYTES: u64 = 24;
 
 /// The symmetric heap, in bytes, that one call of the kernel called `kernel` on `ranks` ranks of
 /// `input_bytes` each allocates in all, beside [`peak_memory`]: every rank's copy of the buffers the one-sided kernels
