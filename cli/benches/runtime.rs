@@ -408,8 +408,8 @@ fn best_process(args: &[&str]) -> (f64, f64) {
 /// 1,024 SIPs and of 16 (the shipped `ring16.json` with more SIPs), and its peak memory at 1,024; the
 /// same timing-only at 1 MiB and 1 GiB per rank; and the timing-only hierarchical all-reduce of 64 MiB
 /// over 1,048,576 PEs (the built-in system's links, 256 SIPs of 16x16 cubes of 16 PEs: a sixteenth of
-/// the 16,777,216-PE run the target is set for, which needs about 48 GiB, so its targets are a
-/// sixteenth of that run's).
+/// the 16,777,216-PE run the target is set for, which needs about 16 times this run's memory, more
+/// than this machine has, so its targets are a sixteenth of that run's).
 fn cli() {
     let dir = tempfile::tempdir().expect("a scratch directory");
     let ring16 = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/systems/ring16.json");
