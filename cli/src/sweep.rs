@@ -557,13 +557,13 @@ impl Sweep {
     /// not simulate time.
     pub fn call_point(&self, comm: &mut Communicator, point: Point<'_>) -> Result<(Row, CallReport), SweepError> {
         let (called, report) = self.run_point(comm, point)?;
-        Ok((self.row(called, &report), report))
+        Ok((self.row(comm.system(), called, &report), report))
     }
 
     /// Calls a point [`Sweep::point`] made and returns the call's full report without its row: the
-    /// row's lower bound walks the routes between the ranks three times over (a million routes
-    /// across a ring of SIPs, a hundred hops each, on a million-PE system), which a caller that prints
-    /// no row need not pay for.
+    /// row's lower bound finds the farthest pair of ranks in three passes over every rank's route
+    /// (three million routes on a million-PE system), which a caller that prints no row need not pay
+    /// for.
     ///
     /// # Errors
     /// As [`Sweep::call_point`].
@@ -579,16 +579,14 @@ impl Sweep {
             .run_prepared(&prepared, &tensor, self.op, self.root, None)
             .map_err(|e| self.call_error(series, size, e))?;
         let time_ns = report.run.completion_ns().ok_or(SweepError::Untimed)?;
-        let called =
-            Called { series, ranks, shard_elements, time_ns, rounded, system: comm.system().clone(), prepared };
-        Ok((called, report))
+        Ok((Called { series, ranks, shard_elements, time_ns, rounded, prepared }, report))
     }
 
-    /// The row of a call.
-    fn row(&self, called: Called<'_>, report: &CallReport) -> Row {
-        let Called { series, ranks, shard_elements, time_ns, rounded, system, prepared } = called;
+    /// The row of a call on `system`.
+    fn row(&self, system: &System, called: Called<'_>, report: &CallReport) -> Row {
+        let Called { series, ranks, shard_elements, time_ns, rounded, prepared } = called;
         let bound = time_bound(
-            &system,
+            system,
             &report.plan,
             self.collective,
             (shard_elements as usize, self.dtype),
@@ -637,7 +635,6 @@ struct Called<'s> {
     shard_elements: u64,
     time_ns: f64,
     rounded: Option<Rounding>,
-    system: System,
     prepared: PreparedCall,
 }
 
