@@ -87,14 +87,17 @@ fn same_part(got: &(RunReport, String), whole: &(RunReport, String), what: &str)
     assert!(json(&got.1) == time, "{what}: times or trace differ");
 }
 
+/// The ring all-reduce in two pieces on `system`.
+fn ring_allreduce(system: &'static System) -> MockRun<'static> {
+    MockRun::new(system, "ring_1d", "all_pes", &kernbench::algorithms::ring_allreduce::KERNEL)
+        .params(serde_json::json!({"chunks": 2}))
+        .inputs(|_, rank| Tile::filled(F32, 64, rank as f64))
+}
+
 #[test]
 fn a_spread_run_gives_every_process_the_whole_report_unless_it_reports_to_the_first() {
     let system = ring();
-    let mock = || {
-        MockRun::new(system, "ring_1d", "all_pes", &kernbench::algorithms::ring_allreduce::KERNEL)
-            .params(serde_json::json!({"chunks": 2}))
-            .inputs(|_, rank| Tile::filled(F32, 64, rank as f64))
-    };
+    let mock = || ring_allreduce(system);
     let whole = seen(mock().run()).unwrap();
     for n in [2, 4] {
         for (process, got) in spread(n, |e| seen(mock().spread_over(e).run())).into_iter().enumerate() {
@@ -118,12 +121,7 @@ fn count_release() {
 fn each_process_of_a_spread_run_releases_freed_memory_after_its_set_up_and_its_rounds_and_one_process_never() {
     use std::sync::atomic::Ordering::Relaxed;
     let system = ring();
-    let mock = || {
-        MockRun::new(system, "ring_1d", "all_pes", &kernbench::algorithms::ring_allreduce::KERNEL)
-            .params(serde_json::json!({"chunks": 2}))
-            .inputs(|_, rank| Tile::filled(F32, 64, rank as f64))
-            .release_memory(Some(count_release))
-    };
+    let mock = || ring_allreduce(system).release_memory(Some(count_release));
     let whole = seen(mock().run()).unwrap();
     assert_eq!(RELEASES.load(Relaxed), 0, "one process has no whole lists to give back");
     for n in [2, 4] {
