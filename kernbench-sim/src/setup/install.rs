@@ -37,7 +37,7 @@ pub(super) fn run(
 ) -> Result<Vec<RunReport>, RunError> {
     let together = calls.len() > 1;
     let spread = match &options.spread {
-        Some(exchange) => Spread::new(&**exchange, system, pes, options)?,
+        Some(exchange) => Spread::new(&**exchange, system, pes, (options.report_to, options.release_memory))?,
         None => None,
     };
     let (spread, owners) = spread.map_or((None, None), |(spread, owners)| {

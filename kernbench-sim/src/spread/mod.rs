@@ -44,7 +44,6 @@ use serde::{Serialize, de::DeserializeOwned};
 use crate::error::RunError;
 use crate::lanes::Owners;
 use crate::one_sided::Outgoing;
-use crate::setup::RunOptions;
 
 /// Which processes of a spread run get its whole report.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -76,9 +75,9 @@ pub(crate) struct Spread<'x> {
 }
 
 impl<'x> Spread<'x> {
-    /// The spread of a run of `pes` over `exchange`'s processes, as `options` say (who gets the whole
-    /// report, how to hand freed memory back), with the process holding each rank; `None` for one
-    /// process.
+    /// The spread of a run of `pes` over `exchange`'s processes, its whole report to `report_to`, its
+    /// freed memory handed back by `release_memory` ([`crate::RunOptions::release_memory`]), with the
+    /// process holding each rank; `None` for one process.
     ///
     /// # Errors
     /// [`ExchangeError::TooManyProcesses`] when there are more processes than SIPs.
@@ -86,7 +85,7 @@ impl<'x> Spread<'x> {
         exchange: &'x dyn Exchange,
         system: &System,
         pes: &[PeId],
-        options: &RunOptions,
+        (report_to, release_memory): (ReportTo, Option<fn()>),
     ) -> Result<Option<(Spread<'x>, Owners)>, ExchangeError> {
         if exchange.processes() <= 1 {
             return Ok(None);
@@ -97,10 +96,10 @@ impl<'x> Spread<'x> {
         let spread = Spread {
             exchange,
             me,
-            report_to: options.report_to,
+            report_to,
             inbox: BTreeMap::new(),
             remote_landed: FxHashMap::default(),
-            release_memory: options.release_memory,
+            release_memory,
         };
         Ok(Some((spread, owners)))
     }
