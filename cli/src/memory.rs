@@ -93,9 +93,10 @@ unsafe impl GlobalAlloc for Allocator {
 }
 
 impl Allocator {
-    /// Hands the memory mimalloc keeps after frees back to the OS: what a spread run calls once its
-    /// set-up's whole lists are freed ([`kernbench::sim::RunOptions::release_memory`]). Kept, that memory
-    /// stays resident while the large blocks allocated next come fresh from the OS.
+    /// Hands the memory mimalloc keeps after frees back to the OS: what each process of a spread run
+    /// calls whenever it has freed a large part of what it holds, such as its set-up's whole lists
+    /// ([`kernbench::sim::RunOptions::release_memory`]). Kept, that memory stays resident while the
+    /// large blocks allocated next come fresh from the OS.
     pub fn release_freed() {
         // SAFETY: a collection only walks and purges mimalloc's own free pages; any thread may ask.
         unsafe { libmimalloc_sys::mi_collect(true) }

@@ -127,11 +127,11 @@ impl Hops for Route {
     }
 }
 
-/// A route's latency, added channel by channel as summing the built route's channels adds it
-/// (`Iterator::sum` starts from -0.0), so the same bits.
 /// Below this, every whole number is a double, and so is the sum of two.
 const EXACT_SUM: f64 = (1u64 << 53) as f64;
 
+/// A route's latency, added channel by channel as summing the built route's channels adds it
+/// (`Iterator::sum` starts from -0.0), so the same bits.
 struct Latency<'s> {
     system: &'s System,
     ns: f64,
