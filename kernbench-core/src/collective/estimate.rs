@@ -211,7 +211,7 @@ const TIMING_ONLY_LANE_BYTES: u64 = 1 << 10;
 /// What it holds per queue: the queue, its plan entry and port.
 const TIMING_ONLY_QUEUE_BYTES: u64 = 256;
 
-/// What it holds per slot of a queue: a message's record (48 B).
+/// What it holds per slot of a queue: a message's record (40 B).
 const TIMING_ONLY_SLOT_BYTES: u64 = 64;
 
 /// What it holds per channel a queue's route crosses: the route's entry and the channel's bookings.
