@@ -65,6 +65,29 @@ pub enum Checking {
     TimingOnly,
 }
 
+/// The least memory any call of `collective` on `ranks` ranks, the largest input `input_bytes`,
+/// needs, moving and checking as `checking` says, whatever its algorithm: [`call`] estimates at least
+/// this for every plan a validator lets hold those ranks (each rank a participant, running a lane or
+/// more). Known from the tensor's layout alone, it refuses a call too large for a limit before the
+/// call is planned (planning sixteen million PEs takes seconds and gigabytes).
+///
+/// # Examples
+/// ```
+/// use kernbench::Collective;
+/// use kernbench::estimate::{Checking, RunSize, floor, peak_memory, timing_only_memory};
+/// assert_eq!(floor(Collective::AllReduce, 8, 1 << 20, Checking::Numeric), peak_memory(Collective::AllReduce, 8, 1 << 20));
+/// let one_lane_each = RunSize { ranks: 8, lanes: 8, queues: 0, slots: 0, hops: 0, messages: 0 };
+/// assert_eq!(floor(Collective::AllReduce, 8, 1 << 20, Checking::TimingOnly), timing_only_memory(&one_lane_each));
+/// ```
+pub fn floor(collective: Collective, ranks: usize, input_bytes: u64, checking: Checking) -> u64 {
+    match checking {
+        Checking::Numeric | Checking::Exact => peak_memory(collective, ranks, input_bytes),
+        Checking::TimingOnly => {
+            timing_only_memory(&RunSize { ranks, lanes: ranks as u64, queues: 0, slots: 0, hops: 0, messages: 0 })
+        }
+    }
+}
+
 /// The estimate of one call of `collective` by `algorithm` on `plan` (its plan on `system`), its ranks
 /// holding the shards of `layout`, moving and checking as `checking` says.
 ///

@@ -371,21 +371,39 @@ impl Network {
         self.forget_due = false;
     }
 
+    /// What each channel that carried data carried, taken out of the model, which is freed: the
+    /// channels' report ([`Carried::report`]) makes entries several times a channel's state, and
+    /// makes them in its place.
+    pub(crate) fn carried(self) -> Carried {
+        // Counted first: a filtered iterator does not know its length, and a million channels'
+        // figures collected by doubling were copied again and again.
+        let mut used = Vec::with_capacity(self.channels.iter().filter(|ch| ch.bytes > 0).count());
+        let channels = self.numbers.iter().zip(&self.channels).enumerate().filter(|(_, (_, ch))| ch.bytes > 0);
+        used.extend(channels.map(|(id, (&number, ch))| (id, number, ch.bytes, ch.busy_ns)));
+        Carried { used, spans: self.spans }
+    }
+}
+
+/// What each channel of a run that carried data carried, from [`Network::carried`].
+#[derive(Default)]
+pub(crate) struct Carried {
+    /// Each channel's id in the model, number in the system, bytes and busy time.
+    used: Vec<(usize, u32, u64, f64)>,
+    /// Per channel id, its transfers, when the run was traced.
+    spans: Option<Vec<Vec<Span>>>,
+}
+
+impl Carried {
     /// Every channel that carried data, for a run that ended at `completion`.
-    pub(crate) fn report(&mut self, system: &System, completion: f64) -> Vec<ChannelTime> {
-        // Counted first: a filtered iterator does not know its length, and a million channels' times
-        // collected by doubling were copied again and again.
-        let mut times = Vec::with_capacity(self.channels.iter().filter(|ch| ch.bytes > 0).count());
-        let used = self.numbers.iter().zip(&self.channels).enumerate().filter(|(_, (_, ch))| ch.bytes > 0);
-        let spans = &mut self.spans;
-        times.extend(used.map(|(id, (&number, ch))| ChannelTime {
+    pub(crate) fn report(mut self, system: &System, completion: f64) -> Vec<ChannelTime> {
+        let times = self.used.into_iter().map(|(id, number, bytes, busy_ns)| ChannelTime {
             channel: system.numbered_channel(number as usize),
-            bytes: ch.bytes,
-            busy_ns: ch.busy_ns,
-            utilization: if completion > 0.0 { ch.busy_ns / completion } else { 0.0 },
-            spans: spans.as_mut().map(|spans| std::mem::take(&mut spans[id])).unwrap_or_default(),
-        }));
-        times
+            bytes,
+            busy_ns,
+            utilization: if completion > 0.0 { busy_ns / completion } else { 0.0 },
+            spans: self.spans.as_mut().map(|spans| std::mem::take(&mut spans[id])).unwrap_or_default(),
+        });
+        times.collect()
     }
 }
 

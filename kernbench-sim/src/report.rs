@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{ExchangeError, RunError};
 use crate::lanes::{LaneState, PeFigures, Tasks};
+use crate::network::Carried;
 use crate::protocol::Cells;
 use crate::rounds::Execution;
 use crate::spread::{ReportTo, malformed};
@@ -40,7 +41,7 @@ pub struct PeReport {
 ///
 /// In a process other than 0 of a run spread over processes that report to the first
 /// ([`ReportTo::First`]), the report is this process's part: its own PEs (and their
-/// times), with the rounds, completion and channels of the whole run.
+/// times), with the rounds and completion of the whole run, and no channels.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunReport {
     pes: Vec<PeReport>,
@@ -168,12 +169,16 @@ impl Execution<'_> {
         if let (Some(spread), true) = (spread, timed) {
             completion = spread.gather(completion)?.into_iter().fold(0.0, f64::max);
         }
-        // The channels' times first, and the network model freed: the PEs' reports come in its place.
+        // The network model freed, what its channels carried taken out first (a part reports no
+        // channels): the channels' report and the PEs' come in its place.
         let protocol = self.network.as_ref().and_then(|network| network.protocol());
-        let channels = self.network.take().map(|mut network| network.report(&self.one_sided.system, completion));
+        let part_only = spread.as_ref().is_some_and(|spread| spread.returns_part());
+        let carried =
+            (self.network.take()).map(|network| if part_only { Carried::default() } else { network.carried() });
         if let Some(spread) = spread {
             spread.release_memory();
         }
+        let channels = carried.map(|carried| carried.report(&self.one_sided.system, completion));
         let mut times: Vec<Option<PeTime>> = cells
             .iter()
             .map(|cells| {
@@ -201,8 +206,8 @@ impl Execution<'_> {
             self.lanes.states = Cells::new(Vec::new());
             spread.release_memory();
             let mine = || Shares { ranks: &held, pes: &per_pe, times: &times };
-            if spread.report_to == ReportTo::First && spread.me() != 0 {
-                spread.send_to_first(&mine())?;
+            if part_only {
+                spread.to_first(Shares::pieces(&held, &per_pe, &times), |_, _| Ok(()))?;
                 part = Some(held.into_boxed_slice());
             } else {
                 let mut whole = Whole::new(pes.len());
@@ -210,10 +215,10 @@ impl Execution<'_> {
                     spread.gather_each(&mine(), |from, bytes| whole.read(from, bytes, pes))?;
                     whole.place_all(held, per_pe, times);
                 } else {
-                    // Process 0's own PEs take their places first; the others' come one process at
-                    // a time.
+                    // Process 0's own PEs take their places first; the others' come a piece at a
+                    // time.
                     whole.place_all(held, per_pe, times);
-                    spread.gather_at_first(|from, bytes| whole.read(from, bytes, pes))?;
+                    spread.to_first(Shares::pieces(&[], &[], &[]), |from, bytes| whole.read(from, bytes, pes))?;
                 }
                 (per_pe, times) = whole.ended(tasks)?;
             }
@@ -326,6 +331,27 @@ struct Shares<'a> {
     ranks: &'a [u32],
     pes: &'a [PeReport],
     times: &'a [Option<PeTime>],
+}
+
+impl<'a> Shares<'a> {
+    /// The most PEs one piece of a report sent to process 0 carries: about 1.5 MB of bytes for a PE
+    /// of one lane and a small output, so a process's part is never held whole as bytes, on either
+    /// side.
+    const PIECE: usize = 1 << 13;
+
+    /// The PEs `ranks` (reported in `pes`, timed in `times`) in pieces of at most [`Shares::PIECE`].
+    fn pieces(
+        ranks: &'a [u32],
+        pes: &'a [PeReport],
+        times: &'a [Option<PeTime>],
+    ) -> impl ExactSizeIterator<Item = Shares<'a>> {
+        let piece = Shares::PIECE;
+        (ranks.chunks(piece).zip(pes.chunks(piece)).zip(times.chunks(piece))).map(|((ranks, pes), times)| Shares {
+            ranks,
+            pes,
+            times,
+        })
+    }
 }
 
 impl Serialize for Shares<'_> {

@@ -565,6 +565,14 @@ impl Communicator {
         layout: &Layout,
         algorithm: Option<Arc<Algorithm>>,
     ) -> Result<PreparedCall, CommError> {
+        // Refused on what the layout alone says before anything is planned.
+        let ranks = layout.shards.len();
+        let input_bytes =
+            (layout.shards.values().copied().max().unwrap_or(0) as u64).saturating_mul(layout.dtype.size() as u64);
+        let floor = estimate::floor(collective, ranks, input_bytes, self.checking());
+        if let Some(limit) = self.max_memory.filter(|&limit| floor > limit) {
+            return Err(CommError::TooMuchMemory { collective, ranks, input_bytes, estimate: floor, limit });
+        }
         let (algorithm, reason, plan) = match algorithm {
             Some(algorithm) => {
                 if algorithm.collective != collective {

@@ -54,8 +54,8 @@ pub enum ReportTo {
     Every,
     /// Process 0 gathers every PE's output, figures and times and returns the whole report; every
     /// other process returns its own PEs' part ([`crate::RunReport::part`]) and sends it nowhere
-    /// else. What the run shares (rounds, completion, channels) is whole in every part. A spread
-    /// run's end then holds one report, not one in every process.
+    /// else. A part has the run's rounds and completion, but no channels: those are the whole
+    /// report's. A spread run's end then holds one report, not one in every process.
     First,
 }
 
@@ -111,6 +111,11 @@ impl<'x> Spread<'x> {
         }
     }
 
+    /// Whether this process returns only its own PEs' part of the report ([`ReportTo::First`]).
+    pub(crate) fn returns_part(&self) -> bool {
+        self.report_to == ReportTo::First && self.me != 0
+    }
+
     /// This process's index.
     pub(crate) fn me(&self) -> u32 {
         self.me
@@ -146,30 +151,30 @@ impl<'x> Spread<'x> {
         Ok(())
     }
 
-    /// Process 0's side of a gather to it ([`Spread::send_to_first`] is the others'): hands the bytes
-    /// each other process sends to `each`, one process at a time (one exchange each), so that only
-    /// one process's bytes are held at once: a whole run's report is large.
-    pub(crate) fn gather_at_first(
+    /// Hands process 0 every other process's `pieces`, one piece at a time (one exchange each): in
+    /// process 0, `each` gets every piece's bytes with its process, in process order and each
+    /// process's pieces in theirs; process 0's own pieces are never sent. Only one piece is held as
+    /// bytes at once on either side, so a large run's report never is whole in bytes, nor needs
+    /// one buffer larger than a transport takes.
+    pub(crate) fn to_first<T: Serialize>(
         &self,
+        mut pieces: impl ExactSizeIterator<Item = T>,
         mut each: impl FnMut(usize, &[u8]) -> Result<(), RunError>,
     ) -> Result<(), RunError> {
-        for from in 1..self.processes() {
-            let got = self.exchange.all_to_all(vec![Vec::new(); self.processes()])?;
-            each(from, got.get(from).map_or(&[][..], |bytes| &bytes[..]))?;
-        }
-        Ok(())
-    }
-
-    /// Every other process's side of [`Spread::gather_at_first`]: sends `mine` to process 0 in its
-    /// turn.
-    pub(crate) fn send_to_first<T: Serialize + ?Sized>(&self, mine: &T) -> Result<(), RunError> {
-        let mut mine = Some(serialize(mine)?);
-        for from in 1..self.processes() {
-            let mut to_each = vec![Vec::new(); self.processes()];
-            if from == self.me as usize {
-                to_each[0] = mine.take().unwrap_or_default();
+        let counts = self.gather(pieces.len() as u64)?;
+        let me = self.me as usize;
+        for (from, &count) in counts.iter().enumerate().skip(1) {
+            for _ in 0..count {
+                let mut to_each = vec![Vec::new(); self.processes()];
+                if from == me {
+                    let piece = pieces.next().expect("an exact-size iterator yields its length");
+                    to_each[0] = serialize(&piece)?;
+                }
+                let got = self.exchange.all_to_all(to_each)?;
+                if me == 0 {
+                    each(from, got.get(from).map_or(&[][..], |bytes| &bytes[..]))?;
+                }
             }
-            self.exchange.all_to_all(to_each)?;
         }
         Ok(())
     }

@@ -36,6 +36,26 @@ fn a_call_over_the_memory_limit_is_refused_before_it_allocates() {
 }
 
 #[test]
+fn a_call_whose_layout_alone_passes_the_memory_limit_is_refused_before_it_is_planned() {
+    // `full` cannot be planned on 1,100 SIPs (it links every pair), but the call is refused first, on
+    // the least memory any plan of its 1,100 ranks would need: planning a huge system costs seconds and
+    // gigabytes, to be refused afterwards.
+    let system = System::shape(1100, 1, 1, 1).unwrap();
+    let tensor = sample_tensor(&system, 1 << 20, F32, ReduceOp::Sum, DpPolicy::LEADER).unwrap();
+    let floor = estimate::floor(Collective::AllReduce, 1100, 1 << 20, estimate::Checking::Numeric);
+    let mut comm = Communicator::new(system.clone()).max_memory(Some(floor - 1));
+    let err = comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &named("one_shot")).unwrap_err();
+    assert!(
+        matches!(err, CommError::TooMuchMemory { estimate, ranks: 1100, input_bytes, .. } if estimate == floor && input_bytes == 1 << 20),
+        "{err}"
+    );
+    // At the floor itself the call is planned, and the plan's failure is what the caller hears.
+    let mut comm = Communicator::new(system).max_memory(Some(floor));
+    let err = comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &named("one_shot")).unwrap_err();
+    assert!(matches!(err, CommError::Plan(_)), "{err}");
+}
+
+#[test]
 fn the_symmetric_heap_of_a_one_sided_algorithm_counts_against_the_memory_limit() {
     // 256 SIPs of 1 MiB: the one-shot's inboxes hold 256 inputs on every SIP, 64 GiB in all, where
     // the ring all-reduce needs a few GiB at most.
