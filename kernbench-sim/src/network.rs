@@ -12,13 +12,30 @@ use crate::timing::{Bookings, ChannelTime, Multicast, Routing, Span, SpanKind, T
 /// A channel with more bookings than this asks for old ones to be forgotten.
 const FORGET_ABOVE: usize = 64;
 
-/// What one channel has carried (its link class is beside it: [`Network::classes`]).
-#[derive(Default)]
-pub(crate) struct ChannelState {
-    /// The intervals the channel is carrying data in. A channel carries one message at a time.
-    busy: Bookings,
-    bytes: u64,
-    busy_ns: f64,
+/// What channels carried, bytes and busy time, for the channels' report: of every channel in a run
+/// in one process. In a spread run every process places every transfer, so each would add up the
+/// same figures: each keeps only those of its own channels, those a queue of its PEs is the first to
+/// cross (a run of consecutive ids, since queues are made in rank order and a process holds
+/// consecutive ranks), and the processes that report the channels gather them at the end.
+struct Figures {
+    /// The first channel id whose figures these are.
+    first: usize,
+    /// Bytes and busy ns of channels `first..first + carried.len()`.
+    carried: Vec<(u64, f64)>,
+    /// Whether channels added to the model later (a detour's) are this process's: the last process's.
+    open: bool,
+}
+
+impl Figures {
+    /// Adds a transfer of `bytes` that kept channel `id` busy `busy_ns`, if the channel is this
+    /// process's.
+    #[inline]
+    fn add(&mut self, id: u32, bytes: u64, busy_ns: f64) {
+        if let Some((carried, busy)) = self.carried.get_mut((id as usize).wrapping_sub(self.first)) {
+            *carried += bytes;
+            *busy += busy_ns;
+        }
+    }
 }
 
 /// Each link class's latency and time per byte, held once for every channel of the class, at the
@@ -53,7 +70,9 @@ pub(crate) struct Network {
     /// Each channel's link class, whose figures every channel of the class shares (see [`Links`]):
     /// beside the channels' states, where it would take a byte and a word of padding in each.
     classes: Vec<LinkClass>,
-    channels: Vec<ChannelState>,
+    /// Per channel, the intervals it is carrying data in: one message at a time.
+    channels: Vec<Bookings>,
+    figures: Figures,
     /// Per channel, its transfers, when the run is traced (beside the channels, not in them: an
     /// untraced million-PE run would hold an empty list per channel).
     spans: Option<Vec<Vec<Span>>>,
@@ -82,13 +101,16 @@ pub(crate) struct Network {
 impl Network {
     /// The network of queues `(sender, receiver, channel)` between `pes`: a queue of channel (lane)
     /// `c` takes [`System::route_on`] channel `c`, so between nodes each lane crosses the NICs of its
-    /// rail.
+    /// rail. `(holds, last)`: whether this process holds a rank, and whether it is the last process
+    /// (both true for every rank of a run in one process), for the channels whose figures it keeps
+    /// ([`Figures`]).
     pub(crate) fn new(
         system: &System,
         timing: &Timing,
         carriage: &Carriage,
         pes: &[PeId],
         queues: impl ExactSizeIterator<Item = (u32, u32, u32)>,
+        (holds, last): (impl Fn(u32) -> bool, bool),
     ) -> Network {
         // Sized up front: grown by doubling, a million PEs' routes were copied and faulted in again
         // and again. Most routes are one channel, each its own (a neighbour link); a run over the
@@ -102,6 +124,7 @@ impl Network {
             numbers: Vec::with_capacity(system.channel_count().min(2 * n)),
             classes: Vec::new(),
             channels: Vec::new(),
+            figures: Figures { first: 0, carried: Vec::new(), open: last },
             spans: timing.trace.then(Vec::new),
             route_start,
             route_channels: Vec::with_capacity(n),
@@ -120,7 +143,10 @@ impl Network {
         let mut ids = vec![0u32; system.channel_count()];
         // Each channel's class, for its state once their number is known.
         let mut classes = Vec::with_capacity(network.numbers.capacity());
+        // The ids of the channels whose figures this process keeps.
+        let mut own: Option<std::ops::Range<usize>> = None;
         for (sender, receiver, channel) in queues {
+            let held = holds(sender);
             if let Some(faults) = &mut network.faults {
                 faults.ends.push((sender, receiver));
             }
@@ -136,6 +162,10 @@ impl Network {
                     numbers.push(number as u32);
                     classes.push(channel.class);
                     ids[number] = numbers.len() as u32;
+                    if held {
+                        let id = numbers.len() - 1;
+                        own.get_or_insert(id..id).end = id + 1;
+                    }
                 }
                 network.route_channels.push(ids[number] - 1);
             });
@@ -150,7 +180,10 @@ impl Network {
         }
         // The channels' states once their number is known: a list grown by doubling would hold twice
         // the room of the largest part of the model.
-        network.channels = (0..classes.len()).map(|_| ChannelState::default()).collect();
+        network.channels = (0..classes.len()).map(|_| Bookings::default()).collect();
+        let own = own.unwrap_or(classes.len()..classes.len());
+        network.figures.first = own.start;
+        network.figures.carried = vec![(0, 0.0); own.len()];
         network.classes = classes;
         if let Some(spans) = &mut network.spans {
             spans.resize_with(network.numbers.len(), Vec::new);
@@ -172,7 +205,10 @@ impl Network {
     fn add_channel(&mut self, channel: Channel, number: u32) -> u32 {
         self.numbers.push(number);
         self.classes.push(channel.class);
-        self.channels.push(ChannelState::default());
+        self.channels.push(Bookings::default());
+        if self.figures.open {
+            self.figures.carried.push((0, 0.0));
+        }
         if let Some(spans) = &mut self.spans {
             spans.push(Vec::new());
         }
@@ -242,6 +278,7 @@ impl Network {
                 links: &self.links,
                 classes: &self.classes,
                 channels: &mut self.channels,
+                figures: &mut self.figures,
                 spans: &mut self.spans,
                 routing: self.routing,
                 forget: (self.forget_at, &mut self.forget_due),
@@ -255,6 +292,7 @@ impl Network {
                 links: &self.links,
                 classes: &self.classes,
                 channels: &mut self.channels,
+                figures: &mut self.figures,
                 spans: &mut self.spans,
                 routing: self.routing,
                 forget: (self.forget_at, &mut self.forget_due),
@@ -285,6 +323,7 @@ impl Network {
             links: &self.links,
             classes: &self.classes,
             channels: &mut self.channels,
+            figures: &mut self.figures,
             spans: &mut self.spans,
             routing: self.routing,
             forget: (self.forget_at, &mut self.forget_due),
@@ -362,33 +401,38 @@ impl Network {
         self.reducer.forget_before(floor);
         let mut longest = 0;
         for ch in &mut self.channels {
-            if ch.busy.len() > FORGET_ABOVE {
-                ch.busy.forget_before(floor);
+            if ch.len() > FORGET_ABOVE {
+                ch.forget_before(floor);
             }
-            longest = longest.max(ch.busy.len());
+            longest = longest.max(ch.len());
         }
         self.forget_at = (2 * longest).max(2 * FORGET_ABOVE);
         self.forget_due = false;
     }
 
-    /// What each channel that carried data carried, taken out of the model, which is freed: the
-    /// channels' report ([`Carried::report`]) makes entries several times a channel's state, and
-    /// makes them in its place.
-    pub(crate) fn carried(self) -> Carried {
-        // Counted first: a filtered iterator does not know its length, and a million channels'
-        // figures collected by doubling were copied again and again.
-        let mut used = Vec::with_capacity(self.channels.iter().filter(|ch| ch.bytes > 0).count());
-        let channels = self.numbers.iter().zip(&self.channels).enumerate().filter(|(_, (_, ch))| ch.bytes > 0);
-        used.extend(channels.map(|(id, (&number, ch))| (id, number, ch.bytes, ch.busy_ns)));
-        Carried { used, spans: self.spans }
+    /// What this process's channels carried ([`Figures`]), taken out: bytes and busy ns of each of
+    /// a run of consecutive channel ids, the first process's first.
+    pub(crate) fn take_figures(&mut self) -> Vec<(u64, f64)> {
+        std::mem::take(&mut self.figures.carried)
+    }
+
+    /// What the channels carried, `figures` holding every channel's bytes and busy ns by id (every
+    /// process's [`Network::take_figures`], in process order), with what names each channel, taken
+    /// out of the model, which is freed: the channels' report ([`Carried::report`]) makes entries
+    /// several times a channel's state, and makes them in its place. `None` when `figures` are not
+    /// one per channel.
+    pub(crate) fn carried(self, figures: Vec<(u64, f64)>) -> Option<Carried> {
+        (figures.len() == self.numbers.len()).then(|| Carried { numbers: self.numbers, figures, spans: self.spans })
     }
 }
 
-/// What each channel of a run that carried data carried, from [`Network::carried`].
+/// What the channels of a run carried, from [`Network::carried`].
 #[derive(Default)]
 pub(crate) struct Carried {
-    /// Each channel's id in the model, number in the system, bytes and busy time.
-    used: Vec<(usize, u32, u64, f64)>,
+    /// Each channel's number in the system, by id.
+    numbers: Vec<u32>,
+    /// Each channel's bytes and busy ns, by id.
+    figures: Vec<(u64, f64)>,
     /// Per channel id, its transfers, when the run was traced.
     spans: Option<Vec<Vec<Span>>>,
 }
@@ -396,14 +440,18 @@ pub(crate) struct Carried {
 impl Carried {
     /// Every channel that carried data, for a run that ended at `completion`.
     pub(crate) fn report(mut self, system: &System, completion: f64) -> Vec<ChannelTime> {
-        let times = self.used.into_iter().map(|(id, number, bytes, busy_ns)| ChannelTime {
+        // Counted first: a filtered iterator does not know its length, and a million channels' times
+        // collected by doubling were copied again and again.
+        let mut times = Vec::with_capacity(self.figures.iter().filter(|f| f.0 > 0).count());
+        let used = self.numbers.iter().zip(&self.figures).enumerate().filter(|(_, (_, f))| f.0 > 0);
+        times.extend(used.map(|(id, (&number, &(bytes, busy_ns)))| ChannelTime {
             channel: system.numbered_channel(number as usize),
             bytes,
             busy_ns,
             utilization: if completion > 0.0 { busy_ns / completion } else { 0.0 },
             spans: self.spans.as_mut().map(|spans| std::mem::take(&mut spans[id])).unwrap_or_default(),
-        });
-        times.collect()
+        }));
+        times
     }
 }
 
@@ -411,7 +459,8 @@ impl Carried {
 struct Booking<'n> {
     links: &'n Links,
     classes: &'n [LinkClass],
-    channels: &'n mut [ChannelState],
+    channels: &'n mut [Bookings],
+    figures: &'n mut Figures,
     spans: &'n mut Option<Vec<Vec<Span>>>,
     routing: Routing,
     /// Bookings past which a channel asks for old ones to be forgotten, and whether one has.
@@ -432,10 +481,9 @@ impl Booking<'_> {
                 Routing::StoreAndForward => tail,
             };
             let occupy = bytes as f64 * self.links.ns_per_byte(class) * slowdown(id, ready);
-            let (start, end) = ch.busy.reserve(ready, occupy, tail);
-            *self.forget.1 |= ch.busy.len() > self.forget.0;
-            ch.bytes += bytes;
-            ch.busy_ns += end - start;
+            let (start, end) = ch.reserve(ready, occupy, tail);
+            *self.forget.1 |= ch.len() > self.forget.0;
+            self.figures.add(id, bytes, end - start);
             if let Some(spans) = self.spans {
                 spans[id as usize].push(Span { kind: SpanKind::Transfer, start_ns: start, end_ns: end, bytes });
             }
@@ -462,7 +510,7 @@ mod tests {
         let timing = Timing { faults: vec!["link=0-1:fail".parse().unwrap()], ..Timing::default() };
         let pes: Vec<PeId> = (0..4).map(|sip| PeId::new(sip, 0, 0)).collect();
         let queues = [(0, 1, 0), (0, 1, 1)].into_iter();
-        let mut network = Network::new(&system, &timing, &Carriage::default(), &pes, queues);
+        let mut network = Network::new(&system, &timing, &Carriage::default(), &pes, queues, (|_| true, true));
         let first = network.deliver(0, 0.0, 1 << 20).unwrap();
         let second = network.deliver(1, 0.0, 1 << 20).unwrap();
         let distinct: std::collections::BTreeSet<_> = network.numbers.iter().collect();

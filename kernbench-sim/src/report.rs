@@ -169,12 +169,24 @@ impl Execution<'_> {
         if let (Some(spread), true) = (spread, timed) {
             completion = spread.gather(completion)?.into_iter().fold(0.0, f64::max);
         }
-        // The network model freed, what its channels carried taken out first (a part reports no
-        // channels): the channels' report and the PEs' come in its place.
+        // The network model freed, what its channels carried taken out first (every process's own
+        // channels' figures, where the whole report is made; a part reports no channels): the
+        // channels' report and the PEs' come in its place.
         let protocol = self.network.as_ref().and_then(|network| network.protocol());
-        let part_only = spread.as_ref().is_some_and(|spread| spread.returns_part());
-        let carried =
-            (self.network.take()).map(|network| if part_only { Carried::default() } else { network.carried() });
+        let carried = match self.network.take() {
+            None => None,
+            Some(mut network) => {
+                let mine = network.take_figures();
+                let figures = match spread {
+                    Some(spread) => spread.to_reporters(mine, FIGURES_PIECE)?,
+                    None => Some(mine),
+                };
+                Some(match figures {
+                    Some(figures) => network.carried(figures).ok_or_else(|| malformed(0))?,
+                    None => Carried::default(),
+                })
+            }
+        };
         if let Some(spread) = spread {
             spread.release_memory();
         }
@@ -206,7 +218,7 @@ impl Execution<'_> {
             self.lanes.states = Cells::new(Vec::new());
             spread.release_memory();
             let mine = || Shares { ranks: &held, pes: &per_pe, times: &times };
-            if part_only {
+            if spread.returns_part() {
                 spread.to_first(Shares::pieces(&held, &per_pe, &times), |_, _| Ok(()))?;
                 part = Some(held.into_boxed_slice());
             } else {
@@ -232,6 +244,9 @@ impl Execution<'_> {
         Ok(RunReport { pes: per_pe, rounds, time, part })
     }
 }
+
+/// The most channels' figures one piece sent to process 0 carries (16 B each).
+const FIGURES_PIECE: usize = 1 << 14;
 
 /// A spread run's report as it is gathered: each PE's report and time in its rank's place.
 struct Whole {

@@ -405,27 +405,74 @@ impl Clock {
 const MAX_BOOKINGS: usize = 4096;
 
 /// A transfer sent in the current round, waiting to be placed on its channels.
-#[derive(Clone, Copy, Debug)]
+///
+/// What few transfers have (a reply, a put's lane, a multimem operation) takes no room of its own in
+/// the others: a round of a million PEs' sends is a million transfers, in every process of a spread
+/// run.
+#[derive(Clone, Debug)]
 pub(crate) struct Transfer {
     pub(crate) depart_ns: f64,
-    pub(crate) sender: u32,
-    pub(crate) queue: u32,
     pub(crate) position: u64,
     /// Bytes towards the receiver or target.
     pub(crate) bytes: u64,
-    /// A get's reply: the queue it comes back on, and its bytes.
-    pub(crate) reply: Option<(u32, u64)>,
-    /// The lane of a put, whose puts land with it.
-    pub(crate) put_by: Option<u32>,
+    /// A get's reply's bytes, when `reply_queue` is not [`Transfer::NONE`].
+    reply_bytes: u64,
+    pub(crate) sender: u32,
+    pub(crate) queue: u32,
+    /// The queue a get's reply comes back on, or [`Transfer::NONE`].
+    reply_queue: u32,
+    /// The lane of a put, whose puts land with it, or [`Transfer::NONE`].
+    put_by: u32,
     /// A multimem operation: `queue` is the requester's link up to the switch, and its parts follow
     /// `position` in the sender's outbox.
-    pub(crate) multicast: Option<Multicast>,
+    multicast: Option<Box<Multicast>>,
 }
 
 impl Transfer {
+    /// No queue, no lane.
+    const NONE: u32 = u32::MAX;
+
     /// A message at `position` of queue `queue`, sent by rank `sender`.
     pub(crate) fn message(depart_ns: f64, sender: u32, queue: u32, position: u64, bytes: u64) -> Transfer {
-        Transfer { depart_ns, sender, queue, position, bytes, reply: None, put_by: None, multicast: None }
+        Transfer {
+            depart_ns,
+            position,
+            bytes,
+            reply_bytes: 0,
+            sender,
+            queue,
+            reply_queue: Transfer::NONE,
+            put_by: Transfer::NONE,
+            multicast: None,
+        }
+    }
+
+    /// This transfer with a get's reply, `(queue, bytes)`, and the lane of a put.
+    pub(crate) fn with(mut self, reply: Option<(u32, u64)>, put_by: Option<u32>) -> Transfer {
+        (self.reply_queue, self.reply_bytes) = reply.unwrap_or((Transfer::NONE, 0));
+        self.put_by = put_by.unwrap_or(Transfer::NONE);
+        self
+    }
+
+    /// This transfer as a multimem operation's.
+    pub(crate) fn multicast_of(mut self, multicast: Option<Multicast>) -> Transfer {
+        self.multicast = multicast.map(Box::new);
+        self
+    }
+
+    /// A get's reply: the queue it comes back on, and its bytes.
+    pub(crate) fn reply(&self) -> Option<(u32, u64)> {
+        (self.reply_queue != Transfer::NONE).then_some((self.reply_queue, self.reply_bytes))
+    }
+
+    /// The lane of a put, whose puts land with it.
+    pub(crate) fn put_by(&self) -> Option<u32> {
+        (self.put_by != Transfer::NONE).then_some(self.put_by)
+    }
+
+    /// A multimem operation's: what it asks of the switch.
+    pub(crate) fn multicast(&self) -> Option<Multicast> {
+        self.multicast.as_deref().copied()
     }
 }
 

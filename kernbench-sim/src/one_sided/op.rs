@@ -156,16 +156,11 @@ impl Outgoing {
             OneSidedOp::MultiLoad { fan, .. } | OneSidedOp::MultiStore { fan, .. } => fan.up,
             _ => self.route,
         };
-        Some(Transfer {
-            depart_ns: self.depart_ns,
-            sender,
-            queue,
-            position,
-            bytes: self.bytes(),
-            reply,
-            put_by,
-            multicast: fan,
-        })
+        Some(
+            Transfer::message(self.depart_ns, sender, queue, position, self.bytes())
+                .with(reply, put_by)
+                .multicast_of(fan),
+        )
     }
 
     /// The queues of a multimem part towards its member: `(to, from)`, whose last and first channels

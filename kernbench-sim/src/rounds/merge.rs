@@ -234,7 +234,7 @@ impl Execution<'_> {
         };
         let network = self.network.as_mut().expect("a timed run");
         for t in order.iter().map(|&index| &transfers[index as u32 as usize]) {
-            if let Some(multicast) = t.multicast {
+            if let Some(multicast) = t.multicast() {
                 // Its parts are in its sender's outbox, of this process: `tl.multicast` refuses a
                 // spread run's ranks of other processes.
                 let first = (t.position & !ONE_SIDED) as usize;
@@ -259,14 +259,14 @@ impl Execution<'_> {
                 continue;
             }
             // A get's reply leaves the target when the request has reached it.
-            let back = t.reply.map(|(back, bytes)| network.deliver(back, arrive_ns, bytes)).transpose()?;
+            let back = t.reply().map(|(back, bytes)| network.deliver(back, arrive_ns, bytes)).transpose()?;
             let index = t.position & !ONE_SIDED;
             let out = if self.lanes.tasks.holds(t.sender) {
                 self.one_sided.pes.get(t.sender as usize).as_mut().map(|m| &mut m.outbox[index as usize])
             } else {
                 // Another process's: here only when its target is.
                 let spread = self.spread.as_mut().expect("a rank of another process: a spread run");
-                if let Some(task) = t.put_by {
+                if let Some(task) = t.put_by() {
                     let landed = spread.remote_landed.entry(task).or_insert(0.0);
                     *landed = landed.max(arrive_ns);
                 }

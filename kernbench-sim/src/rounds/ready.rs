@@ -39,26 +39,35 @@ pub(crate) fn total_order(x: f64) -> i64 {
 }
 
 /// Puts a round's woken runnables in task order (so rank order, each PE's lanes together). When many
-/// of the run's tasks are woken, as in a ring where every PE steps each round, it puts each in its
-/// task's slot of `by_task` and reads the slots back in one pass, linear where a sort is not; when few
-/// are (in number, or against the tasks up to the last one woken), it sorts them.
+/// of the tasks between the first and the last woken are, as in a ring where every PE steps each
+/// round, it puts each in its slot of `by_task` (from the first woken: a process of a spread run wakes
+/// only its own tasks, and slots for the tasks before them would all be written) and reads the slots
+/// back in one pass, linear where a sort is not; when few are, it sorts them.
 pub(crate) fn in_task_order(round: &mut Vec<Option<Runnable<u32>>>, by_task: &mut Vec<Option<Runnable<u32>>>) {
     // Below this many, a sort costs less than a pass over the slots.
     const FEW: usize = 64;
     let task = |r: &Runnable<u32>| *r.metadata() as usize;
-    let last = if round.len() < FEW { None } else { round.iter().flatten().map(task).max() };
-    let Some(last) = last.filter(|&last| round.len() * 8 >= last) else {
+    let span = if round.len() < FEW {
+        None
+    } else {
+        round.iter().flatten().map(task).fold(None, |span, t| match span {
+            None => Some((t, t)),
+            Some((first, last)) => Some((first.min(t), last.max(t))),
+        })
+    };
+    let Some((first, last)) = span.filter(|&(first, last)| round.len() * 8 >= last - first) else {
         round.sort_unstable_by_key(|r| r.as_ref().map(task));
         return;
     };
-    if by_task.len() <= last {
-        by_task.resize_with(last + 1, || None);
+    let slots = last - first + 1;
+    if by_task.len() < slots {
+        by_task.resize_with(slots, || None);
     }
     for runnable in round.drain(..).flatten() {
-        let slot = task(&runnable);
+        let slot = task(&runnable) - first;
         by_task[slot] = Some(runnable);
     }
-    round.extend(by_task[..=last].iter_mut().filter_map(Option::take).map(Some));
+    round.extend(by_task[..slots].iter_mut().filter_map(Option::take).map(Some));
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

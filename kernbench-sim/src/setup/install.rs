@@ -87,7 +87,10 @@ pub(super) fn run(
     let carriage = options.carriage(system)?;
     let make_network = || {
         let timing = options.timing.as_ref()?;
-        Some(Network::new(system, timing, &carriage, pes, routes.iter().copied()))
+        // Each process keeps the figures of its own channels; the last also those of channels a
+        // detour adds.
+        let last = spread.as_ref().is_none_or(|spread| spread.me() as usize + 1 == spread.processes());
+        Some(Network::new(system, timing, &carriage, pes, routes.iter().copied(), (|rank| holds(rank as usize), last)))
     };
     let make_lanes = || {
         // One empty scratch buffer for every PE until a kernel asks for one of its own.

@@ -226,7 +226,7 @@ impl Spread<'_> {
             common.u32(t.queue);
             common.u64(t.position);
             common.u64(t.bytes);
-            match t.reply {
+            match t.reply() {
                 Some((back, bytes)) => {
                     common.u8(1);
                     common.u32(back);
@@ -234,7 +234,7 @@ impl Spread<'_> {
                 }
                 None => common.u8(0),
             }
-            match t.put_by {
+            match t.put_by() {
                 Some(task) => {
                     common.u8(1);
                     common.u32(task);
@@ -415,7 +415,7 @@ fn decode_common(r: &mut Reader<'_>, from: usize, totals: &mut RoundTotals) -> R
         let reply = if r.u8()? == 1 { Some((r.u32()?, r.u64()?)) } else { None };
         let put_by = if r.u8()? == 1 { Some(r.u32()?) } else { None };
         // A spread run makes no multicast transfers: `tl.multicast` refuses ranks of other processes.
-        totals.transfers.push(Transfer { depart_ns, sender, queue, position, bytes, reply, put_by, multicast: None });
+        totals.transfers.push(Transfer::message(depart_ns, sender, queue, position, bytes).with(reply, put_by));
     }
     for _ in 0..r.u64()? {
         let (task, group, at_ns) = (r.u32()?, read_barrier_key(r)?, r.f64()?);

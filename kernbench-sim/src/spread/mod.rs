@@ -179,6 +179,30 @@ impl<'x> Spread<'x> {
         Ok(())
     }
 
+    /// Every process's `mine`, in process order, in each process that returns the whole report;
+    /// `None` in one that returns a part ([`Spread::returns_part`]), which sends its own to process 0
+    /// in pieces of at most `piece` items.
+    pub(crate) fn to_reporters<T: Serialize + DeserializeOwned>(
+        &self,
+        mine: Vec<T>,
+        piece: usize,
+    ) -> Result<Option<Vec<T>>, RunError> {
+        if self.report_to == ReportTo::Every {
+            return Ok(Some(self.gather(mine)?.into_iter().flatten().collect()));
+        }
+        if self.returns_part() {
+            self.to_first(mine.chunks(piece.max(1)), |_, _| Ok(()))?;
+            return Ok(None);
+        }
+        let mut all = mine;
+        self.to_first(std::iter::empty::<&[T]>(), |from, bytes| {
+            let piece: Vec<T> = bincode::deserialize(bytes).map_err(|_| malformed(from))?;
+            all.extend(piece);
+            Ok(())
+        })?;
+        Ok(Some(all))
+    }
+
     /// Agrees on one error between every process: of those with one, the lowest `key` wins. Its
     /// process returns the error itself; the others [`RunError::Elsewhere`] with its message.
     pub(crate) fn agree(&self, mine: Option<(u64, RunError)>) -> Result<(), RunError> {
