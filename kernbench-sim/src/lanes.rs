@@ -68,10 +68,10 @@ pub(crate) type CellsOf = (Arc<[u32]>, Arc<[u32]>);
 pub(crate) struct Tasks<'p> {
     /// Every participant, by rank.
     pes: &'p [PeId],
-    /// Rank `r`'s lanes are tasks `first_task[r]..first_task[r + 1]`.
-    first_task: Vec<u32>,
-    /// Each task's rank.
-    task_rank: Vec<u32>,
+    /// Rank `r`'s lanes are tasks `first_task[r]..first_task[r + 1]`, and each task's rank: `None`
+    /// when every rank runs one lane, task `r` being rank `r`'s (two lists a rank, whole in every
+    /// process of a spread run, that would say only that).
+    lists: Option<(Vec<u32>, Vec<u32>)>,
     /// Channels per directed edge: the most lanes any PE runs, so every lane can have its own queues.
     channels: u32,
     /// In a spread run, the process holding each rank, and this process.
@@ -87,14 +87,18 @@ pub(crate) struct Tasks<'p> {
 impl<'p> Tasks<'p> {
     /// The tasks of `pes`, rank `r` running `lanes[r]` lanes; `owners` in a spread run.
     pub(crate) fn new(pes: &'p [PeId], lanes: &[usize], owners: Option<(Owners, u32)>) -> Tasks<'p> {
-        let mut first_task = Vec::with_capacity(pes.len() + 1);
-        first_task.push(0u32);
-        for &n in lanes {
-            first_task.push(first_task[first_task.len() - 1] + n as u32);
-        }
-        let task_rank = lanes.iter().enumerate().flat_map(|(rank, &n)| std::iter::repeat_n(rank as u32, n)).collect();
+        let lists = (lanes.len() != pes.len() || lanes.iter().any(|&n| n != 1)).then(|| {
+            let mut first_task = Vec::with_capacity(pes.len() + 1);
+            first_task.push(0u32);
+            for &n in lanes {
+                first_task.push(first_task[first_task.len() - 1] + n as u32);
+            }
+            let task_rank =
+                lanes.iter().enumerate().flat_map(|(rank, &n)| std::iter::repeat_n(rank as u32, n)).collect();
+            (first_task, task_rank)
+        });
         let channels = lanes.iter().copied().max().unwrap_or(1) as u32;
-        Tasks { pes, first_task, task_rank, channels, owners, calls: Vec::new(), call_channels: Vec::new() }
+        Tasks { pes, lists, channels, owners, calls: Vec::new(), call_channels: Vec::new() }
     }
 
     /// The tasks of several calls run together on `pes`: call `k` runs `calls[k][r]` lanes on rank
@@ -169,36 +173,37 @@ impl<'p> Tasks<'p> {
     /// Every task of the run, in every process.
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.task_rank.len()
+        self.lists.as_ref().map_or(self.pes.len(), |(_, task_rank)| task_rank.len())
     }
 
     /// Whether every PE runs one lane, so that a task is its PE's rank.
     pub(crate) fn one_lane_each(&self) -> bool {
-        self.len() == self.pes.len()
+        self.lists.is_none()
     }
 
     /// The rank of `task`'s PE.
     #[inline]
     pub(crate) fn rank(&self, task: u32) -> u32 {
-        self.task_rank[task as usize]
+        self.lists.as_ref().map_or(task, |(_, task_rank)| task_rank[task as usize])
     }
 
     /// The tasks of rank `rank`.
     #[inline]
     pub(crate) fn lanes_of(&self, rank: u32) -> Range<usize> {
-        self.first_task[rank as usize] as usize..self.first_task[rank as usize + 1] as usize
+        let r = rank as usize;
+        self.lists.as_ref().map_or(r..r + 1, |(first_task, _)| first_task[r] as usize..first_task[r + 1] as usize)
     }
 
     /// `task`'s index among its PE's lanes.
     #[inline]
     pub(crate) fn lane(&self, task: u32) -> u32 {
-        task - self.first_task[self.rank(task) as usize]
+        task - self.lanes_of(self.rank(task)).start as u32
     }
 
     /// The task of lane `lane` of rank `rank`.
     #[inline]
     pub(crate) fn task(&self, rank: u32, lane: u32) -> u32 {
-        self.first_task[rank as usize] + lane
+        self.lanes_of(rank).start as u32 + lane
     }
 
     /// Channels per directed edge.
@@ -236,7 +241,11 @@ impl<'p> Tasks<'p> {
                 .collect()
         };
         let by_rank = cells(self.pes.len(), &|rank| self.holds(rank as u32));
-        let by_task = cells(self.len(), &|task| self.holds(self.task_rank[task]));
+        // A task is its rank's when every rank runs one lane: one list for both.
+        let by_task = match self.lists {
+            None => Arc::clone(&by_rank),
+            Some(_) => cells(self.len(), &|task| self.holds(self.rank(task as u32))),
+        };
         Some((by_rank, by_task))
     }
 

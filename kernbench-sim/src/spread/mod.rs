@@ -13,13 +13,14 @@
 //! side's merge would have published it), the transfers to place on the channels (in an
 //! [`Exchange::all_gather`] after it when they are many), barrier arrivals, one-sided operations to
 //! each other's PEs, and how many lanes finished or failed. Every process then places every transfer
-//! of the round, in the global order of a single-process run, on its own copy of the network model, so
-//! arrival times, channel figures and traces are the same bits in every process. Counts are summed and
+//! of the round, in the global order of a single-process run, on its own copy of the channels'
+//! bookings, so arrival times and traces are the same bits in every process; each adds up the bytes
+//! and busy time of its own channels only (those its PEs' queues cross first). Counts are summed and
 //! failures chosen by lowest task (never a floating-point reduction), so results, times and errors do
-//! not depend on the number of processes. At the end each process sends its PEs' outputs, figures and
-//! times to every other, and each returns the whole report; or, with [`ReportTo::First`], to process 0
-//! alone, which returns the whole report while the others return their own part, so the end of a run
-//! holds one whole report, not one in every process.
+//! not depend on the number of processes. At the end each process sends its channels' figures and its
+//! PEs' outputs, figures and times to every other, and each returns the whole report; or, with
+//! [`ReportTo::First`], to process 0 alone, in pieces, which returns the whole report while the others
+//! return their own part, so the end of a run holds one whole report, not one in every process.
 
 mod exchange;
 mod hand_over;
