@@ -422,7 +422,7 @@ impl Network {
     /// several times a channel's state, and makes them in its place. `None` when `figures` are not
     /// one per channel.
     pub(crate) fn carried(self, figures: Vec<(u64, f64)>) -> Option<Carried> {
-        (figures.len() == self.numbers.len()).then(|| Carried { numbers: self.numbers, figures, spans: self.spans })
+        (figures.len() == self.numbers.len()).then_some(Carried { numbers: self.numbers, figures, spans: self.spans })
     }
 }
 
