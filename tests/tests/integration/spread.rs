@@ -278,18 +278,21 @@ fn a_multicast_over_a_node_held_by_one_process_is_still_refused_in_a_spread_run(
     }
 }
 
+/// A ring on `system` in which every rank sends its input (4 elements, its rank) east and stores what
+/// comes from the west.
+fn ring_pass(system: &'static System) -> MockRun<'static> {
+    MockRun::new(system, "ring_1d", "all_pes", &fails_on_one_rank::KERNEL)
+        .params(serde_json::json!({"fails": usize::MAX}))
+        .inputs(|_, rank| Tile::filled(F32, 4, rank as f64))
+}
+
 #[test]
 fn a_round_with_thousands_of_transfers_is_handed_over_as_one_with_few() {
     // 3 SIPs of 2,048 PEs on a ring: every process sends 2,048 or more messages in the first round, more
     // transfer records than a hand-over carries inline to each process, so they go once to all in an
     // all-gather.
     let system = leak(System::shape(3, 4, 4, 128).unwrap());
-    let mock = || {
-        MockRun::new(system, "ring_1d", "all_pes", &fails_on_one_rank::KERNEL)
-            .params(serde_json::json!({"fails": usize::MAX}))
-            .inputs(|_, rank| Tile::filled(F32, 4, rank as f64))
-    };
-    let (report, _) = same_everywhere(mock, &[2, 3], "a ring of 6,144 PEs").expect("the ring runs");
+    let (report, _) = same_everywhere(|| ring_pass(system), &[2, 3], "a ring of 6,144 PEs").expect("the ring runs");
     assert_eq!(report.output(kernbench::PeId { sip: 0, cube: 0, pe: 1 }), Some(&Tile::filled(F32, 4, 0.0)));
 }
 
@@ -298,12 +301,7 @@ fn a_part_of_more_pes_than_a_piece_of_the_report_reaches_process_0_whole() {
     // 2 SIPs of 10,240 PEs on a ring: process 1 sends process 0 its part in pieces (8,192 PEs at
     // most each), which process 0 must put together in rank order.
     let system = leak(System::shape(2, 4, 4, 640).unwrap());
-    let mock = || {
-        MockRun::new(system, "ring_1d", "all_pes", &fails_on_one_rank::KERNEL)
-            .params(serde_json::json!({"fails": usize::MAX}))
-            .inputs(|_, rank| Tile::filled(F32, 2, rank as f64))
-    };
-    let (report, _) = same_everywhere(mock, &[2], "a ring of 20,480 PEs").expect("the ring runs");
+    let (report, _) = same_everywhere(|| ring_pass(system), &[2], "a ring of 20,480 PEs").expect("the ring runs");
     // Every rank holds what its west neighbour sent: the last rank's input is rank 0's output.
     let outputs: Vec<f32> = report.pes().iter().map(|p| p.output.to_vec::<f32>().unwrap()[0]).collect();
     assert_eq!(outputs[0], 20_479.0);
