@@ -164,7 +164,9 @@ impl Network {
                     ids[number] = numbers.len() as u32;
                     if held {
                         let id = numbers.len() - 1;
-                        own.get_or_insert(id..id).end = id + 1;
+                        let own = own.get_or_insert(id..id);
+                        debug_assert_eq!(own.end, id, "a process's channels are consecutive ids");
+                        own.end = id + 1;
                     }
                 }
                 network.route_channels.push(ids[number] - 1);
