@@ -530,17 +530,28 @@ impl Sweep {
         let system = comm.system().clone();
         let (bytes, rounded) = point_size(&system, self.collective, size, self.dtype, policy, ranks);
         let elements = usize::try_from(bytes / self.dtype.size() as u64).unwrap_or(usize::MAX);
+        let too_much = |estimate, limit, at_least| SweepError::TooMuchMemory {
+            collective: self.collective,
+            size,
+            estimate,
+            limit,
+            at_least,
+        };
+        // Refused before the layout is made, on the smallest shard a rank holds.
+        let shard_bytes = (elements / shards_per_sip(&system, policy)) as u64 * self.dtype.size() as u64;
+        comm.check_floor(self.collective, ranks, shard_bytes).map_err(|e| match e {
+            CommError::TooMuchMemory { estimate, limit, at_least, .. } => too_much(estimate, limit, at_least),
+            e => call_error(e),
+        })?;
         let layout = Layout::of(&system, self.dtype, 1, elements, policy)?;
-        let too_much =
-            |estimate, limit| SweepError::TooMuchMemory { collective: self.collective, size, estimate, limit };
         let mut prepared = comm.prepare(self.collective, &layout, algorithm).map_err(|e| match e {
-            CommError::TooMuchMemory { estimate, limit, .. } => too_much(estimate, limit),
+            CommError::TooMuchMemory { estimate, limit, at_least, .. } => too_much(estimate, limit, at_least),
             e => call_error(e),
         })?;
         let shard = elements / shards_per_sip(&system, policy);
         prepared.counts = point_counts(self.collective, prepared.ranks(), shard, self.counts_seed).map(Arc::new);
         if let Some(limit) = self.max_memory.filter(|&limit| prepared.estimate.memory > limit) {
-            return Err(too_much(prepared.estimate.memory, limit));
+            return Err(too_much(prepared.estimate.memory, limit, false));
         }
         let tensor = if comm.run_options().timing_only {
             tensor_without_data(&system, bytes, self.dtype, policy)?

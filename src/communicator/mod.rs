@@ -110,9 +110,10 @@ pub enum CommError {
     /// The call would need more memory than the communicator allows ([`Communicator::max_memory`]):
     /// refused before anything is allocated (the caller's choice of size or limit).
     #[error(
-        "{collective} over {ranks} ranks of {} each needs an estimated {} of memory, more than the limit of {}: \
+        "{collective} over {ranks} ranks of {} each needs {} {} of memory, more than the limit of {}: \
          use fewer or smaller ranks, or raise the limit (Communicator::max_memory)",
         estimate::human(*input_bytes),
+        if *at_least { "at least" } else { "an estimated" },
         estimate::human(*estimate),
         estimate::human(*limit)
     )]
@@ -128,6 +129,9 @@ pub enum CommError {
         estimate: u64,
         /// The limit, in bytes.
         limit: u64,
+        /// Whether `estimate` is the least any algorithm would need ([`estimate::floor`]): the call
+        /// was refused before it was planned ([`Communicator::check_floor`]).
+        at_least: bool,
     },
     /// The call would send more messages than the communicator allows ([`Communicator::max_messages`]):
     /// refused before anything is allocated, rather than run for minutes or hours (the caller's choice
@@ -566,13 +570,9 @@ impl Communicator {
         algorithm: Option<Arc<Algorithm>>,
     ) -> Result<PreparedCall, CommError> {
         // Refused on what the layout alone says before anything is planned.
-        let ranks = layout.shards.len();
         let input_bytes =
             (layout.shards.values().copied().max().unwrap_or(0) as u64).saturating_mul(layout.dtype.size() as u64);
-        let floor = estimate::floor(collective, ranks, input_bytes, self.checking());
-        if let Some(limit) = self.max_memory.filter(|&limit| floor > limit) {
-            return Err(CommError::TooMuchMemory { collective, ranks, input_bytes, estimate: floor, limit });
-        }
+        self.check_floor(collective, layout.shards.len(), input_bytes)?;
         let (algorithm, reason, plan) = match algorithm {
             Some(algorithm) => {
                 if algorithm.collective != collective {
@@ -604,13 +604,40 @@ impl Communicator {
         }
         if let Some(limit) = self.max_memory.filter(|&limit| estimate.memory > limit) {
             let (input_bytes, estimate) = (estimate.input_bytes, estimate.memory);
-            return Err(CommError::TooMuchMemory { collective, ranks, input_bytes, estimate, limit });
+            return Err(CommError::TooMuchMemory { collective, ranks, input_bytes, estimate, limit, at_least: false });
         }
         // NCCL's nBytes, which its tuning model reads: an all-gather's output, the others' input.
         let gathered = if collective == Collective::AllGather { ranks as u64 } else { 1 };
         let nccl_bytes = (layout.sip_elements() * layout.dtype.size()) as u64 * gathered;
         let tuned = algorithm.tuned_on(&self.system, &plan, nccl_bytes);
         Ok(PreparedCall { collective, algorithm, reason, plan, layout: layout.clone(), estimate, tuned, counts: None })
+    }
+
+    /// Refuses a call of `collective` on `ranks` ranks, the largest input `input_bytes`, when even the
+    /// least memory any algorithm would need for it ([`estimate::floor`]) passes this communicator's
+    /// limit: what [`Communicator::prepare`] checks before it plans anything, and what a caller can
+    /// check before it makes even the call's layout (a map of every shard: sixteen million of them
+    /// take a second and a gigabyte).
+    ///
+    /// # Errors
+    /// [`CommError::TooMuchMemory`], with the floor as its estimate (`at_least`).
+    ///
+    /// # Examples
+    /// ```
+    /// use kernbench::{Collective, CommError, Communicator, System};
+    /// let comm = Communicator::new(System::builtin()).max_memory(Some(1 << 30));
+    /// assert!(comm.check_floor(Collective::AllReduce, 4, 1 << 20).is_ok());
+    /// let refused = comm.check_floor(Collective::AllReduce, 1 << 24, 1 << 20).unwrap_err();
+    /// assert!(matches!(refused, CommError::TooMuchMemory { ranks, .. } if ranks == 1 << 24), "{refused}");
+    /// ```
+    pub fn check_floor(&self, collective: Collective, ranks: usize, input_bytes: u64) -> Result<(), CommError> {
+        let floor = estimate::floor(collective, ranks, input_bytes, self.checking());
+        match self.max_memory.filter(|&limit| floor > limit) {
+            Some(limit) => {
+                Err(CommError::TooMuchMemory { collective, ranks, input_bytes, estimate: floor, limit, at_least: true })
+            }
+            None => Ok(()),
+        }
     }
 
     /// The install plan of `algorithm` on this communicator's system, built on first use and shared

@@ -57,8 +57,9 @@ pub enum SweepError {
     /// A point would need more memory than it may use: refused before anything is allocated, so the
     /// process ends with this message instead of an allocation failure or the system swapping.
     #[error(
-        "{collective} of {size} bytes needs an estimated {} of memory, more than the limit of {}: \
+        "{collective} of {size} bytes needs {} {} of memory, more than the limit of {}: \
          pass a smaller size, or --max-memory SIZE to allow more",
+        if *at_least { "at least" } else { "an estimated" },
         estimate::human(*estimate),
         estimate::human(*limit)
     )]
@@ -71,6 +72,9 @@ pub enum SweepError {
         estimate: u64,
         /// The limit, in bytes.
         limit: u64,
+        /// Whether `estimate` is the least any algorithm would need (`kernbench::estimate::floor`):
+        /// the point was refused before it was planned.
+        at_least: bool,
     },
     /// A tuner asked to keep an algorithm that is not one of its candidates (the collective's
     /// algorithms that run on the one-PE layout of the system).

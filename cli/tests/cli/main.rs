@@ -99,10 +99,7 @@ fn every_bad_invocation_gives_one_line_and_exit_code_2() {
         (&["run", "all_reduce", "--bytes=-1"], "bad size `-1`"),
         (&["bench", "all_reduce", "--sizes", "17179869184G"], "bad size `17179869184G`"),
         // Sizes past what a tensor may hold are refused by the memory estimate, before the tensor.
-        (
-            &["run", "all_reduce", "--bytes", "8000000000G"],
-            "all_reduce of 8589934592000000000 bytes needs an estimated",
-        ),
+        (&["run", "all_reduce", "--bytes", "8000000000G"], "all_reduce of 8589934592000000000 bytes needs at least"),
         (&["run", "all_to_all", "--layout", "multi_pe", "--bytes", "8000000000G"], "more than the limit of"),
         (&["bench", "all_reduce", "--sizes", "8000000000G"], "more than the limit of"),
         (&["bench", "all_to_all", "--sizes", "8000000000G", "--algos", "all"], "more than the limit of"),
@@ -165,7 +162,7 @@ fn every_bad_invocation_gives_one_line_and_exit_code_2() {
         (&["run", "all_reduce", "--max-memory", "lots"], "bad --max-memory: bad size `lots`"),
         (
             &["run", "all_reduce", "--bytes", "1M", "--max-memory", "1M"],
-            "needs an estimated 76.00 MiB of memory, more than the limit of 1.00 MiB",
+            "needs at least 76.00 MiB of memory, more than the limit of 1.00 MiB",
         ),
         (&["bench", "all_reduce", "--sizes", "1M", "--max-memory", "1M"], "more than the limit of 1.00 MiB"),
         (&["tune", "all_reduce", "--sizes", "1M", "--max-memory", "1M"], "more than the limit of 1.00 MiB"),
@@ -516,9 +513,25 @@ fn a_run_that_does_not_fit_in_the_available_memory_is_refused_at_once() {
     assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}", started.elapsed());
     assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
     assert_eq!(stderr.lines().count(), 1, "not one line:\n{stderr}");
-    let both =
-        format!("needs an estimated {} of memory, more than the limit of ", kernbench::estimate::human(estimate));
+    // Refused before it is planned, on the least memory any algorithm needs: here the data's peak.
+    let both = format!("needs at least {} of memory, more than the limit of ", kernbench::estimate::human(estimate));
     assert!(stderr.contains(&both), "expected `{both}` in\n{stderr}");
+}
+
+#[test]
+fn a_timing_only_run_of_sixteen_million_pes_too_large_for_the_limit_is_refused_before_it_is_planned() {
+    // 4,096 SIPs of 16x16 cubes of 16 PEs: its plan and its layout's map of shards would take seconds
+    // and gigabytes to make, only to be refused.
+    let dir = scratch("sixteen_million");
+    let spec = r#"{"sips": 4096, "mesh": {"w": 16, "h": 16}, "pes_per_cube": 16}"#;
+    let system = write(&dir, "huge.json", spec);
+    let args = ["run", "all_reduce", "--algo", "hierarchical_allreduce", "--layout", "multi_pe", "--bytes", "64M"];
+    let started = std::time::Instant::now();
+    let out = kernbench(&[&args[..], &["--timing-only", "--max-memory", "16G", "--system", &system]].concat());
+    let stderr = text(&out.stderr);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    assert!(stderr.contains("needs at least ") && stderr.contains("more than the limit of 16.00 GiB"), "{stderr}");
 }
 
 #[test]

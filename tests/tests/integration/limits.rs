@@ -30,7 +30,8 @@ fn a_call_over_the_memory_limit_is_refused_before_it_allocates() {
         "{err}"
     );
     let text = err.to_string();
-    assert!(text.contains("all_gather over 1024 ranks of 64.00 KiB each needs an estimated "), "{text}");
+    // Refused before it is planned: no algorithm needs less than the data's peak.
+    assert!(text.contains("all_gather over 1024 ranks of 64.00 KiB each needs at least "), "{text}");
     assert!(text.contains("more than the limit of 16.00 GiB"), "{text}");
     assert_eq!(comm.generation(), 0, "a refused call takes no generation");
 }
@@ -46,9 +47,10 @@ fn a_call_whose_layout_alone_passes_the_memory_limit_is_refused_before_it_is_pla
     let mut comm = Communicator::new(system.clone()).max_memory(Some(floor - 1));
     let err = comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &named("one_shot")).unwrap_err();
     assert!(
-        matches!(err, CommError::TooMuchMemory { estimate, ranks: 1100, input_bytes, .. } if estimate == floor && input_bytes == 1 << 20),
+        matches!(err, CommError::TooMuchMemory { estimate, ranks: 1100, input_bytes, at_least: true, .. } if estimate == floor && input_bytes == 1 << 20),
         "{err}"
     );
+    assert!(err.to_string().contains("each needs at least "), "{err}");
     // At the floor itself the call is planned, and the plan's failure is what the caller hears.
     let mut comm = Communicator::new(system).max_memory(Some(floor));
     let err = comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &named("one_shot")).unwrap_err();
@@ -67,7 +69,12 @@ fn the_symmetric_heap_of_a_one_sided_algorithm_counts_against_the_memory_limit()
     let mut comm = Communicator::new(system).max_memory(Some(limit)).max_messages(None);
     let err = comm.call(Collective::AllReduce, &tensor, ReduceOp::Sum, 0, &named("symmetric_one_shot")).unwrap_err();
     let heap = (256 * 256) << 20;
-    assert!(matches!(err, CommError::TooMuchMemory { estimate, .. } if estimate == ring + heap), "{err}");
+    // The data alone fits: refused on the planned call's estimate.
+    assert!(
+        matches!(err, CommError::TooMuchMemory { estimate, at_least: false, .. } if estimate == ring + heap),
+        "{err}"
+    );
+    assert!(err.to_string().contains(" needs an estimated "), "{err}");
 }
 
 #[test]
