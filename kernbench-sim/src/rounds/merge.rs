@@ -251,9 +251,8 @@ impl Execution<'_> {
             if t.position & ONE_SIDED == 0 {
                 // The message is in this process's replica of the queue when its sender or receiver is
                 // here.
-                let queue = self.two_sided.queues.get(t.queue as usize);
                 // SAFETY: rule B: nothing else touches the queue.
-                if let Some(message) = queue.and_then(|q| unsafe { q.message_mut(t.position) }) {
+                if let Some(message) = unsafe { self.two_sided.queues.message_mut(t.queue as usize, t.position) } {
                     message.at_ns = arrive_ns;
                 }
                 continue;

@@ -371,8 +371,9 @@ pub(crate) struct Queues {
     numbers: Option<Vec<u32>>,
     /// Every queue's slots, `depth` each in the queues' order: the queues point into it.
     /// A list, not a box: a box asserts it is the only way to its contents whenever it moves.
-    #[allow(dead_code, reason = "read through the queues' pointers, and dropped with them")]
     slots: Vec<UnsafeCell<Slot>>,
+    /// Every queue's depth.
+    depth: usize,
 }
 
 // SAFETY: the slab's slots are reached only through their queues, under the rules `Queue` is `Sync`
@@ -414,13 +415,28 @@ impl Queues {
             queue.slots = unsafe { NonNull::new_unchecked(slots.as_ptr().add(i * depth).cast_mut()) };
             queue.depth = depth32;
         }
-        Queues { queues, numbers, slots }
+        Queues { queues, numbers, slots, depth }
     }
 
     fn place(&self, q: usize) -> Option<usize> {
         match &self.numbers {
             None => (q < self.queues.len()).then_some(q),
             Some(numbers) => numbers.binary_search(&(q as u32)).ok(),
+        }
+    }
+
+    /// The message at `position` of queue `q`, if this process holds the queue and the message is
+    /// in its slot: found in the slab without reading the queue, one cache miss fewer for each
+    /// message a large run's placement stamps with its arrival.
+    ///
+    /// # Safety
+    /// The caller excludes every other access to the slot (rule B).
+    pub(crate) unsafe fn message_mut(&self, q: usize, position: u64) -> Option<&mut Message> {
+        let slot = self.place(q)? * self.depth + (position % self.depth as u64) as usize;
+        // SAFETY: the caller excludes every other access.
+        match unsafe { &mut *self.slots[slot].get() } {
+            Slot::Full(message) => Some(message),
+            Slot::Free { .. } => None,
         }
     }
 
