@@ -431,6 +431,7 @@ impl Queues {
     ///
     /// # Safety
     /// The caller excludes every other access to the slot (rule B).
+    #[allow(clippy::mut_from_ref)]
     pub(crate) unsafe fn message_mut(&self, q: usize, position: u64) -> Option<&mut Message> {
         let slot = self.place(q)? * self.depth + (position % self.depth as u64) as usize;
         // SAFETY: the caller excludes every other access.
