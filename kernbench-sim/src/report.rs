@@ -230,7 +230,7 @@ impl Execution<'_> {
                     // Process 0's own PEs take their places first; the others' come a piece at a
                     // time.
                     whole.place_all(held, per_pe, times);
-                    spread.to_first(Shares::pieces(&[], &[], &[]), |from, bytes| whole.read(from, bytes, pes))?;
+                    spread.to_first(std::iter::empty::<Shares<'_>>(), |from, bytes| whole.read(from, bytes, pes))?;
                 }
                 (per_pe, times) = whole.ended(tasks)?;
             }
