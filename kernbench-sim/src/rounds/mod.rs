@@ -8,11 +8,13 @@
 //! operations are applied to their targets; barriers whose lanes have all arrived open. A round in
 //! which nobody was woken while lanes remain means the run is stuck: the caller diagnoses it.
 
+mod ahead;
 mod merge;
 mod poll;
 mod ready;
 mod view;
 
+pub(crate) use ahead::Frame;
 pub(crate) use poll::quiet_kernel_panics;
 pub(crate) use ready::ReadyLists;
 
@@ -30,6 +32,7 @@ use crate::one_sided::OneSidedRun;
 use crate::spread::{RoundEnd, Spread};
 use crate::timing::Transfer;
 use crate::two_sided::{Arrival, Crossing, TwoSided};
+use ahead::Ahead;
 use merge::PlaceOrder;
 use poll::Outcome;
 use ready::in_task_order;
@@ -63,6 +66,9 @@ pub(crate) struct Execution<'p> {
     /// In a run of calls together, per call and channel the fair-queueing tag of the call's last
     /// transfer there ([`Execution::fair_order`]).
     fair_tags: rustc_hash::FxHashMap<(u32, u32), f64>,
+    /// Per task this process holds, in its lane's cell order, where its coroutine lives (set as the
+    /// tasks start).
+    pub(crate) frames: Vec<Frame>,
 }
 
 /// How the rounds ended: every lane finished or stuck.
@@ -101,6 +107,7 @@ impl<'p> Execution<'p> {
             without_data,
             lowest_failure,
             fair_tags,
+            frames: Vec::new(),
         }
     }
 
@@ -125,6 +132,7 @@ impl<'p> Execution<'p> {
         let mut round: Vec<Option<Runnable<u32>>> = Vec::new();
         let mut by_task: Vec<Option<Runnable<u32>>> = Vec::new();
         let mut polled: Vec<u32> = Vec::new();
+        let mut ahead: Vec<Ahead> = Vec::new();
         let mut sent: Vec<Transfer> = Vec::new();
         let mut crossing: Vec<Crossing> = Vec::new();
         let mut placement = PlaceOrder::default();
@@ -142,6 +150,10 @@ impl<'p> Execution<'p> {
             }
             let woken = round.len() as u64;
             in_task_order(&mut round, &mut by_task);
+            ahead.clear();
+            if round.len() >= Ahead::ROUND {
+                ahead.extend(round.iter().flatten().map(|r| self.ahead(r)));
+            }
             let tasks = &self.lanes.tasks;
             let rank_of = |r: &Option<Runnable<u32>>| r.as_ref().map(|r| tasks.rank(*r.metadata()));
             polled.clear();
@@ -158,25 +170,32 @@ impl<'p> Execution<'p> {
             let this = &*self;
             let same_pe = |a: &Option<Runnable<u32>>, b: &Option<Runnable<u32>>| rank_of(a) == rank_of(b);
             let parallel = pool.filter(|_| round.len() >= parallel_min_ready);
+            // Polls a PE's woken lanes, having asked for what the polls a few tasks on will read.
+            let start = round.as_ptr() as usize;
+            let poll = |pe: &mut [Option<Runnable<u32>>]| {
+                if !ahead.is_empty() {
+                    let at = (pe.as_ptr() as usize - start) / size_of::<Option<Runnable<u32>>>() + Ahead::DISTANCE;
+                    ahead.get(at..at + pe.len()).into_iter().flatten().for_each(|a| this.ask(a));
+                }
+                this.poll_pe(pe)
+            };
             // A PE's woken lanes are polled together; when every PE runs one lane, a PE is a slot.
             let outcome = match (parallel, one_lane_each) {
                 (Some(pool), true) => pool.install(|| {
                     round
                         .par_iter_mut()
                         .with_min_len(min_job)
-                        .map(|slot| this.poll_pe(std::slice::from_mut(slot)))
+                        .map(|slot| poll(std::slice::from_mut(slot)))
                         .reduce(Outcome::default, Outcome::merge)
                 }),
-                (Some(pool), false) => pool.install(|| {
-                    round.par_chunk_by_mut(same_pe).map(|pe| this.poll_pe(pe)).reduce(Outcome::default, Outcome::merge)
-                }),
+                (Some(pool), false) => {
+                    pool.install(|| round.par_chunk_by_mut(same_pe).map(poll).reduce(Outcome::default, Outcome::merge))
+                }
                 (None, true) => round
                     .iter_mut()
-                    .map(|slot| this.poll_pe(std::slice::from_mut(slot)))
+                    .map(|slot| poll(std::slice::from_mut(slot)))
                     .fold(Outcome::default(), Outcome::merge),
-                (None, false) => {
-                    round.chunk_by_mut(same_pe).map(|pe| this.poll_pe(pe)).fold(Outcome::default(), Outcome::merge)
-                }
+                (None, false) => round.chunk_by_mut(same_pe).map(poll).fold(Outcome::default(), Outcome::merge),
             };
             round.clear();
             let failure = outcome.failed.map(|task| (task, self.failure(task)));
@@ -220,17 +239,17 @@ impl<'p> Execution<'p> {
         min_job: usize,
         (sent, crossing): (&mut Vec<Transfer>, &mut Vec<Crossing>),
     ) {
-        // SAFETY (every merge below): rule M: each polled rank is merged once, by one thread.
+        // SAFETY (every merge below): rule M: each polled rank is merged once, by one thread, and a
+        // job's ranks are all its thread's.
         match pool {
             Some(pool) => {
                 let parts = pool.install(|| {
                     polled
-                        .par_iter()
-                        .with_min_len(min_job)
+                        .par_chunks(min_job)
                         .fold(
                             || (Vec::new(), Vec::new()),
-                            |mut part, &rank| {
-                                unsafe { self.merge(rank, &mut part.0, &mut part.1) };
+                            |mut part, ranks| {
+                                unsafe { self.merge_ahead(ranks, &mut part.0, &mut part.1) };
                                 part
                             },
                         )
@@ -241,7 +260,10 @@ impl<'p> Execution<'p> {
                     crossing.append(&mut crossed);
                 }
             }
-            None => polled.iter().for_each(|&rank| unsafe { self.merge(rank, sent, crossing) }),
+            None if polled.len() < Ahead::ROUND => {
+                polled.iter().for_each(|&rank| unsafe { self.merge(rank, sent, crossing) });
+            }
+            None => unsafe { self.merge_ahead(polled, sent, crossing) },
         }
     }
 

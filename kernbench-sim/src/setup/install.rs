@@ -18,7 +18,7 @@ use crate::one_sided::{OneSidedRun, PeOneSided, Windows};
 use crate::protocol::Cells;
 use crate::race::{LaneSync, MessageOrders};
 use crate::report::RunReport;
-use crate::rounds::{Execution, Polling, ReadyLists, Results, quiet_kernel_panics};
+use crate::rounds::{Execution, Frame, Polling, ReadyLists, Results, quiet_kernel_panics};
 use crate::spread::Spread;
 use crate::timing::{Bookings, Clock, Engines, Rates};
 use crate::two_sided::{Barriers, Installed, TwoSided, install};
@@ -221,7 +221,7 @@ pub(super) fn run(
     let parts = (two_sided, one_sided);
     let mut exec = Execution::new(lanes, (generations, results), parts, (network, spread), options.timing_only);
     let ready = Arc::new(ReadyLists::new(options.threads));
-    start(&exec, (&kernels, system, options), &ready, pool.as_ref());
+    exec.frames = start(&exec, (&kernels, system, options), &ready, pool.as_ref());
     let polling = Polling { pool: pool.as_ref(), parallel_min_ready: options.parallel_min_ready };
     let driven = exec.drive(&ready, polling);
     if let Some(windows) = windows {
@@ -244,7 +244,7 @@ fn start(
     (kernels, system, options): (&[Kernel<'_>], &System, &RunOptions),
     ready: &Arc<ReadyLists>,
     pool: Option<&rayon::ThreadPool>,
-) {
+) -> Vec<Frame> {
     let tasks = &exec.lanes.tasks;
     let extents = [system.sips(), system.cubes_per_sip(), system.pes_per_cube()];
     // What every PE of a call shares, made once for the call.
@@ -266,6 +266,7 @@ fn start(
         let (k, lane, lanes) = tasks.call_of(rank, tasks.lane(task as u32));
         let tl = Tl::of_call(&calls[k], tasks.pe(rank), rank as usize, (lane as usize, lanes as usize));
         let future = kernels[k].0.launch(tl);
+        let frame = Frame::of(std::ptr::from_ref(&*future).cast(), size_of_val(&*future));
         let results = Arc::clone(&exec.results);
         let cell = exec.lanes.states.cell(task);
         let schedule = {
@@ -277,12 +278,15 @@ fn start(
             .spawn(move |_| Recorded { kernel: future, results, cell }, schedule);
         handle.detach();
         runnable.schedule();
+        frame
     };
     // A spread run starts only this process's PEs.
     let here = |task: &usize| tasks.holds(tasks.rank(*task as u32));
     match pool {
-        Some(pool) => pool.install(|| (0..tasks.len()).into_par_iter().with_min_len(1024).filter(here).for_each(start)),
-        None => (0..tasks.len()).filter(here).for_each(start),
+        Some(pool) => {
+            pool.install(|| (0..tasks.len()).into_par_iter().with_min_len(1024).filter(here).map(start).collect())
+        }
+        None => (0..tasks.len()).filter(here).map(start).collect(),
     }
 }
 

@@ -20,6 +20,8 @@ use std::ptr::NonNull;
 use kernbench_core::{Direction, Dtype, Tile};
 use rayon::prelude::*;
 
+use crate::protocol::prefetch;
+
 /// A side of a queue: what a PE touched in a round, and what a lane owns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Side {
@@ -438,6 +440,16 @@ impl Queues {
         match unsafe { &mut *self.slots[slot].get() } {
             Slot::Full(message) => Some(message),
             Slot::Free { .. } => None,
+        }
+    }
+
+    /// Asks the CPU for queue `q` and its slots (see [`crate::protocol::prefetch`]), if this process
+    /// holds it.
+    #[inline]
+    pub(crate) fn prefetch(&self, q: usize) {
+        if let Some(i) = self.place(q) {
+            prefetch(std::ptr::from_ref(&self.queues[i]).cast(), size_of::<Queue>());
+            prefetch(self.slots.as_ptr().wrapping_add(i * self.depth).cast(), self.depth * size_of::<Slot>());
         }
     }
 

@@ -1,0 +1,137 @@
+//! Asking ahead: in a large round the CPU is asked for what a PE's poll and merge will read a few PEs
+//! before they come to it, so that the cache misses of several PEs overlap. A million PEs' state is
+//! far larger than any cache, and a poll misses in turn on its task, its coroutine, its lane's and
+//! PE's cells and the queue it waits on; one after the other, those misses were most of a large run's
+//! time. A hint only ([`prefetch`]): nothing anyone reads changes, so no result does.
+
+use async_task::Runnable;
+
+use super::Execution;
+use crate::lanes::Wait;
+use crate::protocol::prefetch;
+use crate::timing::Transfer;
+use crate::two_sided::Crossing;
+
+/// A woken task as the polls before it see it, read before the round's polls begin (so none reads
+/// another's runnable): its number, the queue it waits on, where its task lives.
+#[derive(Clone, Copy)]
+pub(super) struct Ahead {
+    pub(super) task: u32,
+    /// The queue it waits on, if any: what woke it, so what it reads first.
+    queue: Option<u32>,
+    /// The address of the task's metadata, in its header.
+    head: usize,
+}
+
+impl Ahead {
+    /// How many tasks or PEs ahead of its own turn one's state is asked for: enough for several misses
+    /// to be in flight while the turns between run, few enough that what comes is still in cache.
+    pub(super) const DISTANCE: usize = 8;
+    /// The fewest tasks or PEs of a round worth asking ahead for: a smaller round's state stays in
+    /// cache from one round to the next, and the asking would only cost.
+    pub(super) const ROUND: usize = 512;
+    /// Where a task's header and what follows it (its kernel's box, where it records its end) lie:
+    /// from this many bytes before its metadata, this many bytes.
+    const TASK: (usize, usize) = (32, 128);
+}
+
+/// Where a task's coroutine lives (its kernel's boxed future, apart from the task) and how many cache
+/// lines it spans, in one word: the address's 48 bits (every x86_64 user address an allocator hands
+/// out; a wrong one would only make the hint useless) above 16 bits of lines. A word a task, in a run
+/// of a million.
+#[derive(Clone, Copy)]
+pub(crate) struct Frame(u64);
+
+impl Frame {
+    const LINE: usize = 64;
+
+    pub(crate) fn of(start: *const u8, bytes: usize) -> Frame {
+        let lines = bytes.div_ceil(Frame::LINE).min(usize::from(u16::MAX));
+        Frame(((start as u64) << 16) | lines as u64)
+    }
+
+    fn start(self) -> *const u8 {
+        (self.0 >> 16) as usize as *const u8
+    }
+
+    fn bytes(self) -> usize {
+        (self.0 & 0xffff) as usize * Frame::LINE
+    }
+
+    fn prefetch(self) {
+        prefetch(self.start(), self.bytes());
+    }
+}
+
+impl Execution<'_> {
+    /// What the polls before `runnable`'s see of it (rule B: between rounds).
+    pub(super) fn ahead(&mut self, runnable: &Runnable<u32>) -> Ahead {
+        let task = runnable.metadata();
+        let queue = match self.lanes.parked.get(*task as usize).wait {
+            Wait::Send(q) | Wait::Recv(q) => Some(q),
+            _ => None,
+        };
+        Ahead { task: *task, queue, head: std::ptr::from_ref(task) as usize }
+    }
+
+    /// Asks the CPU for what polling `ahead`'s task reads first: the queue it waits on, its task and
+    /// coroutine, its lane's state, wait and result, and its PE's cells (not its one-sided part,
+    /// which only one-sided operations read).
+    #[inline]
+    pub(super) fn ask(&self, &Ahead { task, queue, head }: &Ahead) {
+        if let Some(q) = queue {
+            self.two_sided.queues.prefetch(q as usize);
+        }
+        let (before, bytes) = Ahead::TASK;
+        prefetch(head.wrapping_sub(before) as *const u8, bytes);
+        let (task, rank) = (task as usize, self.lanes.tasks.rank(task) as usize);
+        let cell = self.lanes.states.cell(task);
+        if let Some(frame) = self.frames.get(cell) {
+            frame.prefetch();
+        }
+        if let Some(ended) = self.results.get(cell) {
+            prefetch(std::ptr::from_ref(ended).cast(), size_of_val(ended));
+        }
+        self.lanes.states.prefetch(task);
+        self.lanes.parked.prefetch(task);
+        self.lanes.pes.prefetch(rank);
+        self.two_sided.pes.prefetch(rank);
+    }
+
+    /// Merges `ranks` in order, asking the CPU ahead of each for what its merge reads first: its PE's
+    /// cells, then the queues its lanes touched.
+    ///
+    /// # Safety
+    /// Rule M: this thread merges every rank of `ranks`.
+    pub(super) unsafe fn merge_ahead(&self, ranks: &[u32], sent: &mut Vec<Transfer>, crossing: &mut Vec<Crossing>) {
+        for (i, &rank) in ranks.iter().enumerate() {
+            if let Some(&far) = ranks.get(i + Ahead::DISTANCE) {
+                self.two_sided.pes.prefetch(far as usize);
+                self.lanes.pes.prefetch(far as usize);
+            }
+            if let Some(&near) = ranks.get(i + Ahead::DISTANCE / 2) {
+                // SAFETY: rule M: `near` is this thread's to merge, after `rank`.
+                let links = unsafe { self.two_sided.pes.get_ref(near as usize) };
+                links.touched.iter().for_each(|&(q, _)| self.two_sided.queues.prefetch(q as usize));
+            }
+            // SAFETY: the caller's.
+            unsafe { self.merge(rank, sent, crossing) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Frame;
+
+    #[test]
+    fn a_frame_keeps_its_address_and_whole_lines_in_one_word() {
+        let coroutine = [0u8; 300];
+        let frame = Frame::of(coroutine.as_ptr(), coroutine.len());
+        assert_eq!(size_of::<Frame>(), 8);
+        assert_eq!(frame.start(), coroutine.as_ptr());
+        // 300 bytes are asked for as five whole lines.
+        assert_eq!(frame.bytes(), 320);
+        assert_eq!(Frame::of(coroutine.as_ptr(), 0).bytes(), 0);
+    }
+}
