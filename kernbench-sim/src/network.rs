@@ -7,6 +7,7 @@ use kernbench_core::{Carriage, LinkClass, PeId, System};
 
 use crate::error::RunError;
 use crate::faults::{Detour, LinkFaults};
+use crate::protocol::prefetch;
 use crate::timing::{Bookings, ChannelTime, Multicast, Routing, Span, SpanKind, Timing};
 
 /// A channel with more bookings than this asks for old ones to be forgotten.
@@ -201,6 +202,44 @@ impl Network {
     /// Where queue `queue`'s channels are in `route_channels`.
     fn route(&self, queue: u32) -> std::ops::Range<usize> {
         self.route_start[queue as usize] as usize..self.route_start[queue as usize + 1] as usize
+    }
+
+    /// Asks the CPU for where queue `queue`'s route is (see [`crate::protocol::prefetch`]): the first
+    /// of three steps ahead of placing a transfer on it.
+    #[inline]
+    pub(crate) fn ask_route(&self, queue: u32) {
+        let q = queue as usize;
+        if let Some(start) = self.route_start.get(q) {
+            prefetch(std::ptr::from_ref(start).cast(), 2 * size_of::<u32>());
+        }
+        if let Some(step) = self.route_step.get(q) {
+            prefetch(std::ptr::from_ref(step).cast(), size_of::<f64>());
+        }
+    }
+
+    /// The second step: queue `queue`'s channels' ids.
+    #[inline]
+    pub(crate) fn ask_channels_of(&self, queue: u32) {
+        if let Some(ids) = self.route_channels.get(self.route(queue)) {
+            prefetch(ids.as_ptr().cast(), size_of_val(ids));
+        }
+    }
+
+    /// The third step: queue `queue`'s channels, their bookings, classes and figures.
+    #[inline]
+    pub(crate) fn ask_channels(&self, queue: u32) {
+        for &id in self.route_channels.get(self.route(queue)).unwrap_or_default() {
+            let id = id as usize;
+            if let Some(bookings) = self.channels.get(id) {
+                prefetch(std::ptr::from_ref(bookings).cast(), size_of::<Bookings>());
+            }
+            if let Some(class) = self.classes.get(id) {
+                prefetch(std::ptr::from_ref(class).cast(), 1);
+            }
+            if let Some(figures) = self.figures.carried.get(id.wrapping_sub(self.figures.first)) {
+                prefetch(std::ptr::from_ref(figures).cast(), size_of_val(figures));
+            }
+        }
     }
 
     /// Adds `channel`, numbered `number` in the system, idle; returns its id.

@@ -91,6 +91,16 @@ impl<T> Cells<T> {
         }
     }
 
+    /// The element at `index`, shared, if this process holds it.
+    ///
+    /// # Safety
+    /// As [`Cells::get_ref`].
+    #[inline]
+    pub(crate) unsafe fn get_held(&self, index: usize) -> Option<&T> {
+        // SAFETY: the caller guarantees no writer.
+        self.cells.get(self.cell(index)).map(|cell| unsafe { &*cell.get() })
+    }
+
     /// The element at `index`, shared.
     ///
     /// # Safety

@@ -10,7 +10,7 @@ use super::Execution;
 use crate::lanes::Wait;
 use crate::protocol::prefetch;
 use crate::timing::Transfer;
-use crate::two_sided::Crossing;
+use crate::two_sided::{Crossing, side_owner};
 
 /// A woken task as the polls before it see it, read before the round's polls begin (so none reads
 /// another's runnable): its number, the queue it waits on, where its task lives.
@@ -98,12 +98,21 @@ impl Execution<'_> {
         self.two_sided.pes.prefetch(rank);
     }
 
-    /// Merges `ranks` in order, asking the CPU ahead of each for what its merge reads first: its PE's
-    /// cells, then the queues its lanes touched.
+    /// Merges `ranks` in order, asking the CPU ahead of each for what its merge reads, a step further
+    /// the nearer it comes: its PE's cells; the queues its lanes touched; the waits of the lanes at
+    /// their other ends; the tasks those wake.
     ///
     /// # Safety
     /// Rule M: this thread merges every rank of `ranks`.
     pub(super) unsafe fn merge_ahead(&self, ranks: &[u32], sent: &mut Vec<Transfer>, crossing: &mut Vec<Crossing>) {
+        let parts = (&self.two_sided, &self.lanes);
+        // The lanes at the other ends of the queue sides rank `rank` touched.
+        let woken = |rank: u32| {
+            // SAFETY: rule M: `rank` is this thread's to merge, after the one merged now.
+            let links = unsafe { self.two_sided.pes.get_ref(rank as usize) };
+            // SAFETY: rule M: owners are not written while merging.
+            links.touched.iter().filter_map(move |&(q, side)| unsafe { side_owner(parts, q, side.other()) })
+        };
         for (i, &rank) in ranks.iter().enumerate() {
             if let Some(&far) = ranks.get(i + Ahead::DISTANCE) {
                 self.two_sided.pes.prefetch(far as usize);
@@ -113,6 +122,18 @@ impl Execution<'_> {
                 // SAFETY: rule M: `near` is this thread's to merge, after `rank`.
                 let links = unsafe { self.two_sided.pes.get_ref(near as usize) };
                 links.touched.iter().for_each(|&(q, _)| self.two_sided.queues.prefetch(q as usize));
+            }
+            if let Some(&soon) = ranks.get(i + Ahead::DISTANCE / 4) {
+                woken(soon).for_each(|task| self.lanes.parked.prefetch(task));
+            }
+            if let Some(&next) = ranks.get(i + 1) {
+                for task in woken(next) {
+                    // SAFETY: rule M: wait cells are only read while merging.
+                    let waker = unsafe { self.lanes.parked.get_held(task) }.and_then(|p| p.waker.as_ref());
+                    if let Some(waker) = waker {
+                        prefetch(waker.data().cast(), 64);
+                    }
+                }
             }
             // SAFETY: the caller's.
             unsafe { self.merge(rank, sent, crossing) };

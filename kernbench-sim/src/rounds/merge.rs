@@ -8,10 +8,12 @@ use rustc_hash::FxHashMap;
 
 use crate::error::RunError;
 use crate::one_sided::ONE_SIDED;
+use crate::protocol::prefetch;
 use crate::timing::Transfer;
 use crate::two_sided::Crossing;
 
 use super::Execution;
+use super::ahead::Ahead;
 use super::ready::total_order;
 
 /// A PE's compute with more bookings than this forgets the ones its lanes are past.
@@ -233,7 +235,28 @@ impl Execution<'_> {
             order.sort(transfers, None)
         };
         let network = self.network.as_mut().expect("a timed run");
-        for t in order.iter().map(|&index| &transfers[index as u32 as usize]) {
+        let transfer = |i: usize| order.get(i).map(|&index| &transfers[index as u32 as usize]);
+        for (i, t) in order.iter().map(|&index| &transfers[index as u32 as usize]).enumerate() {
+            if order.len() >= Ahead::ROUND {
+                // Asks ahead for what placing the transfers a few on will read, a step further the
+                // nearer they are: the transfer, its route's place and its message, its route, its
+                // channels.
+                if let Some(&index) = order.get(i + 4 * Ahead::DISTANCE) {
+                    prefetch(std::ptr::from_ref(&transfers[index as u32 as usize]).cast(), size_of::<Transfer>());
+                }
+                if let Some(t) = transfer(i + 2 * Ahead::DISTANCE) {
+                    network.ask_route(t.queue);
+                    if t.position & ONE_SIDED == 0 {
+                        self.two_sided.queues.prefetch_message(t.queue as usize, t.position);
+                    }
+                }
+                if let Some(t) = transfer(i + Ahead::DISTANCE) {
+                    network.ask_channels_of(t.queue);
+                }
+                if let Some(t) = transfer(i + Ahead::DISTANCE / 2) {
+                    network.ask_channels(t.queue);
+                }
+            }
             if let Some(multicast) = t.multicast() {
                 // Its parts are in its sender's outbox, of this process: `tl.multicast` refuses a
                 // spread run's ranks of other processes.

@@ -16,7 +16,7 @@ mod send_recv;
 
 pub(crate) use barrier::{Arrival, BarrierKey, Barriers};
 pub(crate) use install::{Installed, install};
-pub(crate) use publish::{Crossing, wake_side};
+pub(crate) use publish::{Crossing, side_owner, wake_side};
 pub(crate) use send_recv::Endpoint;
 
 use kernbench_core::Direction;

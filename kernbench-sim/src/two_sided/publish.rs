@@ -47,9 +47,9 @@ impl PeLinks {
                                 sent.push(Transfer::message(depart_ns, rank, q, position, bytes));
                             }
                         }
-                        (new, (queue.receiver, Side::Receiver), Wait::Recv(q))
+                        (new, (queue.receiver, side.other()), Wait::Recv(q))
                     }
-                    Side::Receiver => (queue.publish_head(), (queue.sender, Side::Sender), Wait::Send(q)),
+                    Side::Receiver => (queue.publish_head(), (queue.sender, side.other()), Wait::Send(q)),
                 }
             };
             if positions.is_empty() {
@@ -73,14 +73,23 @@ impl PeLinks {
 /// # Safety
 /// Rule M or B: queue owners are not being written (they are only while polling), and no wait cell is
 /// borrowed mutably.
-pub(crate) unsafe fn wake_side((run, lanes): (&TwoSided, &Lanes<'_>), q: u32, side: Side, waiting: Wait) {
+pub(crate) unsafe fn wake_side(parts: (&TwoSided, &Lanes<'_>), q: u32, side: Side, waiting: Wait) {
+    // SAFETY: the caller's.
+    let Some(task) = (unsafe { side_owner(parts, q, side) }) else { return };
+    // SAFETY: the caller guarantees no mutable borrow of the wait cell.
+    unsafe { parts.1.parked.get_ref(task) }.wake_if(|wait| wait == waiting);
+}
+
+/// The task that owns `side` of queue `q`, if one has used it.
+///
+/// # Safety
+/// Rule M or B: queue owners are not being written (they are only while polling).
+pub(crate) unsafe fn side_owner((run, lanes): (&TwoSided, &Lanes<'_>), q: u32, side: Side) -> Option<usize> {
     let queue = &run.queues[q as usize];
     let pe = if side == Side::Sender { queue.sender } else { queue.receiver };
     // With one channel every PE runs one lane, which owns every side it uses (and does not record it).
     // SAFETY: the caller guarantees owners are not being written.
     let tasks = &lanes.tasks;
-    let lane = if tasks.channels() == 1 { Some(0) } else { unsafe { queue.owner_lane(side) } };
-    let Some(lane) = lane else { return };
-    // SAFETY: the caller guarantees no mutable borrow of the wait cell.
-    unsafe { lanes.parked.get_ref(tasks.task(pe, lane) as usize) }.wake_if(|wait| wait == waiting);
+    let lane = if tasks.channels() == 1 { Some(0) } else { unsafe { queue.owner_lane(side) } }?;
+    Some(tasks.task(pe, lane) as usize)
 }

@@ -29,6 +29,16 @@ pub(crate) enum Side {
     Receiver,
 }
 
+impl Side {
+    /// The side at the queue's other end.
+    pub(crate) fn other(self) -> Side {
+        match self {
+            Side::Sender => Side::Receiver,
+            Side::Receiver => Side::Sender,
+        }
+    }
+}
+
 /// One message in flight.
 pub(crate) struct Message {
     pub(crate) tile: Tile,
@@ -450,6 +460,16 @@ impl Queues {
         if let Some(i) = self.place(q) {
             prefetch(std::ptr::from_ref(&self.queues[i]).cast(), size_of::<Queue>());
             prefetch(self.slots.as_ptr().wrapping_add(i * self.depth).cast(), self.depth * size_of::<Slot>());
+        }
+    }
+
+    /// Asks the CPU for the slot of the message at `position` of queue `q` (see
+    /// [`Queues::message_mut`]), if this process holds the queue.
+    #[inline]
+    pub(crate) fn prefetch_message(&self, q: usize, position: u64) {
+        if let Some(i) = self.place(q) {
+            let slot = i * self.depth + (position % self.depth as u64) as usize;
+            prefetch(self.slots.as_ptr().wrapping_add(slot).cast(), size_of::<Slot>());
         }
     }
 
