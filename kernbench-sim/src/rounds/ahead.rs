@@ -27,9 +27,12 @@ impl Ahead {
     /// How many tasks or PEs ahead of its own turn one's state is asked for: enough for several misses
     /// to be in flight while the turns between run, few enough that what comes is still in cache.
     pub(super) const DISTANCE: usize = 8;
-    /// The fewest tasks or PEs of a round worth asking ahead for: a smaller round's state stays in
-    /// cache from one round to the next, and the asking would only cost.
-    pub(super) const ROUND: usize = 512;
+    /// The fewest tasks a process must hold for asking ahead to be worth it. A smaller run's state
+    /// (a KiB or two a task) stays in a large cache from one round to the next, where the misses
+    /// asking saves are few and short, and the asking only costs (a ring of 4,096 tasks ran a fifth
+    /// slower asking ahead); a larger one's is cold in every round, however few tasks the round
+    /// wakes (a million PEs ran a third faster).
+    const TASKS: usize = 1 << 14;
     /// Where a task's header and what follows it (its kernel's box, where it records its end) lie:
     /// from this many bytes before its metadata, this many bytes.
     const TASK: (usize, usize) = (32, 128);
@@ -64,6 +67,11 @@ impl Frame {
 }
 
 impl Execution<'_> {
+    /// Whether this run is large enough to ask ahead in (see [`Ahead::TASKS`]).
+    pub(super) fn asks_ahead(&self) -> bool {
+        self.results.len() >= Ahead::TASKS
+    }
+
     /// What the polls before `runnable`'s see of it (rule B: between rounds).
     pub(super) fn ahead(&mut self, runnable: &Runnable<u32>) -> Ahead {
         let task = runnable.metadata();
@@ -98,13 +106,18 @@ impl Execution<'_> {
         self.two_sided.pes.prefetch(rank);
     }
 
-    /// Merges `ranks` in order, asking the CPU ahead of each for what its merge reads, a step further
-    /// the nearer it comes: its PE's cells; the queues its lanes touched; the waits of the lanes at
-    /// their other ends; the tasks those wake.
+    /// Merges `ranks` in order, in a large run asking the CPU ahead of each for what its merge reads,
+    /// a step further the nearer it comes: its PE's cells; the queues its lanes touched; the waits of
+    /// the lanes at their other ends; the tasks those wake.
     ///
     /// # Safety
     /// Rule M: this thread merges every rank of `ranks`.
-    pub(super) unsafe fn merge_ahead(&self, ranks: &[u32], sent: &mut Vec<Transfer>, crossing: &mut Vec<Crossing>) {
+    pub(super) unsafe fn merge_in_order(&self, ranks: &[u32], sent: &mut Vec<Transfer>, crossing: &mut Vec<Crossing>) {
+        if !self.asks_ahead() {
+            // SAFETY: the caller's.
+            ranks.iter().for_each(|&rank| unsafe { self.merge(rank, sent, crossing) });
+            return;
+        }
         let parts = (&self.two_sided, &self.lanes);
         // The lanes at the other ends of the queue sides rank `rank` touched.
         let woken = |rank: u32| {

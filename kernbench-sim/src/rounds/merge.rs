@@ -234,10 +234,11 @@ impl Execution<'_> {
         } else {
             order.sort(transfers, None)
         };
+        let asks_ahead = self.asks_ahead();
         let network = self.network.as_mut().expect("a timed run");
         let transfer = |i: usize| order.get(i).map(|&index| &transfers[index as u32 as usize]);
         for (i, t) in order.iter().map(|&index| &transfers[index as u32 as usize]).enumerate() {
-            if order.len() >= Ahead::ROUND {
+            if asks_ahead {
                 // Asks ahead for what placing the transfers a few on will read, a step further the
                 // nearer they are: the transfer, its route's place and its message, its route, its
                 // channels.

@@ -141,6 +141,7 @@ impl<'p> Execution<'p> {
         // that asks for parallel rounds of a few PEs gets them.
         let min_job = parallel_min_ready.clamp(1, 64);
         let one_lane_each = self.lanes.tasks.one_lane_each();
+        let asks_ahead = self.asks_ahead();
         loop {
             ready.drain_into(&mut round);
             // A process of a spread run with nothing to poll still takes part in the round's hand-over:
@@ -151,7 +152,7 @@ impl<'p> Execution<'p> {
             let woken = round.len() as u64;
             in_task_order(&mut round, &mut by_task);
             ahead.clear();
-            if round.len() >= Ahead::ROUND {
+            if asks_ahead {
                 ahead.extend(round.iter().flatten().map(|r| self.ahead(r)));
             }
             let tasks = &self.lanes.tasks;
@@ -249,7 +250,7 @@ impl<'p> Execution<'p> {
                         .fold(
                             || (Vec::new(), Vec::new()),
                             |mut part, ranks| {
-                                unsafe { self.merge_ahead(ranks, &mut part.0, &mut part.1) };
+                                unsafe { self.merge_in_order(ranks, &mut part.0, &mut part.1) };
                                 part
                             },
                         )
@@ -260,10 +261,7 @@ impl<'p> Execution<'p> {
                     crossing.append(&mut crossed);
                 }
             }
-            None if polled.len() < Ahead::ROUND => {
-                polled.iter().for_each(|&rank| unsafe { self.merge(rank, sent, crossing) });
-            }
-            None => unsafe { self.merge_ahead(polled, sent, crossing) },
+            None => unsafe { self.merge_in_order(polled, sent, crossing) },
         }
     }
 
