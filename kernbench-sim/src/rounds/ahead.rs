@@ -17,13 +17,15 @@ use crate::two_sided::{Crossing, side_owner};
 #[derive(Clone, Copy)]
 pub(super) struct Ahead {
     pub(super) task: u32,
-    /// The queue it waits on, if any: what woke it, so what it reads first.
-    queue: Option<u32>,
+    /// The queue it waits on ([`Ahead::NO_QUEUE`] if none): what woke it, so what it reads first. Not
+    /// an `Option`, which would make an entry three words: a round can wake a million tasks.
+    queue: u32,
     /// The address of the task's metadata, in its header.
     head: usize,
 }
 
 impl Ahead {
+    const NO_QUEUE: u32 = u32::MAX;
     /// How many tasks or PEs ahead of its own turn one's state is asked for: enough for several misses
     /// to be in flight while the turns between run, few enough that what comes is still in cache.
     pub(super) const DISTANCE: usize = 8;
@@ -72,12 +74,16 @@ impl Execution<'_> {
         self.results.len() >= Ahead::TASKS
     }
 
-    /// What the polls before `runnable`'s see of it (rule B: between rounds).
-    pub(super) fn ahead(&mut self, runnable: &Runnable<u32>) -> Ahead {
+    /// What the polls before `runnable`'s see of it.
+    ///
+    /// # Safety
+    /// Rule B: between rounds, when no thread writes a wait.
+    pub(super) unsafe fn ahead(&self, runnable: &Runnable<u32>) -> Ahead {
         let task = runnable.metadata();
-        let queue = match self.lanes.parked.get(*task as usize).wait {
-            Wait::Send(q) | Wait::Recv(q) => Some(q),
-            _ => None,
+        // SAFETY: the caller's.
+        let queue = match unsafe { self.lanes.parked.get_ref(*task as usize) }.wait {
+            Wait::Send(q) | Wait::Recv(q) => q,
+            _ => Ahead::NO_QUEUE,
         };
         Ahead { task: *task, queue, head: std::ptr::from_ref(task) as usize }
     }
@@ -87,8 +93,8 @@ impl Execution<'_> {
     /// which only one-sided operations read).
     #[inline]
     pub(super) fn ask(&self, &Ahead { task, queue, head }: &Ahead) {
-        if let Some(q) = queue {
-            self.two_sided.queues.prefetch(q as usize);
+        if queue != Ahead::NO_QUEUE {
+            self.two_sided.queues.prefetch(queue as usize);
         }
         let (before, bytes) = Ahead::TASK;
         prefetch(head.wrapping_sub(before) as *const u8, bytes);
@@ -156,7 +162,12 @@ impl Execution<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::Frame;
+    use super::{Ahead, Frame};
+
+    #[test]
+    fn what_the_polls_ahead_keep_of_a_task_is_two_words() {
+        assert_eq!(size_of::<Ahead>(), 16);
+    }
 
     #[test]
     fn a_frame_keeps_its_address_and_whole_lines_in_one_word() {

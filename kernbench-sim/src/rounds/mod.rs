@@ -153,7 +153,13 @@ impl<'p> Execution<'p> {
             in_task_order(&mut round, &mut by_task);
             ahead.clear();
             if asks_ahead {
-                ahead.extend(round.iter().flatten().map(|r| self.ahead(r)));
+                let this = &*self;
+                // SAFETY: rule B: between rounds nothing writes a wait.
+                let of = |r: &Runnable<u32>| unsafe { this.ahead(r) };
+                match pool.filter(|_| round.len() >= parallel_min_ready) {
+                    Some(pool) => pool.install(|| ahead.par_extend(round.par_iter().flatten().map(of))),
+                    None => ahead.extend(round.iter().flatten().map(of)),
+                }
             }
             let tasks = &self.lanes.tasks;
             let rank_of = |r: &Option<Runnable<u32>>| r.as_ref().map(|r| tasks.rank(*r.metadata()));
