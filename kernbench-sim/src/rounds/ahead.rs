@@ -16,7 +16,7 @@ use crate::two_sided::{Crossing, side_owner};
 /// another's runnable): its number, the queue it waits on, where its task lives.
 #[derive(Clone, Copy)]
 pub(super) struct Ahead {
-    pub(super) task: u32,
+    task: u32,
     /// The queue it waits on ([`Ahead::NO_QUEUE`] if none): what woke it, so what it reads first. Not
     /// an `Option`, which would make an entry three words: a round can wake a million tasks.
     queue: u32,
