@@ -384,6 +384,14 @@ fn a_thousand_pe_run_is_identical_on_one_thread_and_two() {
     assert_eq!(hierarchical_rank_sum(&system, F32, 1), hierarchical_rank_sum(&system, F32, 2));
 }
 
+/// 16,384 PEs: a run large enough that its rounds ask the CPU ahead for what the polls, merges and
+/// placements a few PEs on will read (a hint that must change nothing).
+#[test]
+fn a_run_large_enough_to_ask_ahead_is_right_and_identical_on_one_thread_and_two() {
+    let system = System::shape(16, 4, 4, 64).unwrap();
+    assert_eq!(hierarchical_rank_sum(&system, I64, 1), hierarchical_rank_sum(&system, I64, 2));
+}
+
 #[test]
 fn a_hundred_thousand_threads_are_refused_quickly_before_any_is_started() {
     let system = sixteen_pes();
