@@ -445,7 +445,7 @@ impl Queues {
     /// The caller excludes every other access to the slot (rule B).
     #[allow(clippy::mut_from_ref)]
     pub(crate) unsafe fn message_mut(&self, q: usize, position: u64) -> Option<&mut Message> {
-        let slot = self.place(q)? * self.depth + (position % self.depth as u64) as usize;
+        let slot = self.slot(q, position)?;
         // SAFETY: the caller excludes every other access.
         match unsafe { &mut *self.slots[slot].get() } {
             Slot::Full(message) => Some(message),
@@ -467,10 +467,14 @@ impl Queues {
     /// [`Queues::message_mut`]), if this process holds the queue.
     #[inline]
     pub(crate) fn prefetch_message(&self, q: usize, position: u64) {
-        if let Some(i) = self.place(q) {
-            let slot = i * self.depth + (position % self.depth as u64) as usize;
+        if let Some(slot) = self.slot(q, position) {
             prefetch(self.slots.as_ptr().wrapping_add(slot).cast(), size_of::<Slot>());
         }
+    }
+
+    /// Where in the slab the message at `position` of queue `q` is, if this process holds the queue.
+    fn slot(&self, q: usize, position: u64) -> Option<usize> {
+        Some(self.place(q)? * self.depth + (position % self.depth as u64) as usize)
     }
 
     /// Queue `q`, if this process holds it.
