@@ -8,6 +8,7 @@ use crate::error::{BlockedPe, DeadlockReport, Leftover, RunError, SignalWait, Un
 use crate::lanes::Wait;
 use crate::rounds::Execution;
 use crate::spread::in_run_order;
+use crate::two_sided::queue::Side;
 
 impl Execution<'_> {
     /// Why the run is stuck with `finished` lanes done: every blocked lane of every process, and every
@@ -39,19 +40,22 @@ impl Execution<'_> {
                 signal: None,
                 waits_for: None,
             };
-            let pes = self.lanes.tasks.pes();
+            let (pes, channels) = (self.lanes.tasks.pes(), self.lanes.tasks.channels());
             let entry = match self.lanes.parked.get(task as usize).wait {
                 Wait::Send(q) => {
                     let queue = &mut self.two_sided.queues[q as usize];
                     let peer = pes[queue.receiver as usize];
                     let state = (queue.in_flight(), queue.credits(), queue.depth());
-                    waiting(Op::Send, Some(queue.send_dir), Some(peer), queue.channel as usize, state)
+                    let (direction, channel) = self.two_sided.pes.get(rank as usize).end_of(q, Side::Sender, channels);
+                    waiting(Op::Send, Some(direction), Some(peer), channel, state)
                 }
                 Wait::Recv(q) => {
                     let queue = &mut self.two_sided.queues[q as usize];
                     let peer = pes[queue.sender as usize];
                     let state = (queue.visible(), queue.credits(), queue.depth());
-                    waiting(Op::Recv, Some(queue.recv_dir), Some(peer), queue.channel as usize, state)
+                    let (direction, channel) =
+                        self.two_sided.pes.get(rank as usize).end_of(q, Side::Receiver, channels);
+                    waiting(Op::Recv, Some(direction), Some(peer), channel, state)
                 }
                 Wait::Barrier | Wait::Released => {
                     let label = self.two_sided.barriers.label_of(task);
@@ -88,19 +92,19 @@ impl Execution<'_> {
             blocked.push((u64::from(task), entry));
         }
         let tasks = &self.lanes.tasks;
-        let unreceived = self
-            .two_sided
-            .queues
-            .iter_mut()
-            .filter(|(_, q)| tasks.holds(q.receiver))
-            .flat_map(|(i, q)| {
-                let (receiver, direction, sender) = (tasks.pe(q.receiver), q.recv_dir, tasks.pe(q.sender));
-                let channel = q.channel as usize;
-                q.unreceived().into_iter().map(move |(dtype, len, generation)| {
-                    (i as u64, Unreceived { receiver, direction, channel, sender, dtype, len, generation })
-                })
-            })
-            .collect();
+        let mut unreceived = Vec::new();
+        for (i, q) in self.two_sided.queues.iter_mut().filter(|(_, q)| tasks.holds(q.receiver)) {
+            let (receiver, sender, messages) = (q.receiver, tasks.pe(q.sender), q.unreceived());
+            if messages.is_empty() {
+                continue;
+            }
+            let links = self.two_sided.pes.get(receiver as usize);
+            let (direction, channel) = links.end_of(i as u32, Side::Receiver, tasks.channels());
+            let receiver = tasks.pe(receiver);
+            unreceived.extend(messages.into_iter().map(|(dtype, len, generation)| {
+                (i as u64, Unreceived { receiver, direction, channel, sender, dtype, len, generation })
+            }));
+        }
         let spread = self.spread.as_ref();
         let (blocked, unreceived) = (in_run_order(spread, blocked)?, in_run_order(spread, unreceived)?);
         Ok(DeadlockReport { blocked, finished, total, unreceived })
@@ -115,23 +119,17 @@ impl Execution<'_> {
     pub(crate) fn check_leftovers(&mut self) -> Result<(), RunError> {
         let tasks = &self.lanes.tasks;
         // In a spread run, the receiver's process counts a queue's messages.
-        let left: Vec<(u64, Leftover)> = self
-            .two_sided
-            .queues
-            .iter_mut()
-            .filter(|(_, q)| tasks.holds(q.receiver))
-            .filter_map(|(i, q)| {
-                let messages = q.in_flight();
-                let leftover = Leftover {
-                    receiver: tasks.pe(q.receiver),
-                    direction: q.recv_dir,
-                    channel: q.channel as usize,
-                    sender: tasks.pe(q.sender),
-                    messages,
-                };
-                (messages > 0).then_some((i as u64, leftover))
-            })
-            .collect();
+        let mut left = Vec::new();
+        for (i, q) in self.two_sided.queues.iter_mut().filter(|(_, q)| tasks.holds(q.receiver)) {
+            let messages = q.in_flight();
+            if messages == 0 {
+                continue;
+            }
+            let (receiver, sender) = (q.receiver, tasks.pe(q.sender));
+            let links = self.two_sided.pes.get(receiver as usize);
+            let (direction, channel) = links.end_of(i as u32, Side::Receiver, tasks.channels());
+            left.push((i as u64, Leftover { receiver: tasks.pe(receiver), direction, channel, sender, messages }));
+        }
         let left = in_run_order(self.spread.as_ref(), left)?;
         if !left.is_empty() {
             return Err(RunError::LeftoverMessages(left));

@@ -152,11 +152,12 @@ impl Execution<'_> {
     /// the order `order` comes in).
     fn fair_order(&mut self, transfers: &[Transfer], order: &mut [PlaceKey]) {
         let Some(network) = &self.network else { return };
-        let (tasks, queues) = (&self.lanes.tasks, &self.two_sided.queues);
+        let tasks = &self.lanes.tasks;
         let mut tagged: Vec<(u64, PlaceKey)> = Vec::with_capacity(order.len());
         for &key in order.iter() {
             let t = &transfers[key.2 as usize];
-            let call = queues.get(t.queue as usize).map_or(0, |q| tasks.call_of_channel(q.channel));
+            // An edge's channels are consecutive queues from a multiple of the channel count.
+            let call = tasks.call_of_channel(t.queue % tasks.channels());
             let tag = match network.first_channel(t.queue) {
                 Some((channel, ns_per_byte)) => {
                     let last = self.fair_tags.entry((call, channel)).or_insert(f64::NEG_INFINITY);

@@ -48,14 +48,14 @@ pub(crate) fn install(
         for (i, entry) in install.neighbors.iter().enumerate() {
             let Some(peer) = by_peer.rank(entry.peer) else { continue };
             let back = by_peer.to(peer, install.pe).find(|&(d, _)| entry.direction.pairs_with(d));
-            let Some((recv_dir, back)) = back else { continue };
+            let Some((_, back)) = back else { continue };
             let first = routes.len() as u32;
             let ends = (rank as u32, peer as u32);
             let keep = holds(rank) || holds(peer);
             for channel in 0..channels as u32 {
                 if keep {
                     numbers.push(routes.len() as u32);
-                    queues.push(Queue::new(ends, (entry.direction, recv_dir), channel));
+                    queues.push(Queue::new(ends));
                 }
                 routes.push((ends.0, ends.1, channel));
             }
@@ -71,8 +71,9 @@ pub(crate) fn install(
     for links in &mut links {
         links.ports.sort_unstable_by_key(|p| p.key);
     }
+    let shape = (depth, channels);
     let queues =
-        if numbers.len() == routes.len() { Queues::all(queues, depth) } else { Queues::some(queues, numbers, depth) };
+        if numbers.len() == routes.len() { Queues::all(queues, shape) } else { Queues::some(queues, numbers, shape) };
     Installed { queues, routes, links }
 }
 

@@ -82,6 +82,17 @@ impl PeLinks {
         }
     }
 
+    /// The direction queue `q` leaves this PE by (when `side` is [`Side::Sender`]) or reaches it by,
+    /// and its channel, read off the ports: a queue keeps neither, for a million-PE run's queues are
+    /// millions. An edge's `channels` queues are consecutive from a multiple of `channels`, channel
+    /// 0's being its ports'.
+    pub(crate) fn end_of(&self, q: u32, side: Side, channels: u32) -> (Direction, usize) {
+        let (channel, first) = (q % channels, q - q % channels);
+        let mut ports = self.ports.iter();
+        let port = ports.find(|p| if side == Side::Sender { p.out_queue } else { p.in_queue } == first);
+        (port.expect("a queue's PEs have a port for it").direction(), channel as usize)
+    }
+
     #[inline]
     fn touch(&mut self, queue: u32, side: Side) {
         if self.touched.last() != Some(&(queue, side)) {

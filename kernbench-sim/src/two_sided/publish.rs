@@ -90,6 +90,6 @@ pub(crate) unsafe fn side_owner((run, lanes): (&TwoSided, &Lanes<'_>), q: u32, s
     // With one channel every PE runs one lane, which owns every side it uses (and does not record it).
     // SAFETY: the caller guarantees owners are not being written.
     let tasks = &lanes.tasks;
-    let lane = if tasks.channels() == 1 { Some(0) } else { unsafe { queue.owner_lane(side) } }?;
+    let lane = if tasks.channels() == 1 { Some(0) } else { unsafe { run.queues.owner_lane(q as usize, side) } }?;
     Some(tasks.task(pe, lane) as usize)
 }

@@ -17,7 +17,7 @@ use std::cell::UnsafeCell;
 use std::num::NonZeroU64;
 use std::ptr::NonNull;
 
-use kernbench_core::{Direction, Dtype, Tile};
+use kernbench_core::{Dtype, Tile};
 use rayon::prelude::*;
 
 use crate::protocol::prefetch;
@@ -70,69 +70,55 @@ impl Slot {
     }
 }
 
-/// One channel of a directed neighbour edge.
+/// One channel of a directed neighbour edge: one cache line of what its sends and receives touch
+/// (a million-PE run's polls and merges miss on their queues one after another). What only a failure
+/// or a run of several lanes reads is elsewhere: its directions and channel in its PEs' ports
+/// ([`super::TwoSided::end_of`]), its sides' owners in [`Queues`].
+#[repr(align(64))]
 pub(crate) struct Queue {
     pub(crate) sender: u32,
     pub(crate) receiver: u32,
-    pub(crate) send_dir: Direction,
-    pub(crate) recv_dir: Direction,
-    pub(crate) channel: u32,
-    /// The lane of the sender that owns the sending side ([`Queue::UNOWNED`] until one sends).
-    sender_lane: UnsafeCell<u32>,
-    /// The lane of the receiver that owns the receiving side.
-    receiver_lane: UnsafeCell<u32>,
-    tail: UnsafeCell<u64>,
+    /// Its slots (at most [`kernbench_core::System::MAX_IPCQ_DEPTH`]).
+    depth: u32,
     /// `tail % depth`, kept as it advances: no division on the hot path.
-    tail_slot: UnsafeCell<u32>,
-    head: UnsafeCell<u64>,
+    tail_slot: UnsafeCell<u16>,
     /// `head % depth`.
-    head_slot: UnsafeCell<u32>,
+    head_slot: UnsafeCell<u16>,
+    tail: UnsafeCell<u64>,
+    head: UnsafeCell<u64>,
     published_tail: UnsafeCell<u64>,
     published_head: UnsafeCell<u64>,
     /// The slots: `depth` of them from here, in the slab of its [`Queues`], which outlives it and never
     /// moves them. One slab for all the queues, not a list each: a million-PE run has millions.
     slots: NonNull<UnsafeCell<Slot>>,
-    depth: u32,
     /// How long a credit takes to get back to the sender: its route's latency (0 untimed). Here, not
     /// in a list by queue number, which a spread run's every process would hold whole.
     pub(crate) credit_latency_ns: f64,
 }
 
-// SAFETY: rules P and M of the round protocol, as the module docs apply them. During a round, `tail`, `sender_lane` and the slots being written
-// belong to the sender's thread, `head`, `receiver_lane` and the slots being read to the receiver's
-// thread, and the published values are only read; between rounds each published value is written by
-// the one thread merging its owner, and the lanes are only read.
+// SAFETY: rules P and M of the round protocol, as the module docs apply them. During a round, `tail`
+// and the slots being written belong to the sender's thread, `head` and the slots being read to the
+// receiver's thread, and the published values are only read; between rounds each published value is
+// written by the one thread merging its owner.
 unsafe impl Sync for Queue {}
 // SAFETY: its slots pointer reaches only its own slots, in the slab its `Queues` owns and moves with
 // it; nothing else holds them.
 unsafe impl Send for Queue {}
 
 impl Queue {
-    /// A lane number no lane has: a side no lane has used yet.
-    pub(crate) const UNOWNED: u32 = u32::MAX;
-
     /// A queue without slots yet: [`Queues`] gives each its own.
-    pub(crate) fn new(
-        (sender, receiver): (u32, u32),
-        (send_dir, recv_dir): (Direction, Direction),
-        channel: u32,
-    ) -> Queue {
+    pub(crate) fn new((sender, receiver): (u32, u32)) -> Queue {
         Queue {
             sender,
             receiver,
-            send_dir,
-            recv_dir,
-            channel,
-            sender_lane: UnsafeCell::new(Queue::UNOWNED),
-            receiver_lane: UnsafeCell::new(Queue::UNOWNED),
-            tail: UnsafeCell::new(0),
+            depth: 0,
             tail_slot: UnsafeCell::new(0),
-            head: UnsafeCell::new(0),
             head_slot: UnsafeCell::new(0),
+            tail: UnsafeCell::new(0),
+            head: UnsafeCell::new(0),
             published_tail: UnsafeCell::new(0),
             published_head: UnsafeCell::new(0),
             slots: NonNull::dangling(),
-            depth: 0,
             credit_latency_ns: 0.0,
         }
     }
@@ -151,26 +137,6 @@ impl Queue {
         self.slot((position % self.depth()) as usize)
     }
 
-    /// The lane that owns `side` of the queue, to claim or compare.
-    ///
-    /// # Safety
-    /// Only that side's thread, in the poll phase.
-    #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn owner(&self, side: Side) -> &mut u32 {
-        // SAFETY: the caller is the side's thread in the poll phase, the only one that touches it then.
-        unsafe { &mut *(if side == Side::Sender { &self.sender_lane } else { &self.receiver_lane }).get() }
-    }
-
-    /// The lane that owns `side`, if one has used it.
-    ///
-    /// # Safety
-    /// Only in the merge phase (or between rounds), when no thread writes it.
-    pub(crate) unsafe fn owner_lane(&self, side: Side) -> Option<u32> {
-        // SAFETY: the caller is in the merge phase: owners are written only while polling.
-        let lane = unsafe { *(if side == Side::Sender { &self.sender_lane } else { &self.receiver_lane }).get() };
-        (lane != Queue::UNOWNED).then_some(lane)
-    }
-
     /// Sender side: when a credit is free, pushes the message `make` builds from the time that credit
     /// reached the sender; `false` when there is none.
     ///
@@ -187,7 +153,7 @@ impl Queue {
         // slots the receiver touches.
         let (slot_index, slot) = unsafe {
             let index = &mut *self.tail_slot.get();
-            let slot = &mut *self.slot(*index as usize).get();
+            let slot = &mut *self.slot(usize::from(*index)).get();
             (index, slot)
         };
         // Below `depth` in flight, the slot at `tail` is free.
@@ -209,7 +175,7 @@ impl Queue {
             if *self.head.get() == *self.published_tail.get() {
                 return None;
             }
-            (*self.slot(*self.head_slot.get() as usize).get()).message()
+            (*self.slot(usize::from(*self.head_slot.get())).get()).message()
         }
     }
 
@@ -244,7 +210,7 @@ impl Queue {
                 return None;
             }
             let index = &mut *self.head_slot.get();
-            let slot = &mut *self.slot(*index as usize).get();
+            let slot = &mut *self.slot(usize::from(*index)).get();
             *head += 1;
             *index = self.next_slot(*index);
             match std::mem::replace(slot, Slot::Free { credit_at_ns }) {
@@ -254,8 +220,10 @@ impl Queue {
         }
     }
 
-    fn next_slot(&self, index: u32) -> u32 {
-        if index + 1 == self.depth { 0 } else { index + 1 }
+    /// The slot after `index`: below `depth`, which is at most 2^16, so it fits.
+    fn next_slot(&self, index: u16) -> u16 {
+        let next = u32::from(index) + 1;
+        if next == self.depth { 0 } else { next as u16 }
     }
 
     /// The message at position `position` (a count of messages pushed before it).
@@ -339,7 +307,7 @@ impl Queue {
         unsafe { *self.slot_of(position).get() = Slot::Free { credit_at_ns } };
         let head = (*self.head.get_mut()).max(position + 1);
         (*self.head.get_mut(), *self.published_head.get_mut()) = (head, head);
-        *self.head_slot.get_mut() = (head % self.depth()) as u32;
+        *self.head_slot.get_mut() = (head % self.depth()) as u16;
     }
 
     /// Messages sent and not yet received.
@@ -386,6 +354,10 @@ pub(crate) struct Queues {
     slots: Vec<UnsafeCell<Slot>>,
     /// Every queue's depth.
     depth: usize,
+    /// The lanes that own each held queue's sending and receiving side ([`Queues::UNOWNED`] until
+    /// one uses it), in the queues' order: only when PEs run several lanes (one lane owns every side
+    /// it uses, and a large run keeps no word for it).
+    owners: Vec<[UnsafeCell<u32>; 2]>,
 }
 
 // SAFETY: the slab's slots are reached only through their queues, under the rules `Queue` is `Sync`
@@ -393,22 +365,25 @@ pub(crate) struct Queues {
 unsafe impl Sync for Queues {}
 
 impl Queues {
-    /// Every queue, numbered by place, with `depth` slots each.
-    pub(crate) fn all(queues: Vec<Queue>, depth: usize) -> Queues {
-        Queues::with_slots(queues, None, depth)
+    /// A lane number no lane has: a side no lane has used yet.
+    pub(crate) const UNOWNED: u32 = u32::MAX;
+
+    /// Every queue, numbered by place, with `depth` slots each, for PEs that run up to `lanes` lanes.
+    pub(crate) fn all(queues: Vec<Queue>, (depth, lanes): (usize, usize)) -> Queues {
+        Queues::with_slots(queues, None, (depth, lanes))
     }
 
-    /// The queues numbered `numbers` (ascending), in that order, with `depth` slots each.
-    pub(crate) fn some(queues: Vec<Queue>, numbers: Vec<u32>, depth: usize) -> Queues {
-        Queues::with_slots(queues, Some(numbers), depth)
+    /// The queues numbered `numbers` (ascending), in that order, as [`Queues::all`] makes them.
+    pub(crate) fn some(queues: Vec<Queue>, numbers: Vec<u32>, (depth, lanes): (usize, usize)) -> Queues {
+        Queues::with_slots(queues, Some(numbers), (depth, lanes))
     }
 
     /// None at all: what a run holds once its queues are no longer needed.
     pub(crate) fn none() -> Queues {
-        Queues::all(Vec::new(), 0)
+        Queues::all(Vec::new(), (0, 1))
     }
 
-    fn with_slots(mut queues: Vec<Queue>, numbers: Option<Vec<u32>>, depth: usize) -> Queues {
+    fn with_slots(mut queues: Vec<Queue>, numbers: Option<Vec<u32>>, (depth, lanes): (usize, usize)) -> Queues {
         let free = |_| UnsafeCell::new(Slot::Free { credit_at_ns: 0.0 });
         let count = queues.len() * depth;
         // The set-up's largest write (a million PEs' slots fault in a third of a gigabyte): on a pool's
@@ -418,8 +393,9 @@ impl Queues {
         } else {
             (0..count).map(free).collect()
         };
-        // A system's depth is checked far below u32::MAX.
+        // A system's depth is checked to be at most 2^16, so every slot index fits a u16.
         let depth32 = u32::try_from(depth).expect("a queue depth that fits u32");
+        debug_assert!(depth <= kernbench_core::System::MAX_IPCQ_DEPTH);
         for (i, queue) in queues.iter_mut().enumerate() {
             // SAFETY: slot `i * depth` and the `depth - 1` after it are in the slab (of
             // `queues.len() * depth`), which is never grown, so its slots stay put when `Queues`
@@ -427,7 +403,33 @@ impl Queues {
             queue.slots = unsafe { NonNull::new_unchecked(slots.as_ptr().add(i * depth).cast_mut()) };
             queue.depth = depth32;
         }
-        Queues { queues, numbers, slots, depth }
+        let unowned = |_| [UnsafeCell::new(Queues::UNOWNED), UnsafeCell::new(Queues::UNOWNED)];
+        let owners = if lanes > 1 { (0..queues.len()).map(unowned).collect() } else { Vec::new() };
+        Queues { queues, numbers, slots, depth, owners }
+    }
+
+    /// The lane that owns `side` of queue `q`, to claim or compare. Only in runs whose PEs may run
+    /// several lanes.
+    ///
+    /// # Safety
+    /// Only that side's thread, in the poll phase.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn owner(&self, q: usize, side: Side) -> &mut u32 {
+        let owners = &self.owners[self.place(q).expect("a queue with a side in this process")];
+        // SAFETY: the caller is the side's thread in the poll phase, the only one that touches it then.
+        unsafe { &mut *owners[side as usize].get() }
+    }
+
+    /// The lane that owns `side` of queue `q`, if one has used it. Only in runs whose PEs may run
+    /// several lanes.
+    ///
+    /// # Safety
+    /// Only in the merge phase (or between rounds), when no thread writes it.
+    pub(crate) unsafe fn owner_lane(&self, q: usize, side: Side) -> Option<u32> {
+        let owners = &self.owners[self.place(q)?];
+        // SAFETY: the caller is in the merge phase: owners are written only while polling.
+        let lane = unsafe { *owners[side as usize].get() };
+        (lane != Queues::UNOWNED).then_some(lane)
     }
 
     fn place(&self, q: usize) -> Option<usize> {
@@ -502,5 +504,41 @@ impl std::ops::IndexMut<usize> for Queues {
     fn index_mut(&mut self, q: usize) -> &mut Queue {
         let i = self.place(q).expect("a queue with a side in this process");
         &mut self.queues[i]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::num::NonZeroU64;
+
+    use kernbench_core::{Dtype, System, Tile};
+
+    use super::{Message, Queue, Queues};
+
+    #[test]
+    fn a_queue_is_one_cache_line() {
+        assert_eq!((size_of::<Queue>(), align_of::<Queue>()), (64, 64));
+    }
+
+    #[test]
+    fn a_queue_as_deep_as_a_system_may_be_fills_every_slot_and_wraps_to_its_first() {
+        let depth = System::MAX_IPCQ_DEPTH;
+        let queues = Queues::all(vec![Queue::new((0, 1))], (depth, 1));
+        let queue = &queues[0];
+        let message =
+            |n: usize| Message { tile: Tile::without_data(Dtype::F32, n), generation: NonZeroU64::MIN, at_ns: 0.0 };
+        // Twice round: the slot after the last is the first. The test is each side's only thread, and
+        // publishes between its sides' turns as a merge would.
+        for _ in 0..2 {
+            for n in 0..depth {
+                assert!(unsafe { queue.try_push(|_| message(n)) }, "slot {n} of {depth} is free");
+            }
+            assert!(!unsafe { queue.try_push(|_| message(0)) }, "a full queue takes no more");
+            let _ = unsafe { queue.publish_tail() };
+            for n in 0..depth {
+                assert_eq!(unsafe { queue.pop(0.0) }.map(|m| m.tile.len()), Some(n));
+            }
+            let _ = unsafe { queue.publish_head() };
+        }
     }
 }

@@ -5,7 +5,7 @@ use std::task::{Context, Poll};
 
 use kernbench_core::{Direction, Dtype, KernelError, Op, PeId, Tile};
 
-use super::queue::{Message, Queue, Side};
+use super::queue::{Message, Queues, Side};
 use super::{PeLinks, Port, TwoSided};
 use crate::lanes::{LaneCtx, Tasks, Wait};
 use crate::timing::SpanKind;
@@ -61,10 +61,10 @@ impl Endpoint<'_> {
         }
         let q = first + base + channel as u32;
         // SAFETY: rule P: this PE is the side it claims, so only its thread touches that owner.
-        let owner = unsafe { self.run.queues[q as usize].owner(side) };
+        let owner = unsafe { self.run.queues.owner(q as usize, side) };
         match *owner {
             owner if owner == lane => Ok(q),
-            Queue::UNOWNED => {
+            Queues::UNOWNED => {
                 *owner = lane;
                 Ok(q)
             }
