@@ -27,7 +27,7 @@ impl Communicator {
         root: usize,
         generation: Option<u64>,
     ) -> Result<(DistTensor, CallReport), CommError> {
-        let staged = self.stage(prepared, tensor, op, root, generation)?;
+        let mut staged = self.stage(prepared, tensor, op, root, generation)?;
         let Tuned { protocol, lanes } = prepared.tuned;
         let runtime = Runtime::new(&self.system)
             .options(self.options.clone())
@@ -36,7 +36,7 @@ impl Communicator {
             .counts(prepared.counts.clone());
         let exact = self.exact.then_some(prepared.collective);
         let windows = Some(&mut self.windows).filter(|w| !w.registered().is_empty());
-        let (buffers, call) = (staged.buffers(), staged.call);
+        let (buffers, call) = (staged.buffers(!self.options.timing_only), staged.call);
         let (run, exact) =
             runtime.run_then_exact(&prepared.plan, prepared.algorithm.launch(), buffers, (call, windows), exact)?;
         self.finish(prepared, staged, tensor, run, exact.transpose()?)
@@ -82,7 +82,8 @@ impl Communicator {
             (0..n).map(|rank| starting_output(&facts, &inputs[rank], rank, n)).collect()
         });
         let generation = self.take_generation(generation)?;
-        Ok(Staged { facts, inputs, before, call: Call { op, root, generation } })
+        let largest_input = inputs.iter().map(Tile::len).max().unwrap_or(0);
+        Ok(Staged { facts, inputs, before, largest_input, call: Call { op, root, generation } })
     }
 
     /// The report of a call `staged` for `prepared` on `tensor` that ran as `run` (with its exact
@@ -100,13 +101,13 @@ impl Communicator {
     ) -> Result<(DistTensor, CallReport), CommError> {
         let PreparedCall { collective, algorithm, reason, plan, .. } = prepared;
         let collective = *collective;
-        let Staged { facts, inputs, before, call: Call { op, generation, .. } } = staged;
+        let Staged { facts, inputs, before, largest_input, call: Call { op, generation, .. } } = staged;
         let timing_only = self.options.timing_only;
         let outputs: Vec<Tile> = run.pes().iter().map(|p| p.output.clone()).collect();
         let element = tensor.dtype().size() as u64;
         // What a rank sends, for the exchanges by counts, whose outputs are as uneven as their counts.
         let sized = if collective.takes_counts() { &outputs[..0] } else { &outputs[..] };
-        let size = inputs.iter().chain(sized).map(|t| t.len() as u64 * element).max().unwrap_or(0);
+        let size = sized.iter().map(Tile::len).fold(largest_input, usize::max) as u64 * element;
         let postcondition = if timing_only {
             Postcondition::held()
         } else {
@@ -145,15 +146,25 @@ impl Communicator {
 /// A call made ready to run ([`Communicator::stage`]).
 pub(super) struct Staged {
     facts: CallFacts,
+    /// Its inputs, per participant in rank order, while they are needed: to check the outputs against.
     inputs: Vec<Tile>,
-    /// Its outputs as they start.
+    /// Its outputs as they start, as long as its inputs are kept.
     before: Vec<Tile>,
+    /// The most elements a rank's input holds.
+    largest_input: usize,
     pub(super) call: Call,
 }
 
 impl Staged {
-    /// Its buffers, per participant in rank order.
-    pub(super) fn buffers(&self) -> Vec<PeBuffers> {
-        (self.inputs.iter().zip(&self.before)).map(|(i, o)| PeBuffers { input: i.clone(), output: o.clone() }).collect()
+    /// Its buffers, per participant in rank order: copies of its inputs and starting outputs when the
+    /// outputs will be checked against them (`checked`), else the lists themselves, which it no longer
+    /// holds (a timing-only call of a million PEs would hold two tiles a rank more through its run).
+    pub(super) fn buffers(&mut self, checked: bool) -> Vec<PeBuffers> {
+        let pair = |(input, output)| PeBuffers { input, output };
+        if checked {
+            (self.inputs.iter().cloned().zip(self.before.iter().cloned())).map(pair).collect()
+        } else {
+            (std::mem::take(&mut self.inputs).into_iter().zip(std::mem::take(&mut self.before))).map(pair).collect()
+        }
     }
 }

@@ -93,10 +93,11 @@ impl Communicator {
             .options(self.options.clone())
             .protocol(first.tuned.protocol)
             .max_lanes(first.tuned.lanes);
-        let parts = (calls.iter().zip(&prepared).zip(&staged))
+        let checked = !self.options.timing_only;
+        let parts = (calls.iter().zip(&prepared).zip(&mut staged))
             .map(|((call, p), s)| Together {
                 kernel: p.algorithm.launch(),
-                buffers: s.buffers(),
+                buffers: s.buffers(checked),
                 call: s.call,
                 start_ns: call.start_ns,
             })
