@@ -12,7 +12,7 @@ use std::task::{Context, Waker};
 
 use kernbench_core::atomic::Cmp;
 use kernbench_core::tl;
-use kernbench_core::{Direction, KernelError, Op, PeId, Tile, WatchdogBudget};
+use kernbench_core::{Direction, Dtype, KernelError, Op, PeId, Tile, WatchdogBudget};
 use serde::{Deserialize, Serialize};
 
 use crate::error::RunError;
@@ -265,7 +265,6 @@ pub(crate) struct PeCore {
     pub(crate) pe: PeId,
     pub(crate) input: Tile,
     pub(crate) output: Tile,
-    pub(crate) scratch: Tile,
     /// What few PEs have, in one box made when the first of it is: a million PEs would each hold the
     /// room of all of it.
     pub(crate) rare: Option<Box<PeRare>>,
@@ -275,6 +274,11 @@ impl PeCore {
     /// What few PEs have, made on first use.
     pub(crate) fn rare(&mut self) -> &mut PeRare {
         self.rare.get_or_insert_default()
+    }
+
+    /// Its scratch buffer: empty until the kernel stores one (few kernels do).
+    pub(crate) fn scratch(&mut self) -> &mut Tile {
+        self.rare().scratch.get_or_insert_with(|| Tile::zeros(Dtype::F32, 0))
     }
 
     /// What the kernel recorded with `tl.note`, taken out of the PE.
@@ -300,9 +304,13 @@ pub(crate) struct PeRare {
     /// In a run of several calls together, the input, output and scratch of every call after the
     /// first (whose are the PE's own).
     pub(crate) later_calls: Vec<[Tile; 3]>,
+    /// The first call's scratch buffer, once a kernel uses one ([`PeCore::scratch`]).
+    pub(crate) scratch: Option<Tile>,
 }
 
-/// One lane of a PE: a coroutine with its own clock, phase, figures and watchdog count.
+/// One lane of a PE: a coroutine with its own clock, phase, figures and watchdog count. Three whole
+/// cache lines, which every poll of the lane reads (a million-PE run misses on each in turn).
+#[repr(align(64))]
 pub(crate) struct LaneState {
     /// Its index in its PE.
     pub(crate) lane: u32,
@@ -313,22 +321,69 @@ pub(crate) struct LaneState {
     pub(crate) generation: u64,
     /// Its simulated time.
     pub(crate) clock: Clock,
-    /// Why its kernel stopped, when it failed or panicked in the current round (boxed: a million
-    /// lanes that do not fail would each hold an error's room).
-    pub(crate) failure: Option<Box<RunError>>,
     /// What the watchdog counts.
     pub(crate) watch: Watch,
-    /// Its place in the happens-before order, once it has one (under the race detector: made when the
-    /// lane first touches symmetric memory or hears of a lane that did).
-    pub(crate) sync: Option<Box<LaneSync>>,
     /// When the last of its puts lands (a quiet and a barrier wait for it).
     pub(crate) landed_ns: f64,
+    /// What few lanes have, in one box made when the first of it is: a million lanes would each
+    /// hold the room of all of it.
+    rare: Option<Box<LaneRare>>,
+}
+
+/// What a lane has only in some runs: [`LaneState`]'s rare part.
+#[derive(Default)]
+struct LaneRare {
+    /// Why its kernel stopped, when it failed or panicked in the current round.
+    failure: Option<RunError>,
+    /// Its place in the happens-before order, once it has one (under the race detector: made when the
+    /// lane first touches symmetric memory or hears of a lane that did).
+    sync: Option<LaneSync>,
 }
 
 impl LaneState {
+    /// A lane that has not run: lane `lane` of its PE, in call `call`, its clock `clock`, its
+    /// watchdog's loop budget `loops`.
+    pub(crate) fn new(lane: u32, call: u32, generation: u64, clock: Clock, loops: u64) -> LaneState {
+        LaneState {
+            lane,
+            call,
+            figures: PeFigures::default(),
+            generation,
+            clock,
+            watch: Watch { loops_left: loops, steps: 0, last: None },
+            landed_ns: 0.0,
+            rare: None,
+        }
+    }
+
     /// Its place in the happens-before order, made on first use (its task is `task`).
     pub(crate) fn sync(&mut self, task: u32) -> &mut LaneSync {
-        self.sync.get_or_insert_with(|| Box::new(LaneSync::new(task)))
+        self.rare.get_or_insert_default().sync.get_or_insert_with(|| LaneSync::new(task))
+    }
+
+    /// Its place in the happens-before order, if it has one.
+    pub(crate) fn sync_mut(&mut self) -> Option<&mut LaneSync> {
+        self.rare.as_mut()?.sync.as_mut()
+    }
+
+    /// Its place in the happens-before order, if it has one.
+    pub(crate) fn sync_ref(&self) -> Option<&LaneSync> {
+        self.rare.as_ref()?.sync.as_ref()
+    }
+
+    /// Gives it its place in the happens-before order.
+    pub(crate) fn set_sync(&mut self, sync: LaneSync) {
+        self.rare.get_or_insert_default().sync = Some(sync);
+    }
+
+    /// Records why its kernel stopped this round.
+    pub(crate) fn fail(&mut self, failure: RunError) {
+        self.rare.get_or_insert_default().failure = Some(failure);
+    }
+
+    /// Why its kernel stopped, taken out of the lane.
+    pub(crate) fn take_failure(&mut self) -> Option<RunError> {
+        self.rare.as_mut()?.failure.take()
     }
 }
 
@@ -561,5 +616,15 @@ impl LaneCtx<'_> {
     /// Its place in the happens-before order, made on first use.
     pub(crate) fn sync(&mut self) -> &mut LaneSync {
         self.lane.sync(self.task)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LaneState;
+
+    #[test]
+    fn a_lanes_state_is_three_whole_cache_lines() {
+        assert_eq!((size_of::<LaneState>(), align_of::<LaneState>()), (192, 64));
     }
 }

@@ -66,7 +66,7 @@ impl Initiator<'_> {
         let (route, back) = self.peer(atomic.peer, op)?;
         let (stamp, clock) = self.atomic_clock(atomic, op);
         // One that fetches nothing completes as a put does: by a quiet, or its target's seeing it.
-        let seq = match (self.ctx.lane.sync.as_mut(), atomic.fetch) {
+        let seq = match (self.ctx.lane.sync_mut(), atomic.fetch) {
             (Some(sync), false) => {
                 sync.all_puts += 1;
                 sync.all_puts

@@ -106,9 +106,9 @@ impl OneSidedRun {
     pub(crate) fn unlanded_put(&mut self, lanes: &mut Lanes<'_>) -> Option<RunError> {
         let puts = std::mem::take(&mut self.puts);
         for put in &puts {
-            let quieted = lanes.states.get(put.task as usize).sync.as_ref().is_some_and(|s| s.quieted >= put.seq);
+            let quieted = lanes.states.get(put.task as usize).sync_ref().is_some_and(|s| s.quieted >= put.seq);
             let mut target_lanes = lanes.tasks.lanes_of(put.to);
-            let seen = target_lanes.any(|task| lanes.states.get(task).sync.as_ref().is_some_and(|s| s.saw(&put.stamp)));
+            let seen = target_lanes.any(|task| lanes.states.get(task).sync_ref().is_some_and(|s| s.saw(&put.stamp)));
             if !(quieted || seen) {
                 return Some(RunError::PutNotLanded {
                     put: access(&lanes.tasks, &put.stamp),

@@ -505,7 +505,7 @@ impl Initiator<'_> {
 
     /// Orders the lane's earlier puts before its later puts and signals.
     pub(crate) fn fence(&mut self) {
-        if let Some(sync) = self.ctx.lane.sync.as_mut() {
+        if let Some(sync) = self.ctx.lane.sync_mut() {
             sync.fence();
         }
     }
@@ -521,7 +521,7 @@ impl Initiator<'_> {
         self.ctx.parked.wait = Wait::None;
         let lane = &mut *self.ctx.lane;
         lane.clock.advance_to(SpanKind::SignalWait, lane.landed_ns, 0, false);
-        if let Some(sync) = lane.sync.as_mut() {
+        if let Some(sync) = lane.sync_mut() {
             sync.quiet();
         }
         Poll::Ready(Ok(()))

@@ -160,7 +160,7 @@ impl Windows {
             self.copies[rank as usize] = windows;
             let mut knew = VClock::default();
             for task in tasks.lanes_of(rank) {
-                if let Some(sync) = &lanes.states.get(task).sync {
+                if let Some(sync) = lanes.states.get(task).sync_ref() {
                     sync.at_end(&mut knew);
                 }
             }

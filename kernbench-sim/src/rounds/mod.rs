@@ -301,8 +301,8 @@ impl<'p> Execution<'p> {
     /// The error `task`'s failed poll left with its lane, naming the lane when its PE runs several (a
     /// failed PE is every lane's).
     fn failure(&mut self, task: u32) -> RunError {
-        let failure = self.lanes.states.get(task as usize).failure.take();
-        match *failure.expect("a failed poll leaves its error with the lane") {
+        let failure = self.lanes.states.get(task as usize).take_failure();
+        match failure.expect("a failed poll leaves its error with the lane") {
             failed @ RunError::PeFailed { .. } => failed,
             error => self.lanes.tasks.in_lane(task, error),
         }

@@ -114,7 +114,7 @@ impl Execution<'_> {
                 }
             }
         };
-        view.ctx.lane.failure = Some(Box::new(failure));
+        view.ctx.lane.fail(failure);
         Polled::Failed
     }
 }

@@ -57,7 +57,7 @@ impl PeView<'_, '_> {
         match buffer {
             Buffer::Input => &mut pe.input,
             Buffer::Output => &mut pe.output,
-            Buffer::Scratch => &mut pe.scratch,
+            Buffer::Scratch => pe.scratch(),
         }
     }
 

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 
 use super::{Call, PeBuffers, RunOptions, Runtime, Together};
 use crate::error::RunError;
-use crate::lanes::{Budget, LaneState, Lanes, Parked, PeCore, PeRare, Tasks, Watch};
+use crate::lanes::{Budget, LaneState, Lanes, Parked, PeCore, PeRare, Tasks};
 use crate::network::Network;
 use crate::one_sided::{OneSidedRun, PeOneSided, Windows};
 use crate::protocol::Cells;
@@ -93,7 +93,8 @@ pub(super) fn run(
         Some(Network::new(system, timing, &carriage, pes, routes.iter().copied(), (|rank| holds(rank as usize), last)))
     };
     let make_lanes = || {
-        // One empty scratch buffer for every PE until a kernel asks for one of its own.
+        // One empty scratch buffer for every later call of a PE until a kernel asks for one of its
+        // own (the first call's is made when used: `PeCore::scratch`).
         let no_scratch = Tile::zeros(Dtype::F32, 0);
         let timed = options.timing.is_some();
         let engines = system.pe_spec().engines;
@@ -117,6 +118,7 @@ pub(super) fn run(
                     .filter(|timing| timing.stragglers.contains_key(&pe))
                     .map(|_| Rates::of(system, timing, &carriage, Some(pe))),
                 later_calls: each.map(|b| [kept(b.input), kept(b.output), no_scratch.clone()]).collect(),
+                scratch: None,
             };
             let needed =
                 rare.compute.is_some() || rare.port.is_some() || rare.rates.is_some() || !rare.later_calls.is_empty();
@@ -124,7 +126,6 @@ pub(super) fn run(
                 pe,
                 input: kept(first.input),
                 output: kept(first.output),
-                scratch: no_scratch.clone(),
                 rare: needed.then(|| Box::new(rare)),
             });
         }
@@ -141,17 +142,8 @@ pub(super) fn run(
                     let (call, ..) = tasks.call_of(rank, lane);
                     let mut clock = Clock::new(system, options.timing.as_ref(), &carriage, pe, options.gpus_per_thread);
                     clock.start_later(starts[call]);
-                    LaneState {
-                        lane,
-                        call: call as u32,
-                        figures: Default::default(),
-                        generation: message_generation(generations[call], 1),
-                        clock,
-                        failure: None,
-                        watch: Watch { loops_left: options.loop_budget, steps: 0, last: None },
-                        sync: None,
-                        landed_ns: 0.0,
-                    }
+                    let generation = message_generation(generations[call], 1);
+                    LaneState::new(lane, call as u32, generation, clock, options.loop_budget)
                 }),
         );
         (cores, states)
@@ -213,7 +205,7 @@ pub(super) fn run(
             let rank = lanes.tasks.rank(task);
             if let (true, Some(knew)) = (lanes.tasks.holds(rank), windows.carried(rank as usize)) {
                 let sync = LaneSync::inheriting(task, Arc::new(knew.clone()));
-                lanes.states.get(task as usize).sync = Some(Box::new(sync));
+                lanes.states.get(task as usize).set_sync(sync);
             }
         }
     }

@@ -227,7 +227,7 @@ impl Endpoint<'_> {
             _ => {
                 // A barrier completes the lane's puts: it releases them with everything else the lane
                 // did, and opens only once they have landed.
-                let clock = match self.ctx.lane.sync.as_mut() {
+                let clock = match self.ctx.lane.sync_mut() {
                     Some(sync) if self.run.detector => {
                         sync.quiet();
                         Some(sync.release())

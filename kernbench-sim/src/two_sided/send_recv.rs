@@ -125,7 +125,7 @@ impl Endpoint<'_> {
             return Poll::Pending;
         }
         // Under the race detector a message from a lane that has a place in the order carries it.
-        if let (true, Some(sync)) = (self.run.detector, self.ctx.lane.sync.as_mut()) {
+        if let (true, Some(sync)) = (self.run.detector, self.ctx.lane.sync_mut()) {
             // SAFETY: as for `try_push`.
             let position = unsafe { queue.pushed() } - 1;
             self.run.orders.carry(q, position, sync.release());
