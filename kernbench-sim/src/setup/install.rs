@@ -64,19 +64,6 @@ pub(super) fn run(
     };
     quiet_kernel_panics();
     let holds = |rank: usize| tasks.holds(rank as u32);
-    let install = || install(system, &plan, (system.ipcq_depth(), tasks.channels() as usize), holds);
-    // On the pool when there is one, so that what can be made in parallel is.
-    let Installed { mut queues, routes, links } = match &pool {
-        Some(pool) => pool.install(install),
-        None => install(),
-    };
-    // Nothing reads the plan from here on: one the run owns is freed before the rounds.
-    drop(plan);
-    // The install's lists, and the plan when it was the run's, were whole in every process of a
-    // spread run: given back before the network model, also whole, takes fresh memory.
-    if let Some(spread) = &spread {
-        spread.release_memory();
-    }
     let generations: Vec<u64> = calls.iter().map(|c| c.call.generation).collect();
     let starts: Vec<f64> = calls.iter().map(|c| c.start_ns).collect();
     let (kernels, calls_buffers): (Vec<Kernel<'_>>, Vec<Vec<PeBuffers>>) =
@@ -85,12 +72,26 @@ pub(super) fn run(
     let cells_of = tasks.cells_of();
     let (by_rank, by_task) = (cells_of.as_ref().map(|c| &c.0), cells_of.as_ref().map(|c| &c.1));
     let carriage = options.carriage(system)?;
-    let make_network = || {
-        let timing = options.timing.as_ref()?;
-        // Each process keeps the figures of its own channels; the last also those of channels a
-        // detour adds.
-        let last = spread.as_ref().is_none_or(|spread| spread.me() as usize + 1 == spread.processes());
-        Some(Network::new(system, timing, &carriage, pes, routes.iter().copied(), (|rank| holds(rank as usize), last)))
+    // The queues and ports, then the network model of their routes; the plan goes in, to be freed
+    // once they are made.
+    let (channels, spread_ref, carriage_ref) = ((system.ipcq_depth(), tasks.channels() as usize), &spread, &carriage);
+    let make_links = move || {
+        let Installed { queues, routes, links } = install(system, &plan, channels, holds);
+        // Nothing reads the plan from here on: one the run owns is freed before the rounds.
+        drop(plan);
+        // The install's lists, and the plan when it was the run's, were whole in every process of a
+        // spread run: given back before the network model, also whole, takes fresh memory.
+        if let Some(spread) = spread_ref {
+            spread.release_memory();
+        }
+        let network = options.timing.as_ref().map(|timing| {
+            // Each process keeps the figures of its own channels; the last also those of channels a
+            // detour adds.
+            let last = spread_ref.as_ref().is_none_or(|spread| spread.me() as usize + 1 == spread.processes());
+            let holds = (|rank| holds(rank as usize), last);
+            Network::new(system, timing, carriage_ref, pes, routes.iter().copied(), holds)
+        });
+        (queues, links, network)
     };
     let make_lanes = || {
         // One empty scratch buffer for every later call of a PE until a kernel asks for one of its
@@ -148,14 +149,14 @@ pub(super) fn run(
         );
         (cores, states)
     };
-    // The network model and the PEs' states are made side by side when there is a pool.
-    let (network, (cores, states)) = match &pool {
-        Some(pool) => pool.install(|| rayon::join(make_network, make_lanes)),
-        None => (make_network(), make_lanes()),
+    // The queues with the network model, and the PEs' states, are made side by side when there is
+    // a pool (the install, a walk of every edge in order, has nothing to share with the states).
+    let ((mut queues, links, network), (cores, states)) = match &pool {
+        Some(pool) => pool.install(|| rayon::join(make_links, make_lanes)),
+        None => (make_links(), make_lanes()),
     };
-    // What only the set-up reads is not held through the rounds (a million PEs' routes and lane
-    // counts are 40 MB).
-    drop((routes, lanes, call_lanes));
+    // What only the set-up reads is not held through the rounds (a million PEs' lane counts).
+    drop((lanes, call_lanes));
     let held = states.len();
     // A race's two sides may be in two processes: a spread run does not look for races.
     let detector = options.race_detector && spread.is_none();
