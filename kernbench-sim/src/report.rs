@@ -18,7 +18,7 @@ use crate::spread::{ReportTo, malformed};
 use crate::timing::{Clock, PeTime, TimeReport};
 use crate::trace::Trace;
 use crate::two_sided::queue::Queues;
-use crate::wire::{Reader, Writer, read_tile, write_tile};
+use crate::wire::{Writer, read_tiles, write_tile};
 
 /// One participating PE at the end of a run.
 #[derive(Clone, Debug, PartialEq)]
@@ -321,20 +321,37 @@ impl<'de> Visitor<'de> for Placing<'_> {
         f.write_str("a list of ranks and their PEs' reports")
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        let from = self.from;
-        while let Some((rank, share)) = seq.next_element::<(u64, PeShare)>()? {
-            let pe = usize::try_from(rank).ok().and_then(|rank| self.pes.get(rank).map(|&pe| (rank, pe)));
-            let placed = pe
-                .ok_or_else(|| RunError::from(ExchangeError::Malformed { from, what: "a PE's rank" }))
-                .and_then(|(rank, pe)| Ok((rank, share.into_report(pe, from)?)));
-            match placed {
-                Ok((rank, report)) => self.whole.place(rank, report),
-                Err(error) => {
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+        // A piece at a time, whose outputs are read together (see [`read_tiles`]).
+        let mut piece: Vec<(u64, PeShare)> = Vec::new();
+        loop {
+            let next = seq.next_element::<(u64, PeShare)>()?;
+            let ended = next.is_none();
+            piece.extend(next);
+            if piece.len() == Shares::PIECE || (ended && !piece.is_empty()) {
+                if let Err(error) = self.place_piece(&mut piece) {
                     *self.failed = Some(error);
                     return Err(A::Error::custom("a PE that cannot be placed"));
                 }
             }
+            if ended {
+                return Ok(());
+            }
+        }
+    }
+}
+
+impl Placing<'_> {
+    /// Places every PE of `piece`, leaving it empty.
+    fn place_piece(&mut self, piece: &mut Vec<(u64, PeShare)>) -> Result<(), RunError> {
+        let from = self.from;
+        let forms: Vec<Vec<u8>> = piece.iter_mut().map(|(_, share)| std::mem::take(&mut share.output)).collect();
+        let outputs = read_tiles(&forms, from)?;
+        drop(forms);
+        for ((rank, share), output) in piece.drain(..).zip(outputs) {
+            let pe = usize::try_from(rank).ok().and_then(|rank| self.pes.get(rank).map(|&pe| (rank, pe)));
+            let (rank, pe) = pe.ok_or(ExchangeError::Malformed { from, what: "a PE's rank" })?;
+            self.whole.place(rank, share.into_report(pe, output));
         }
         Ok(())
     }
@@ -410,11 +427,10 @@ pub(crate) struct PeShare {
 }
 
 impl PeShare {
-    /// The report of PE `pe` from its share, which process `from` sent.
-    pub(crate) fn into_report(self, pe: PeId, from: usize) -> Result<(PeReport, Option<PeTime>), RunError> {
-        let output = read_tile(&mut Reader::new(&self.output, from))?;
+    /// The report of PE `pe` from its share, its output read from the share's ([`read_tiles`]).
+    pub(crate) fn into_report(self, pe: PeId, output: Tile) -> (PeReport, Option<PeTime>) {
         let report = PeReport { pe, output, figures: self.figures, lanes: self.lanes, notes: self.notes };
-        Ok((report, self.time))
+        (report, self.time)
     }
 }
 /// A PE's figures from its lanes' (in lane order): one lane's are the PE's, with no list; several

@@ -99,6 +99,55 @@ pub(crate) fn read_tile(r: &mut Reader<'_>) -> Result<Tile, ExchangeError> {
     Tile::from_bytes(dtype, r.bytes()?).ok_or_else(|| r.malformed("a tile's data"))
 }
 
+/// The tiles whose wire forms ([`write_tile`]) are `forms`, as [`read_tile`] reads each, but those of
+/// at most [`SHARED_TILE_BYTES`] bytes with data viewing one buffer per dtype: process 0 of a spread
+/// run reads every other process's PEs' outputs, and a million small outputs, a buffer each, would
+/// cost it an allocation or two apiece beside their bytes.
+pub(crate) fn read_tiles(forms: &[Vec<u8>], from: usize) -> Result<Vec<Tile>, ExchangeError> {
+    /// A tile as read: its own, or where its elements are in its dtype's shared buffer.
+    enum Read {
+        Own(Tile),
+        Shared { dtype: Dtype, start: usize, len: usize },
+    }
+    let mut shared: Vec<Vec<u8>> = vec![Vec::new(); Dtype::ALL.len()];
+    let mut read = Vec::with_capacity(forms.len());
+    for form in forms {
+        let mut r = Reader::new(form, from);
+        let dtype = dtype_of(r.u8()?).ok_or_else(|| r.malformed("a tile's dtype"))?;
+        if r.u8()? == 0 {
+            let len = usize::try_from(r.u64()?).map_err(|_| r.malformed("a tile's length"))?;
+            read.push(Read::Own(Tile::without_data(dtype, len)));
+            continue;
+        }
+        let bytes = r.bytes()?;
+        if bytes.len() > SHARED_TILE_BYTES || bytes.len() % dtype.size() != 0 {
+            read.push(Read::Own(Tile::from_bytes(dtype, bytes).ok_or_else(|| r.malformed("a tile's data"))?));
+            continue;
+        }
+        let buffer = &mut shared[usize::from(dtype_code(dtype))];
+        read.push(Read::Shared { dtype, start: buffer.len() / dtype.size(), len: bytes.len() / dtype.size() });
+        buffer.extend_from_slice(bytes);
+    }
+    let malformed = || ExchangeError::Malformed { from, what: "a tile's data" };
+    // Each dtype's buffer, whole (every part of it was checked to hold whole elements).
+    let buffers: Vec<Tile> = (Dtype::ALL.iter().zip(&shared))
+        .map(|(&dtype, bytes)| Tile::from_bytes(dtype, bytes).ok_or_else(malformed))
+        .collect::<Result<_, _>>()?;
+    drop(shared);
+    read.into_iter()
+        .map(|tile| match tile {
+            Read::Own(tile) => Ok(tile),
+            Read::Shared { dtype, start, len } => {
+                buffers[usize::from(dtype_code(dtype))].slice(start..start + len).map_err(|_| malformed())
+            }
+        })
+        .collect()
+}
+
+/// The largest tile [`read_tiles`] reads into a buffer it shares with others: a view keeps its
+/// whole buffer, so only small tiles share (a large one is its own allocation's worth anyway).
+const SHARED_TILE_BYTES: usize = 4096;
+
 pub(crate) fn write_buffer(w: &mut Writer, buffer: &Symmetric) {
     w.bytes(buffer.name.as_bytes());
     w.u8(dtype_code(buffer.dtype));
@@ -130,4 +179,51 @@ fn dtype_code(dtype: Dtype) -> u8 {
 
 fn dtype_of(code: u8) -> Option<Dtype> {
     Dtype::ALL.get(code as usize).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use kernbench_core::{Dtype, Tile};
+
+    use super::{SHARED_TILE_BYTES, Writer, dtype_code, read_tiles, write_tile};
+
+    #[test]
+    fn tiles_read_together_are_those_written_the_small_ones_of_a_dtype_sharing_a_buffer() {
+        let large = SHARED_TILE_BYTES / 4 + 1;
+        let written = [
+            Tile::from_vec(vec![1.0f32, 2.0, 3.0]),
+            Tile::from_vec(vec![7i64, -8]),
+            Tile::without_data(Dtype::F32, 5),
+            Tile::from_vec(vec![4.0f32]),
+            Tile::from_vec(Vec::<f32>::new()),
+            Tile::from_vec((0..large).map(|i| i as f32).collect()),
+            Tile::from_vec(vec![5.0f32, 6.0]),
+        ];
+        let forms: Vec<Vec<u8>> = (written.iter())
+            .map(|tile| {
+                let mut w = Writer::default();
+                write_tile(&mut w, tile);
+                w.bytes
+            })
+            .collect();
+        let read = read_tiles(&forms, 1).unwrap();
+        assert_eq!(read.len(), written.len());
+        for (read, written) in read.iter().zip(&written) {
+            assert!(read.bit_eq(written), "{read:?} read back as {written:?}");
+        }
+        // The small f32 tiles share one buffer; the large one, the i64 one and the shape do not.
+        assert!(read[0].shares_buffer_with(&read[3]) && read[0].shares_buffer_with(&read[6]));
+        assert!(!read[0].shares_buffer_with(&read[5]) && !read[0].shares_buffer_with(&read[1]));
+        assert!(!read[2].has_data());
+    }
+
+    #[test]
+    fn a_tile_whose_bytes_are_not_whole_elements_is_malformed() {
+        // An f32 tile with data, of three bytes.
+        let mut w = Writer::default();
+        w.u8(dtype_code(Dtype::F32));
+        w.u8(1);
+        w.bytes(&[1, 2, 3]);
+        assert!(read_tiles(&[w.bytes], 2).is_err());
+    }
 }
