@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
-use std::sync::Arc;
 use std::task::{Context, Waker};
 
 use kernbench_core::atomic::Cmp;
@@ -57,11 +56,31 @@ impl std::ops::AddAssign<&PeFigures> for PeFigures {
     }
 }
 
-/// In a spread run, the process holding each rank.
-pub(crate) type Owners = Box<[u32]>;
+/// In a spread run, the ranks each process holds: a block of whole SIPs each, so consecutive ranks
+/// (a few words, where a list by rank would be whole in every process).
+pub(crate) struct Owners {
+    /// Process `p` holds ranks `starts[p]..starts[p + 1]`.
+    starts: Box<[u32]>,
+}
 
-/// The cells of a spread run's per-PE and per-lane [`Cells`]: by rank, and by task.
-pub(crate) type CellsOf = (Arc<[u32]>, Arc<[u32]>);
+impl Owners {
+    /// Owners of blocks of consecutive ranks: process `p`'s from `starts[p]` (ascending), the last's
+    /// up to `ranks`.
+    pub(crate) fn of_blocks(starts: impl IntoIterator<Item = u32>, ranks: u32) -> Owners {
+        Owners { starts: starts.into_iter().chain([ranks]).collect() }
+    }
+
+    /// The process that holds `rank`.
+    fn owner(&self, rank: u32) -> u32 {
+        // The processes whose blocks end at or before it (an empty block among them included).
+        self.starts[1..].partition_point(|&end| end <= rank) as u32
+    }
+
+    /// The ranks process `process` holds.
+    fn ranks(&self, process: u32) -> Range<u32> {
+        self.starts[process as usize]..self.starts[process as usize + 1]
+    }
+}
 
 /// The run's tasks: which PE each belongs to, and in a run spread over processes, which process holds
 /// each PE.
@@ -76,6 +95,8 @@ pub(crate) struct Tasks<'p> {
     channels: u32,
     /// In a spread run, the process holding each rank, and this process.
     owners: Option<(Owners, u32)>,
+    /// The ranks this process holds: every rank, unless the run is spread.
+    held: Range<u32>,
     /// In a run of several calls together, per call the lanes it runs on each rank; a rank's lanes
     /// are its calls' in call order (empty: one call).
     calls: Vec<Vec<u32>>,
@@ -98,7 +119,8 @@ impl<'p> Tasks<'p> {
             (first_task, task_rank)
         });
         let channels = lanes.iter().copied().max().unwrap_or(1) as u32;
-        Tasks { pes, lists, channels, owners, calls: Vec::new(), call_channels: Vec::new() }
+        let held = owners.as_ref().map_or(0..pes.len() as u32, |(owners, me)| owners.ranks(*me));
+        Tasks { pes, lists, channels, owners, held, calls: Vec::new(), call_channels: Vec::new() }
     }
 
     /// The tasks of several calls run together on `pes`: call `k` runs `calls[k][r]` lanes on rank
@@ -215,38 +237,20 @@ impl<'p> Tasks<'p> {
     /// Whether this process holds rank `rank` (every rank, unless the run is spread).
     #[inline]
     pub(crate) fn holds(&self, rank: u32) -> bool {
-        self.owners.as_ref().is_none_or(|(owner, me)| owner[rank as usize] == *me)
+        self.held.contains(&rank)
     }
 
     /// The process that holds rank `rank` (0 unless the run is spread).
     pub(crate) fn owner(&self, rank: u32) -> usize {
-        self.owners.as_ref().map_or(0, |(owner, _)| owner[rank as usize] as usize)
+        self.owners.as_ref().map_or(0, |(owners, _)| owners.owner(rank) as usize)
     }
 
-    /// The cell of each rank and of each task in a spread run's per-PE and per-lane [`Cells`]: this
-    /// process holds only its own (`None`: every rank and task, each its own cell).
-    pub(crate) fn cells_of(&self) -> Option<CellsOf> {
-        self.owners.as_ref()?;
-        let cells = |count: usize, held: &dyn Fn(usize) -> bool| -> Arc<[u32]> {
-            let mut next = 0u32;
-            (0..count)
-                .map(|i| {
-                    if held(i) {
-                        next += 1;
-                        next - 1
-                    } else {
-                        Cells::<()>::ABSENT
-                    }
-                })
-                .collect()
-        };
-        let by_rank = cells(self.pes.len(), &|rank| self.holds(rank as u32));
-        // A task is its rank's when every rank runs one lane: one list for both.
-        let by_task = match self.lists {
-            None => Arc::clone(&by_rank),
-            Some(_) => cells(self.len(), &|task| self.holds(self.rank(task as u32))),
-        };
-        Some((by_rank, by_task))
+    /// The first rank and the first task this process holds, the first cells of its per-PE and
+    /// per-lane [`Cells`] (0 and 0 unless the run is spread).
+    pub(crate) fn first_held(&self) -> (usize, usize) {
+        let rank = self.held.start as usize;
+        let task = self.lists.as_ref().map_or(rank, |(first_task, _)| first_task[rank] as usize);
+        (rank, task)
     }
 
     /// `error` of `task`, naming its lane when its PE runs several.
@@ -621,7 +625,16 @@ impl LaneCtx<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::LaneState;
+    use super::{LaneState, Owners};
+
+    #[test]
+    fn the_owner_of_a_rank_is_the_process_whose_block_holds_it_past_an_empty_block() {
+        // Process 1 holds no rank (its SIPs have no participant).
+        let owners = Owners::of_blocks([0, 4, 4, 9], 12);
+        let by_rank: Vec<u32> = (0..12).map(|rank| owners.owner(rank)).collect();
+        assert_eq!(by_rank, [0, 0, 0, 0, 2, 2, 2, 2, 2, 3, 3, 3]);
+        assert_eq!((owners.ranks(1), owners.ranks(2), owners.ranks(3)), (4..4, 4..9, 9..12));
+    }
 
     #[test]
     fn a_lanes_state_is_three_whole_cache_lines() {

@@ -22,18 +22,17 @@
 //! a round cannot change any result: one thread and many give the same bits.
 
 use std::cell::UnsafeCell;
-use std::sync::Arc;
 
 /// A vector whose elements are handed out mutably by index from a shared reference, under the round
 /// protocol: see the module docs for which thread may touch which element in which phase.
 ///
-/// In a run spread over processes a process holds the elements of its own PEs and lanes only: the
-/// vector then maps each index to its cell, and has none for the others'.
+/// In a run spread over processes a process holds the elements of its own PEs and lanes only, which
+/// are consecutive (a process holds a block of whole SIPs: consecutive ranks, and their lanes): the
+/// vector then holds the indices from its first, and has no cell for the others'.
 pub(crate) struct Cells<T> {
     cells: Box<[UnsafeCell<T>]>,
-    /// The cell of each index this process holds ([`Cells::ABSENT`] for the others'); `None`: every
-    /// index, each its own cell.
-    cells_of: Option<Arc<[u32]>>,
+    /// The first index held, in cell 0 (0 when every index is).
+    first: usize,
 }
 
 // SAFETY: rules P and M give each element to one thread at a time within a round, and elements move
@@ -41,33 +40,19 @@ pub(crate) struct Cells<T> {
 unsafe impl<T: Send> Sync for Cells<T> {}
 
 impl<T> Cells<T> {
-    /// The cell of an index another process holds.
-    pub(crate) const ABSENT: u32 = u32::MAX;
-
     pub(crate) fn new(items: Vec<T>) -> Self {
-        Cells { cells: items.into_iter().map(UnsafeCell::new).collect(), cells_of: None }
+        Cells::held(items, 0)
     }
 
-    /// Cells for the indices `cells_of` gives a cell, holding `items` in cell order.
-    pub(crate) fn some(items: Vec<T>, cells_of: Arc<[u32]>) -> Self {
-        Cells { cells: items.into_iter().map(UnsafeCell::new).collect(), cells_of: Some(cells_of) }
+    /// Cells for the indices from `first`, holding `items` in index order.
+    pub(crate) fn held(items: Vec<T>, first: usize) -> Self {
+        Cells { cells: items.into_iter().map(UnsafeCell::new).collect(), first }
     }
 
-    /// Cells for every index when `cells_of` is `None`, else for those it gives a cell.
-    pub(crate) fn held(items: Vec<T>, cells_of: Option<&Arc<[u32]>>) -> Self {
-        match cells_of {
-            Some(cells_of) => Cells::some(items, Arc::clone(cells_of)),
-            None => Cells::new(items),
-        }
-    }
-
-    /// The cell of `index`.
+    /// The cell of `index`: past the last cell for an index not held.
     #[inline]
     pub(crate) fn cell(&self, index: usize) -> usize {
-        match &self.cells_of {
-            None => index,
-            Some(cells) => cells[index] as usize,
-        }
+        index.wrapping_sub(self.first)
     }
 
     /// The element at `index`, mutably.

@@ -69,8 +69,7 @@ pub(super) fn run(
     let (kernels, calls_buffers): (Vec<Kernel<'_>>, Vec<Vec<PeBuffers>>) =
         calls.into_iter().map(|c| ((c.kernel, c.call), c.buffers)).unzip();
     let call = kernels[0].1;
-    let cells_of = tasks.cells_of();
-    let (by_rank, by_task) = (cells_of.as_ref().map(|c| &c.0), cells_of.as_ref().map(|c| &c.1));
+    let (by_rank, by_task) = tasks.first_held();
     let carriage = options.carriage(system)?;
     // The queues and ports, then the network model of their routes; the plan goes in, to be freed
     // once they are made.

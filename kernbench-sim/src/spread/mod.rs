@@ -92,7 +92,10 @@ impl<'x> Spread<'x> {
             return Ok(None);
         }
         let blocks = SipBlocks::new(system, exchange.processes())?;
-        let owners = pes.iter().map(|pe| blocks.process_of(pe.sip as usize) as u32).collect();
+        // Ranks go in `PeId` order, so SIP by SIP: each process's block of SIPs is a block of ranks.
+        let process_of = |pe: &PeId| blocks.process_of(pe.sip as usize);
+        let starts = (0..exchange.processes()).map(|p| pes.partition_point(|pe| process_of(pe) < p) as u32);
+        let owners = Owners::of_blocks(starts, pes.len() as u32);
         let me = exchange.process() as u32;
         let spread = Spread {
             exchange,
