@@ -449,8 +449,19 @@ pub struct PlanLinks {
     system: System,
     /// Participant `i`'s links are `links[starts[i]..starts[i + 1]]`.
     starts: Vec<usize>,
-    /// (peer, direction, index in the participant's neighbour table).
-    links: Vec<(PeId, Direction, usize)>,
+    /// Each participant's links, sorted by peer.
+    links: Vec<Link>,
+}
+
+/// A link of a participant: its peer's [`System::pe_index`] (`u32::MAX` for a peer not in the
+/// system), its direction, and its index in the participant's neighbour table. Half the room of the
+/// peer's `PeId` and a word of index: a million-PE plan has millions, and every process of a spread
+/// run holds them all while it installs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Link {
+    peer: u32,
+    direction: Direction,
+    index: u32,
 }
 
 impl PlanLinks {
@@ -468,7 +479,12 @@ impl PlanLinks {
                 rank_of[i] = rank as u32;
             }
             let from = links.len();
-            links.extend(install.neighbors.iter().enumerate().map(|(i, e)| (e.peer, e.direction, i)));
+            links.extend(install.neighbors.iter().enumerate().map(|(i, e)| Link {
+                // A system has at most System::MAX_PES PEs, a table as many entries: both fit a u32.
+                peer: system.pe_index(e.peer).map_or(u32::MAX, |peer| peer as u32),
+                direction: e.direction,
+                index: i as u32,
+            }));
             links[from..].sort_unstable();
             starts.push(links.len());
         }
@@ -484,9 +500,16 @@ impl PlanLinks {
     /// The links of the participant of rank `rank` whose peer is `pe`: each one's direction and index
     /// in that participant's neighbour table.
     pub fn to(&self, rank: usize, pe: PeId) -> impl Iterator<Item = (Direction, usize)> + '_ {
-        let links = &self.links[self.starts[rank]..self.starts[rank + 1]];
-        let start = links.partition_point(|&(p, _, _)| p < pe);
-        links[start..].iter().take_while(move |&&(p, _, _)| p == pe).map(|&(_, d, i)| (d, i))
+        // A PE outside the system has no links (a peer outside it is kept as no index: `u32::MAX`).
+        let (links, peer) = match self.system.pe_index(pe) {
+            Some(peer) => (&self.links[self.starts[rank]..self.starts[rank + 1]], peer as u32),
+            None => (&self.links[..0], u32::MAX),
+        };
+        let start = links.partition_point(|link| link.peer < peer);
+        links[start..]
+            .iter()
+            .take_while(move |link| link.peer == peer)
+            .map(|link| (link.direction, link.index as usize))
     }
 }
 
