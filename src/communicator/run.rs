@@ -36,7 +36,7 @@ impl Communicator {
             .counts(prepared.counts.clone());
         let exact = self.exact.then_some(prepared.collective);
         let windows = Some(&mut self.windows).filter(|w| !w.registered().is_empty());
-        let (buffers, call) = (staged.buffers(!self.options.timing_only), staged.call);
+        let (buffers, call) = (staged.buffers(), staged.call);
         let (run, exact) =
             runtime.run_then_exact(&prepared.plan, prepared.algorithm.launch(), buffers, (call, windows), exact)?;
         self.finish(prepared, staged, tensor, run, exact.transpose()?)
@@ -83,7 +83,8 @@ impl Communicator {
         });
         let generation = self.take_generation(generation)?;
         let largest_input = inputs.iter().map(Tile::len).max().unwrap_or(0);
-        Ok(Staged { facts, inputs, before, largest_input, call: Call { op, root, generation } })
+        let checked = !timing_only;
+        Ok(Staged { facts, inputs, before, largest_input, checked, call: Call { op, root, generation } })
     }
 
     /// The report of a call `staged` for `prepared` on `tensor` that ran as `run` (with its exact
@@ -101,7 +102,7 @@ impl Communicator {
     ) -> Result<(DistTensor, CallReport), CommError> {
         let PreparedCall { collective, algorithm, reason, plan, .. } = prepared;
         let collective = *collective;
-        let Staged { facts, inputs, before, largest_input, call: Call { op, generation, .. } } = staged;
+        let Staged { facts, inputs, before, largest_input, call: Call { op, generation, .. }, .. } = staged;
         let timing_only = self.options.timing_only;
         let outputs: Vec<Tile> = run.pes().iter().map(|p| p.output.clone()).collect();
         let element = tensor.dtype().size() as u64;
@@ -152,16 +153,18 @@ pub(super) struct Staged {
     before: Vec<Tile>,
     /// The most elements a rank's input holds.
     largest_input: usize,
+    /// Whether its outputs will be checked against its inputs (not in a timing-only call).
+    checked: bool,
     pub(super) call: Call,
 }
 
 impl Staged {
     /// Its buffers, per participant in rank order: copies of its inputs and starting outputs when the
-    /// outputs will be checked against them (`checked`), else the lists themselves, which it no longer
-    /// holds (a timing-only call of a million PEs would hold two tiles a rank more through its run).
-    pub(super) fn buffers(&mut self, checked: bool) -> Vec<PeBuffers> {
+    /// outputs will be checked against them, else the lists themselves, which it no longer holds (a
+    /// timing-only call of a million PEs would hold two tiles a rank more through its run).
+    pub(super) fn buffers(&mut self) -> Vec<PeBuffers> {
         let pair = |(input, output)| PeBuffers { input, output };
-        if checked {
+        if self.checked {
             (self.inputs.iter().cloned().zip(self.before.iter().cloned())).map(pair).collect()
         } else {
             (std::mem::take(&mut self.inputs).into_iter().zip(std::mem::take(&mut self.before))).map(pair).collect()

@@ -93,11 +93,10 @@ impl Communicator {
             .options(self.options.clone())
             .protocol(first.tuned.protocol)
             .max_lanes(first.tuned.lanes);
-        let checked = !self.options.timing_only;
         let parts = (calls.iter().zip(&prepared).zip(&mut staged))
             .map(|((call, p), s)| Together {
                 kernel: p.algorithm.launch(),
-                buffers: s.buffers(checked),
+                buffers: s.buffers(),
                 call: s.call,
                 start_ns: call.start_ns,
             })
