@@ -667,8 +667,8 @@ fn spread() {
 }
 
 /// What every process of a spread run holds whole, as a share of the single-process run's memory:
-/// the plan, every queue's bookkeeping, the network model (every process places every transfer) and
-/// the end report.
+/// the plan, every queue's bookkeeping and route, and the end report (each process books its own
+/// channels: a run this large places divided).
 const SPREAD_MEMORY_SHARE: f64 = 0.1;
 
 /// Whether section `name` runs: all of them, or those named in `KERNBENCH_BENCH_ONLY`.

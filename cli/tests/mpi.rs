@@ -161,6 +161,79 @@ fn mpi_child() {
     let _ = case;
 }
 
+/// The run [`a_run_placed_divided_under_mpirun_is_the_one_process_run`] compares: the hierarchical
+/// all-to-all on the built-in system (routes of several channels, crossing from one process's SIPs
+/// into another's, many waiting for a channel), spread over `job` if given and placed divided; a
+/// digest of its outputs and times.
+#[cfg(feature = "mpi")]
+fn divided_run(job: Option<std::sync::Arc<dyn kernbench::sim::exchange::Exchange>>) -> u64 {
+    use std::hash::{Hash, Hasher};
+
+    use kernbench::prelude::*;
+    use kernbench::sim::spread::Placement;
+    use kernbench::sim::testing::MockRun;
+    let registry = kernbench::algorithms::default_registry();
+    let algorithm = registry.get("hierarchical_all_to_all_pes").expect("a shipped algorithm");
+    let system = kernbench::System::builtin();
+    let (topology, mapper) = (algorithm.topology.name(), algorithm.mapper.name());
+    let mock = MockRun::new(&system, topology, mapper, algorithm.kernel)
+        .params(serde_json::Value::Object(algorithm.params.clone()))
+        .inputs(|_, rank| Tile::filled(F32, 96, (rank % 7) as f64))
+        .collective(algorithm.collective)
+        .placement(Placement::Divided);
+    let report = match job {
+        Some(job) => mock.spread_over(job).run(),
+        None => mock.run(),
+    }
+    .expect("the ring all-reduce runs");
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for pe in report.pes() {
+        pe.output.to_bits_vec().hash(&mut h);
+    }
+    serde_json::to_string(report.time().expect("a timed run")).unwrap().hash(&mut h);
+    h.finish()
+}
+
+/// Run by the test below in each process of an MPI job (when `KERNBENCH_MPI_DIVIDED` is set); a
+/// plain test run passes it at once. Prints `process P: <digest>`.
+#[test]
+fn mpi_divided_child() {
+    if std::env::var_os("KERNBENCH_MPI_DIVIDED").is_none() {
+        return;
+    }
+    #[cfg(feature = "mpi")]
+    {
+        let mpi = std::sync::Arc::new(kernbench::sim::exchange::Mpi::init().expect("MPI starts"));
+        let process = kernbench::sim::exchange::Exchange::process(&*mpi);
+        println!("process {process}: {}", divided_run(Some(mpi)));
+    }
+}
+
+#[test]
+fn a_run_placed_divided_under_mpirun_is_the_one_process_run() {
+    if !mpi_here() {
+        return;
+    }
+    #[cfg(feature = "mpi")]
+    {
+        let alone = divided_run(None).to_string();
+        let me = std::env::current_exe().unwrap();
+        for processes in [2, 3, 4] {
+            let args = ["mpi_divided_child", "--exact", "--nocapture", "--test-threads", "1"];
+            let out = mpirun(processes, me.to_str().unwrap(), &args, &[("KERNBENCH_MPI_DIVIDED", "1")]);
+            assert!(out.status.success(), "{processes} processes: {}{}", text(&out.stdout), text(&out.stderr));
+            let stdout = text(&out.stdout);
+            let digests: Vec<&str> = stdout
+                .lines()
+                .filter_map(|l| l.split_once("process ").and_then(|(_, l)| l.split_once(": ")))
+                .map(|(_, d)| d)
+                .collect();
+            assert_eq!(digests.len(), processes, "{stdout}");
+            assert!(digests.iter().all(|&d| d == alone), "{processes} processes: {digests:?}, one process: {alone}");
+        }
+    }
+}
+
 /// Runs case `case` of [`mpi_child`] on 2 and on 4 processes: every process must end its run with the
 /// same error, which `is_right`, within a second.
 fn every_process_ends_with(case: &str, is_right: impl Fn(&str) -> bool) {

@@ -205,6 +205,13 @@ pub enum RunError {
     /// would compute nothing at all (the configuration's fault).
     #[error("a timing-only run needs simulated time: give it a timing (RunOptions::timing), or run it with data")]
     TimingOnlyUntimed,
+    /// A spread run asked to place divided ([`crate::spread::Placement::Divided`]) that cannot (the
+    /// configuration's fault).
+    #[error("this run cannot place its transfers divided over its processes: {why}; use Placement::Whole or Auto")]
+    Undividable {
+        /// What keeps it whole.
+        why: &'static str,
+    },
     /// The run's protocol ([`RunOptions::protocol`](crate::RunOptions)) is not one the system gives
     /// figures for (the configuration's fault): the message names those it gives.
     #[error(transparent)]

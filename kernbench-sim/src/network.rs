@@ -14,10 +14,11 @@ use crate::timing::{Bookings, ChannelTime, Multicast, Routing, Span, SpanKind, T
 const FORGET_ABOVE: usize = 64;
 
 /// What channels carried, bytes and busy time, for the channels' report: of every channel in a run
-/// in one process. In a spread run every process places every transfer, so each would add up the
-/// same figures: each keeps only those of its own channels, those a queue of its PEs is the first to
-/// cross (a run of consecutive ids, since queues are made in rank order and a process holds
-/// consecutive ranks), and the processes that report the channels gather them at the end.
+/// in one process. In a spread run each process keeps only those of its own channels, those a queue
+/// of its PEs is the first to cross (a run of consecutive ids, since queues are made in rank order and
+/// a process holds consecutive ranks): placing whole, every process books every transfer and would
+/// add up the same figures; divided, it books only its own channels. The processes that report the
+/// channels gather them at the end.
 struct Figures {
     /// The first channel id whose figures these are.
     first: usize,
@@ -71,8 +72,14 @@ pub(crate) struct Network {
     /// Each channel's link class, whose figures every channel of the class shares (see [`Links`]):
     /// beside the channels' states, where it would take a byte and a word of padding in each.
     classes: Vec<LinkClass>,
-    /// Per channel, the intervals it is carrying data in: one message at a time.
+    /// Per channel this process books, the intervals it is carrying data in: one message at a time.
+    /// Channel `id`'s are at `id - booked_from`: every channel's, from 0, unless the placement is
+    /// divided ([`Network::divided`]), when they are this process's own channels' only.
     channels: Vec<Bookings>,
+    booked_from: usize,
+    /// Whether this process books its own channels only, and places transfers hop by hop with the
+    /// other processes ([`crate::spread::Placement::Divided`]).
+    divided: bool,
     figures: Figures,
     /// Per channel, its transfers, when the run is traced (beside the channels, not in them: an
     /// untraced million-PE run would hold an empty list per channel).
@@ -104,14 +111,15 @@ impl Network {
     /// `c` takes [`System::route_on`] channel `c`, so between nodes each lane crosses the NICs of its
     /// rail. `(holds, last)`: whether this process holds a rank, and whether it is the last process
     /// (both true for every rank of a run in one process), for the channels whose figures it keeps
-    /// ([`Figures`]).
+    /// ([`Figures`]); `divided`: whether this process books only those channels, its own
+    /// ([`crate::spread::Placement::Divided`]).
     pub(crate) fn new(
         system: &System,
         timing: &Timing,
         carriage: &Carriage,
         pes: &[PeId],
         queues: impl ExactSizeIterator<Item = (u32, u32, u32)>,
-        (holds, last): (impl Fn(u32) -> bool, bool),
+        (holds, last, divided): (impl Fn(u32) -> bool, bool, bool),
     ) -> Network {
         // Sized up front: grown by doubling, a million PEs' routes were copied and faulted in again
         // and again. Most routes are one channel, each its own (a neighbour link); a run over the
@@ -125,6 +133,8 @@ impl Network {
             numbers: Vec::with_capacity(system.channel_count().min(2 * n)),
             classes: Vec::new(),
             channels: Vec::new(),
+            booked_from: 0,
+            divided,
             figures: Figures { first: 0, carried: Vec::new(), open: last },
             spans: timing.trace.then(Vec::new),
             route_start,
@@ -181,10 +191,12 @@ impl Network {
                 network.route_step.push(carriage.step_ns(farthest));
             }
         }
+        let own = own.unwrap_or(classes.len()..classes.len());
         // The channels' states once their number is known: a list grown by doubling would hold twice
         // the room of the largest part of the model.
-        network.channels = (0..classes.len()).map(|_| Bookings::default()).collect();
-        let own = own.unwrap_or(classes.len()..classes.len());
+        let booked = if divided { own.clone() } else { 0..classes.len() };
+        network.booked_from = booked.start;
+        network.channels = booked.map(|_| Bookings::default()).collect();
         network.figures.first = own.start;
         network.figures.carried = vec![(0, 0.0); own.len()];
         network.classes = classes;
@@ -199,8 +211,8 @@ impl Network {
         network
     }
 
-    /// Where queue `queue`'s channels are in `route_channels`.
-    fn route(&self, queue: u32) -> std::ops::Range<usize> {
+    /// Where queue `queue`'s channels are among every route's ([`Network::route_at`]).
+    pub(crate) fn route(&self, queue: u32) -> std::ops::Range<usize> {
         self.route_start[queue as usize] as usize..self.route_start[queue as usize + 1] as usize
     }
 
@@ -230,7 +242,7 @@ impl Network {
     pub(crate) fn ask_channels(&self, queue: u32) {
         for &id in self.route_channels.get(self.route(queue)).unwrap_or_default() {
             let id = id as usize;
-            if let Some(bookings) = self.channels.get(id) {
+            if let Some(bookings) = self.channels.get(id.wrapping_sub(self.booked_from)) {
                 prefetch(std::ptr::from_ref(bookings).cast(), size_of::<Bookings>());
             }
             if let Some(class) = self.classes.get(id) {
@@ -289,6 +301,43 @@ impl Network {
         Ok(Some(ids))
     }
 
+    /// Whether this process books its own channels only ([`Network::new`]'s `divided`).
+    pub(crate) fn divided(&self) -> bool {
+        self.divided
+    }
+
+    /// The channel at place `at` among every route's channels ([`Network::route`]).
+    pub(crate) fn route_at(&self, at: usize) -> u32 {
+        self.route_channels[at]
+    }
+
+    /// Whether this process books channel `id`: every channel, unless the placement is divided.
+    pub(crate) fn books(&self, id: u32) -> bool {
+        (id as usize).wrapping_sub(self.booked_from) < self.channels.len()
+    }
+
+    /// The bytes a message of `bytes` of data puts on the wire, as the run's protocol carries it.
+    pub(crate) fn wire_bytes(&self, bytes: u64) -> u64 {
+        self.carriage.wire_bytes(bytes)
+    }
+
+    /// Books `wire_bytes` on channel `id` (one this process [books](Network::books)), the first byte
+    /// ready to enter at `front.0` and the last at `front.1`; returns when the first can enter the
+    /// next channel and when the last has: one channel of [`Network::deliver`]'s route, in a run
+    /// without faults.
+    pub(crate) fn book_hop(&mut self, id: u32, front: (f64, f64), wire_bytes: u64) -> (f64, f64) {
+        let mut booking = Booking {
+            links: &self.links,
+            classes: &self.classes,
+            channels: (&mut self.channels, self.booked_from),
+            figures: &mut self.figures,
+            spans: &mut self.spans,
+            routing: self.routing,
+            forget: (self.forget_at, &mut self.forget_due),
+        };
+        booking.hop(id, front, wire_bytes, |_, _| 1.0)
+    }
+
     /// The first channel of queue `queue`'s route and what a byte of data takes to cross it, as the
     /// run's protocol carries it (`None` for a route of no channels).
     pub(crate) fn first_channel(&self, queue: u32) -> Option<(u32, f64)> {
@@ -318,7 +367,7 @@ impl Network {
             let booking = Booking {
                 links: &self.links,
                 classes: &self.classes,
-                channels: &mut self.channels,
+                channels: (&mut self.channels, self.booked_from),
                 figures: &mut self.figures,
                 spans: &mut self.spans,
                 routing: self.routing,
@@ -332,7 +381,7 @@ impl Network {
             let booking = Booking {
                 links: &self.links,
                 classes: &self.classes,
-                channels: &mut self.channels,
+                channels: (&mut self.channels, self.booked_from),
                 figures: &mut self.figures,
                 spans: &mut self.spans,
                 routing: self.routing,
@@ -363,7 +412,7 @@ impl Network {
         let booking = Booking {
             links: &self.links,
             classes: &self.classes,
-            channels: &mut self.channels,
+            channels: (&mut self.channels, self.booked_from),
             figures: &mut self.figures,
             spans: &mut self.spans,
             routing: self.routing,
@@ -373,7 +422,7 @@ impl Network {
     }
 
     /// The protocol's step over queue `queue`'s route.
-    fn step(&self, queue: u32) -> f64 {
+    pub(crate) fn step(&self, queue: u32) -> f64 {
         self.route_step.get(queue as usize).copied().unwrap_or(0.0)
     }
 
@@ -437,8 +486,9 @@ impl Network {
         self.carriage.protocol
     }
 
-    /// Forgets bookings that ended by `floor`, the earliest time any future message can leave.
-    pub(crate) fn forget_before(&mut self, floor: f64) {
+    /// Forgets bookings that ended by `floor`, the earliest time any future message can leave; returns
+    /// how many the channel with the most still has, of those this process books.
+    pub(crate) fn forget_before(&mut self, floor: f64) -> usize {
         self.reducer.forget_before(floor);
         let mut longest = 0;
         for ch in &mut self.channels {
@@ -447,6 +497,14 @@ impl Network {
             }
             longest = longest.max(ch.len());
         }
+        self.forget_after(longest);
+        longest
+    }
+
+    /// Asks for old bookings to be forgotten again once a channel has twice `longest`, the most any
+    /// channel has now: a divided placement's processes agree on it, so that each forgets when one
+    /// process would.
+    pub(crate) fn forget_after(&mut self, longest: usize) {
         self.forget_at = (2 * longest).max(2 * FORGET_ABOVE);
         self.forget_due = false;
     }
@@ -500,7 +558,8 @@ impl Carried {
 struct Booking<'n> {
     links: &'n Links,
     classes: &'n [LinkClass],
-    channels: &'n mut [Bookings],
+    /// The bookings of channels from the id beside them.
+    channels: (&'n mut [Bookings], usize),
     figures: &'n mut Figures,
     spans: &'n mut Option<Vec<Vec<Span>>>,
     routing: Routing,
@@ -512,27 +571,34 @@ impl Booking<'_> {
     /// Books `bytes` leaving at `depart` on every channel of `route` in turn, each taking `slowdown(id,
     /// ready)` times its time per byte; returns when the last byte has arrived.
     #[inline(always)]
-    fn carry(self, route: &[u32], depart: f64, bytes: u64, slowdown: impl Fn(u32, f64) -> f64) -> f64 {
-        // `head`: when the first byte can enter the next channel; `tail`: when the last byte has.
-        let (mut head, mut tail) = (depart, depart);
+    fn carry(mut self, route: &[u32], depart: f64, bytes: u64, slowdown: impl Fn(u32, f64) -> f64) -> f64 {
+        let mut front = (depart, depart);
         for &id in route {
-            let (ch, class) = (&mut self.channels[id as usize], self.classes[id as usize]);
-            let ready = match self.routing {
-                Routing::CutThrough => head,
-                Routing::StoreAndForward => tail,
-            };
-            let occupy = bytes as f64 * self.links.ns_per_byte(class) * slowdown(id, ready);
-            let (start, end) = ch.reserve(ready, occupy, tail);
-            *self.forget.1 |= ch.len() > self.forget.0;
-            self.figures.add(id, bytes, end - start);
-            if let Some(spans) = self.spans {
-                spans[id as usize].push(Span { kind: SpanKind::Transfer, start_ns: start, end_ns: end, bytes });
-            }
-            let latency = self.links.latency_ns(class);
-            head = start + latency;
-            tail = end + latency;
+            front = self.hop(id, front, bytes, &slowdown);
         }
-        tail
+        front.1
+    }
+
+    /// Books `bytes` on channel `id`, its first byte able to enter at `front.0` and its last at
+    /// `front.1`, taking `slowdown(id, ready)` times its time per byte; returns when the first byte can
+    /// enter the next channel and when the last has.
+    #[inline(always)]
+    fn hop(&mut self, id: u32, (head, tail): (f64, f64), bytes: u64, slowdown: impl Fn(u32, f64) -> f64) -> (f64, f64) {
+        let class = self.classes[id as usize];
+        let ch = &mut self.channels.0[id as usize - self.channels.1];
+        let ready = match self.routing {
+            Routing::CutThrough => head,
+            Routing::StoreAndForward => tail,
+        };
+        let occupy = bytes as f64 * self.links.ns_per_byte(class) * slowdown(id, ready);
+        let (start, end) = ch.reserve(ready, occupy, tail);
+        *self.forget.1 |= ch.len() > self.forget.0;
+        self.figures.add(id, bytes, end - start);
+        if let Some(spans) = self.spans {
+            spans[id as usize].push(Span { kind: SpanKind::Transfer, start_ns: start, end_ns: end, bytes });
+        }
+        let latency = self.links.latency_ns(class);
+        (start + latency, end + latency)
     }
 }
 
@@ -544,6 +610,27 @@ mod tests {
     use crate::timing::Timing;
 
     #[test]
+    fn a_divided_model_books_only_the_channels_its_processs_queues_cross_first() {
+        // A ring of 4 SIPs, one queue each way round; the first process holds SIPs 0 and 1.
+        let system = System::shape(4, 1, 1, 1).unwrap();
+        let pes: Vec<PeId> = (0..4).map(|sip| PeId::new(sip, 0, 0)).collect();
+        let queues = || (0..4).map(|s| (s, (s + 1) % 4, 0));
+        let timing = Timing::default();
+        let carriage = Carriage::default();
+        let whole = Network::new(&system, &timing, &carriage, &pes, queues(), (|rank| rank < 2, false, false));
+        let mut divided = Network::new(&system, &timing, &carriage, &pes, queues(), (|rank| rank < 2, false, true));
+        assert!(divided.divided() && !whole.divided());
+        assert_eq!((whole.channels.len(), divided.channels.len()), (4, 2));
+        let own: Vec<u32> = (0..4).filter(|&id| divided.books(id)).collect();
+        assert_eq!(own, [divided.route_at(0), divided.route_at(1)], "the channels of SIPs 0 and 1's queues");
+        // A hop books as a whole route's first channel would.
+        let mut alone = whole;
+        let arrive = alone.deliver(0, 5.0, 1 << 20).unwrap();
+        let bytes = divided.wire_bytes(1 << 20);
+        assert_eq!(divided.book_hop(own[0], (5.0, 5.0), bytes).1 + divided.step(0), arrive);
+    }
+
+    #[test]
     fn detours_of_two_queues_over_the_same_links_share_them() {
         // Two lanes from SIP 0 to SIP 1 of a ring of 4; with 0-1 cut both go 0 -> 3 -> 2 -> 1, over
         // channels no queue's own route takes.
@@ -551,7 +638,7 @@ mod tests {
         let timing = Timing { faults: vec!["link=0-1:fail".parse().unwrap()], ..Timing::default() };
         let pes: Vec<PeId> = (0..4).map(|sip| PeId::new(sip, 0, 0)).collect();
         let queues = [(0, 1, 0), (0, 1, 1)].into_iter();
-        let mut network = Network::new(&system, &timing, &Carriage::default(), &pes, queues, (|_| true, true));
+        let mut network = Network::new(&system, &timing, &Carriage::default(), &pes, queues, (|_| true, true, false));
         let first = network.deliver(0, 0.0, 1 << 20).unwrap();
         let second = network.deliver(1, 0.0, 1 << 20).unwrap();
         let distinct: std::collections::BTreeSet<_> = network.numbers.iter().collect();

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use rustc_hash::FxHashMap;
 
 use crate::error::RunError;
+use crate::network::Network;
 use crate::one_sided::ONE_SIDED;
 use crate::protocol::prefetch;
 use crate::timing::Transfer;
@@ -220,8 +221,9 @@ impl Execution<'_> {
 
     /// Places the round's transfers on their channels, earliest departure first, and stamps each with
     /// its arrival time (rule B). Sequential, in a fixed order (earliest departure first, then sender,
-    /// queue and position: no two transfers tie), so times do not depend on the thread count; every
-    /// process of a spread run places every transfer. `order` is room for the sort.
+    /// queue and position: no two transfers tie), so times do not depend on the thread count; in a
+    /// spread run every process places every transfer, or its own channels' part of each
+    /// ([`crate::spread::Placement`]). `order` is room for the sort.
     ///
     /// # Errors
     /// An exchange that failed, in a spread run; a transfer that failed links cut off
@@ -235,8 +237,24 @@ impl Execution<'_> {
         } else {
             order.sort(transfers, None)
         };
+        if self.network.as_ref().is_some_and(|n| n.divided()) {
+            return self.place_divided(transfers, order);
+        }
+        // Out of the run while it is placed, so that each transfer's arrival is stamped as it goes.
+        let mut network = self.network.take().expect("a timed run");
+        let placed = self.place_whole(&mut network, transfers, order);
+        self.network = Some(network);
+        placed?;
+        self.forget_placed()
+    }
+
+    /// Places the round's transfers in `order` on every channel, as one process does, and stamps each
+    /// with its arrival time.
+    ///
+    /// # Errors
+    /// A transfer that failed links cut off ([`RunError::Unreachable`]).
+    fn place_whole(&mut self, network: &mut Network, transfers: &[Transfer], order: &[u128]) -> Result<(), RunError> {
         let asks_ahead = self.asks_ahead();
-        let network = self.network.as_mut().expect("a timed run");
         let transfer = |i: usize| order.get(i).map(|&index| &transfers[index as u32 as usize]);
         for (i, t) in order.iter().map(|&index| &transfers[index as u32 as usize]).enumerate() {
             if asks_ahead {
@@ -273,33 +291,62 @@ impl Execution<'_> {
                 continue;
             }
             let arrive_ns = network.deliver(t.queue, t.depart_ns, t.bytes)?;
-            if t.position & ONE_SIDED == 0 {
-                // The message is in this process's replica of the queue when its sender or receiver is
-                // here.
-                // SAFETY: rule B: nothing else touches the queue.
-                if let Some(message) = unsafe { self.two_sided.queues.message_mut(t.queue as usize, t.position) } {
-                    message.at_ns = arrive_ns;
-                }
-                continue;
-            }
             // A get's reply leaves the target when the request has reached it.
             let back = t.reply().map(|(back, bytes)| network.deliver(back, arrive_ns, bytes)).transpose()?;
-            let index = t.position & !ONE_SIDED;
-            let out = if self.lanes.tasks.holds(t.sender) {
-                self.one_sided.pes.get(t.sender as usize).as_mut().map(|m| &mut m.outbox[index as usize])
-            } else {
-                // Another process's: here only when its target is.
-                let spread = self.spread.as_mut().expect("a rank of another process: a spread run");
-                if let Some(task) = t.put_by() {
-                    let landed = spread.remote_landed.entry(task).or_insert(0.0);
-                    *landed = landed.max(arrive_ns);
-                }
-                spread.inbox.get_mut(&(t.sender, index))
-            };
-            if let Some(out) = out {
-                out.arrives(arrive_ns, back);
-            }
+            self.arrived(t, arrive_ns, back);
         }
+        Ok(())
+    }
+
+    /// Places the round's transfers in `order` divided over the processes
+    /// ([`crate::spread::Placement::Divided`]) and stamps each with its arrival time.
+    ///
+    /// # Errors
+    /// An exchange that failed.
+    fn place_divided(&mut self, transfers: &[Transfer], order: &[u128]) -> Result<(), RunError> {
+        let (Some(network), Some(spread)) = (self.network.as_mut(), self.spread.as_ref()) else { return Ok(()) };
+        let placed = spread.place_divided(network, order.iter().map(|&index| &transfers[index as u32 as usize]))?;
+        for (&index, (arrive_ns, back)) in order.iter().zip(placed) {
+            self.arrived(&transfers[index as u32 as usize], arrive_ns, back);
+        }
+        self.forget_placed()
+    }
+
+    /// Stamps transfer `t` with its arrival time, and a get's with when its reply is back.
+    #[inline]
+    fn arrived(&mut self, t: &Transfer, arrive_ns: f64, back: Option<f64>) {
+        if t.position & ONE_SIDED == 0 {
+            // The message is in this process's replica of the queue when its sender or receiver is
+            // here.
+            // SAFETY: rule B: nothing else touches the queue.
+            if let Some(message) = unsafe { self.two_sided.queues.message_mut(t.queue as usize, t.position) } {
+                message.at_ns = arrive_ns;
+            }
+            return;
+        }
+        let index = t.position & !ONE_SIDED;
+        let out = if self.lanes.tasks.holds(t.sender) {
+            self.one_sided.pes.get(t.sender as usize).as_mut().map(|m| &mut m.outbox[index as usize])
+        } else {
+            // Another process's: here only when its target is.
+            let spread = self.spread.as_mut().expect("a rank of another process: a spread run");
+            if let Some(task) = t.put_by() {
+                let landed = spread.remote_landed.entry(task).or_insert(0.0);
+                *landed = landed.max(arrive_ns);
+            }
+            spread.inbox.get_mut(&(t.sender, index))
+        };
+        if let Some(out) = out {
+            out.arrives(arrive_ns, back);
+        }
+    }
+
+    /// Forgets the channels' old bookings once a channel holds many (after a round's placement).
+    ///
+    /// # Errors
+    /// An exchange that failed, in a spread run.
+    fn forget_placed(&mut self) -> Result<(), RunError> {
+        let Some(network) = self.network.as_mut() else { return Ok(()) };
         if network.forget_due {
             // No message can leave before the clock of the earliest lane still running.
             let results = &self.results;
@@ -312,7 +359,13 @@ impl Execution<'_> {
                 // Every process's model forgets the same bookings: the earliest clock of every process.
                 floor = spread.gather(floor)?.into_iter().fold(f64::INFINITY, f64::min);
             }
-            network.forget_before(floor);
+            let longest = network.forget_before(floor);
+            if network.divided()
+                && let Some(spread) = &self.spread
+            {
+                // Each process books its own channels: the next time to forget is the busiest's.
+                network.forget_after(spread.gather(longest)?.into_iter().max().unwrap_or(0));
+            }
         }
         Ok(())
     }

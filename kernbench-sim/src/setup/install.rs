@@ -87,7 +87,10 @@ pub(super) fn run(
             // Each process keeps the figures of its own channels; the last also those of channels a
             // detour adds.
             let last = spread_ref.as_ref().is_none_or(|spread| spread.me() as usize + 1 == spread.processes());
-            let holds = (|rank| holds(rank as usize), last);
+            // Divided or not, the same in every process: by the options and the whole run's queues.
+            let divided =
+                spread_ref.is_some() && options.placement.divides(routes.len(), options.undividable(system).is_some());
+            let holds = (|rank| holds(rank as usize), last, divided);
             Network::new(system, timing, carriage_ref, pes, routes.iter().copied(), holds)
         });
         (queues, links, network)

@@ -8,7 +8,7 @@ use kernbench_core::counts::Counts;
 use kernbench_core::{Carriage, Protocol, System};
 
 use crate::error::RunError;
-use crate::spread::{Exchange, ReportTo};
+use crate::spread::{Exchange, Placement, ReportTo};
 use crate::timing::Timing;
 
 /// The most threads a run polls PEs on: see [`crate::Runtime::MAX_THREADS`].
@@ -61,6 +61,8 @@ pub struct RunOptions {
     pub spread: Option<Arc<dyn Exchange>>,
     /// Which processes of a spread run get the whole report.
     pub report_to: ReportTo,
+    /// How the processes of a spread run place transfers on the channels.
+    pub placement: Placement,
     /// Whether tiles carry their dtype and length but no bytes: simulated time only.
     pub timing_only: bool,
     /// The protocol every message is carried by, or `None`: as data, with no protocol's costs.
@@ -95,6 +97,7 @@ impl Default for RunOptions {
             race_detector: true,
             spread: None,
             report_to: ReportTo::Every,
+            placement: Placement::Auto,
             timing_only: false,
             protocol: None,
             max_lanes: None,
@@ -281,6 +284,15 @@ macro_rules! run_option_setters {
             self.options_mut().report_to = to;
             self
         }
+
+        /// How the processes of a spread run place transfers on the channels: whole in every
+        /// process, divided among them, or divided when the run is large (the default;
+        /// `kernbench_sim::spread::Placement`). Results do not depend on it. A run that cannot
+        /// place divided, asked to, fails before it starts.
+        pub fn placement(mut self, placement: $crate::spread::Placement) -> Self {
+            self.options_mut().placement = placement;
+            self
+        }
     };
     // The builders that had it keep the earlier name of `spread_over`.
     (with exchange) => {
@@ -299,7 +311,7 @@ impl RunOptions {
     ///
     /// # Errors
     /// [`RunError::TooManyThreads`]; [`RunError::TimingOnlyUntimed`]; [`RunError::Protocol`];
-    /// [`RunError::BadStraggler`] from [`Timing::check`].
+    /// [`RunError::Undividable`]; [`RunError::BadStraggler`] from [`Timing::check`].
     pub fn check(&self, system: &System) -> Result<(), RunError> {
         if self.threads > MAX_THREADS {
             return Err(RunError::TooManyThreads { threads: self.threads, max: MAX_THREADS });
@@ -308,6 +320,11 @@ impl RunOptions {
             return Err(RunError::TimingOnlyUntimed);
         }
         self.carriage(system)?;
+        if self.placement == Placement::Divided
+            && let Some(why) = self.undividable(system)
+        {
+            return Err(RunError::Undividable { why });
+        }
         match &self.timing {
             Some(timing) => timing.check(system),
             None => Ok(()),
@@ -320,6 +337,13 @@ impl RunOptions {
     /// [`RunError::Protocol`] for a protocol the system gives no figures for.
     pub fn carriage(&self, system: &System) -> Result<Carriage, RunError> {
         Ok(system.carriage(self.protocol)?)
+    }
+
+    /// Why a spread run of these options on `system` cannot place divided, if it cannot
+    /// ([`Placement::refusal`]).
+    pub(crate) fn undividable(&self, system: &System) -> Option<&'static str> {
+        let (traced, faulted) = self.timing.as_ref().map_or((false, false), |t| (t.trace, !t.faults.is_empty()));
+        Placement::refusal(traced, faulted, system.multicast_switch().is_some())
     }
 
     fn options_mut(&mut self) -> &mut RunOptions {

@@ -5,17 +5,20 @@
 //!
 //! A run spread over several processes ([`crate::RunOptions::spread_over`]) gives each process a
 //! contiguous block of SIPs and every PE in them ([`SipBlocks`]). Every process builds the whole run's
-//! structure (plan, every queue's route, network model) and starts, polls and merges only its own PEs,
-//! holding only their states and the queues they use. A message sent in one round is visible only in
+//! structure (plan, every queue's route, the channels; every channel's bookings unless the placement
+//! is divided) and starts, polls and merges only its own PEs, holding only their states and the
+//! queues they use. A message sent in one round is visible only in
 //! the next, whatever its simulated time, so each round is one bulk-synchronous step: every process
 //! polls its own PEs, then all of them swap, in one [`Exchange::all_to_all`], the round's messages and
 //! returned credits on queues between their blocks (each written into the other side's replica as that
 //! side's merge would have published it), the transfers to place on the channels (in an
 //! [`Exchange::all_gather`] after it when they are many), barrier arrivals, one-sided operations to
-//! each other's PEs, and how many lanes finished or failed. Every process then places every transfer
-//! of the round, in the global order of a single-process run, on its own copy of the channels'
-//! bookings, so arrival times and traces are the same bits in every process; each adds up the bytes
-//! and busy time of its own channels only (those its PEs' queues cross first). Counts are summed and
+//! each other's PEs, and how many lanes finished or failed. Every process then places the round's
+//! transfers in the global order of a single-process run ([`Placement`]): every transfer on its own
+//! copy of the channels' bookings, or, divided, on its own channels' only, passing each transfer on
+//! to the process of its next channel; either way arrival times and traces are the same bits in
+//! every process, and each adds up the bytes and busy time of its own channels only (those its PEs'
+//! queues cross first). Counts are summed and
 //! failures chosen by lowest task (never a floating-point reduction), so results, times and errors do
 //! not depend on the number of processes. At the end each process sends its channels' figures and its
 //! PEs' outputs, figures and times to every other, and each returns the whole report; or, with
@@ -26,6 +29,7 @@ mod exchange;
 mod hand_over;
 #[cfg(feature = "mpi")]
 mod mpi;
+mod placement;
 
 pub use crate::error::ExchangeError;
 #[allow(deprecated)]
@@ -33,6 +37,7 @@ pub use exchange::Partition;
 pub use exchange::{DEFAULT_TIMEOUT, Exchange, InMemory, SipBlocks, timeout_from_env};
 #[cfg(feature = "mpi")]
 pub use mpi::Mpi;
+pub use placement::Placement;
 
 pub(crate) use hand_over::RoundEnd;
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use kernbench::System;
 use kernbench::prelude::*;
-use kernbench::sim::spread::{Exchange, ExchangeError, InMemory, ReportTo, SipBlocks};
+use kernbench::sim::spread::{Exchange, ExchangeError, InMemory, Placement, ReportTo, SipBlocks};
 use kernbench::sim::testing::{MockError, MockRun};
 use kernbench::sim::{PeReport, RunError, RunReport, Timing};
 
@@ -172,6 +172,56 @@ fn every_shipped_algorithm_spread_over_one_to_four_processes_is_identical_bit_fo
     }
     // Every shipped algorithm runs on at least one of the three systems.
     assert!(compared >= 2 * registry.algorithms().count(), "only {compared} algorithm-system pairs compared");
+}
+
+#[test]
+fn every_shipped_algorithm_placed_divided_over_two_to_four_processes_is_the_one_process_run() {
+    let registry = Box::leak(Box::new(kernbench::algorithms::default_registry()));
+    let mut compared = 0;
+    // Routes between SIPs of a mesh of cubes cross channels of both SIPs' processes; a ring's and a
+    // switch's are a link or two.
+    for system_name in ["builtin", "ring16", "switched"] {
+        let system = leak(shipped(system_name));
+        for algorithm in registry.algorithms() {
+            let (topology, mapper) = (algorithm.topology.name(), algorithm.mapper.name());
+            let Ok(plan) = kernbench::InstallPlan::build(system, topology, mapper) else { continue };
+            let ranks = plan.len();
+            let mock = || {
+                MockRun::new(system, topology, mapper, algorithm.kernel)
+                    .params(serde_json::Value::Object(algorithm.params.clone()))
+                    .inputs(|_, rank| Tile::filled(F32, 96, (rank % 7) as f64))
+                    .counts(crate::counts_for(algorithm.collective, ranks, 96))
+                    .collective(algorithm.collective)
+                    .placement(Placement::Divided)
+            };
+            let what = format!("{} on {system_name}, divided", algorithm.name);
+            let (report, _) = same_everywhere(mock, &[2, 3, 4], &what).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert!(report.time().is_some_and(|t| !t.channels.is_empty()), "{what}: no channel carried data");
+            compared += 1;
+        }
+    }
+    assert!(compared >= 2 * registry.algorithms().count(), "only {compared} algorithm-system pairs compared");
+}
+
+#[test]
+fn a_run_that_cannot_place_divided_asked_to_fails_before_it_starts_and_says_why() {
+    let system = ring();
+    let traced = Timing { trace: true, ..Timing::default() };
+    let faulted = Timing { faults: vec!["link=1-2:fail@20us".parse().unwrap()], ..Timing::default() };
+    for (timing, why) in [(traced, "a traced run"), (faulted, "a run with faults")] {
+        let runs = spread(2, |e| {
+            ring_allreduce(system).timing(Some(timing.clone())).placement(Placement::Divided).spread_over(e).run()
+        });
+        for run in runs {
+            let Err(MockError::Run(error)) = run else { panic!("{why}: divided anyway: {run:?}") };
+            assert!(matches!(error, RunError::Undividable { .. }), "{why}: {error}");
+            let message = error.to_string();
+            assert!(message.contains(why) && message.contains("Placement::Whole or Auto"), "{message}");
+        }
+        // Left to choose, it places whole.
+        let runs = spread(2, |e| ring_allreduce(system).timing(Some(timing.clone())).spread_over(e).run());
+        assert!(runs.iter().all(Result::is_ok), "{why}: {:?}", runs[0].as_ref().err());
+    }
 }
 
 #[test]
