@@ -40,6 +40,49 @@ impl Figures {
     }
 }
 
+/// Which queues a process of a divided placement has to do with, a bit per queue in queue order: those
+/// that cross one of its channels or end at one of its PEs (`here`), and of those, the ones no other
+/// process has to do with (`alone`: between two of its PEs, over its channels only). A transfer on a
+/// queue that is not here is never looked at; one on a queue here alone is placed without a word to
+/// the others.
+#[derive(Default)]
+struct Concerns {
+    here: Bits,
+    alone: Bits,
+}
+
+impl Concerns {
+    /// The next queue's bits.
+    fn add(&mut self, here: bool, alone: bool) {
+        self.here.push(here);
+        self.alone.push(alone);
+    }
+}
+
+/// A list of bits.
+#[derive(Default)]
+struct Bits {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl Bits {
+    fn push(&mut self, bit: bool) {
+        if self.len % 64 == 0 {
+            self.words.push(0);
+        }
+        if let Some(word) = self.words.last_mut() {
+            *word |= u64::from(bit) << (self.len % 64);
+        }
+        self.len += 1;
+    }
+
+    /// Bit `i` (false past the end).
+    fn get(&self, i: usize) -> bool {
+        self.words.get(i / 64).is_some_and(|word| word >> (i % 64) & 1 == 1)
+    }
+}
+
 /// Each link class's latency and time per byte, held once for every channel of the class, at the
 /// class's place in [`LinkClass::ALL`] (its declaration order, so `class as usize`).
 #[derive(Clone, Copy)]
@@ -80,6 +123,8 @@ pub(crate) struct Network {
     /// Whether this process books its own channels only, and places transfers hop by hop with the
     /// other processes ([`crate::spread::Placement::Divided`]).
     divided: bool,
+    /// Then, which queues it has to do with.
+    concerns: Concerns,
     figures: Figures,
     /// Per channel, its transfers, when the run is traced (beside the channels, not in them: an
     /// untraced million-PE run would hold an empty list per channel).
@@ -135,6 +180,7 @@ impl Network {
             channels: Vec::new(),
             booked_from: 0,
             divided,
+            concerns: Concerns::default(),
             figures: Figures { first: 0, carried: Vec::new(), open: last },
             spans: timing.trace.then(Vec::new),
             route_start,
@@ -164,6 +210,8 @@ impl Network {
             let (mut latency, mut farthest) = (0.0, None);
             let ends = (pes[sender as usize], pes[receiver as usize]);
             let (numbers, classes) = (&mut network.numbers, &mut classes);
+            // Of its channels, how many and how many of them this process's.
+            let (mut hops, mut own_hops) = (0, 0);
             system.for_each_channel_on(ends.0, ends.1, channel as usize, |channel| {
                 latency += network.links.latency_ns(channel.class);
                 farthest = farthest.max(Some(channel.class));
@@ -180,8 +228,17 @@ impl Network {
                         own.end = id + 1;
                     }
                 }
-                network.route_channels.push(ids[number] - 1);
+                let id = ids[number] - 1;
+                network.route_channels.push(id);
+                hops += 1;
+                own_hops += usize::from(own.as_ref().is_some_and(|own| own.contains(&(id as usize))));
             });
+            if divided {
+                let ends_here = (held, holds(receiver));
+                network
+                    .concerns
+                    .add(own_hops > 0 || ends_here.0 || ends_here.1, ends_here == (true, true) && own_hops == hops);
+            }
             // A word a route's start: 2^32 routed channels would be 16 GiB of this list alone, and
             // several times that of queues and slots.
             let start = u32::try_from(network.route_channels.len()).expect("fewer than 2^32 routed channels");
@@ -309,6 +366,18 @@ impl Network {
     /// The channel at place `at` among every route's channels ([`Network::route`]).
     pub(crate) fn route_at(&self, at: usize) -> u32 {
         self.route_channels[at]
+    }
+
+    /// Whether this process has to do with queue `queue` in a divided placement ([`Concerns`]): it
+    /// crosses one of its channels or ends at one of its PEs.
+    pub(crate) fn concerns(&self, queue: u32) -> bool {
+        self.concerns.here.get(queue as usize)
+    }
+
+    /// Whether queue `queue` concerns no other process in a divided placement ([`Concerns`]): it runs
+    /// between two of this process's PEs over its channels only.
+    pub(crate) fn concerns_alone(&self, queue: u32) -> bool {
+        self.concerns.alone.get(queue as usize)
     }
 
     /// Whether this process books channel `id`: every channel, unless the placement is divided.
@@ -610,7 +679,7 @@ mod tests {
     use crate::timing::Timing;
 
     #[test]
-    fn a_divided_model_books_only_the_channels_its_processs_queues_cross_first() {
+    fn a_divided_model_books_only_the_channels_its_processs_queues_cross_first_and_knows_which_queues_concern_it() {
         // A ring of 4 SIPs, one queue each way round; the first process holds SIPs 0 and 1.
         let system = System::shape(4, 1, 1, 1).unwrap();
         let pes: Vec<PeId> = (0..4).map(|sip| PeId::new(sip, 0, 0)).collect();
@@ -623,11 +692,25 @@ mod tests {
         assert_eq!((whole.channels.len(), divided.channels.len()), (4, 2));
         let own: Vec<u32> = (0..4).filter(|&id| divided.books(id)).collect();
         assert_eq!(own, [divided.route_at(0), divided.route_at(1)], "the channels of SIPs 0 and 1's queues");
+        // It has to do with the queues that end at its PEs; the one between two of them, alone.
+        assert_eq!((0..4).map(|q| divided.concerns(q)).collect::<Vec<_>>(), [true, true, false, true]);
+        assert_eq!((0..4).map(|q| divided.concerns_alone(q)).collect::<Vec<_>>(), [true, false, false, false]);
         // A hop books as a whole route's first channel would.
         let mut alone = whole;
         let arrive = alone.deliver(0, 5.0, 1 << 20).unwrap();
         let bytes = divided.wire_bytes(1 << 20);
         assert_eq!(divided.book_hop(own[0], (5.0, 5.0), bytes).1 + divided.step(0), arrive);
+    }
+
+    #[test]
+    fn bits_read_back_as_pushed_across_words_and_false_past_the_end() {
+        let mut bits = super::Bits::default();
+        let pushed: Vec<bool> = (0..200).map(|i| i % 3 == 0 || i == 64).collect();
+        for &bit in &pushed {
+            bits.push(bit);
+        }
+        assert!((0..200).all(|i| bits.get(i) == pushed[i]));
+        assert!(!bits.get(200) && !bits.get(10_000));
     }
 
     #[test]

@@ -305,9 +305,10 @@ impl Execution<'_> {
     /// An exchange that failed.
     fn place_divided(&mut self, transfers: &[Transfer], order: &[u128]) -> Result<(), RunError> {
         let (Some(network), Some(spread)) = (self.network.as_mut(), self.spread.as_ref()) else { return Ok(()) };
-        let placed = spread.place_divided(network, order.iter().map(|&index| &transfers[index as u32 as usize]))?;
-        for (&index, (arrive_ns, back)) in order.iter().zip(placed) {
-            self.arrived(&transfers[index as u32 as usize], arrive_ns, back);
+        let in_order = |&index: &u128| &transfers[index as u32 as usize];
+        let placed = spread.place_divided(network, order.iter().map(in_order))?;
+        for (place, arrive_ns, back) in placed {
+            self.arrived(in_order(&order[place as usize]), arrive_ns, back);
         }
         self.forget_placed()
     }

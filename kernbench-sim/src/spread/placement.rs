@@ -110,35 +110,46 @@ impl Way {
 
 impl Spread<'_> {
     /// Places `transfers`, in the order of placement, divided over the processes (see the module
-    /// docs); returns when each arrives and, for a get, when its reply is back.
+    /// docs); returns, for each transfer this process has to do with ([`Network::concerns`]), its
+    /// place in `transfers`, when it arrives and, for a get, when its reply is back.
     ///
     /// # Errors
     /// An exchange that failed.
     pub(crate) fn place_divided<'t>(
         &self,
         network: &mut Network,
-        transfers: impl ExactSizeIterator<Item = &'t Transfer>,
-    ) -> Result<Vec<(f64, Option<f64>)>, RunError> {
-        let list: Vec<&Transfer> = transfers.collect();
-        let mut along: Vec<Along> = list
+        transfers: impl Iterator<Item = &'t Transfer>,
+    ) -> Result<Vec<(u32, f64, Option<f64>)>, RunError> {
+        let concerns =
+            |t: &Transfer| network.concerns(t.queue) || t.reply().is_some_and(|(back, _)| network.concerns(back));
+        let alone = |t: &Transfer| {
+            network.concerns_alone(t.queue) && t.reply().is_none_or(|(back, _)| network.concerns_alone(back))
+        };
+        // The transfers this process has to do with, by place in the round's order: every process
+        // names a transfer by that place.
+        let mine: Vec<(u32, &Transfer)> =
+            transfers.enumerate().filter(|(_, t)| concerns(t)).map(|(i, t)| (i as u32, t)).collect();
+        let alone: Vec<bool> = mine.iter().map(|&(_, t)| alone(t)).collect();
+        let mut along: Vec<Along> = mine
             .iter()
-            .map(|t| {
+            .map(|&(_, t)| {
                 let mut a = Along { hop: 0, front: (t.depart_ns, t.depart_ns), arrived: f64::NAN };
                 settle(&mut a, t, &Way::of(t, network), network);
                 a
             })
             .collect();
-        let unplaced = |along: &[Along], i: u32, network: &Network| {
-            along[i as usize].hop < Way::of(list[i as usize], network).hops()
-        };
-        let mut waiting: Vec<u32> = (0..list.len() as u32).filter(|&i| unplaced(&along, i, network)).collect();
+        let unplaced = |a: &Along, t: &Transfer, network: &Network| a.hop < Way::of(t, network).hops();
+        let mut waiting: Vec<u32> =
+            (0..mine.len() as u32).filter(|&i| unplaced(&along[i as usize], mine[i as usize].1, network)).collect();
         let mut held: rustc_hash::FxHashSet<u32> = Default::default();
         let mut moved: Vec<(u32, Along)> = Vec::new();
-        while !waiting.is_empty() {
+        // Until no process has a transfer left to place.
+        let mut more = true;
+        while more {
             held.clear();
             moved.clear();
             for &i in &waiting {
-                let t = list[i as usize];
+                let t = mine[i as usize].1;
                 let way = Way::of(t, network);
                 let mut a = along[i as usize];
                 let from = a.hop;
@@ -155,23 +166,31 @@ impl Spread<'_> {
                 held.extend((a.hop..way.hops()).map(|hop| way.at(hop, network).0).filter(|&id| network.books(id)));
                 if a.hop != from {
                     along[i as usize] = a;
-                    moved.push((i, a));
+                    // A transfer placed whole here, between PEs here, is no other process's business.
+                    if a.hop < way.hops() || !alone[i as usize] {
+                        moved.push((mine[i as usize].0, a));
+                    }
                 }
             }
+            waiting.retain(|&i| unplaced(&along[i as usize], mine[i as usize].1, network));
             // Every process's forgetting is agreed on: it gathers every process's clocks.
-            let mine = (std::mem::take(&mut moved), network.forget_due);
-            for (theirs, forget_due) in self.gather(mine)? {
+            let told = (std::mem::take(&mut moved), network.forget_due, !waiting.is_empty());
+            more = false;
+            for (theirs, forget_due, waits) in self.gather(told)? {
                 network.forget_due |= forget_due;
-                for (i, a) in theirs {
-                    along[i as usize] = a;
+                more |= waits;
+                for (place, a) in theirs {
+                    if let Ok(i) = mine.binary_search_by_key(&place, |&(place, _)| place) {
+                        along[i] = a;
+                    }
                 }
             }
-            waiting.retain(|&i| unplaced(&along, i, network));
+            waiting.retain(|&i| unplaced(&along[i as usize], mine[i as usize].1, network));
         }
-        Ok(list
+        Ok(mine
             .iter()
             .zip(along)
-            .map(|(t, a)| (a.arrived, t.reply().map(|(q, _)| a.front.1 + network.step(q))))
+            .map(|(&(place, t), a)| (place, a.arrived, t.reply().map(|(q, _)| a.front.1 + network.step(q))))
             .collect())
     }
 }
