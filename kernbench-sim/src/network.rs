@@ -230,8 +230,10 @@ impl Network {
                 }
                 let id = ids[number] - 1;
                 network.route_channels.push(id);
-                hops += 1;
-                own_hops += usize::from(own.as_ref().is_some_and(|own| own.contains(&(id as usize))));
+                if divided {
+                    hops += 1;
+                    own_hops += usize::from(own.as_ref().is_some_and(|own| own.contains(&(id as usize))));
+                }
             });
             if divided {
                 let ends_here = (held, holds(receiver));
@@ -395,16 +397,7 @@ impl Network {
     /// next channel and when the last has: one channel of [`Network::deliver`]'s route, in a run
     /// without faults.
     pub(crate) fn book_hop(&mut self, id: u32, front: (f64, f64), wire_bytes: u64) -> (f64, f64) {
-        let mut booking = Booking {
-            links: &self.links,
-            classes: &self.classes,
-            channels: (&mut self.channels, self.booked_from),
-            figures: &mut self.figures,
-            spans: &mut self.spans,
-            routing: self.routing,
-            forget: (self.forget_at, &mut self.forget_due),
-        };
-        booking.hop(id, front, wire_bytes, |_, _| 1.0)
+        self.booking().0.hop(id, front, wire_bytes, |_, _| 1.0)
     }
 
     /// The first channel of queue `queue`'s route and what a byte of data takes to cross it, as the
@@ -432,30 +425,13 @@ impl Network {
         let step = self.route_step.get(queue as usize).copied().unwrap_or(0.0);
         let own = self.route(queue);
         let tail = if self.faults.is_none() {
-            let route = &self.route_channels[own];
-            let booking = Booking {
-                links: &self.links,
-                classes: &self.classes,
-                channels: (&mut self.channels, self.booked_from),
-                figures: &mut self.figures,
-                spans: &mut self.spans,
-                routing: self.routing,
-                forget: (self.forget_at, &mut self.forget_due),
-            };
-            booking.carry(route, depart, bytes, |_, _| 1.0)
+            let (booking, routes, _) = self.booking();
+            booking.carry(&routes[own], depart, bytes, |_, _| 1.0)
         } else {
             let detour = self.detour(queue, depart)?;
-            let faults = self.faults.as_deref().expect("a faulted network");
-            let route = detour.as_deref().unwrap_or(&self.route_channels[own]);
-            let booking = Booking {
-                links: &self.links,
-                classes: &self.classes,
-                channels: (&mut self.channels, self.booked_from),
-                figures: &mut self.figures,
-                spans: &mut self.spans,
-                routing: self.routing,
-                forget: (self.forget_at, &mut self.forget_due),
-            };
+            let (booking, routes, faults) = self.booking();
+            let faults = faults.expect("a faulted network");
+            let route = detour.as_deref().unwrap_or(&routes[own]);
             booking.carry(route, depart, bytes, |id, t| faults.slowdown(id, t))
         };
         Ok(tail + step)
@@ -472,12 +448,20 @@ impl Network {
     /// other way.
     fn leg(&mut self, queue: u32, last: bool, depart: f64, bytes: u64) -> Result<f64, RunError> {
         let bytes = self.carriage.wire_bytes(bytes);
-        let route = &self.route_channels[self.route(queue)];
+        let own = self.route(queue);
+        let (booking, routes, faults) = self.booking();
+        let route = &routes[own];
         let Some(&id) = (if last { route.last() } else { route.first() }) else { return Ok(depart) };
-        let faults = self.faults.as_deref();
         if let Some(faults) = faults {
             faults.check_leg(queue, id, depart)?;
         }
+        Ok(booking.carry(&[id], depart, bytes, |id, t| faults.map_or(1.0, |f| f.slowdown(id, t))))
+    }
+
+    /// The channels' bookings, borrowed apart from the rest of the model, with every route's channels
+    /// ([`Network::route`]) and the run's faults.
+    #[inline(always)]
+    fn booking(&mut self) -> (Booking<'_>, &[u32], Option<&LinkFaults>) {
         let booking = Booking {
             links: &self.links,
             classes: &self.classes,
@@ -487,7 +471,7 @@ impl Network {
             routing: self.routing,
             forget: (self.forget_at, &mut self.forget_due),
         };
-        Ok(booking.carry(&[id], depart, bytes, |id, t| faults.map_or(1.0, |f| f.slowdown(id, t))))
+        (booking, &self.route_channels, self.faults.as_deref())
     }
 
     /// The protocol's step over queue `queue`'s route.

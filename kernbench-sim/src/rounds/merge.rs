@@ -314,7 +314,6 @@ impl Execution<'_> {
     }
 
     /// Stamps transfer `t` with its arrival time, and a get's with when its reply is back.
-    #[inline]
     fn arrived(&mut self, t: &Transfer, arrive_ns: f64, back: Option<f64>) {
         if t.position & ONE_SIDED == 0 {
             // The message is in this process's replica of the queue when its sender or receiver is

@@ -4,15 +4,18 @@
 //!
 //! Divided, a channel belongs to the process of the first queue to cross it (queues are made in rank
 //! order, so a process's channels are consecutive ids), which alone holds its bookings. A round is
-//! placed in passes. In each, every process walks the round's unplaced transfers in the order of
-//! placement and books each on its channels while the next channel is its own, until one is
+//! placed in passes. In each, every process walks the round's unplaced transfers that concern it
+//! (those on queues that cross its channels or end at its PEs, [`Network::concerns`]) in the order
+//! of placement, and books each on its channels while the next channel is its own, until one is
 //! another's; then the transfer waits, and so do its later channels here: a channel takes its
 //! transfers in the order of placement, as in one process, so a transfer that would reach it later in
 //! the order does not take it first. After each pass every process sends every other where its
-//! transfers got to. The first unplaced transfer in the order always moves, since nothing before it
-//! holds its next channel, so the passes end; routes that stay in one process's channels are placed
-//! in the first. Bookings are made on each channel in the same order and with the same times as in
-//! one process: the times are the same bits.
+//! transfers got to (all but those placed whole between two of its own PEs, which concern no other
+//! process) and whether it still has one waiting; the passes go on while any process has. The first
+//! unplaced transfer in the order always moves, since nothing before it holds its next channel, so
+//! the passes end; routes that stay in one process's channels are placed in the first. Bookings are
+//! made on each channel in the same order and with the same times as in one process: the times are
+//! the same bits.
 
 use serde::{Deserialize, Serialize};
 

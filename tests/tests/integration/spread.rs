@@ -140,11 +140,14 @@ fn leak(system: System) -> &'static System {
     Box::leak(Box::new(system))
 }
 
-#[test]
-fn every_shipped_algorithm_spread_over_one_to_four_processes_is_identical_bit_for_bit() {
+/// Hands `check` every shipped algorithm's run on each shipped system it has a plan for ("builtin",
+/// "ring16", "switched"), made by `mock`, with its name; checks that every algorithm ran on at least
+/// two of them.
+fn each_shipped_run(mut check: impl FnMut(&(dyn Fn() -> MockRun<'static> + Sync), &str)) {
     let registry = Box::leak(Box::new(kernbench::algorithms::default_registry()));
-    let timing = Timing { trace: true, ..Timing::default() };
     let mut compared = 0;
+    // Routes between SIPs of a mesh of cubes cross channels of both SIPs' processes; a ring's and a
+    // switch's are a link or two.
     for system_name in ["builtin", "ring16", "switched"] {
         let system = leak(shipped(system_name));
         for algorithm in registry.algorithms() {
@@ -160,47 +163,32 @@ fn every_shipped_algorithm_spread_over_one_to_four_processes_is_identical_bit_fo
                     })
                     .counts(crate::counts_for(algorithm.collective, ranks, 96))
                     .collective(algorithm.collective)
-                    .timing(Some(timing.clone()))
             };
-            let what = format!("{} on {system_name}", algorithm.name);
-            let alone = same_everywhere(mock, &[1, 2, 3, 4], &what);
-            let (report, time) = alone.unwrap_or_else(|e| panic!("{what}: {e}"));
-            assert!(time.contains("\"spans\":[{"), "{what}: the run was traced");
-            assert!(report.rounds() > 0);
+            check(&mock, &format!("{} on {system_name}", algorithm.name));
             compared += 1;
         }
     }
-    // Every shipped algorithm runs on at least one of the three systems.
     assert!(compared >= 2 * registry.algorithms().count(), "only {compared} algorithm-system pairs compared");
 }
 
 #[test]
+fn every_shipped_algorithm_spread_over_one_to_four_processes_is_identical_bit_for_bit() {
+    let timing = Timing { trace: true, ..Timing::default() };
+    each_shipped_run(|mock, what| {
+        let alone = same_everywhere(|| mock().timing(Some(timing.clone())), &[1, 2, 3, 4], what);
+        let (report, time) = alone.unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(time.contains("\"spans\":[{"), "{what}: the run was traced");
+        assert!(report.rounds() > 0);
+    });
+}
+
+#[test]
 fn every_shipped_algorithm_placed_divided_over_two_to_four_processes_is_the_one_process_run() {
-    let registry = Box::leak(Box::new(kernbench::algorithms::default_registry()));
-    let mut compared = 0;
-    // Routes between SIPs of a mesh of cubes cross channels of both SIPs' processes; a ring's and a
-    // switch's are a link or two.
-    for system_name in ["builtin", "ring16", "switched"] {
-        let system = leak(shipped(system_name));
-        for algorithm in registry.algorithms() {
-            let (topology, mapper) = (algorithm.topology.name(), algorithm.mapper.name());
-            let Ok(plan) = kernbench::InstallPlan::build(system, topology, mapper) else { continue };
-            let ranks = plan.len();
-            let mock = || {
-                MockRun::new(system, topology, mapper, algorithm.kernel)
-                    .params(serde_json::Value::Object(algorithm.params.clone()))
-                    .inputs(|_, rank| Tile::filled(F32, 96, (rank % 7) as f64))
-                    .counts(crate::counts_for(algorithm.collective, ranks, 96))
-                    .collective(algorithm.collective)
-                    .placement(Placement::Divided)
-            };
-            let what = format!("{} on {system_name}, divided", algorithm.name);
-            let (report, _) = same_everywhere(mock, &[2, 3, 4], &what).unwrap_or_else(|e| panic!("{what}: {e}"));
-            assert!(report.time().is_some_and(|t| !t.channels.is_empty()), "{what}: no channel carried data");
-            compared += 1;
-        }
-    }
-    assert!(compared >= 2 * registry.algorithms().count(), "only {compared} algorithm-system pairs compared");
+    each_shipped_run(|mock, what| {
+        let divided = || mock().placement(Placement::Divided);
+        let (report, _) = same_everywhere(divided, &[2, 3, 4], what).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(report.time().is_some_and(|t| !t.channels.is_empty()), "{what}: no channel carried data");
+    });
 }
 
 #[test]
