@@ -226,8 +226,12 @@ fn timing_only_runs_spread_over_processes_are_the_one_process_run() {
                 .inputs(|_, _| Tile::without_data(F32, 1 << 20))
                 .timing_only(true)
         };
-        let (report, _) = same_everywhere(mock, &[2, 4], name).unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert!(report.pes().iter().all(|p| !p.output.has_data()), "{name}");
+        for placement in [Placement::Whole, Placement::Divided] {
+            let mock = || mock().placement(placement);
+            let what = format!("{name}, {placement:?}");
+            let (report, _) = same_everywhere(mock, &[2, 4], &what).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert!(report.pes().iter().all(|p| !p.output.has_data()), "{what}");
+        }
     }
 }
 
@@ -415,18 +419,23 @@ fn atomics_and_windows_spread_over_processes_are_the_one_process_run() {
         MockRun::new(gpus, "full", "leader_only", &crate::atomics::takes_a_ticket::KERNEL)
             .inputs(|_, _| Tile::filled(F32, 1, 0.0))
     };
-    same_everywhere(tickets, &[2, 4], "tickets").unwrap();
-    let seeded = || tickets().schedule(Some(5));
-    same_everywhere(seeded, &[2, 4], "tickets under seed 5").unwrap();
-    let one_shot = || {
-        MockRun::new(gpus, "full", "leader_only", &crate::atomics::epoch_one_shot::KERNEL)
-            .inputs(|_, rank| Tile::filled(F32, 64, (rank + 1) as f64))
-            .window("slots", F32, 4 * 64)
-            .window("flags", I64, 4)
-            .calls(3)
-    };
-    let (report, _) = same_everywhere(one_shot, &[2, 4], "a one-shot on windows").unwrap();
-    assert!(report.pes().iter().all(|p| p.output == Tile::filled(F32, 64, 10.0)));
+    // Placed whole and divided: the atomics' replies come back over other processes' channels.
+    for placement in [Placement::Whole, Placement::Divided] {
+        let tickets = || tickets().placement(placement);
+        same_everywhere(tickets, &[2, 4], &format!("tickets, {placement:?}")).unwrap();
+        let seeded = || tickets().schedule(Some(5));
+        same_everywhere(seeded, &[2, 4], &format!("tickets under seed 5, {placement:?}")).unwrap();
+        let one_shot = || {
+            MockRun::new(gpus, "full", "leader_only", &crate::atomics::epoch_one_shot::KERNEL)
+                .inputs(|_, rank| Tile::filled(F32, 64, (rank + 1) as f64))
+                .window("slots", F32, 4 * 64)
+                .window("flags", I64, 4)
+                .calls(3)
+                .placement(placement)
+        };
+        let (report, _) = same_everywhere(one_shot, &[2, 4], &format!("a one-shot on windows, {placement:?}")).unwrap();
+        assert!(report.pes().iter().all(|p| p.output == Tile::filled(F32, 64, 10.0)));
+    }
 }
 
 #[test]
