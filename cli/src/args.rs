@@ -114,6 +114,21 @@ pub struct TimingArgs {
     /// A JSON file of faults: a list of FAULT texts, or {"faults": [...]}, with any --fault.
     #[arg(long = "faults", value_name = "FILE")]
     pub faults_file: Option<PathBuf>,
+    /// Under mpirun, how the processes place transfers on the channels: `whole` (every process books
+    /// every channel), `divided` (each its own channels, a transfer passed on hop by hop), or `auto`
+    /// (divided from 65,536 queues). Results are the same.
+    #[arg(long, value_name = "HOW", default_value = "auto", value_parser = parse_placement)]
+    pub placement: kernbench::sim::spread::Placement,
+}
+
+fn parse_placement(text: &str) -> Result<kernbench::sim::spread::Placement, String> {
+    use kernbench::sim::spread::Placement;
+    match text {
+        "auto" => Ok(Placement::Auto),
+        "whole" => Ok(Placement::Whole),
+        "divided" => Ok(Placement::Divided),
+        _ => Err(format!("`{}` is not a placement: expected auto, whole or divided", text.escape_debug())),
+    }
 }
 
 fn parse_fault(text: &str) -> Result<kernbench::sim::Fault, String> {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use kernbench::sim::Fault;
-use kernbench::sim::spread::Exchange;
+use kernbench::sim::spread::{Exchange, Placement};
 use kernbench::{Collective, Communicator, Dtype, ReduceOp, Registry, System};
 
 use crate::args::{DEFAULT_SIZES, ElementArgs, LimitArgs, RunnerArgs, SweepArgs, SystemArgs, TimingArgs};
@@ -50,6 +50,8 @@ pub struct Config {
     gpus_per_thread: usize,
     /// Links, NICs and PEs that slow down or fail.
     faults: Vec<Fault>,
+    /// How the job's processes place transfers on the channels.
+    placement: Placement,
     /// The processes the calls are spread over.
     job: Job,
 }
@@ -68,6 +70,7 @@ impl Config {
             timing_only: false,
             gpus_per_thread: 1,
             faults: Vec::new(),
+            placement: Placement::Auto,
             job,
         }
     }
@@ -143,8 +146,9 @@ impl Config {
         self
     }
 
-    /// Calls timed as `args` say: with data or not, the GPUs a host thread launches on, and the
-    /// faults of `--fault` and `--faults`, checked against the system.
+    /// Calls timed as `args` say: with data or not, the GPUs a host thread launches on, the faults of
+    /// `--fault` and `--faults`, checked against the system, and how a job's processes place
+    /// transfers.
     ///
     /// # Errors
     /// A faults file that cannot be read or does not hold faults, or a fault the system cannot have.
@@ -153,7 +157,8 @@ impl Config {
         if let Some(path) = &args.faults_file {
             faults.extend(read_faults(path)?);
         }
-        let config = self.timing_only(args.timing_only).gpus_per_thread(args.gpus_per_thread.unwrap_or(1));
+        let mut config = self.timing_only(args.timing_only).gpus_per_thread(args.gpus_per_thread.unwrap_or(1));
+        config.placement = args.placement;
         config.faults(faults)
     }
 
@@ -228,6 +233,7 @@ impl Config {
             .max_memory(self.max_memory)
             .max_messages(self.max_messages)
             .faults(self.faults.clone())
+            .placement(self.placement)
             .release_memory(Some(crate::memory::Allocator::release_freed));
         match &self.job {
             Some(job) => comm.spread_over(Arc::clone(job)),

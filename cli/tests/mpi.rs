@@ -55,11 +55,13 @@ fn bench_and_run_under_mpirun_print_what_one_process_prints() {
         return;
     }
     let kernbench = env!("CARGO_BIN_EXE_kernbench");
-    let commands: [&[&str]; 3] = [
+    let commands: [&[&str]; 4] = [
         // The registry's choice: symmetric memory at 1 KiB (one_shot), rings above.
         &["bench", "all_reduce", "--sizes", "1K,1M"],
         &["bench", "all_to_all", "--algos", "all", "--sizes", "64K", "--system", "../configs/systems/switched.json"],
         &["run", "all", "--bytes", "4K"],
+        // Each process books its own channels, a transfer passed on hop by hop.
+        &["run", "all", "--bytes", "4K", "--placement", "divided"],
     ];
     for args in commands {
         let alone = Command::new(kernbench).args(args).output().unwrap();

@@ -121,6 +121,14 @@ fn every_bad_invocation_gives_one_line_and_exit_code_2() {
             "invalid value 'seven' for '--counts-seed <SEED>': `seven` is not a seed: expected a whole number from 0 to",
         ),
         (&["run", "alltoallv", "--counts-seed=-1"], "`-1` is not a seed: expected a whole number"),
+        (
+            &["run", "all_reduce", "--placement", "halved"],
+            "`halved` is not a placement: expected auto, whole or divided",
+        ),
+        (
+            &["trace", "all_reduce", "--bytes", "4K", "--placement", "divided"],
+            "cannot place its transfers divided over its processes: a traced run",
+        ),
         (&["bench", "reduce", "--root", "9", "--sizes", "1K"], "root 9 does not exist"),
         (&["bench"], "required arguments were not provided: <COLLECTIVE>"),
         (&["bench", "all_reduce", "--json=yes"], "unexpected value"),

@@ -284,6 +284,11 @@ macro_rules! run_option_setters {
             self.options_mut().report_to = to;
             self
         }
+    };
+    // The builders of runs that can be spread: how their processes place transfers, and the earlier
+    // name of `spread_over` (which they had).
+    (with exchange) => {
+        $crate::run_option_setters!();
 
         /// How the processes of a spread run place transfers on the channels: whole in every
         /// process, divided among them, or divided when the run is large (the default;
@@ -293,10 +298,6 @@ macro_rules! run_option_setters {
             self.options_mut().placement = placement;
             self
         }
-    };
-    // The builders that had it keep the earlier name of `spread_over`.
-    (with exchange) => {
-        $crate::run_option_setters!();
 
         /// Spreads each run over the processes of `exchange`: the earlier name of `spread_over`.
         #[deprecated(note = "renamed to spread_over")]
