@@ -145,12 +145,12 @@ impl Spread<'_> {
         let mut waiting: Vec<u32> =
             (0..mine.len() as u32).filter(|&i| unplaced(&along[i as usize], mine[i as usize].1, network)).collect();
         let mut held: rustc_hash::FxHashSet<u32> = Default::default();
-        let mut moved: Vec<(u32, Along)> = Vec::new();
         // Until no process has a transfer left to place.
         let mut more = true;
         while more {
             held.clear();
-            moved.clear();
+            // Where this pass took transfers other processes have to do with, by place.
+            let mut moved: Vec<(u32, Along)> = Vec::new();
             for &i in &waiting {
                 let t = mine[i as usize].1;
                 let way = Way::of(t, network);
@@ -176,8 +176,9 @@ impl Spread<'_> {
                 }
             }
             waiting.retain(|&i| unplaced(&along[i as usize], mine[i as usize].1, network));
-            // Every process's forgetting is agreed on: it gathers every process's clocks.
-            let told = (std::mem::take(&mut moved), network.forget_due, !waiting.is_empty());
+            // Whether a channel anywhere asks for old bookings to be forgotten is agreed on here: the
+            // forgetting gathers every process's clocks, so every process must take part.
+            let told = (moved, network.forget_due, !waiting.is_empty());
             more = false;
             for (theirs, forget_due, waits) in self.gather(told)? {
                 network.forget_due |= forget_due;
