@@ -79,7 +79,8 @@ pub(super) fn run(
         // Nothing reads the plan from here on: one the run owns is freed before the rounds.
         drop(plan);
         // The install's lists, and the plan when it was the run's, were whole in every process of a
-        // spread run: given back before the network model, also whole, takes fresh memory.
+        // spread run: given back before the network model (whole too, unless placed divided) takes
+        // fresh memory.
         if let Some(spread) = spread_ref {
             spread.release_memory();
         }
