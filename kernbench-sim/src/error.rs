@@ -207,7 +207,9 @@ pub enum RunError {
     TimingOnlyUntimed,
     /// A spread run asked to place divided ([`crate::spread::Placement::Divided`]) that cannot (the
     /// configuration's fault).
-    #[error("this run cannot place its transfers divided over its processes: {why}; use Placement::Whole or Auto")]
+    #[error(
+        "this run cannot place its transfers divided over its processes: {why}; use Placement::Whole or Auto (on the command line, --placement whole or auto)"
+    )]
     Undividable {
         /// What keeps it whole.
         why: &'static str,

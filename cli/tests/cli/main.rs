@@ -127,7 +127,7 @@ fn every_bad_invocation_gives_one_line_and_exit_code_2() {
         ),
         (
             &["trace", "all_reduce", "--bytes", "4K", "--placement", "divided"],
-            "cannot place its transfers divided over its processes: a traced run",
+            "cannot place its transfers divided over its processes: a traced run keeps every channel's transfers in every process; use Placement::Whole or Auto (on the command line, --placement whole or auto)",
         ),
         (&["bench", "reduce", "--root", "9", "--sizes", "1K"], "root 9 does not exist"),
         (&["bench"], "required arguments were not provided: <COLLECTIVE>"),
