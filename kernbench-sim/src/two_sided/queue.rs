@@ -13,12 +13,13 @@
 //! round `r` is usable from round `r + 1`: the same on one thread or many, which makes every run
 //! deterministic.
 
+use std::alloc::Layout;
 use std::cell::UnsafeCell;
+use std::mem::MaybeUninit;
 use std::num::NonZeroU64;
 use std::ptr::NonNull;
 
 use kernbench_core::{Dtype, Tile};
-use rayon::prelude::*;
 
 use crate::protocol::prefetch;
 
@@ -51,22 +52,56 @@ pub(crate) struct Message {
     pub(crate) at_ns: f64,
 }
 
-/// One slot of a queue: a message, or (free) when its credit is back with the sender. One or the
-/// other, so a slot is no larger than a message: a million-PE run has millions of them.
-enum Slot {
-    /// Free from simulated time `credit_at_ns` (0 before first use).
-    Free {
-        credit_at_ns: f64,
-    },
-    Full(Message),
-}
+/// One slot of a queue: a message, or, when the message's generation reads 0, free, its credit back
+/// with the sender from the simulated time its `at_ns` reads. So a slot of zero bytes is free from
+/// time 0, and the slab comes zeroed from the allocator: a slot no message ever takes is never
+/// written, nor is its page touched (a large all-reduce's queues carry a message or two each, in
+/// queues of 4 slots or more).
+#[repr(transparent)]
+struct Slot(MaybeUninit<Message>);
 
 impl Slot {
+    /// The message's generation, or 0 when free: a word of it whatever it holds.
+    fn generation(&self) -> u64 {
+        // SAFETY: the generation's word is initialized in every slot (zeroed, or written by
+        // `fill` and `free`); a `NonZeroU64` has a `u64`'s layout.
+        unsafe { (&raw const (*self.0.as_ptr()).generation).cast::<u64>().read() }
+    }
+
     fn message(&self) -> Option<&Message> {
-        match self {
-            Slot::Full(message) => Some(message),
-            Slot::Free { .. } => None,
+        // SAFETY: a slot whose generation is not 0 holds a whole message (`fill` writes one).
+        (self.generation() != 0).then(|| unsafe { self.0.assume_init_ref() })
+    }
+
+    fn message_mut(&mut self) -> Option<&mut Message> {
+        // SAFETY: as in `message`.
+        (self.generation() != 0).then(|| unsafe { self.0.assume_init_mut() })
+    }
+
+    /// When a free slot's credit reached the sender; `None` when it holds a message.
+    fn free_from(&self) -> Option<f64> {
+        // SAFETY: `at_ns` is initialized in every slot, as the generation is.
+        (self.generation() == 0).then(|| unsafe { (&raw const (*self.0.as_ptr()).at_ns).read() })
+    }
+
+    /// Holds `message`, dropping the one it held.
+    fn fill(&mut self, message: Message) {
+        drop(self.free(0.0));
+        self.0.write(message);
+    }
+
+    /// Free from `credit_at_ns`: the message it held, if any.
+    fn free(&mut self, credit_at_ns: f64) -> Option<Message> {
+        // SAFETY: a slot whose generation is not 0 holds a whole message, read out once here: its
+        // generation is zeroed before the slot is read again.
+        let message = (self.generation() != 0).then(|| unsafe { self.0.assume_init_read() });
+        let slot = self.0.as_mut_ptr();
+        // SAFETY: writes two plain words of the slot's own memory.
+        unsafe {
+            (&raw mut (*slot).generation).cast::<u64>().write(0);
+            (&raw mut (*slot).at_ns).write(credit_at_ns);
         }
+        message
     }
 }
 
@@ -78,8 +113,11 @@ impl Slot {
 pub(crate) struct Queue {
     pub(crate) sender: u32,
     pub(crate) receiver: u32,
-    /// Its slots (at most [`kernbench_core::System::MAX_IPCQ_DEPTH`]).
-    depth: u32,
+    /// Its slots less one, the index of its last (a depth is 1 to
+    /// [`kernbench_core::System::MAX_IPCQ_DEPTH`], 2^16).
+    last_slot: u16,
+    /// Its slots lie `1 << slot_shift` slots apart in the slab ([`Queues`] says why).
+    slot_shift: u8,
     /// `tail % depth`, kept as it advances: no division on the hot path.
     tail_slot: UnsafeCell<u16>,
     /// `head % depth`.
@@ -88,8 +126,9 @@ pub(crate) struct Queue {
     head: UnsafeCell<u64>,
     published_tail: UnsafeCell<u64>,
     published_head: UnsafeCell<u64>,
-    /// The slots: `depth` of them from here, in the slab of its [`Queues`], which outlives it and never
-    /// moves them. One slab for all the queues, not a list each: a million-PE run has millions.
+    /// Its first slot, in the slab of its [`Queues`], which outlives it and never moves them; the
+    /// others follow `1 << slot_shift` slots apart. One slab for all the queues, not a list each: a
+    /// million-PE run has millions.
     slots: NonNull<UnsafeCell<Slot>>,
     /// How long a credit takes to get back to the sender: its route's latency (0 untimed). Here, not
     /// in a list by queue number, which a spread run's every process would hold whole.
@@ -111,7 +150,8 @@ impl Queue {
         Queue {
             sender,
             receiver,
-            depth: 0,
+            last_slot: 0,
+            slot_shift: 0,
             tail_slot: UnsafeCell::new(0),
             head_slot: UnsafeCell::new(0),
             tail: UnsafeCell::new(0),
@@ -123,13 +163,14 @@ impl Queue {
         }
     }
 
-    /// Slot `index` (below `depth`).
+    /// Slot `index` (below its depth).
     #[inline]
     fn slot(&self, index: usize) -> &UnsafeCell<Slot> {
-        debug_assert!(index < self.depth as usize);
-        // SAFETY: `Queues` pointed `slots` at `depth` slots of its slab, which outlives this queue and
-        // does not move; `index` is below `depth`, as every caller keeps it.
-        unsafe { self.slots.add(index).as_ref() }
+        debug_assert!(index <= usize::from(self.last_slot));
+        // SAFETY: `Queues` pointed `slots` at a slot of its slab with the queue's others `1 <<
+        // slot_shift` apart after it; the slab outlives this queue and does not move; `index` is below
+        // the depth, as every caller keeps it.
+        unsafe { self.slots.add(index << self.slot_shift).as_ref() }
     }
 
     /// The slot of position `position` (a count of messages pushed before it).
@@ -157,8 +198,8 @@ impl Queue {
             (index, slot)
         };
         // Below `depth` in flight, the slot at `tail` is free.
-        let Slot::Free { credit_at_ns } = *slot else { return false };
-        *slot = Slot::Full(make(credit_at_ns));
+        let Some(credit_at_ns) = slot.free_from() else { return false };
+        slot.0.write(make(credit_at_ns));
         *tail += 1;
         *slot_index = self.next_slot(*slot_index);
         true
@@ -213,17 +254,13 @@ impl Queue {
             let slot = &mut *self.slot(usize::from(*index)).get();
             *head += 1;
             *index = self.next_slot(*index);
-            match std::mem::replace(slot, Slot::Free { credit_at_ns }) {
-                Slot::Full(message) => Some(message),
-                Slot::Free { .. } => None,
-            }
+            slot.free(credit_at_ns)
         }
     }
 
-    /// The slot after `index`: below `depth`, which is at most 2^16, so it fits.
+    /// The slot after `index`.
     fn next_slot(&self, index: u16) -> u16 {
-        let next = u32::from(index) + 1;
-        if next == self.depth { 0 } else { next as u16 }
+        if index == self.last_slot { 0 } else { index + 1 }
     }
 
     /// The message at position `position` (a count of messages pushed before it).
@@ -235,10 +272,7 @@ impl Queue {
     #[allow(clippy::mut_from_ref)]
     pub(crate) unsafe fn message_mut(&self, position: u64) -> Option<&mut Message> {
         // SAFETY: the caller excludes every other access.
-        match unsafe { &mut *self.slot_of(position).get() } {
-            Slot::Full(message) => Some(message),
-            Slot::Free { .. } => None,
-        }
+        unsafe { &mut *self.slot_of(position).get() }.message_mut()
     }
 
     /// Publishes the sender's side: messages pushed so far become receivable. Returns the positions
@@ -275,17 +309,14 @@ impl Queue {
     pub(crate) fn take_message(&mut self, position: u64) -> Option<Message> {
         // SAFETY: `&mut self`: nothing else reaches the queue's slots.
         let slot = unsafe { &mut *self.slot_of(position).get() };
-        match std::mem::replace(slot, Slot::Free { credit_at_ns: 0.0 }) {
-            Slot::Full(message) => Some(message),
-            Slot::Free { .. } => None,
-        }
+        slot.free(0.0)
     }
 
     /// In the receiver's process: a message handed over from the sender's process, published as the
     /// sender's merge would have published it.
     pub(crate) fn hand_in(&mut self, position: u64, message: Message) {
         // SAFETY: as in `take_message`.
-        unsafe { *self.slot_of(position).get() = Slot::Full(message) };
+        unsafe { &mut *self.slot_of(position).get() }.fill(message);
         let tail = (*self.tail.get_mut()).max(position + 1);
         (*self.tail.get_mut(), *self.published_tail.get_mut()) = (tail, tail);
     }
@@ -294,17 +325,14 @@ impl Queue {
     /// sender (0 if the slot is not free).
     pub(crate) fn credit_at(&mut self, position: u64) -> f64 {
         // SAFETY: as in `take_message`.
-        match unsafe { &*self.slot_of(position).get() } {
-            Slot::Free { credit_at_ns } => *credit_at_ns,
-            Slot::Full(_) => 0.0,
-        }
+        unsafe { &*self.slot_of(position).get() }.free_from().unwrap_or(0.0)
     }
 
     /// In the sender's process: the credit of the message at `position`, returned in the receiver's
     /// process, published as the receiver's merge would have published it.
     pub(crate) fn credit_back(&mut self, position: u64, credit_at_ns: f64) {
         // SAFETY: as in `take_message`.
-        unsafe { *self.slot_of(position).get() = Slot::Free { credit_at_ns } };
+        drop(unsafe { &mut *self.slot_of(position).get() }.free(credit_at_ns));
         let head = (*self.head.get_mut()).max(position + 1);
         (*self.head.get_mut(), *self.published_head.get_mut()) = (head, head);
         *self.head_slot.get_mut() = (head % self.depth()) as u16;
@@ -339,7 +367,7 @@ impl Queue {
 
     /// Its slots: the credits a sender starts with.
     pub(crate) fn depth(&self) -> u64 {
-        u64::from(self.depth)
+        u64::from(self.last_slot) + 1
     }
 }
 
@@ -349,11 +377,14 @@ pub(crate) struct Queues {
     queues: Vec<Queue>,
     /// In a spread run, the number of each queue held, in order (its place in `queues`).
     numbers: Option<Vec<u32>>,
-    /// Every queue's slots, `depth` each in the queues' order: the queues point into it.
-    /// A list, not a box: a box asserts it is the only way to its contents whenever it moves.
-    slots: Vec<UnsafeCell<Slot>>,
+    /// Every queue's slots, `depth` each, by blocks of `1 << shift` queues: a block holds its queues'
+    /// first slots one after the other, then their second slots, and so on, so that a slot index no
+    /// queue of a block uses is pages the run never touches ([`Slot`]). The queues point into it.
+    slots: Slab,
     /// Every queue's depth.
     depth: usize,
+    /// A block's queues, as a power of two: a queue's slots lie `1 << shift` apart.
+    shift: u32,
     /// The lanes that own each held queue's sending and receiving side ([`Queues::UNOWNED`] until
     /// one uses it), in the queues' order: only when PEs run several lanes (one lane owns every side
     /// it uses, and a large run keeps no word for it).
@@ -383,29 +414,32 @@ impl Queues {
         Queues::all(Vec::new(), (0, 1))
     }
 
+    /// The most queues in a block of the slab: a block's slots of one index fill 40 KiB, ten pages.
+    const BLOCK: usize = 1 << 10;
+
     fn with_slots(mut queues: Vec<Queue>, numbers: Option<Vec<u32>>, (depth, lanes): (usize, usize)) -> Queues {
-        let free = |_| UnsafeCell::new(Slot::Free { credit_at_ns: 0.0 });
-        let count = queues.len() * depth;
-        // The set-up's largest write (a million PEs' slots fault in a third of a gigabyte): on a pool's
-        // thread, every thread of the pool takes a share of it.
-        let slots: Vec<UnsafeCell<Slot>> = if rayon::current_thread_index().is_some() {
-            (0..count).into_par_iter().with_min_len(1 << 16).map(free).collect()
-        } else {
-            (0..count).map(free).collect()
-        };
-        // A system's depth is checked to be at most 2^16, so every slot index fits a u16.
-        let depth32 = u32::try_from(depth).expect("a queue depth that fits u32");
-        debug_assert!(depth <= kernbench_core::System::MAX_IPCQ_DEPTH);
+        let shift = queues.len().next_power_of_two().min(Queues::BLOCK).trailing_zeros();
+        let slots = Slab::zeroed((queues.len().div_ceil(1 << shift) * depth) << shift);
+        // A system's depth is checked to be 1 to 2^16, so the last slot's index fits a u16.
+        debug_assert!(queues.is_empty() || (1..=kernbench_core::System::MAX_IPCQ_DEPTH).contains(&depth));
+        let last_slot = u16::try_from(depth.saturating_sub(1)).expect("a queue depth of at most 2^16");
         for (i, queue) in queues.iter_mut().enumerate() {
-            // SAFETY: slot `i * depth` and the `depth - 1` after it are in the slab (of
-            // `queues.len() * depth`), which is never grown, so its slots stay put when `Queues`
-            // moves, and is dropped with the queues.
-            queue.slots = unsafe { NonNull::new_unchecked(slots.as_ptr().add(i * depth).cast_mut()) };
-            queue.depth = depth32;
+            // SAFETY: the queue's slots, from its first `1 << shift` apart, are in the slab (of whole
+            // blocks), which is never grown, so its slots stay put when `Queues` moves, and is dropped
+            // with the queues.
+            let first = unsafe { slots.as_ptr().add(first_slot(i, depth, shift)) };
+            // SAFETY: a pointer into the slab, not null.
+            queue.slots = unsafe { NonNull::new_unchecked(first.cast_mut()) };
+            (queue.last_slot, queue.slot_shift) = (last_slot, shift as u8);
         }
         let unowned = |_| [UnsafeCell::new(Queues::UNOWNED), UnsafeCell::new(Queues::UNOWNED)];
         let owners = if lanes > 1 { (0..queues.len()).map(unowned).collect() } else { Vec::new() };
-        Queues { queues, numbers, slots, depth, owners }
+        Queues { queues, numbers, slots, depth, shift, owners }
+    }
+
+    /// Where in the slab the first slot of the queue in place `i` is.
+    fn first_slot(&self, i: usize) -> usize {
+        first_slot(i, self.depth, self.shift)
     }
 
     /// The lane that owns `side` of queue `q`, to claim or compare. Only in runs whose PEs may run
@@ -449,10 +483,7 @@ impl Queues {
     pub(crate) unsafe fn message_mut(&self, q: usize, position: u64) -> Option<&mut Message> {
         let slot = self.slot(q, position)?;
         // SAFETY: the caller excludes every other access.
-        match unsafe { &mut *self.slots[slot].get() } {
-            Slot::Full(message) => Some(message),
-            Slot::Free { .. } => None,
-        }
+        unsafe { &mut *self.slots[slot].get() }.message_mut()
     }
 
     /// Asks the CPU for queue `q` and its slots (see [`crate::protocol::prefetch`]), if this process
@@ -461,7 +492,10 @@ impl Queues {
     pub(crate) fn prefetch(&self, q: usize) {
         if let Some(i) = self.place(q) {
             prefetch(std::ptr::from_ref(&self.queues[i]).cast(), size_of::<Queue>());
-            prefetch(self.slots.as_ptr().wrapping_add(i * self.depth).cast(), self.depth * size_of::<Slot>());
+            let first = self.first_slot(i);
+            for slot in (0..self.depth).map(|j| first + (j << self.shift)) {
+                prefetch(self.slots.as_ptr().wrapping_add(slot).cast(), size_of::<Slot>());
+            }
         }
     }
 
@@ -476,7 +510,7 @@ impl Queues {
 
     /// Where in the slab the message at `position` of queue `q` is, if this process holds the queue.
     fn slot(&self, q: usize, position: u64) -> Option<usize> {
-        Some(self.place(q)? * self.depth + (position % self.depth as u64) as usize)
+        Some(self.first_slot(self.place(q)?) + (((position % self.depth as u64) as usize) << self.shift))
     }
 
     /// Queue `q`, if this process holds it.
@@ -488,6 +522,110 @@ impl Queues {
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (usize, &mut Queue)> {
         let numbers = self.numbers.as_deref();
         self.queues.iter_mut().enumerate().map(move |(i, q)| (numbers.map_or(i, |n| n[i] as usize), q))
+    }
+}
+
+impl Drop for Queues {
+    /// Drops the messages left in slots, which a slot, being maybe a message, does not drop itself.
+    fn drop(&mut self) {
+        for queue in &mut self.queues {
+            let (head, tail) = (*queue.head.get_mut(), *queue.tail.get_mut());
+            // Every slot holding a message is at a position from `head` to `tail`: below `head` they
+            // were taken, and `tail` is past every one pushed or handed in.
+            for position in head..tail.min(head + queue.depth()) {
+                // SAFETY: `&mut self`: nothing else reaches the queue's slots.
+                drop(unsafe { &mut *queue.slot_of(position).get() }.free(0.0));
+            }
+        }
+    }
+}
+
+/// Where in a slab of queues of `depth` slots, by blocks of `1 << shift` queues, the first slot of
+/// the queue in place `i` is.
+fn first_slot(i: usize, depth: usize, shift: u32) -> usize {
+    (((i >> shift) * depth) << shift) + (i & ((1 << shift) - 1))
+}
+
+/// Every queue's slots, in one block of zero bytes (free slots, see [`Slot`]): from the OS itself
+/// when large, whose fresh pages cost no memory until written, where an allocator may hand back memory
+/// it has used and must zero by writing every page.
+struct Slab {
+    start: NonNull<UnsafeCell<Slot>>,
+    count: usize,
+    /// Whether it is the OS's mapping rather than the allocator's block.
+    mapped: bool,
+}
+
+// SAFETY: the slab owns its slots, as a vector of them would; Message (a tile and two words) is `Send`.
+unsafe impl Send for Slab {}
+
+impl Slab {
+    /// From this many bytes, a slab is the OS's mapping.
+    const MAPPED_FROM: usize = 1 << 20;
+
+    /// `count` free slots.
+    fn zeroed(count: usize) -> Slab {
+        if count == 0 {
+            return Slab { start: NonNull::dangling(), count, mapped: false };
+        }
+        let layout = Layout::array::<UnsafeCell<Slot>>(count).expect("a slab the address space holds");
+        #[cfg(target_os = "linux")]
+        if layout.size() >= Slab::MAPPED_FROM {
+            // SAFETY: a new private anonymous mapping, which the kernel gives zeroed and page-aligned
+            // (more than a slot's alignment); nothing else is touched.
+            let start = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    layout.size(),
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                    -1,
+                    0,
+                )
+            };
+            if start == libc::MAP_FAILED {
+                std::alloc::handle_alloc_error(layout);
+            }
+            // SAFETY: a successful mapping is not null.
+            return Slab { start: unsafe { NonNull::new_unchecked(start.cast()) }, count, mapped: true };
+        }
+        // SAFETY: the layout is not empty: `count` is not 0 and a slot is not zero-sized.
+        let start = unsafe { std::alloc::alloc_zeroed(layout) };
+        let Some(start) = NonNull::new(start.cast()) else { std::alloc::handle_alloc_error(layout) };
+        Slab { start, count, mapped: false }
+    }
+
+    fn as_ptr(&self) -> *const UnsafeCell<Slot> {
+        self.start.as_ptr()
+    }
+}
+
+impl std::ops::Deref for Slab {
+    type Target = [UnsafeCell<Slot>];
+
+    fn deref(&self) -> &[UnsafeCell<Slot>] {
+        // SAFETY: `count` slots from `start`, zeroed (free slots) when made, alive until dropped.
+        unsafe { std::slice::from_raw_parts(self.start.as_ptr(), self.count) }
+    }
+}
+
+impl Drop for Slab {
+    /// Gives the memory back; the messages in its slots are [`Queues`]'s to drop first.
+    fn drop(&mut self) {
+        if self.count == 0 {
+            return;
+        }
+        let layout = Layout::array::<UnsafeCell<Slot>>(self.count).expect("the slab's layout, as made");
+        if self.mapped {
+            #[cfg(target_os = "linux")]
+            // SAFETY: the whole mapping `zeroed` made, unmapped once; no slot is reached after.
+            unsafe {
+                libc::munmap(self.start.as_ptr().cast(), layout.size());
+            }
+        } else {
+            // SAFETY: the allocator's block `zeroed` made with this layout, freed once.
+            unsafe { std::alloc::dealloc(self.start.as_ptr().cast(), layout) };
+        }
     }
 }
 
@@ -518,6 +656,47 @@ mod tests {
     #[test]
     fn a_queue_is_one_cache_line() {
         assert_eq!((size_of::<Queue>(), align_of::<Queue>()), (64, 64));
+    }
+
+    #[test]
+    fn a_slot_of_zero_bytes_is_free_from_time_zero_and_a_taken_one_is_free_from_its_credit() {
+        let mut queues = Queues::all(vec![Queue::new((0, 1))], (2, 1));
+        let queue = &mut queues[0];
+        assert_eq!((queue.credit_at(0), queue.credit_at(1)), (0.0, 0.0));
+        assert!(queue.unreceived().is_empty());
+        let message = Message { tile: Tile::without_data(Dtype::F16, 3), generation: NonZeroU64::MIN, at_ns: 5.0 };
+        assert!(unsafe { queue.try_push(|credit_at_ns| Message { at_ns: credit_at_ns + 5.0, ..message }) });
+        assert_eq!(queue.unreceived(), [(Dtype::F16, 3, 1)]);
+        let _ = unsafe { queue.publish_tail() };
+        let taken = unsafe { queue.pop(7.5) }.expect("the message pushed");
+        assert_eq!((taken.tile.len(), taken.at_ns), (3, 5.0));
+        assert_eq!(queue.credit_at(0), 7.5);
+    }
+
+    #[test]
+    fn queues_laid_out_by_blocks_keep_their_messages_apart_past_a_block_and_a_partial_one() {
+        // Two whole blocks and part of a third, 3 slots each: a slot index's row of a block holds its
+        // queues' messages of that index side by side.
+        let count = 2 * Queues::BLOCK + 5;
+        let queues = Queues::all((0..count as u32).map(|q| Queue::new((q, q + 1))).collect(), (3, 1));
+        let message = |q: usize, n: usize| Message {
+            tile: Tile::without_data(Dtype::F32, q * 3 + n),
+            generation: NonZeroU64::MIN,
+            at_ns: 0.0,
+        };
+        for q in 0..count {
+            for n in 0..3 {
+                assert!(unsafe { queues[q].try_push(|_| message(q, n)) }, "queue {q}, message {n}");
+            }
+        }
+        for q in 0..count {
+            let _ = unsafe { queues[q].publish_tail() };
+            for n in 0..3 {
+                let message = unsafe { queues.message_mut(q, n as u64) }.map(|m| m.tile.len());
+                assert_eq!(message, Some(q * 3 + n), "queue {q}, position {n}");
+                assert_eq!(unsafe { queues[q].pop(0.0) }.map(|m| m.tile.len()), Some(q * 3 + n));
+            }
+        }
     }
 
     #[test]
