@@ -35,16 +35,17 @@
 //! ```text
 //! algorithm               system               ranks    lanes    queues     hops   messages  peak   estimate
 //! ring (1 MiB)            1024 SIPs x 1 PE      1024     4096      8192     8192   16760832  0.24G  0.45G
-//! hierarchical_allreduce  256 SIPs x 16x16x16  1048576  1048576  2228736  2358784  18874368  1.95G  3.08G
-//! pairwise_alltoall       512 SIPs x 1 PE        512      512    261632   33.6M     261632   0.35G  0.69G
-//! pairwise_alltoall       1024 SIPs x 1 PE      1024     1024   1047552  268.4M    1047552   2.35G  4.59G
+//! hierarchical_allreduce  256 SIPs x 16x16x16  1048576  1048576  2228736  2358784  18874368  1.62G  3.08G
+//! pairwise_alltoall       512 SIPs x 1 PE        512      512    261632   33.6M     261632   0.31G  0.69G
+//! pairwise_alltoall       1024 SIPs x 1 PE      1024     1024   1047552  268.4M    1047552   2.17G  4.59G
 //! ```
 //!
-//! The two all-to-alls give about 0.5 KiB a queue and 8 B a hop; the hierarchical all-reduce about
-//! 1.9 KiB a rank with its lane and two queues (of 4 slots); the ring, whose channels forget the
+//! The two all-to-alls give about 0.2 KiB a queue and 8 B a hop; the hierarchical all-reduce about
+//! 1.6 KiB a rank with its lane and two queues (a slot no message takes is never written, and costs
+//! nothing: their queues carry one or two messages in 4 slots); the ring, whose channels forget the
 //! bookings of messages long gone, about 10 B a message (the bidirectional ring's 33.5 M messages on
 //! those 1,024 SIPs peak at 0.44G, estimated 0.82G). So 64 MiB, 512 B a rank, 1 KiB a lane, 256 B a
-//! queue and 64 B a slot of it, 16 B a hop and 24 B a message bound them, by 1.6 to 2x: the kernels'
+//! queue and 64 B a slot of it, 16 B a hop and 24 B a message bound them, by 1.9 to 2.2x: the kernels'
 //! coroutines and lanes' states, the queues and their routes, and the channels' bookings of messages
 //! still in flight.
 //!
