@@ -54,22 +54,23 @@ pub(crate) struct Message {
 
 /// One slot of a queue: a message, or, when the message's generation reads 0, free, its credit back
 /// with the sender from the simulated time its `at_ns` reads. So a slot of zero bytes is free from
-/// time 0, and the slab comes zeroed from the allocator: a slot no message ever takes is never
-/// written, nor is its page touched (a large all-reduce's queues carry a message or two each, in
-/// queues of 4 slots or more).
+/// time 0, and the slab comes zeroed ([`Slab`]): a slot no message ever takes is never written, nor
+/// is its page touched (a large all-reduce's queues carry a message or two each, in queues of 4 slots
+/// or more).
 #[repr(transparent)]
 struct Slot(MaybeUninit<Message>);
 
 impl Slot {
     /// The message's generation, or 0 when free: a word of it whatever it holds.
     fn generation(&self) -> u64 {
-        // SAFETY: the generation's word is initialized in every slot (zeroed, or written by
-        // `fill` and `free`); a `NonZeroU64` has a `u64`'s layout.
+        // SAFETY: the generation's word is initialized in every slot (zeroed, or written with a
+        // message or by `free`); a `NonZeroU64` has a `u64`'s layout.
         unsafe { (&raw const (*self.0.as_ptr()).generation).cast::<u64>().read() }
     }
 
     fn message(&self) -> Option<&Message> {
-        // SAFETY: a slot whose generation is not 0 holds a whole message (`fill` writes one).
+        // SAFETY: a slot whose generation is not 0 holds a whole message (`fill` and a push write
+        // one, `free` zeroes the generation).
         (self.generation() != 0).then(|| unsafe { self.0.assume_init_ref() })
     }
 
