@@ -11,7 +11,8 @@ use crate::error::RunError;
 use crate::lanes::{Lanes, Tasks, Wait};
 use crate::one_sided::{OneSidedRun, Outgoing};
 use crate::timing::Transfer;
-use crate::two_sided::queue::{Message, Side};
+use crate::two_sided::queue::Side;
+use crate::two_sided::slots::Message;
 use crate::two_sided::{Arrival, BarrierKey, Crossing, TwoSided, wake_side};
 use crate::wire::{Reader, Writer, read_tile, write_tile};
 

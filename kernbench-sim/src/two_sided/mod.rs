@@ -13,6 +13,7 @@ mod install;
 mod publish;
 pub(crate) mod queue;
 mod send_recv;
+pub(crate) mod slots;
 
 pub(crate) use barrier::{Arrival, BarrierKey, Barriers};
 pub(crate) use install::{Installed, install};

@@ -13,14 +13,12 @@
 //! round `r` is usable from round `r + 1`: the same on one thread or many, which makes every run
 //! deterministic.
 
-use std::alloc::Layout;
 use std::cell::UnsafeCell;
-use std::mem::MaybeUninit;
-use std::num::NonZeroU64;
 use std::ptr::NonNull;
 
-use kernbench_core::{Dtype, Tile};
+use kernbench_core::Dtype;
 
+use super::slots::{Message, Slab, Slot};
 use crate::protocol::prefetch;
 
 /// A side of a queue: what a PE touched in a round, and what a lane owns.
@@ -37,72 +35,6 @@ impl Side {
             Side::Sender => Side::Receiver,
             Side::Receiver => Side::Sender,
         }
-    }
-}
-
-/// One message in flight.
-pub(crate) struct Message {
-    pub(crate) tile: Tile,
-    /// Never zero (message generations count from 1), which leaves a [`Slot`] room to say it is free
-    /// without a word of its own.
-    pub(crate) generation: NonZeroU64,
-    /// Simulated time in ns: when the sender finished injecting it until its round's transfers are
-    /// placed (what the merge lists and the hand-over carries), then when its last byte reaches the
-    /// receiver (what a receive waits for). One word for both: a million-PE run has millions of slots.
-    pub(crate) at_ns: f64,
-}
-
-/// One slot of a queue: a message, or, when the message's generation reads 0, free, its credit back
-/// with the sender from the simulated time its `at_ns` reads. So a slot of zero bytes is free from
-/// time 0, and the slab comes zeroed ([`Slab`]): a slot no message ever takes is never written, nor
-/// is its page touched (a large all-reduce's queues carry a message or two each, in queues of 4 slots
-/// or more).
-#[repr(transparent)]
-struct Slot(MaybeUninit<Message>);
-
-impl Slot {
-    /// The message's generation, or 0 when free: a word of it whatever it holds.
-    fn generation(&self) -> u64 {
-        // SAFETY: the generation's word is initialized in every slot (zeroed, or written with a
-        // message or by `free`); a `NonZeroU64` has a `u64`'s layout.
-        unsafe { (&raw const (*self.0.as_ptr()).generation).cast::<u64>().read() }
-    }
-
-    fn message(&self) -> Option<&Message> {
-        // SAFETY: a slot whose generation is not 0 holds a whole message (`fill` and a push write
-        // one, `free` zeroes the generation).
-        (self.generation() != 0).then(|| unsafe { self.0.assume_init_ref() })
-    }
-
-    fn message_mut(&mut self) -> Option<&mut Message> {
-        // SAFETY: as in `message`.
-        (self.generation() != 0).then(|| unsafe { self.0.assume_init_mut() })
-    }
-
-    /// When a free slot's credit reached the sender; `None` when it holds a message.
-    fn free_from(&self) -> Option<f64> {
-        // SAFETY: `at_ns` is initialized in every slot, as the generation is.
-        (self.generation() == 0).then(|| unsafe { (&raw const (*self.0.as_ptr()).at_ns).read() })
-    }
-
-    /// Holds `message`, dropping the one it held.
-    fn fill(&mut self, message: Message) {
-        drop(self.free(0.0));
-        self.0.write(message);
-    }
-
-    /// Free from `credit_at_ns`: the message it held, if any.
-    fn free(&mut self, credit_at_ns: f64) -> Option<Message> {
-        // SAFETY: a slot whose generation is not 0 holds a whole message, read out once here: its
-        // generation is zeroed before the slot is read again.
-        let message = (self.generation() != 0).then(|| unsafe { self.0.assume_init_read() });
-        let slot = self.0.as_mut_ptr();
-        // SAFETY: writes two plain words of the slot's own memory.
-        unsafe {
-            (&raw mut (*slot).generation).cast::<u64>().write(0);
-            (&raw mut (*slot).at_ns).write(credit_at_ns);
-        }
-        message
     }
 }
 
@@ -200,7 +132,7 @@ impl Queue {
         };
         // Below `depth` in flight, the slot at `tail` is free.
         let Some(credit_at_ns) = slot.free_from() else { return false };
-        slot.0.write(make(credit_at_ns));
+        slot.hold(make(credit_at_ns));
         *tail += 1;
         *slot_index = self.next_slot(*slot_index);
         true
@@ -545,89 +477,6 @@ impl Drop for Queues {
 /// the queue in place `i` is.
 fn first_slot(i: usize, depth: usize, shift: u32) -> usize {
     (((i >> shift) * depth) << shift) + (i & ((1 << shift) - 1))
-}
-
-/// Every queue's slots, in one block of zero bytes (free slots, see [`Slot`]): from the OS itself
-/// when large, whose fresh pages cost no memory until written, where an allocator may hand back memory
-/// it has used and must zero by writing every page.
-struct Slab {
-    start: NonNull<UnsafeCell<Slot>>,
-    count: usize,
-    /// Whether it is the OS's mapping rather than the allocator's block.
-    mapped: bool,
-}
-
-// SAFETY: the slab owns its slots, as a vector of them would; Message (a tile and two words) is `Send`.
-unsafe impl Send for Slab {}
-
-impl Slab {
-    /// From this many bytes, a slab is the OS's mapping.
-    const MAPPED_FROM: usize = 1 << 20;
-
-    /// `count` free slots.
-    fn zeroed(count: usize) -> Slab {
-        if count == 0 {
-            return Slab { start: NonNull::dangling(), count, mapped: false };
-        }
-        let layout = Layout::array::<UnsafeCell<Slot>>(count).expect("a slab the address space holds");
-        #[cfg(target_os = "linux")]
-        if layout.size() >= Slab::MAPPED_FROM {
-            // SAFETY: a new private anonymous mapping, which the kernel gives zeroed and page-aligned
-            // (more than a slot's alignment); nothing else is touched.
-            let start = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    layout.size(),
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                    -1,
-                    0,
-                )
-            };
-            if start == libc::MAP_FAILED {
-                std::alloc::handle_alloc_error(layout);
-            }
-            // SAFETY: a successful mapping is not null.
-            return Slab { start: unsafe { NonNull::new_unchecked(start.cast()) }, count, mapped: true };
-        }
-        // SAFETY: the layout is not empty: `count` is not 0 and a slot is not zero-sized.
-        let start = unsafe { std::alloc::alloc_zeroed(layout) };
-        let Some(start) = NonNull::new(start.cast()) else { std::alloc::handle_alloc_error(layout) };
-        Slab { start, count, mapped: false }
-    }
-
-    fn as_ptr(&self) -> *const UnsafeCell<Slot> {
-        self.start.as_ptr()
-    }
-}
-
-impl std::ops::Deref for Slab {
-    type Target = [UnsafeCell<Slot>];
-
-    fn deref(&self) -> &[UnsafeCell<Slot>] {
-        // SAFETY: `count` slots from `start`, zeroed (free slots) when made, alive until dropped.
-        unsafe { std::slice::from_raw_parts(self.start.as_ptr(), self.count) }
-    }
-}
-
-impl Drop for Slab {
-    /// Gives the memory back; the messages in its slots are [`Queues`]'s to drop first.
-    fn drop(&mut self) {
-        if self.count == 0 {
-            return;
-        }
-        let layout = Layout::array::<UnsafeCell<Slot>>(self.count).expect("the slab's layout, as made");
-        if self.mapped {
-            #[cfg(target_os = "linux")]
-            // SAFETY: the whole mapping `zeroed` made, unmapped once; no slot is reached after.
-            unsafe {
-                libc::munmap(self.start.as_ptr().cast(), layout.size());
-            }
-        } else {
-            // SAFETY: the allocator's block `zeroed` made with this layout, freed once.
-            unsafe { std::alloc::dealloc(self.start.as_ptr().cast(), layout) };
-        }
-    }
 }
 
 impl std::ops::Index<usize> for Queues {

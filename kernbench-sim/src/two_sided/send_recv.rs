@@ -5,7 +5,8 @@ use std::task::{Context, Poll};
 
 use kernbench_core::{Direction, Dtype, KernelError, Op, PeId, Tile};
 
-use super::queue::{Message, Queues, Side};
+use super::queue::{Queues, Side};
+use super::slots::Message;
 use super::{PeLinks, Port, TwoSided};
 use crate::lanes::{LaneCtx, Tasks, Wait};
 use crate::timing::SpanKind;
