@@ -129,10 +129,6 @@ impl Slab {
         let Some(start) = NonNull::new(start.cast()) else { std::alloc::handle_alloc_error(layout) };
         Slab { start, count, mapped: false }
     }
-
-    pub(super) fn as_ptr(&self) -> *const UnsafeCell<Slot> {
-        self.start.as_ptr()
-    }
 }
 
 impl std::ops::Deref for Slab {
