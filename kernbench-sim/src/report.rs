@@ -2,7 +2,9 @@
 //! makes it, in a spread run from every process's part. Uses the rounds' installed run and the spread.
 
 use std::collections::BTreeMap;
+use std::mem::MaybeUninit;
 use std::ops::Range;
+use std::sync::Arc;
 
 use bincode::Options;
 use kernbench_core::{PeId, Tile};
@@ -126,6 +128,7 @@ impl Execution<'_> {
         self.two_sided.queues = Queues::none();
         self.two_sided.pes = Cells::new(Vec::new());
         self.lanes.parked = Cells::new(Vec::new());
+        (self.frames, self.results) = (Vec::new(), Arc::default());
         let (tasks, spread) = (&self.lanes.tasks, &self.spread);
         let pes = tasks.pes();
         // The PEs this process holds (all of them unless the run is spread), and their lanes' cells.
@@ -209,7 +212,7 @@ impl Execution<'_> {
                 PeReport { pe: s.pe, output: s.output.clone(), figures, lanes, notes: s.take_notes() }
             })
             .collect();
-        drop(lanes);
+        drop((lanes, cells));
         let mut part = None;
         if let Some(spread) = spread {
             // The PEs' and lanes' states are no longer needed: freed, and handed back, so that the
@@ -230,9 +233,13 @@ impl Execution<'_> {
                     // Process 0's own PEs take their places first; the others' come a piece at a
                     // time.
                     whole.place_all(held, per_pe, times);
+                    spread.release_memory();
                     spread.to_first(std::iter::empty::<Shares<'_>>(), |from, bytes| whole.read(from, bytes, pes))?;
                 }
-                (per_pe, times) = whole.ended(tasks)?;
+                (per_pe, times) = whole.lists().map_err(|rank| ExchangeError::Malformed {
+                    from: tasks.owner(rank),
+                    what: "a report without its PEs",
+                })?;
             }
         }
         let time = channels.map(|channels| TimeReport {
@@ -249,14 +256,20 @@ impl Execution<'_> {
 const FIGURES_PIECE: usize = 1 << 14;
 
 /// A spread run's report as it is gathered: each PE's report and time in its rank's place.
+///
+/// The lists are made unwritten and a place is written when its PE comes: until then the pages of the
+/// ranks still to come take no memory, so this process's own PEs' reports, placed first and then
+/// freed, never sit beside the whole lists.
 struct Whole {
-    pes: Vec<Option<PeReport>>,
-    times: Vec<Option<PeTime>>,
+    pes: Box<[MaybeUninit<PeReport>]>,
+    times: Box<[MaybeUninit<Option<PeTime>>]>,
+    /// Whether each rank's place is written.
+    placed: Vec<bool>,
 }
 
 impl Whole {
     fn new(ranks: usize) -> Whole {
-        Whole { pes: (0..ranks).map(|_| None).collect(), times: vec![None; ranks] }
+        Whole { pes: Box::new_uninit_slice(ranks), times: Box::new_uninit_slice(ranks), placed: vec![false; ranks] }
     }
 
     /// The reports and times of this process's PEs, ranks `held`.
@@ -266,10 +279,18 @@ impl Whole {
         }
     }
 
-    /// Rank `rank`'s report and time (the rank is in range: its PE was found).
+    /// Rank `rank`'s report and time (the rank is in range: its PE was found), in place of any placed
+    /// before.
     fn place(&mut self, rank: usize, (pe, time): (PeReport, Option<PeTime>)) {
-        self.pes[rank] = Some(pe);
-        self.times[rank] = time;
+        if std::mem::replace(&mut self.placed[rank], true) {
+            // SAFETY: a placed rank's report and time are written.
+            unsafe {
+                self.pes[rank].assume_init_drop();
+                self.times[rank].assume_init_drop();
+            }
+        }
+        self.pes[rank].write(pe);
+        self.times[rank].write(time);
     }
 
     /// Places every PE's report and time that process `from` sent in `bytes` (a list of ranks and
@@ -286,14 +307,27 @@ impl Whole {
         }
     }
 
-    /// Every PE's report, in rank order, and time; an error naming the process that should have
-    /// sent a missing PE.
-    fn ended(self, tasks: &Tasks<'_>) -> Result<(Vec<PeReport>, Vec<Option<PeTime>>), RunError> {
-        let missing = |rank| ExchangeError::Malformed { from: tasks.owner(rank), what: "a report without its PEs" };
-        let pes = (self.pes.into_iter().enumerate())
-            .map(|(rank, pe)| pe.ok_or_else(|| missing(rank as u32)))
-            .collect::<Result<_, _>>()?;
-        Ok((pes, self.times))
+    /// Every PE's report, in rank order, and time; or the first rank whose PE did not come.
+    fn lists(mut self) -> Result<(Vec<PeReport>, Vec<Option<PeTime>>), u32> {
+        if let Some(rank) = self.placed.iter().position(|&placed| !placed) {
+            return Err(rank as u32);
+        }
+        self.placed.clear();
+        let (pes, times) = (std::mem::take(&mut self.pes), std::mem::take(&mut self.times));
+        // SAFETY: every rank's place is written.
+        unsafe { Ok((pes.assume_init().into_vec(), times.assume_init().into_vec())) }
+    }
+}
+
+impl Drop for Whole {
+    fn drop(&mut self) {
+        for (rank, _) in self.placed.iter().enumerate().filter(|(_, placed)| **placed) {
+            // SAFETY: a placed rank's report and time are written.
+            unsafe {
+                self.pes[rank].assume_init_drop();
+                self.times[rank].assume_init_drop();
+            }
+        }
     }
 }
 
@@ -523,8 +557,27 @@ mod tests {
         let mut whole = Whole::new(4);
         whole.read(1, &written(&[1, 3]), &pes).unwrap();
         whole.read(2, &written(&[0, 2]), &pes).unwrap();
-        assert_eq!((0..4).map(|r| Some(report(r).0)).collect::<Vec<_>>(), whole.pes);
-        assert_eq!((0..4).map(|r| report(r).1).collect::<Vec<_>>(), whole.times);
+        let (pes, times) = whole.lists().unwrap();
+        assert_eq!((0..4).map(|r| report(r).0).collect::<Vec<_>>(), pes);
+        assert_eq!((0..4).map(|r| report(r).1).collect::<Vec<_>>(), times);
+    }
+
+    #[test]
+    fn a_whole_with_a_rank_not_come_names_the_first_and_a_rank_placed_again_keeps_the_later() {
+        let mut whole = Whole::new(3);
+        whole.place(1, report(1));
+        whole.place(1, report(2));
+        assert_eq!(whole.lists().unwrap_err(), 0);
+        let mut whole = Whole::new(3);
+        whole.place_all(vec![0, 2], vec![report(0).0, report(7).0], vec![report(0).1, None]);
+        whole.place(2, report(2));
+        assert_eq!(whole.lists().unwrap_err(), 1);
+        let mut whole = Whole::new(2);
+        whole.place_all(vec![1, 0], vec![report(3).0, report(0).0], vec![None, report(0).1]);
+        whole.place(1, report(1));
+        let (pes, times) = whole.lists().unwrap();
+        assert_eq!(pes, [report(0).0, report(1).0]);
+        assert_eq!(times, [report(0).1, report(1).1]);
     }
 
     #[test]
