@@ -12,7 +12,7 @@ use serde::de::{DeserializeSeed, Deserializer, Error as _, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ExchangeError, RunError};
-use crate::lanes::{LaneState, PeFigures, Tasks};
+use crate::lanes::{LaneState, PeFigures};
 use crate::network::Carried;
 use crate::protocol::Cells;
 use crate::rounds::Execution;
