@@ -276,7 +276,7 @@ impl Network {
     }
 
     /// Asks the CPU for where queue `queue`'s route is (see [`crate::protocol::prefetch`]): the first
-    /// of three steps ahead of placing a transfer on it.
+    /// of four steps ahead of placing a transfer on it.
     #[inline]
     pub(crate) fn ask_route(&self, queue: u32) {
         let q = queue as usize;
@@ -309,6 +309,16 @@ impl Network {
             }
             if let Some(figures) = self.figures.carried.get(id.wrapping_sub(self.figures.first)) {
                 prefetch(std::ptr::from_ref(figures).cast(), size_of_val(figures));
+            }
+        }
+    }
+
+    /// The fourth step: the last bookings of queue `queue`'s channels ([`Bookings::ask_last`]).
+    #[inline]
+    pub(crate) fn ask_bookings(&self, queue: u32) {
+        for &id in self.route_channels.get(self.route(queue)).unwrap_or_default() {
+            if let Some(bookings) = self.channels.get((id as usize).wrapping_sub(self.booked_from)) {
+                bookings.ask_last();
             }
         }
     }

@@ -48,6 +48,7 @@ use smallvec::SmallVec;
 
 use crate::error::RunError;
 use crate::faults::{Fault, PeFaults};
+use crate::protocol::prefetch;
 
 /// How a message crosses a multi-hop route.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -507,6 +508,9 @@ pub(crate) struct Bookings {
 const INLINE_BOOKINGS: usize = 2;
 
 impl Bookings {
+    /// The bookings at the end of a list that work is looked for among first.
+    const NEAR_END: usize = 8;
+
     /// Books the resource for work whose head is ready at `ready`, which occupies it for `occupy` ns
     /// and whose tail reaches it at `tail`: the earliest start at or after `ready` whose interval
     /// `start ..= max(start + occupy, tail)` fits between the intervals already booked. Work is booked
@@ -532,7 +536,7 @@ impl Bookings {
             return (self.busy.len(), span(ready));
         }
         // The first booked interval that ends after `ready`; everything before it is over by then.
-        let mut i = self.busy.partition_point(|&(_, end)| end <= ready);
+        let mut i = self.first_ending_after(ready);
         let mut start = ready;
         while let Some(&(next_start, next_end)) = self.busy.get(i) {
             if span(start).1 <= next_start {
@@ -542,6 +546,33 @@ impl Bookings {
             i += 1;
         }
         (i, span(start))
+    }
+
+    /// The index of the first booked interval that ends after `time` (the list's length if none does).
+    /// Work is mostly ready near the end of a busy resource's bookings: the last few are looked at
+    /// first, one after the other, on the lines the booking then walks and writes, before a search of
+    /// the whole list.
+    #[inline]
+    fn first_ending_after(&self, time: f64) -> usize {
+        let near = self.busy.len().saturating_sub(Bookings::NEAR_END);
+        let mut i = self.busy.len();
+        while i > near && self.busy[i - 1].1 > time {
+            i -= 1;
+        }
+        if i > near || near == 0 {
+            return i;
+        }
+        self.busy[..near].partition_point(|&(_, end)| end <= time)
+    }
+
+    /// Asks the CPU for the bookings a [`Bookings::reserve`] looks at first, the last few, when they
+    /// are in a list of their own (see [`crate::protocol::prefetch`]).
+    #[inline]
+    pub(crate) fn ask_last(&self) {
+        if self.busy.spilled() {
+            let last = &self.busy[self.busy.len().saturating_sub(Bookings::NEAR_END)..];
+            prefetch(last.as_ptr().cast(), size_of_val(last));
+        }
     }
 
     /// Merges the oldest half of the bookings into one interval once there are too many: their gaps
@@ -628,6 +659,20 @@ mod tests {
         assert_eq!(ch.reserve(40.0, 50.0, 0.0), (50.0, 100.0), "fits exactly between the two");
         assert_eq!(ch.reserve(60.0, 10.0, 0.0), (150.0, 160.0), "no gap left before 150");
         assert_eq!(ch.busy[..], [(0.0, 50.0), (50.0, 100.0), (100.0, 150.0), (150.0, 160.0)]);
+    }
+
+    #[test]
+    fn the_first_booking_ending_after_a_time_is_the_one_a_search_of_the_whole_list_finds() {
+        for len in [0, 1, 2, 3, 8, 9, 20] {
+            let mut ch = channel();
+            for k in 0..len {
+                ch.reserve(10.0 * k as f64, 5.0, 0.0);
+            }
+            for t in (-1..=2 * len as i32 + 1).map(|h| 5.0 * f64::from(h)) {
+                let searched = ch.busy.partition_point(|&(_, end)| end <= t);
+                assert_eq!(ch.first_ending_after(t), searched, "{len} bookings, time {t}");
+            }
+        }
     }
 
     #[test]

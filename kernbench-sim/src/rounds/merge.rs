@@ -260,7 +260,7 @@ impl Execution<'_> {
             if asks_ahead {
                 // Asks ahead for what placing the transfers a few on will read, a step further the
                 // nearer they are: the transfer, its route's place and its message, its route, its
-                // channels.
+                // channels, their last bookings.
                 if let Some(&index) = order.get(i + 4 * Ahead::DISTANCE) {
                     prefetch(std::ptr::from_ref(&transfers[index as u32 as usize]).cast(), size_of::<Transfer>());
                 }
@@ -275,6 +275,9 @@ impl Execution<'_> {
                 }
                 if let Some(t) = transfer(i + Ahead::DISTANCE / 2) {
                     network.ask_channels(t.queue);
+                }
+                if let Some(t) = transfer(i + Ahead::DISTANCE / 4) {
+                    network.ask_bookings(t.queue);
                 }
             }
             if let Some(multicast) = t.multicast() {
