@@ -529,6 +529,7 @@ impl Bookings {
 
     /// Where [`Bookings::reserve`] would put work, without booking it: the index of its interval
     /// among the booked ones, and the interval.
+    #[inline]
     fn fit(&self, ready: f64, occupy: f64, tail: f64) -> (usize, (f64, f64)) {
         let span = |start: f64| (start, (start + occupy).max(tail));
         // Most work is ready after everything booked so far: append.
