@@ -664,7 +664,7 @@ mod tests {
 
     #[test]
     fn the_first_booking_ending_after_a_time_is_the_one_a_search_of_the_whole_list_finds() {
-        for len in [0, 1, 2, 3, 8, 9, 20] {
+        for len in [0_usize, 1, 2, 3, 8, 9, 20] {
             let mut ch = channel();
             for k in 0..len {
                 ch.reserve(10.0 * k as f64, 5.0, 0.0);
