@@ -123,8 +123,9 @@ impl Execution<'_> {
     /// printed or written as a result.
     pub(crate) fn report(&mut self, rounds: u64) -> Result<RunReport, RunError> {
         // What the rounds needed and the report does not (the queues and their slots, the ports, the
-        // waits and the tasks their wakers keep) is freed first: the report's lists would otherwise
-        // come on top of it, and make the end of a large run its peak of memory.
+        // waits and the tasks their wakers keep, how each task ended and where its coroutine was) is
+        // freed first: the report's lists would otherwise come on top of it, and make the end of a
+        // large run its peak of memory.
         self.two_sided.queues = Queues::none();
         self.two_sided.pes = Cells::new(Vec::new());
         self.lanes.parked = Cells::new(Vec::new());
@@ -283,14 +284,23 @@ impl Whole {
     /// before.
     fn place(&mut self, rank: usize, (pe, time): (PeReport, Option<PeTime>)) {
         if std::mem::replace(&mut self.placed[rank], true) {
-            // SAFETY: a placed rank's report and time are written.
-            unsafe {
-                self.pes[rank].assume_init_drop();
-                self.times[rank].assume_init_drop();
-            }
+            // SAFETY: the rank was placed.
+            unsafe { self.drop_placed(rank) };
         }
         self.pes[rank].write(pe);
         self.times[rank].write(time);
+    }
+
+    /// Drops rank `rank`'s report and time.
+    ///
+    /// # Safety
+    /// The rank's place is written (placed and not dropped since).
+    unsafe fn drop_placed(&mut self, rank: usize) {
+        // SAFETY: the caller's.
+        unsafe {
+            self.pes[rank].assume_init_drop();
+            self.times[rank].assume_init_drop();
+        }
     }
 
     /// Places every PE's report and time that process `from` sent in `bytes` (a list of ranks and
@@ -321,11 +331,10 @@ impl Whole {
 
 impl Drop for Whole {
     fn drop(&mut self) {
-        for (rank, _) in self.placed.iter().enumerate().filter(|(_, placed)| **placed) {
-            // SAFETY: a placed rank's report and time are written.
-            unsafe {
-                self.pes[rank].assume_init_drop();
-                self.times[rank].assume_init_drop();
+        for rank in 0..self.placed.len() {
+            if self.placed[rank] {
+                // SAFETY: the rank was placed, and is dropped once, here.
+                unsafe { self.drop_placed(rank) };
             }
         }
     }
