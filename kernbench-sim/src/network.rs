@@ -299,9 +299,8 @@ impl Network {
     /// The third step: queue `queue`'s channels, their bookings, classes and figures.
     #[inline]
     pub(crate) fn ask_channels(&self, queue: u32) {
-        for &id in self.route_channels.get(self.route(queue)).unwrap_or_default() {
-            let id = id as usize;
-            if let Some(bookings) = self.channels.get(id.wrapping_sub(self.booked_from)) {
+        for (id, bookings) in self.route_bookings(queue) {
+            if let Some(bookings) = bookings {
                 prefetch(std::ptr::from_ref(bookings).cast(), size_of::<Bookings>());
             }
             if let Some(class) = self.classes.get(id) {
@@ -316,11 +315,14 @@ impl Network {
     /// The fourth step: the last bookings of queue `queue`'s channels ([`Bookings::ask_last`]).
     #[inline]
     pub(crate) fn ask_bookings(&self, queue: u32) {
-        for &id in self.route_channels.get(self.route(queue)).unwrap_or_default() {
-            if let Some(bookings) = self.channels.get((id as usize).wrapping_sub(self.booked_from)) {
-                bookings.ask_last();
-            }
-        }
+        self.route_bookings(queue).filter_map(|(_, bookings)| bookings).for_each(Bookings::ask_last);
+    }
+
+    /// Queue `queue`'s channels' ids, each with its bookings when this process books the channel.
+    #[inline]
+    fn route_bookings(&self, queue: u32) -> impl Iterator<Item = (usize, Option<&Bookings>)> {
+        let ids = self.route_channels.get(self.route(queue)).unwrap_or_default();
+        ids.iter().map(|&id| (id as usize, self.channels.get((id as usize).wrapping_sub(self.booked_from))))
     }
 
     /// Adds `channel`, numbered `number` in the system, idle; returns its id.
