@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
-use std::task::{Context, Waker};
+use std::sync::Arc;
 
 use kernbench_core::atomic::Cmp;
 use kernbench_core::tl;
@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::RunError;
 use crate::protocol::Cells;
 use crate::race::LaneSync;
+use crate::rounds::ReadyLists;
 use crate::timing::{Bookings, Clock, Engines, Rates, SpanKind};
 
 /// What one PE (or one of its lanes) did in a run. Every count is the same on one thread or many.
@@ -437,36 +438,16 @@ pub(crate) enum Wait {
     Quiet,
 }
 
-/// What a lane waits for and the waker that resumes it. In the merge phase only the unique
-/// counterpart of the queue the lane waits on touches it (rule M), so it lives apart from
-/// [`LaneState`].
+/// What a lane waits for: the runtime wakes it (lists its task for the next round) when what it
+/// waits for comes ([`Lanes::wake_if`]). In the merge phase only the unique counterpart of the queue
+/// the lane waits on touches it (rule M), so it lives apart from [`LaneState`].
 pub(crate) struct Parked {
     pub(crate) wait: Wait,
-    pub(crate) waker: Option<Waker>,
 }
 
 impl Parked {
     pub(crate) fn new() -> Self {
-        Parked { wait: Wait::None, waker: None }
-    }
-
-    /// Waits in `wait`, to be woken through `cx`'s waker.
-    pub(crate) fn park(&mut self, wait: Wait, cx: &Context<'_>) {
-        self.wait = wait;
-        match &self.waker {
-            Some(w) if w.will_wake(cx.waker()) => {}
-            _ => self.waker = Some(cx.waker().clone()),
-        }
-    }
-
-    /// Wakes the lane if it waits in `wait`.
-    #[inline]
-    pub(crate) fn wake_if(&self, wait: impl FnOnce(Wait) -> bool) {
-        if wait(self.wait) {
-            if let Some(waker) = &self.waker {
-                waker.wake_by_ref();
-            }
-        }
+        Parked { wait: Wait::None }
     }
 }
 
@@ -482,6 +463,8 @@ pub(crate) struct Lanes<'p> {
     pub(crate) budget: Budget,
     /// The rates of every PE but a straggler.
     pub(crate) rates: Rates,
+    /// The tasks woken for the next round.
+    pub(crate) ready: Arc<ReadyLists>,
 }
 
 impl Lanes<'_> {
@@ -492,14 +475,27 @@ impl Lanes<'_> {
     /// thread, rule M or B otherwise).
     pub(crate) unsafe fn wake(&self, rank: u32, except: Option<u32>, wakes: impl Fn(Wait) -> bool) {
         for task in self.tasks.lanes_of(rank).filter(|&t| Some(t as u32) != except) {
-            // SAFETY: the caller guarantees no mutable borrow of these lanes' wait cells.
-            unsafe { self.parked.get_ref(task) }.wake_if(&wakes);
+            // SAFETY: the caller's.
+            unsafe { self.wake_if(task as u32, &wakes) };
+        }
+    }
+
+    /// Wakes `task` if `wakes` picks its wait.
+    ///
+    /// # Safety
+    /// Its wait cell is not borrowed mutably (rule P for its PE's own thread, rule M or B otherwise).
+    #[inline]
+    pub(crate) unsafe fn wake_if(&self, task: u32, wakes: impl FnOnce(Wait) -> bool) {
+        // SAFETY: the caller's.
+        if wakes(unsafe { self.parked.get_ref(task as usize) }.wait) {
+            self.ready.push(task);
         }
     }
 
     /// Wakes `task` if it waits in `wait` (rule B).
     pub(crate) fn wake_task(&mut self, task: u32, wait: Wait) {
-        self.parked.get(task as usize).wake_if(|w| w == wait);
+        // SAFETY: `&mut self` excludes every other borrow (rule B).
+        unsafe { self.wake_if(task, |w| w == wait) };
     }
 }
 
@@ -611,10 +607,10 @@ impl LaneCtx<'_> {
         self.spend(SpanKind::Send, ns, bytes);
     }
 
-    /// Waits in `wait`, to be woken through `cx`'s waker.
+    /// Waits in `wait`, to be woken when it comes ([`Lanes::wake_if`]).
     #[inline]
-    pub(crate) fn park(&mut self, wait: Wait, cx: &Context<'_>) {
-        self.parked.park(wait, cx);
+    pub(crate) fn park(&mut self, wait: Wait) {
+        self.parked.wait = wait;
     }
 
     /// Its place in the happens-before order, made on first use.

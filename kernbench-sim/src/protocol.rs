@@ -14,7 +14,7 @@
 //! 2. **Merge.** Every PE polled in the round publishes what it did to its queues and wakes the lanes
 //!    waiting on them. *Rule M*: a PE's per-PE cells, its lanes' cells and the queue sides it publishes
 //!    belong to the one thread merging it; the wait cells of other PEs' lanes are only read (a lane is
-//!    woken through a shared reference to its waker).
+//!    woken by listing its task in the ready lists, which a lock guards).
 //! 3. **Between rounds** *(rule B)*: the driving thread has `&mut` access to the run, so it may touch
 //!    any cell through [`Cells::get`].
 //!
@@ -74,16 +74,6 @@ impl<T> Cells<T> {
         if let Some(cell) = self.cells.get(self.cell(index)) {
             prefetch(cell.get().cast_const().cast(), size_of::<T>());
         }
-    }
-
-    /// The element at `index`, shared, if this process holds it.
-    ///
-    /// # Safety
-    /// As [`Cells::get_ref`].
-    #[inline]
-    pub(crate) unsafe fn get_held(&self, index: usize) -> Option<&T> {
-        // SAFETY: the caller guarantees no writer.
-        self.cells.get(self.cell(index)).map(|cell| unsafe { &*cell.get() })
     }
 
     /// The element at `index`, shared.

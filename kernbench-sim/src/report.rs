@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::mem::MaybeUninit;
 use std::ops::Range;
-use std::sync::Arc;
 
 use bincode::Options;
 use kernbench_core::{PeId, Tile};
@@ -123,13 +122,14 @@ impl Execution<'_> {
     /// printed or written as a result.
     pub(crate) fn report(&mut self, rounds: u64) -> Result<RunReport, RunError> {
         // What the rounds needed and the report does not (the queues and their slots, the ports, the
-        // waits and the tasks their wakers keep, how each task ended and where its coroutine was) is
-        // freed first: the report's lists would otherwise come on top of it, and make the end of a
-        // large run its peak of memory.
+        // waits, the coroutines of kernels that did not end, how each task ended and where its
+        // coroutine was) is freed first: the report's lists would otherwise come on top of it, and
+        // make the end of a large run its peak of memory.
         self.two_sided.queues = Queues::none();
         self.two_sided.pes = Cells::new(Vec::new());
         self.lanes.parked = Cells::new(Vec::new());
-        (self.frames, self.results) = (Vec::new(), Arc::default());
+        self.kernels = Cells::new(Vec::new());
+        (self.frames, self.results) = (Vec::new(), Vec::new());
         let (tasks, spread) = (&self.lanes.tasks, &self.spread);
         let pes = tasks.pes();
         // The PEs this process holds (all of them unless the run is spread), and their lanes' cells.

@@ -2,7 +2,7 @@
 //! once, one on a peer's waits in the outbox as a put does; a wait on an element of its own copy
 //! parks until a write or atomic that lands there makes the comparison hold.
 
-use std::task::{Context, Poll};
+use std::task::Poll;
 
 use kernbench_core::atomic::Cmp;
 use kernbench_core::symmetric::{Atomic, Symmetric, ValueWait};
@@ -100,10 +100,10 @@ impl Initiator<'_> {
     }
 
     /// An atomic that fetches: at once on its own copy, a request and the old value back on a peer's.
-    pub(crate) fn poll_fetch(&mut self, atomic: Atomic<'_>, cx: &mut Context<'_>) -> Poll<Result<i64, KernelError>> {
+    pub(crate) fn poll_fetch(&mut self, atomic: Atomic<'_>) -> Poll<Result<i64, KernelError>> {
         let op = atomic.op.op(true);
         if self.ctx.parked.wait == Wait::Get {
-            return match self.take_reply(op, cx) {
+            return match self.take_reply(op) {
                 Poll::Ready(reply) => Poll::Ready(
                     reply.map(|tile| tile.to_vec::<i64>().ok().and_then(|v| v.first().copied()).unwrap_or(0)),
                 ),
@@ -120,17 +120,13 @@ impl Initiator<'_> {
         if let Err(e) = self.start_atomic(&atomic, op) {
             return Poll::Ready(Err(e));
         }
-        self.ctx.park(Wait::Get, cx);
+        self.ctx.park(Wait::Get);
         Poll::Pending
     }
 
     /// Waits until element `index` of this PE's copy compares as asked; then loads it atomically,
     /// acquiring, at the time the write that made it so landed.
-    pub(crate) fn poll_wait_value(
-        &mut self,
-        wait: ValueWait<'_>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Result<i64, KernelError>> {
+    pub(crate) fn poll_wait_value(&mut self, wait: ValueWait<'_>) -> Poll<Result<i64, KernelError>> {
         let ValueWait { buffer, index, cmp, operand, scope, site } = wait;
         let checked = self.ctx.check_steps().and_then(|()| self.check_atomic(Op::WaitValue, buffer, index));
         if let Err(e) = checked {
@@ -148,7 +144,7 @@ impl Initiator<'_> {
         if !cmp.holds(value, operand) {
             let waiting = ValueWaiting { task, buffer: *buffer, index, cmp, operand, value, site };
             memory.value_waits.push(waiting);
-            self.ctx.park(Wait::Value, cx);
+            self.ctx.park(Wait::Value);
             return Poll::Pending;
         }
         self.ctx.parked.wait = Wait::None;
@@ -191,13 +187,7 @@ impl Initiator<'_> {
     }
 
     /// Waits until this PE's `signal` compares with `value` as asked, for the lane's generation.
-    pub(crate) fn poll_wait_signal(
-        &mut self,
-        signal: usize,
-        cmp: Cmp,
-        value: u64,
-        cx: &mut Context<'_>,
-    ) -> Poll<Result<u64, KernelError>> {
+    pub(crate) fn poll_wait_signal(&mut self, signal: usize, cmp: Cmp, value: u64) -> Poll<Result<u64, KernelError>> {
         let checked = self.ctx.check_steps().and_then(|()| check_signal(self.ctx.pe_id(), Op::WaitSignal, signal));
         let signal = match checked {
             Ok(signal) => signal,
@@ -207,7 +197,7 @@ impl Initiator<'_> {
         let state = self.pe.get_or_insert_default().signals.get(signal);
         let holds = state.value(generation);
         if !cmp.holds(holds, value) {
-            self.ctx.park(Wait::Signal { signal: signal as u32, cmp, until: value }, cx);
+            self.ctx.park(Wait::Signal { signal: signal as u32, cmp, until: value });
             return Poll::Pending;
         }
         // A wait for at least `value` takes that much of the signal; any other takes what it saw.
@@ -230,11 +220,11 @@ impl Initiator<'_> {
     }
 
     /// The reply a parked get or fetching atomic waits for, once it has come.
-    pub(crate) fn take_reply(&mut self, op: Op, cx: &mut Context<'_>) -> Poll<Result<Tile, KernelError>> {
+    pub(crate) fn take_reply(&mut self, op: Op) -> Poll<Result<Tile, KernelError>> {
         let task = self.ctx.task;
         let replies = self.pe.as_mut().map(|m| &mut m.replies);
         let Some(at) = replies.as_ref().and_then(|r| r.iter().position(|&(t, ..)| t == task)) else {
-            self.ctx.park(Wait::Get, cx);
+            self.ctx.park(Wait::Get);
             return Poll::Pending;
         };
         let (_, reply, at_ns) = replies.expect("a reply was found").swap_remove(at);

@@ -123,16 +123,17 @@ impl Lanes<'_> {
     /// in its copy.
     fn wake_values(&mut self, rank: u32) {
         for task in self.tasks.lanes_of(rank) {
-            self.parked.get(task).wake_if(|wait| wait == Wait::Value);
+            // SAFETY: `&mut self` excludes every other borrow (rule B).
+            unsafe { self.wake_if(task as u32, |wait| wait == Wait::Value) };
         }
     }
 
     /// Wakes the lanes of `rank` that wait on `signal` (rule B).
     fn wake_signal(&mut self, rank: u32, signal: usize) {
         for task in self.tasks.lanes_of(rank) {
-            self.parked
-                .get(task)
-                .wake_if(|wait| matches!(wait, Wait::Signal { signal: s, .. } if s as usize == signal));
+            let wakes = |wait| matches!(wait, Wait::Signal { signal: s, .. } if s as usize == signal);
+            // SAFETY: `&mut self` excludes every other borrow (rule B).
+            unsafe { self.wake_if(task as u32, wakes) };
         }
     }
 }

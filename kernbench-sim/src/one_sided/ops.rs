@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::task::{Context, Poll};
+use std::task::Poll;
 
 use kernbench_core::symmetric::{CallSite, Multicast, MultimemStore, Put, Symmetric};
 use kernbench_core::{Dtype, KernelError, Op, PeId, ReduceOp, Tile};
@@ -207,10 +207,9 @@ impl Initiator<'_> {
         offset: usize,
         len: usize,
         site: CallSite,
-        cx: &mut Context<'_>,
     ) -> Poll<Result<Tile, KernelError>> {
         if self.ctx.parked.wait == Wait::Get {
-            return self.take_reply(Op::Get, cx);
+            return self.take_reply(Op::Get);
         }
         if let Err(e) = self.ctx.check_steps() {
             return Poll::Ready(Err(e));
@@ -230,7 +229,7 @@ impl Initiator<'_> {
         };
         let op = OneSidedOp::Get { buffer: *buffer, offset, len, stamp, back, back_ns: 0.0 };
         self.start(peer as u32, route, clock, op);
-        self.ctx.park(Wait::Get, cx);
+        self.ctx.park(Wait::Get);
         Poll::Pending
     }
 
@@ -405,18 +404,17 @@ impl Initiator<'_> {
         len: usize,
         reduce: ReduceOp,
         site: CallSite,
-        cx: &mut Context<'_>,
     ) -> Poll<Result<Tile, KernelError>> {
         const OP: Op = Op::MultimemLdReduce;
         if self.ctx.parked.wait == Wait::Get {
             let task = self.ctx.task;
             let Some(memory) = self.pe.as_mut() else {
-                self.ctx.park(Wait::Get, cx);
+                self.ctx.park(Wait::Get);
                 return Poll::Pending;
             };
             let arrived = memory.gathered.iter().filter(|&&(t, ..)| t == task).count();
             if arrived < multicast.members.len() {
-                self.ctx.park(Wait::Get, cx);
+                self.ctx.park(Wait::Get);
                 return Poll::Pending;
             }
             let mut parts: Vec<(u32, Result<Tile, KernelError>, f64)> = Vec::with_capacity(arrived);
@@ -469,7 +467,7 @@ impl Initiator<'_> {
             (member, to, op)
         });
         self.start_parts(clock, parts);
-        self.ctx.park(Wait::Get, cx);
+        self.ctx.park(Wait::Get);
         Poll::Pending
     }
 
@@ -511,11 +509,11 @@ impl Initiator<'_> {
     }
 
     /// Waits until the lane's puts have landed.
-    pub(crate) fn poll_quiet(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
+    pub(crate) fn poll_quiet(&mut self) -> Poll<Result<(), KernelError>> {
         let task = self.ctx.task;
         // Puts of this round land when the round is merged.
         if self.pe.as_ref().is_some_and(|m| m.outbox.iter().any(|o| o.task == task)) {
-            self.ctx.park(Wait::Quiet, cx);
+            self.ctx.park(Wait::Quiet);
             return Poll::Pending;
         }
         self.ctx.parked.wait = Wait::None;

@@ -1,10 +1,8 @@
 //! Asking ahead: in a large round the CPU is asked for what a PE's poll and merge will read a few PEs
 //! before they come to it, so that the cache misses of several PEs overlap. A million PEs' state is
-//! far larger than any cache, and a poll misses in turn on its task, its coroutine, its lane's and
-//! PE's cells and the queue it waits on; one after the other, those misses were most of a large run's
+//! far larger than any cache, and a poll misses in turn on its coroutine, its lane's and PE's cells
+//! and the queue it waits on; one after the other, those misses were most of a large run's
 //! time. A hint only ([`prefetch`]): nothing anyone reads changes, so no result does.
-
-use async_task::Runnable;
 
 use super::Execution;
 use crate::lanes::Wait;
@@ -13,15 +11,13 @@ use crate::timing::Transfer;
 use crate::two_sided::{Crossing, side_owner};
 
 /// A woken task as the polls before it see it, read before the round's polls begin (so none reads
-/// another's runnable): its number, the queue it waits on, where its task lives.
+/// another's wait while it is written): its number and the queue it waits on.
 #[derive(Clone, Copy)]
 pub(super) struct Ahead {
     task: u32,
     /// The queue it waits on ([`Ahead::NO_QUEUE`] if none): what woke it, so what it reads first. Not
-    /// an `Option`, which would make an entry three words: a round can wake a million tasks.
+    /// an `Option`, which would make an entry twice the size: a round can wake a million tasks.
     queue: u32,
-    /// The address of the task's metadata, in its header.
-    head: usize,
 }
 
 impl Ahead {
@@ -35,13 +31,9 @@ impl Ahead {
     /// slower asking ahead); a larger one's is cold in every round, however few tasks the round
     /// wakes (a million PEs ran a third faster).
     const TASKS: usize = 1 << 14;
-    /// Where a task's header and what follows it (its kernel's box, where it records its end) lie:
-    /// from this many bytes before its metadata, this many bytes.
-    const TASK: (usize, usize) = (32, 128);
 }
 
-/// Where a task's coroutine lives (its kernel's boxed future, apart from the task) and how many cache
-/// lines it spans, in one word: the address's 48 bits (every x86_64 user address an allocator hands
+/// Where a task's coroutine lives (its kernel's boxed future) and how many cache lines it spans, in one word: the address's 48 bits (every x86_64 user address an allocator hands
 /// out; a wrong one would only make the hint useless) above 16 bits of lines. A word a task, in a run
 /// of a million.
 #[derive(Clone, Copy)]
@@ -74,32 +66,30 @@ impl Execution<'_> {
         self.results.len() >= Ahead::TASKS
     }
 
-    /// What the polls before `runnable`'s see of it.
+    /// What the polls before `task`'s see of it.
     ///
     /// # Safety
     /// Rule B: between rounds, when no thread writes a wait.
-    pub(super) unsafe fn ahead(&self, runnable: &Runnable<u32>) -> Ahead {
-        let task = runnable.metadata();
+    pub(super) unsafe fn ahead(&self, task: u32) -> Ahead {
         // SAFETY: the caller's.
-        let queue = match unsafe { self.lanes.parked.get_ref(*task as usize) }.wait {
+        let queue = match unsafe { self.lanes.parked.get_ref(task as usize) }.wait {
             Wait::Send(q) | Wait::Recv(q) => q,
             _ => Ahead::NO_QUEUE,
         };
-        Ahead { task: *task, queue, head: std::ptr::from_ref(task) as usize }
+        Ahead { task, queue }
     }
 
-    /// Asks the CPU for what polling `ahead`'s task reads first: the queue it waits on, its task and
-    /// coroutine, its lane's state, wait and result, and its PE's cells (not its one-sided part,
-    /// which only one-sided operations read).
+    /// Asks the CPU for what polling `ahead`'s task reads first: the queue it waits on, its coroutine
+    /// and where it lies, its lane's state, wait and result, and its PE's cells (not its one-sided
+    /// part, which only one-sided operations read).
     #[inline]
-    pub(super) fn ask(&self, &Ahead { task, queue, head }: &Ahead) {
+    pub(super) fn ask(&self, &Ahead { task, queue }: &Ahead) {
         if queue != Ahead::NO_QUEUE {
             self.two_sided.queues.prefetch(queue as usize);
         }
-        let (before, bytes) = Ahead::TASK;
-        prefetch(head.wrapping_sub(before) as *const u8, bytes);
         let (task, rank) = (task as usize, self.lanes.tasks.rank(task) as usize);
         let cell = self.lanes.states.cell(task);
+        self.kernels.prefetch(task);
         if let Some(frame) = self.frames.get(cell) {
             frame.prefetch();
         }
@@ -114,7 +104,7 @@ impl Execution<'_> {
 
     /// Merges `ranks` in order, in a large run asking the CPU ahead of each for what its merge reads,
     /// a step further the nearer it comes: its PE's cells; the queues its lanes touched; the waits of
-    /// the lanes at their other ends; the tasks those wake.
+    /// the lanes at their other ends.
     ///
     /// # Safety
     /// Rule M: this thread merges every rank of `ranks`.
@@ -145,15 +135,6 @@ impl Execution<'_> {
             if let Some(&soon) = ranks.get(i + Ahead::DISTANCE / 4) {
                 woken(soon).for_each(|task| self.lanes.parked.prefetch(task));
             }
-            if let Some(&next) = ranks.get(i + 1) {
-                for task in woken(next) {
-                    // SAFETY: rule M: wait cells are only read while merging.
-                    let waker = unsafe { self.lanes.parked.get_held(task) }.and_then(|p| p.waker.as_ref());
-                    if let Some(waker) = waker {
-                        prefetch(waker.data().cast(), 64);
-                    }
-                }
-            }
             // SAFETY: the caller's.
             unsafe { self.merge(rank, sent, crossing) };
         }
@@ -165,8 +146,8 @@ mod tests {
     use super::{Ahead, Frame};
 
     #[test]
-    fn what_the_polls_ahead_keep_of_a_task_is_two_words() {
-        assert_eq!(size_of::<Ahead>(), 16);
+    fn what_the_polls_ahead_keep_of_a_task_is_one_word() {
+        assert_eq!(size_of::<Ahead>(), 8);
     }
 
     #[test]

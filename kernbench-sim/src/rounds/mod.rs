@@ -21,14 +21,14 @@ pub(crate) use ready::ReadyLists;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use async_task::Runnable;
-use kernbench_core::KernelError;
+use kernbench_core::{KernelError, KernelFuture};
 use rayon::prelude::*;
 
 use crate::error::RunError;
 use crate::lanes::Lanes;
 use crate::network::Network;
 use crate::one_sided::OneSidedRun;
+use crate::protocol::Cells;
 use crate::spread::{RoundEnd, Spread};
 use crate::timing::Transfer;
 use crate::two_sided::{Arrival, Crossing, TwoSided};
@@ -41,8 +41,7 @@ use ready::in_task_order;
 /// error's room.
 pub(crate) type Ended = Result<(), Box<KernelError>>;
 
-/// How each task this process holds ended, in its lane's cell order. A list behind the `Arc`, not a
-/// slice: every task holds the `Arc`, and a slice's would be two words.
+/// How each task this process holds ended, in its lane's cell order.
 pub(crate) type Results = Vec<OnceLock<Ended>>;
 
 /// An installed run: its lanes and each kind of traffic's part, as set-up made them.
@@ -51,8 +50,10 @@ pub(crate) struct Execution<'p> {
     /// Each call's generation (one unless calls run together), from which each phase's message
     /// generation follows.
     pub(crate) generations: Vec<u64>,
+    /// Per task this process holds, its kernel's coroutine until it ends (or fails).
+    pub(crate) kernels: Cells<Option<KernelFuture>>,
     /// Per task this process holds, how its kernel ended.
-    pub(crate) results: Arc<Results>,
+    pub(crate) results: Results,
     pub(crate) two_sided: TwoSided,
     pub(crate) one_sided: OneSidedRun,
     /// The channels and routes, when time is simulated.
@@ -66,8 +67,7 @@ pub(crate) struct Execution<'p> {
     /// In a run of calls together, per call and channel the fair-queueing tag of the call's last
     /// transfer there ([`Execution::fair_order`]).
     fair_tags: rustc_hash::FxHashMap<(u32, u32), f64>,
-    /// Per task this process holds, in its lane's cell order, where its coroutine lives (set as the
-    /// tasks start).
+    /// Per task this process holds, in its lane's cell order, where its coroutine lives.
     pub(crate) frames: Vec<Frame>,
 }
 
@@ -89,16 +89,18 @@ pub(crate) struct Polling<'t> {
 impl<'p> Execution<'p> {
     pub(crate) fn new(
         lanes: Lanes<'p>,
-        (generations, results): (Vec<u64>, Arc<Results>),
+        (generations, kernels, frames): (Vec<u64>, Cells<Option<KernelFuture>>, Vec<Frame>),
         (two_sided, one_sided): (TwoSided, OneSidedRun),
         (network, spread): (Option<Network>, Option<Spread<'p>>),
         without_data: bool,
     ) -> Execution<'p> {
         let lowest_failure = AtomicU32::new(u32::MAX);
         let fair_tags = Default::default();
+        let results = (0..frames.len()).map(|_| OnceLock::new()).collect();
         Execution {
             lanes,
             generations,
+            kernels,
             results,
             two_sided,
             one_sided,
@@ -107,7 +109,7 @@ impl<'p> Execution<'p> {
             without_data,
             lowest_failure,
             fair_tags,
-            frames: Vec::new(),
+            frames,
         }
     }
 
@@ -121,16 +123,17 @@ impl<'p> Execution<'p> {
     /// # Errors
     /// The lowest failure of the first round with one; an exchange, a placement or an application of
     /// one-sided operations that failed.
-    pub(crate) fn drive(&mut self, ready: &ReadyLists, polling: Polling<'_>) -> Result<Driven, RunError> {
+    pub(crate) fn drive(&mut self, polling: Polling<'_>) -> Result<Driven, RunError> {
         // Between rounds too: the heaps that one-sided operations make on their targets.
-        kernbench_core::tile::without_data_while(self.without_data, || self.rounds(ready, polling))
+        kernbench_core::tile::without_data_while(self.without_data, || self.rounds(polling))
     }
 
-    fn rounds(&mut self, ready: &ReadyLists, polling: Polling<'_>) -> Result<Driven, RunError> {
+    fn rounds(&mut self, polling: Polling<'_>) -> Result<Driven, RunError> {
         let Polling { pool, parallel_min_ready } = polling;
-        // The round's runnables, taken out one by one as they are polled.
-        let mut round: Vec<Option<Runnable<u32>>> = Vec::new();
-        let mut by_task: Vec<Option<Runnable<u32>>> = Vec::new();
+        let ready = Arc::clone(&self.lanes.ready);
+        // The round's woken tasks.
+        let mut round: Vec<u32> = Vec::new();
+        let mut by_task: Vec<bool> = Vec::new();
         let mut polled: Vec<u32> = Vec::new();
         let mut ahead: Vec<Ahead> = Vec::new();
         let mut sent: Vec<Transfer> = Vec::new();
@@ -144,65 +147,68 @@ impl<'p> Execution<'p> {
         let asks_ahead = self.asks_ahead();
         loop {
             ready.drain_into(&mut round);
+            in_task_order(&mut round, &mut by_task);
+            // A task that ended (or failed) is not polled again, however it was woken; in task
+            // order, the coroutines' list is read front to back.
+            // SAFETY: rule B: between rounds nothing polls a kernel.
+            round.retain(|&task| unsafe { self.kernels.get_ref(task as usize) }.is_some());
             // A process of a spread run with nothing to poll still takes part in the round's hand-over:
             // the run ends when no process polled anything.
             if round.is_empty() && self.spread.is_none() {
                 break;
             }
             let woken = round.len() as u64;
-            in_task_order(&mut round, &mut by_task);
             ahead.clear();
             if asks_ahead {
                 let this = &*self;
                 // SAFETY: rule B: between rounds nothing writes a wait.
-                let of = |r: &Runnable<u32>| unsafe { this.ahead(r) };
+                let of = |&task: &u32| unsafe { this.ahead(task) };
                 match pool.filter(|_| round.len() >= parallel_min_ready) {
-                    Some(pool) => pool.install(|| ahead.par_extend(round.par_iter().flatten().map(of))),
-                    None => ahead.extend(round.iter().flatten().map(of)),
+                    Some(pool) => pool.install(|| ahead.par_extend(round.par_iter().map(of))),
+                    None => ahead.extend(round.iter().map(of)),
                 }
             }
             let tasks = &self.lanes.tasks;
-            let rank_of = |r: &Option<Runnable<u32>>| r.as_ref().map(|r| tasks.rank(*r.metadata()));
+            let rank_of = |&task: &u32| tasks.rank(task);
             polled.clear();
             if one_lane_each {
                 // A task is its PE's rank.
-                polled.extend(round.iter().filter_map(|r| r.as_ref().map(|r| *r.metadata())));
+                polled.extend_from_slice(&round);
             } else {
-                for rank in round.iter().filter_map(rank_of) {
+                for rank in round.iter().map(rank_of) {
                     if polled.last() != Some(&rank) {
                         polled.push(rank);
                     }
                 }
             }
             let this = &*self;
-            let same_pe = |a: &Option<Runnable<u32>>, b: &Option<Runnable<u32>>| rank_of(a) == rank_of(b);
+            let same_pe = |a: &u32, b: &u32| rank_of(a) == rank_of(b);
             let parallel = pool.filter(|_| round.len() >= parallel_min_ready);
             // Polls a PE's woken lanes, having asked for what the polls a few tasks on will read.
             let start = round.as_ptr() as usize;
-            let poll = |pe: &mut [Option<Runnable<u32>>]| {
+            let poll = |pe: &[u32]| {
                 if !ahead.is_empty() {
-                    let at = (pe.as_ptr() as usize - start) / size_of::<Option<Runnable<u32>>>() + Ahead::DISTANCE;
+                    let at = (pe.as_ptr() as usize - start) / size_of::<u32>() + Ahead::DISTANCE;
                     ahead.get(at..at + pe.len()).into_iter().flatten().for_each(|a| this.ask(a));
                 }
                 this.poll_pe(pe)
             };
-            // A PE's woken lanes are polled together; when every PE runs one lane, a PE is a slot.
+            // A PE's woken lanes are polled together; when every PE runs one lane, a PE is a task.
             let outcome = match (parallel, one_lane_each) {
                 (Some(pool), true) => pool.install(|| {
                     round
-                        .par_iter_mut()
+                        .par_iter()
                         .with_min_len(min_job)
-                        .map(|slot| poll(std::slice::from_mut(slot)))
+                        .map(|task| poll(std::slice::from_ref(task)))
                         .reduce(Outcome::default, Outcome::merge)
                 }),
                 (Some(pool), false) => {
-                    pool.install(|| round.par_chunk_by_mut(same_pe).map(poll).reduce(Outcome::default, Outcome::merge))
+                    pool.install(|| round.par_chunk_by(same_pe).map(poll).reduce(Outcome::default, Outcome::merge))
                 }
-                (None, true) => round
-                    .iter_mut()
-                    .map(|slot| poll(std::slice::from_mut(slot)))
-                    .fold(Outcome::default(), Outcome::merge),
-                (None, false) => round.chunk_by_mut(same_pe).map(poll).fold(Outcome::default(), Outcome::merge),
+                (None, true) => {
+                    round.iter().map(|task| poll(std::slice::from_ref(task))).fold(Outcome::default(), Outcome::merge)
+                }
+                (None, false) => round.chunk_by(same_pe).map(poll).fold(Outcome::default(), Outcome::merge),
             };
             round.clear();
             let failure = outcome.failed.map(|task| (task, self.failure(task)));

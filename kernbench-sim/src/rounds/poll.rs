@@ -5,10 +5,12 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Once;
 use std::sync::atomic::Ordering;
 
-use async_task::Runnable;
+use std::task::{Context, Poll};
+
 use kernbench_core::{tile, tl};
 
 use super::Execution;
+use super::ready::Woken;
 use super::view::PeView;
 use crate::error::RunError;
 use crate::lanes::LaneCtx;
@@ -57,9 +59,9 @@ impl Execution<'_> {
     /// the lowest failure whatever it would do, so the round need not wait for it (a kernel spinning
     /// until its watchdog stops it would otherwise spin once per PE). The lowest failing task is never
     /// skipped, so the error does not depend on the order of polls.
-    pub(crate) fn poll_pe(&self, woken: &mut [Option<Runnable<u32>>]) -> Outcome {
+    pub(crate) fn poll_pe(&self, woken: &[u32]) -> Outcome {
         let tasks = &self.lanes.tasks;
-        let Some(rank) = woken.first().and_then(|r| r.as_ref()).map(|r| tasks.rank(*r.metadata())) else {
+        let Some(rank) = woken.first().map(|&task| tasks.rank(task)) else {
             return Outcome::default();
         };
         // SAFETY: rule P: a PE's woken lanes are polled together, by one thread, so only this thread
@@ -69,8 +71,7 @@ impl Execution<'_> {
             (self.lanes.pes.get_mut(rank), self.two_sided.pes.get_mut(rank), self.one_sided.pes.get_mut(rank))
         };
         let mut outcome = Outcome::default();
-        for runnable in woken.iter_mut().filter_map(Option::take) {
-            let task = *runnable.metadata();
+        for &task in woken {
             if task > self.lowest_failure.load(Ordering::Relaxed) {
                 continue;
             }
@@ -81,7 +82,7 @@ impl Execution<'_> {
             let ctx =
                 LaneCtx { task, pe: &mut *pe, lane, parked, budget: self.lanes.budget, run_rates: &self.lanes.rates };
             let mut view = PeView { ctx, links: &mut *links, memory: &mut *memory, run: self };
-            let polled = self.poll_lane(&mut view, runnable);
+            let polled = self.poll_lane(&mut view);
             if let Polled::Failed = polled {
                 self.lowest_failure.fetch_min(task, Ordering::Relaxed);
             }
@@ -90,15 +91,32 @@ impl Execution<'_> {
         outcome
     }
 
-    /// Polls one lane's kernel once.
+    /// Polls one lane's kernel once; one that ends has its end recorded and its coroutine freed.
     #[inline]
-    fn poll_lane(&self, view: &mut PeView<'_, '_>, runnable: Runnable<u32>) -> Polled {
+    fn poll_lane(&self, view: &mut PeView<'_, '_>) -> Polled {
         let (task, pe) = (view.ctx.task, view.ctx.pe_id());
+        // SAFETY: rule P: the lane is this thread's, as its PE is.
+        let kernel = unsafe { self.kernels.get_mut(task as usize) };
         let run = catch_unwind(AssertUnwindSafe(|| {
-            tile::without_data_while(self.without_data, || tl::enter(view, || runnable.run()))
+            let Some(coroutine) = kernel.as_mut() else { return };
+            let woken = Woken { ready: &self.lanes.ready, task };
+            let waker = woken.waker();
+            let mut cx = Context::from_waker(&waker);
+            let polled =
+                tile::without_data_while(self.without_data, || tl::enter(view, || coroutine.as_mut().poll(&mut cx)));
+            if let Poll::Ready(ended) = polled {
+                // Set once: the coroutine is gone after.
+                let _ = self.results[self.lanes.states.cell(task as usize)].set(ended.map_err(Box::new));
+                *kernel = None;
+            }
         }));
         let failure = match run {
-            Err(payload) => RunError::Panicked { pe, message: panic_message(&*payload) },
+            Err(payload) => {
+                // A coroutine that panicked is never polled again; its drop (of what it still held)
+                // may panic too, and is its failure's, not the run's.
+                let _ = catch_unwind(AssertUnwindSafe(|| *kernel = None));
+                RunError::Panicked { pe, message: panic_message(&*payload) }
+            }
             Ok(_) => {
                 let clock = &view.ctx.lane.clock;
                 // A PE that failed before its lane got this far: neither pending nor finished.

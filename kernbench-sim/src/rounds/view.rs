@@ -76,9 +76,9 @@ impl Backend for PeView<'_, '_> {
         direction: Direction,
         channel: usize,
         tile: &Tile,
-        cx: &mut Context<'_>,
+        _cx: &mut Context<'_>,
     ) -> Poll<Result<(), KernelError>> {
-        self.endpoint().poll_send(direction, channel, tile, cx)
+        self.endpoint().poll_send(direction, channel, tile)
     }
 
     fn poll_recv(
@@ -87,19 +87,19 @@ impl Backend for PeView<'_, '_> {
         channel: usize,
         len: usize,
         dtype: Dtype,
-        cx: &mut Context<'_>,
+        _cx: &mut Context<'_>,
     ) -> Poll<Result<Tile, KernelError>> {
-        self.endpoint().poll_recv(direction, channel, len, dtype, cx)
+        self.endpoint().poll_recv(direction, channel, len, dtype)
     }
 
-    fn poll_barrier(&mut self, group: Group, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
+    fn poll_barrier(&mut self, group: Group, _cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
         let key = self.barrier_of_call(BarrierKey::of_group(group, self.ctx.pe_id()));
-        self.endpoint().poll_barrier(key, cx)
+        self.endpoint().poll_barrier(key)
     }
 
-    fn poll_barrier_team(&mut self, team: &Team, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
+    fn poll_barrier_team(&mut self, team: &Team, _cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
         let key = self.barrier_of_call(BarrierKey::Team(team.shared_members().clone()));
-        self.endpoint().poll_barrier(key, cx)
+        self.endpoint().poll_barrier(key)
     }
 
     fn placement(&self, rank: usize) -> Option<(PeId, u32)> {
@@ -209,9 +209,9 @@ impl OneSided for PeView<'_, '_> {
         offset: usize,
         len: usize,
         site: CallSite,
-        cx: &mut Context<'_>,
+        _cx: &mut Context<'_>,
     ) -> Poll<Result<Tile, KernelError>> {
-        self.initiator().poll_get(peer, buffer, offset, len, site, cx)
+        self.initiator().poll_get(peer, buffer, offset, len, site)
     }
 
     fn signal(&mut self, peer: usize, signal: usize, add: u64) -> Result<(), KernelError> {
@@ -223,9 +223,9 @@ impl OneSided for PeView<'_, '_> {
         signal: usize,
         cmp: Cmp,
         value: u64,
-        cx: &mut Context<'_>,
+        _cx: &mut Context<'_>,
     ) -> Poll<Result<u64, KernelError>> {
-        self.initiator().poll_wait_signal(signal, cmp, value, cx)
+        self.initiator().poll_wait_signal(signal, cmp, value)
     }
 
     fn reset(&mut self, signal: usize) -> Result<(), KernelError> {
@@ -236,8 +236,8 @@ impl OneSided for PeView<'_, '_> {
         self.initiator().fence();
     }
 
-    fn poll_quiet(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
-        self.initiator().poll_quiet(cx)
+    fn poll_quiet(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
+        self.initiator().poll_quiet()
     }
 
     fn multicast(&mut self, buffer: &Symmetric, members: &Arc<[usize]>) -> Result<Multicast, KernelError> {
@@ -255,34 +255,34 @@ impl OneSided for PeView<'_, '_> {
         len: usize,
         op: ReduceOp,
         site: CallSite,
-        cx: &mut Context<'_>,
+        _cx: &mut Context<'_>,
     ) -> Poll<Result<Tile, KernelError>> {
-        self.initiator().poll_multimem_ld_reduce(multicast, offset, len, op, site, cx)
+        self.initiator().poll_multimem_ld_reduce(multicast, offset, len, op, site)
     }
 
     fn atomic(&mut self, atomic: Atomic<'_>) -> Result<(), KernelError> {
         self.initiator().atomic(atomic)
     }
 
-    fn poll_fetch(&mut self, atomic: Atomic<'_>, cx: &mut Context<'_>) -> Poll<Result<i64, KernelError>> {
-        self.initiator().poll_fetch(atomic, cx)
+    fn poll_fetch(&mut self, atomic: Atomic<'_>, _cx: &mut Context<'_>) -> Poll<Result<i64, KernelError>> {
+        self.initiator().poll_fetch(atomic)
     }
 
-    fn poll_wait_value(&mut self, wait: ValueWait<'_>, cx: &mut Context<'_>) -> Poll<Result<i64, KernelError>> {
-        self.initiator().poll_wait_value(wait, cx)
+    fn poll_wait_value(&mut self, wait: ValueWait<'_>, _cx: &mut Context<'_>) -> Poll<Result<i64, KernelError>> {
+        self.initiator().poll_wait_value(wait)
     }
 
     fn window(&mut self, name: &str) -> Result<Symmetric, KernelError> {
         self.initiator().window(name)
     }
 
-    fn poll_alloc(&mut self, allocation: Allocation, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
+    fn poll_alloc(&mut self, allocation: Allocation, _cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
         if self.ctx.parked.wait == crate::lanes::Wait::None {
             if let Err(e) = self.initiator().declare(&allocation.buffer) {
                 return Poll::Ready(Err(e));
             }
         }
         let key = BarrierKey::of_group(Group::All, self.ctx.pe_id());
-        self.endpoint().poll_collective(key, Some((allocation.buffer, allocation.site)), cx)
+        self.endpoint().poll_collective(key, Some((allocation.buffer, allocation.site)))
     }
 }

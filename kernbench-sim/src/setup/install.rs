@@ -2,9 +2,7 @@
 //! rounds driven, and the end diagnosed and reported.
 
 use std::borrow::Cow;
-use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll};
+use std::sync::Arc;
 
 use kernbench_core::tl::{CallContext, message_generation};
 use kernbench_core::{CheckedPlan, Dtype, KernelError, KernelFuture, Launch, Op, PeId, System, Tile, Tl};
@@ -18,7 +16,7 @@ use crate::one_sided::{OneSidedRun, PeOneSided, Windows};
 use crate::protocol::Cells;
 use crate::race::{LaneSync, MessageOrders};
 use crate::report::RunReport;
-use crate::rounds::{Execution, Frame, Polling, ReadyLists, Results, quiet_kernel_panics};
+use crate::rounds::{Execution, Frame, Polling, ReadyLists, quiet_kernel_panics};
 use crate::spread::Spread;
 use crate::timing::{Bookings, Clock, Engines, Rates};
 use crate::two_sided::{Barriers, Installed, TwoSided, install};
@@ -202,6 +200,7 @@ pub(super) fn run(
         tasks,
         budget: Budget { loops: options.loop_budget, steps: options.step_budget },
         rates: Rates::of(system, options.timing.as_ref(), &carriage, None),
+        ready: Arc::new(ReadyLists::new(options.threads)),
     };
     if let (Some(windows), true) = (windows.as_deref(), detector) {
         // A kernel starts after the previous one on its PE ended: its lanes know what those knew.
@@ -213,13 +212,12 @@ pub(super) fn run(
             }
         }
     }
-    let results: Arc<Results> = Arc::new((0..held).map(|_| OnceLock::new()).collect());
+    let (frames, coroutines) = start(&lanes, (&kernels, system, options), pool.as_ref());
+    let kernels = (generations, Cells::held(coroutines, by_task), frames);
     let parts = (two_sided, one_sided);
-    let mut exec = Execution::new(lanes, (generations, results), parts, (network, spread), options.timing_only);
-    let ready = Arc::new(ReadyLists::new(options.threads));
-    exec.frames = start(&exec, (&kernels, system, options), &ready, pool.as_ref());
+    let mut exec = Execution::new(lanes, kernels, parts, (network, spread), options.timing_only);
     let polling = Polling { pool: pool.as_ref(), parallel_min_ready: options.parallel_min_ready };
-    let driven = exec.drive(&ready, polling);
+    let driven = exec.drive(polling);
     if let Some(windows) = windows {
         windows.keep(&mut exec.one_sided.pes, &mut exec.lanes, call.generation);
     }
@@ -232,16 +230,15 @@ pub(super) fn run(
     Ok(if together { exec.split_by_call(report) } else { vec![report] })
 }
 
-/// Starts the kernel of every task this process holds: each is made (and its memory first touched) on
-/// the pool's threads when there is one; the first round puts the woken tasks in task order whichever
-/// thread made them.
+/// Starts the kernel of every task this process holds, each woken for the first round: its coroutine
+/// and where it lies, in task order. Each coroutine is made (and its memory first touched) on the pool's threads
+/// when there is one; the first round puts the woken tasks in task order whichever thread made them.
 fn start(
-    exec: &Execution<'_>,
+    lanes: &Lanes<'_>,
     (kernels, system, options): (&[Kernel<'_>], &System, &RunOptions),
-    ready: &Arc<ReadyLists>,
     pool: Option<&rayon::ThreadPool>,
-) -> Vec<Frame> {
-    let tasks = &exec.lanes.tasks;
+) -> (Vec<Frame>, Vec<Option<KernelFuture>>) {
+    let tasks = &lanes.tasks;
     let extents = [system.sips(), system.cubes_per_sip(), system.pes_per_cube()];
     // What every PE of a call shares, made once for the call.
     let calls: Vec<Arc<CallContext>> = (kernels.iter())
@@ -259,53 +256,19 @@ fn start(
         .collect();
     let start = |task: usize| {
         let rank = tasks.rank(task as u32);
-        let (k, lane, lanes) = tasks.call_of(rank, tasks.lane(task as u32));
-        let tl = Tl::of_call(&calls[k], tasks.pe(rank), rank as usize, (lane as usize, lanes as usize));
-        let future = kernels[k].0.launch(tl);
-        let frame = Frame::of(std::ptr::from_ref(&*future).cast(), size_of_val(&*future));
-        let results = Arc::clone(&exec.results);
-        let cell = exec.lanes.states.cell(task);
-        let schedule = {
-            let ready = Arc::clone(ready);
-            move |runnable| ready.push(runnable)
-        };
-        let (runnable, handle) = async_task::Builder::new()
-            .metadata(task as u32)
-            .spawn(move |_| Recorded { kernel: future, results, cell }, schedule);
-        handle.detach();
-        runnable.schedule();
-        frame
+        let (k, lane, lanes_of_call) = tasks.call_of(rank, tasks.lane(task as u32));
+        let tl = Tl::of_call(&calls[k], tasks.pe(rank), rank as usize, (lane as usize, lanes_of_call as usize));
+        let coroutine = kernels[k].0.launch(tl);
+        (Frame::of(std::ptr::from_ref(&*coroutine).cast(), size_of_val(&*coroutine)), Some(coroutine))
     };
     // A spread run starts only this process's PEs.
     let here = |task: &usize| tasks.holds(tasks.rank(*task as u32));
+    lanes.ready.wake_all((0..tasks.len()).filter(here).map(|task| task as u32));
     match pool {
         Some(pool) => {
-            pool.install(|| (0..tasks.len()).into_par_iter().with_min_len(1024).filter(here).map(start).collect())
+            pool.install(|| (0..tasks.len()).into_par_iter().with_min_len(1024).filter(here).map(start).unzip())
         }
-        None => (0..tasks.len()).filter(here).map(start).collect(),
-    }
-}
-
-/// A kernel that records how it ended in its cell of the run's results. A future of its own rather
-/// than an `async` block, which would hold the kernel's future twice (what it captured and what it
-/// awaits): every PE's task holds one.
-struct Recorded {
-    kernel: KernelFuture,
-    results: Arc<Results>,
-    cell: usize,
-}
-
-impl Future for Recorded {
-    type Output = ();
-
-    #[inline]
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        // Every field is `Unpin` (the kernel's future is pinned in its box).
-        let this = self.get_mut();
-        let ended = std::task::ready!(this.kernel.as_mut().poll(cx));
-        // Set once: a kernel's future ends once.
-        let _ = this.results[this.cell].set(ended.map_err(Box::new));
-        Poll::Ready(())
+        None => (0..tasks.len()).filter(here).map(start).unzip(),
     }
 }
 

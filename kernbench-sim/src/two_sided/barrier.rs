@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::task::Poll;
 
 use kernbench_core::symmetric::{CallSite, Symmetric};
 use kernbench_core::{Group, KernelError, Op, PeId};
@@ -156,9 +156,8 @@ impl Barriers {
                 if let Some(joined) = &joined {
                     lane.sync(task).acquire(joined);
                 }
-                let parked = lanes.parked.get(task as usize);
-                parked.wait = Wait::Released;
-                parked.wake_if(|_| true);
+                lanes.parked.get(task as usize).wait = Wait::Released;
+                lanes.ready.push(task);
             }
         }
     }
@@ -196,8 +195,8 @@ impl Barriers {
 
 impl Endpoint<'_> {
     /// Waits until every lane of every participant in the lane's `group` has arrived.
-    pub(crate) fn poll_barrier(&mut self, group: BarrierKey, cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
-        self.poll_collective(group, None, cx)
+    pub(crate) fn poll_barrier(&mut self, group: BarrierKey) -> Poll<Result<(), KernelError>> {
+        self.poll_collective(group, None)
     }
 
     /// Waits at barrier `group` as part of the collective allocation `label` (`None`: a plain
@@ -206,7 +205,6 @@ impl Endpoint<'_> {
         &mut self,
         group: BarrierKey,
         label: Option<(Symmetric, CallSite)>,
-        cx: &mut Context<'_>,
     ) -> Poll<Result<(), KernelError>> {
         if let Err(e) = self.ctx.check_steps() {
             return Poll::Ready(Err(e));
@@ -221,7 +219,7 @@ impl Endpoint<'_> {
                 Poll::Ready(Ok(()))
             }
             Wait::Barrier => {
-                self.ctx.park(Wait::Barrier, cx);
+                self.ctx.park(Wait::Barrier);
                 Poll::Pending
             }
             _ => {
@@ -238,7 +236,7 @@ impl Endpoint<'_> {
                 let barriers = &self.run.barriers;
                 barriers.arrived.store(true, Ordering::Relaxed);
                 barriers.waiters.lock().unwrap_or_else(|e| e.into_inner()).push(arrival);
-                self.ctx.park(Wait::Barrier, cx);
+                self.ctx.park(Wait::Barrier);
                 Poll::Pending
             }
         }

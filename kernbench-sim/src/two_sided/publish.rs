@@ -77,7 +77,7 @@ pub(crate) unsafe fn wake_side(parts: (&TwoSided, &Lanes<'_>), q: u32, side: Sid
     // SAFETY: the caller's.
     let Some(task) = (unsafe { side_owner(parts, q, side) }) else { return };
     // SAFETY: the caller guarantees no mutable borrow of the wait cell.
-    unsafe { parts.1.parked.get_ref(task) }.wake_if(|wait| wait == waiting);
+    unsafe { parts.1.wake_if(task as u32, |wait| wait == waiting) };
 }
 
 /// The task that owns `side` of queue `q`, if one has used it.

@@ -1,7 +1,7 @@
 //! Send and receive: a lane's two-sided operations while it is polled (rule P of the round protocol).
 
 use std::num::NonZeroU64;
-use std::task::{Context, Poll};
+use std::task::Poll;
 
 use kernbench_core::{Direction, Dtype, KernelError, Op, PeId, Tile};
 
@@ -101,7 +101,6 @@ impl Endpoint<'_> {
         direction: Direction,
         channel: usize,
         tile: &Tile,
-        cx: &mut Context<'_>,
     ) -> Poll<Result<(), KernelError>> {
         let q = match self.queue(direction, channel, Op::Send, Side::Sender) {
             Ok(q) => q,
@@ -122,7 +121,7 @@ impl Endpoint<'_> {
             if self.ctx.parked.wait != Wait::Send(q) {
                 self.ctx.lane.figures.credit_waits += 1;
             }
-            self.ctx.park(Wait::Send(q), cx);
+            self.ctx.park(Wait::Send(q));
             return Poll::Pending;
         }
         // Under the race detector a message from a lane that has a place in the order carries it.
@@ -149,7 +148,6 @@ impl Endpoint<'_> {
         channel: usize,
         len: usize,
         dtype: Dtype,
-        cx: &mut Context<'_>,
     ) -> Poll<Result<Tile, KernelError>> {
         let q = match self.queue(direction, channel, Op::Recv, Side::Receiver) {
             Ok(q) => q,
@@ -162,7 +160,7 @@ impl Endpoint<'_> {
             if self.ctx.parked.wait != Wait::Recv(q) {
                 self.ctx.lane.figures.recv_waits += 1;
             }
-            self.ctx.park(Wait::Recv(q), cx);
+            self.ctx.park(Wait::Recv(q));
             return Poll::Pending;
         };
         let expected = self.ctx.lane.generation;

@@ -4,7 +4,7 @@
 use kernbench::prelude::*;
 use kernbench::sim::testing::{MockError, MockRun};
 use kernbench::sim::{BlockedPe, Call, Leftover, RunError, RunReport, Runtime, SpanKind, Timing};
-use kernbench::{KernelDef, Op, System};
+use kernbench::{KernelDef, KernelFuture, Launch, Op, System};
 use serde_json::json;
 
 fn one_cube(pes: usize) -> System {
@@ -561,4 +561,62 @@ fn a_ring_all_reduce_output_is_the_parts_every_rank_received_not_a_copy() {
 #[test]
 fn a_ring_all_reduce_output_stored_a_lane_at_a_time_is_not_copied_either() {
     ring_outputs_share_their_parts(2);
+}
+
+/// A kernel written by hand that does not use `tl`: it stays pending for `pending` polls, each time
+/// waking itself through the waker its poll is given, `wakes` times over, by reference or (`owned`)
+/// through a clone woken by value; and a clone kept from one poll is woken in the next, after the poll
+/// it was cloned in has ended.
+struct WakesItself {
+    pending: usize,
+    wakes: usize,
+    owned: bool,
+}
+
+impl Launch for WakesItself {
+    fn launch(&self, _tl: Tl) -> KernelFuture {
+        let (mut pending, wakes, owned) = (self.pending, self.wakes, self.owned);
+        let mut kept: Option<std::task::Waker> = None;
+        Box::pin(std::future::poll_fn(move |cx| {
+            if let Some(waker) = kept.take() {
+                // Cloned in the previous poll: it outlives the poll it came from.
+                waker.wake();
+            }
+            if pending == 0 {
+                return std::task::Poll::Ready(Ok(()));
+            }
+            pending -= 1;
+            for _ in 0..wakes {
+                if owned {
+                    cx.waker().clone().wake();
+                } else {
+                    cx.waker().wake_by_ref();
+                }
+            }
+            if owned {
+                kept = Some(cx.waker().clone());
+            }
+            std::task::Poll::Pending
+        }))
+    }
+}
+
+#[test]
+fn a_kernel_that_wakes_itself_through_its_waker_is_polled_once_the_next_round_however_often_it_woke() {
+    for owned in [false, true] {
+        let kernel = WakesItself { pending: 2, wakes: 3, owned };
+        let report = MockRun::launch(&one_cube(4), "ring_1d", "all_pes", &kernel).run().unwrap();
+        // Pending, pending, done: three polls in three rounds, whatever woke each task and how often.
+        assert_eq!(report.rounds(), 3, "owned: {owned}");
+        assert!(report.pes().iter().all(|p| p.figures.polls == 3), "owned: {owned}");
+    }
+}
+
+#[test]
+fn a_kernel_pending_with_nothing_to_wake_it_is_a_deadlock() {
+    let kernel = WakesItself { pending: 1, wakes: 0, owned: false };
+    let err = run_error(MockRun::launch(&one_cube(2), "ring_1d", "all_pes", &kernel).run());
+    let RunError::Deadlock(report) = &err else { panic!("expected a deadlock, got {err}") };
+    assert_eq!((report.finished, report.total), (0, 2));
+    assert!(report.blocked.iter().all(|b| b.op == Op::External), "{err}");
 }
