@@ -588,7 +588,9 @@ impl Launch for WakesItself {
             pending -= 1;
             for _ in 0..wakes {
                 if owned {
-                    cx.waker().clone().wake();
+                    // A clone, woken by value: the waker that owns its handle on the ready lists.
+                    let clone = cx.waker().clone();
+                    clone.wake();
                 } else {
                     cx.waker().wake_by_ref();
                 }
