@@ -1,13 +1,14 @@
 //! Lanes: the tasks of a run (a coroutine per lane of each participating PE), what each lane keeps,
-//! what it waits for, what every kind of traffic sees of a PE, and the watchdog's counts. Uses the
-//! round protocol, the timing model's clock and the race detector's lane clocks.
+//! what it waits for and the lists of those woken, what every kind of traffic sees of a PE, and the
+//! watchdog's counts. Uses the round protocol, the timing model's clock and the race detector's lane
+//! clocks.
 //!
 //! A PE's lanes are tasks `first..first + lanes` of the run, numbered in rank order, so tasks sorted by
 //! number group each PE's lanes together, and a PE's rank is its lanes' too.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use kernbench_core::atomic::Cmp;
 use kernbench_core::tl;
@@ -17,7 +18,6 @@ use serde::{Deserialize, Serialize};
 use crate::error::RunError;
 use crate::protocol::Cells;
 use crate::race::LaneSync;
-use crate::rounds::ReadyLists;
 use crate::timing::{Bookings, Clock, Engines, Rates, SpanKind};
 
 /// What one PE (or one of its lanes) did in a run. Every count is the same on one thread or many.
@@ -449,6 +449,44 @@ impl Parked {
     pub(crate) fn new() -> Self {
         Parked { wait: Wait::None }
     }
+}
+
+/// Woken tasks, by number, one list per thread so that wakes from parallel merges rarely meet on a
+/// lock. A task woken twice in a round is listed twice and polled once (the round puts them in task
+/// order, each once).
+pub(crate) struct ReadyLists {
+    lists: Box<[Mutex<Vec<u32>>]>,
+}
+
+impl ReadyLists {
+    /// Lists for a run on `threads` threads.
+    pub(crate) fn new(threads: usize) -> ReadyLists {
+        ReadyLists { lists: (0..threads.max(1)).map(|_| Mutex::new(Vec::new())).collect() }
+    }
+
+    pub(crate) fn push(&self, task: u32) {
+        // The driving thread and pool thread 0 share a list; the lock keeps that (rare) meeting safe.
+        let slot = rayon::current_thread_index().unwrap_or(0) % self.lists.len();
+        lock(&self.lists[slot]).push(task);
+    }
+
+    /// Wakes every task of `tasks` at once.
+    pub(crate) fn wake_all(&self, tasks: impl Iterator<Item = u32>) {
+        lock(&self.lists[0]).extend(tasks);
+    }
+
+    /// Moves every woken task into `out`.
+    #[inline]
+    pub(crate) fn drain_into(&self, out: &mut Vec<u32>) {
+        for list in &self.lists {
+            out.append(&mut lock(list));
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while holding one of these locks cannot leave the list inconsistent (push/append only).
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The run's lanes and what every kind of traffic sees of their PEs: the lane-level part of a run.

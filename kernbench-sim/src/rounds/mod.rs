@@ -16,7 +16,6 @@ mod view;
 
 pub(crate) use ahead::Frame;
 pub(crate) use poll::quiet_kernel_panics;
-pub(crate) use ready::ReadyLists;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};

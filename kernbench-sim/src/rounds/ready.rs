@@ -1,41 +1,11 @@
-//! The round's ready list: the tasks woken in one round, put in task order for the next, and the
-//! waker a kernel's poll is given.
+//! The round's ready list: the tasks woken in one round ([`ReadyLists`]), put in task order for the
+//! next, and the waker a kernel's poll is given.
 
 use std::mem::ManuallyDrop;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{RawWaker, RawWakerVTable, Wake, Waker};
 
-/// Woken tasks, by number, one list per thread so that wakes from parallel merges rarely meet on a
-/// lock. A task woken twice in a round is listed twice and polled once ([`in_task_order`]).
-pub(crate) struct ReadyLists {
-    lists: Box<[Mutex<Vec<u32>>]>,
-}
-
-impl ReadyLists {
-    /// Lists for a run on `threads` threads.
-    pub(crate) fn new(threads: usize) -> ReadyLists {
-        ReadyLists { lists: (0..threads.max(1)).map(|_| Mutex::new(Vec::new())).collect() }
-    }
-
-    pub(crate) fn push(&self, task: u32) {
-        // The driving thread and pool thread 0 share a list; the lock keeps that (rare) meeting safe.
-        let slot = rayon::current_thread_index().unwrap_or(0) % self.lists.len();
-        lock(&self.lists[slot]).push(task);
-    }
-
-    /// Wakes every task of `tasks` at once.
-    pub(crate) fn wake_all(&self, tasks: impl Iterator<Item = u32>) {
-        lock(&self.lists[0]).extend(tasks);
-    }
-
-    /// Moves every woken task into `out`.
-    #[inline]
-    pub(crate) fn drain_into(&self, out: &mut Vec<u32>) {
-        for list in &self.lists {
-            out.append(&mut lock(list));
-        }
-    }
-}
+use crate::lanes::ReadyLists;
 
 /// What the waker of a task's poll wakes: the task, in the run's ready lists. The runtime wakes a
 /// parked lane itself ([`crate::lanes::Lanes::wake_if`]); this is for a kernel that awaits a future of
@@ -128,11 +98,6 @@ pub(crate) fn in_task_order(round: &mut Vec<u32>, by_task: &mut Vec<bool>) {
             round.push(first + slot as u32);
         }
     }
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A panic while holding one of these locks cannot leave the list inconsistent (push/append only).
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]

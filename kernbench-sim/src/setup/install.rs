@@ -10,13 +10,13 @@ use rayon::prelude::*;
 
 use super::{Call, PeBuffers, RunOptions, Runtime, Together};
 use crate::error::RunError;
-use crate::lanes::{Budget, LaneState, Lanes, Parked, PeCore, PeRare, Tasks};
+use crate::lanes::{Budget, LaneState, Lanes, Parked, PeCore, PeRare, ReadyLists, Tasks};
 use crate::network::Network;
 use crate::one_sided::{OneSidedRun, PeOneSided, Windows};
 use crate::protocol::Cells;
 use crate::race::{LaneSync, MessageOrders};
 use crate::report::RunReport;
-use crate::rounds::{Execution, Frame, Polling, ReadyLists, quiet_kernel_panics};
+use crate::rounds::{Execution, Frame, Polling, quiet_kernel_panics};
 use crate::spread::Spread;
 use crate::timing::{Bookings, Clock, Engines, Rates};
 use crate::two_sided::{Barriers, Installed, TwoSided, install};
