@@ -1,8 +1,8 @@
 //! Asking ahead: in a large round the CPU is asked for what a PE's poll and merge will read a few PEs
 //! before they come to it, so that the cache misses of several PEs overlap. A million PEs' state is
 //! far larger than any cache, and a poll misses in turn on its coroutine, its lane's and PE's cells
-//! and the queue it waits on; one after the other, those misses were most of a large run's
-//! time. A hint only ([`prefetch`]): nothing anyone reads changes, so no result does.
+//! and the queue it waits on; one after the other, those misses were most of a large run's time. A
+//! hint only ([`prefetch`]): nothing anyone reads changes, so no result does.
 
 use super::Execution;
 use crate::lanes::Wait;
@@ -16,7 +16,7 @@ use crate::two_sided::{Crossing, side_owner};
 pub(super) struct Ahead {
     task: u32,
     /// The queue it waits on ([`Ahead::NO_QUEUE`] if none): what woke it, so what it reads first. Not
-    /// an `Option`, which would make an entry twice the size: a round can wake a million tasks.
+    /// an `Option`, which would make an entry half as large again: a round can wake a million tasks.
     queue: u32,
 }
 
@@ -33,9 +33,9 @@ impl Ahead {
     const TASKS: usize = 1 << 14;
 }
 
-/// Where a task's coroutine lives (its kernel's boxed future) and how many cache lines it spans, in one word: the address's 48 bits (every x86_64 user address an allocator hands
-/// out; a wrong one would only make the hint useless) above 16 bits of lines. A word a task, in a run
-/// of a million.
+/// Where a task's coroutine lives (its kernel's boxed future) and how many cache lines it spans, in
+/// one word: the address's 48 bits (every x86_64 user address an allocator hands out; a wrong one
+/// would only make the hint useless) above 16 bits of lines. A word a task, in a run of a million.
 #[derive(Clone, Copy)]
 pub(crate) struct Frame(u64);
 

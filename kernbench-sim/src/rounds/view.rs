@@ -70,6 +70,8 @@ impl PeView<'_, '_> {
     }
 }
 
+// A lane that must wait parks (its wait set in its cell) and the runtime lists its task when what it
+// waits for comes: the poll's context is not kept, in these operations or the one-sided ones.
 impl Backend for PeView<'_, '_> {
     fn poll_send(
         &mut self,
