@@ -4,7 +4,6 @@ use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Once;
 use std::sync::atomic::Ordering;
-
 use std::task::{Context, Poll};
 
 use kernbench_core::{tile, tl};

@@ -230,9 +230,9 @@ pub(super) fn run(
     Ok(if together { exec.split_by_call(report) } else { vec![report] })
 }
 
-/// Starts the kernel of every task this process holds, each woken for the first round: its coroutine
-/// and where it lies, in task order. Each coroutine is made (and its memory first touched) on the pool's threads
-/// when there is one; the first round puts the woken tasks in task order whichever thread made them.
+/// Starts the kernel of every task this process holds, all woken at once for the first round: its
+/// coroutine and where it lies, in task order. Each coroutine is made (and its memory first touched)
+/// on the pool's threads when there is one.
 fn start(
     lanes: &Lanes<'_>,
     (kernels, system, options): (&[Kernel<'_>], &System, &RunOptions),
