@@ -123,6 +123,9 @@ pub use setup::{
     Call, DEFAULT_LOOP_BUDGET, DEFAULT_STEP_BUDGET, ExactRunError, PARALLEL_MIN_READY, PeBuffers, RunOptions, Runtime,
     Together,
 };
+/// The list a report's rarely filled fields are (spans, lanes): a slice to read, one word when empty,
+/// so a million PEs' report holds no empty list's three words for each.
+pub use thin_vec::ThinVec;
 pub use timing::{ChannelTime, PeTime, Routing, Span, SpanKind, Straggler, TimeReport, Timing};
 pub use trace::Trace;
 

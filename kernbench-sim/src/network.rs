@@ -4,6 +4,7 @@
 
 use kernbench_core::route::Channel;
 use kernbench_core::{Carriage, LinkClass, PeId, System};
+use thin_vec::ThinVec;
 
 use crate::error::RunError;
 use crate::faults::{Detour, LinkFaults};
@@ -128,7 +129,7 @@ pub(crate) struct Network {
     figures: Figures,
     /// Per channel, its transfers, when the run is traced (beside the channels, not in them: an
     /// untraced million-PE run would hold an empty list per channel).
-    spans: Option<Vec<Vec<Span>>>,
+    spans: Option<Vec<ThinVec<Span>>>,
     /// Queue `q`'s channels are `route_channels[route_start[q]..route_start[q + 1]]`.
     route_start: Vec<u32>,
     route_channels: Vec<u32>,
@@ -260,7 +261,7 @@ impl Network {
         network.figures.carried = vec![(0, 0.0); own.len()];
         network.classes = classes;
         if let Some(spans) = &mut network.spans {
-            spans.resize_with(network.numbers.len(), Vec::new);
+            spans.resize_with(network.numbers.len(), ThinVec::new);
         }
         if let Some(faults) = &mut network.faults {
             for (id, &number) in network.numbers.iter().enumerate() {
@@ -334,7 +335,7 @@ impl Network {
             self.figures.carried.push((0, 0.0));
         }
         if let Some(spans) = &mut self.spans {
-            spans.push(Vec::new());
+            spans.push(ThinVec::new());
         }
         let id = (self.numbers.len() - 1) as u32;
         if let Some(faults) = &mut self.faults {
@@ -598,7 +599,7 @@ pub(crate) struct Carried {
     /// Each channel's bytes and busy ns, by id.
     figures: Vec<(u64, f64)>,
     /// Per channel id, its transfers, when the run was traced.
-    spans: Option<Vec<Vec<Span>>>,
+    spans: Option<Vec<ThinVec<Span>>>,
 }
 
 impl Carried {
@@ -626,7 +627,7 @@ struct Booking<'n> {
     /// The bookings of channels from the id beside them.
     channels: (&'n mut [Bookings], usize),
     figures: &'n mut Figures,
-    spans: &'n mut Option<Vec<Vec<Span>>>,
+    spans: &'n mut Option<Vec<ThinVec<Span>>>,
     routing: Routing,
     /// Bookings past which a channel asks for old ones to be forgotten, and whether one has.
     forget: (usize, &'n mut bool),

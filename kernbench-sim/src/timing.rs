@@ -45,6 +45,7 @@ use kernbench_core::route::Channel;
 use kernbench_core::{Carriage, PeId, System};
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
+use thin_vec::ThinVec;
 
 use crate::error::RunError;
 use crate::faults::{Fault, PeFaults};
@@ -204,15 +205,15 @@ pub struct PeTime {
     /// Time before its kernel started and after it finished, up to the end of the run.
     pub idle_ns: f64,
     /// Its spans, when the run was traced.
-    pub spans: Vec<Span>,
+    pub spans: ThinVec<Span>,
     /// Each lane's time, in lane order, when the PE runs several (empty when it runs one).
     #[serde(default)]
-    pub lanes: Vec<PeTime>,
+    pub lanes: ThinVec<PeTime>,
 }
 
 impl PeTime {
     /// The time of a PE that ran several `lanes` (in lane order).
-    pub(crate) fn of_lanes(lanes: Vec<PeTime>) -> PeTime {
+    pub(crate) fn of_lanes(lanes: ThinVec<PeTime>) -> PeTime {
         let mut pe = PeTime { finish_ns: f64::NEG_INFINITY, idle_ns: f64::INFINITY, ..PeTime::default() };
         for lane in &lanes {
             pe.finish_ns = pe.finish_ns.max(lane.finish_ns);
@@ -237,7 +238,7 @@ pub struct ChannelTime {
     /// `busy_ns` over the run's simulated time.
     pub utilization: f64,
     /// Its transfers, when the run was traced.
-    pub spans: Vec<Span>,
+    pub spans: ThinVec<Span>,
 }
 
 /// The simulated time of a run.
@@ -296,10 +297,9 @@ pub(crate) struct Clock {
     pub(crate) busy: f64,
     pub(crate) blocked: f64,
     pub(crate) start_delay: f64,
-    /// The lane's spans, when the run is traced. Boxed: an untraced lane (a million of them in a
-    /// large run) holds one word for them, not a list's three.
-    #[allow(clippy::box_collection)]
-    pub(crate) spans: Option<Box<Vec<Span>>>,
+    /// The lane's spans, when the run is traced: one word, as an untraced lane (a million of them in
+    /// a large run) holds for them.
+    pub(crate) spans: Option<ThinVec<Span>>,
     /// The faults of its PE, if it has any.
     pub(crate) faults: Option<Box<PeFaults>>,
 }
@@ -327,7 +327,7 @@ impl Clock {
             busy: 0.0,
             blocked: 0.0,
             start_delay,
-            spans: timing.trace.then(Box::default),
+            spans: timing.trace.then(ThinVec::new),
             faults: PeFaults::of(&timing.faults, pe),
         };
         clock.advance_to(SpanKind::Delay, start_delay, 0, false);
@@ -396,8 +396,8 @@ impl Clock {
             busy_ns: self.busy,
             blocked_ns: self.blocked,
             idle_ns: completion - self.now + self.start_delay,
-            spans: self.spans.take().map(|spans| *spans).unwrap_or_default(),
-            lanes: Vec::new(),
+            spans: self.spans.take().unwrap_or_default(),
+            lanes: ThinVec::new(),
         }
     }
 }
