@@ -55,8 +55,9 @@ pub(crate) struct Execution<'p> {
     pub(crate) results: Results,
     pub(crate) two_sided: TwoSided,
     pub(crate) one_sided: OneSidedRun,
-    /// The channels and routes, when time is simulated.
-    pub(crate) network: Option<Network>,
+    /// The channels and routes, when time is simulated. Boxed: a round's placement takes it out of
+    /// the run and puts it back, a pointer rather than the whole model (half a KiB) each way.
+    pub(crate) network: Option<Box<Network>>,
     /// The processes of a spread run, when there are several.
     pub(crate) spread: Option<Spread<'p>>,
     /// Whether its tiles carry no data (a timing-only run): the tiles its kernels and its heaps make too.
@@ -103,7 +104,7 @@ impl<'p> Execution<'p> {
             results,
             two_sided,
             one_sided,
-            network,
+            network: network.map(Box::new),
             spread,
             without_data,
             lowest_failure,
