@@ -123,8 +123,8 @@ pub use setup::{
     Call, DEFAULT_LOOP_BUDGET, DEFAULT_STEP_BUDGET, ExactRunError, PARALLEL_MIN_READY, PeBuffers, RunOptions, Runtime,
     Together,
 };
-/// The list a report's rarely filled fields are (spans, lanes): a slice to read, one word when empty,
-/// so a million PEs' report holds no empty list's three words for each.
+/// The list type of a report's rarely filled fields (spans, lanes): read as a slice, and one word when
+/// empty, so a million PEs' report holds no three-word empty list for each.
 pub use thin_vec::ThinVec;
 pub use timing::{ChannelTime, PeTime, Routing, Span, SpanKind, Straggler, TimeReport, Timing};
 pub use trace::Trace;
