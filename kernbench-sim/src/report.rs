@@ -477,6 +477,7 @@ impl PeShare {
         (report, self.time)
     }
 }
+
 /// A PE's figures from its lanes' (in lane order): one lane's are the PE's, with no list; several
 /// add up, and are listed.
 fn pe_figures(mut lanes: impl ExactSizeIterator<Item = PeFigures>) -> (PeFigures, ThinVec<PeFigures>) {
