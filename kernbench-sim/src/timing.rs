@@ -297,8 +297,8 @@ pub(crate) struct Clock {
     pub(crate) busy: f64,
     pub(crate) blocked: f64,
     pub(crate) start_delay: f64,
-    /// The lane's spans, when the run is traced: one word, as an untraced lane (a million of them in
-    /// a large run) holds for them.
+    /// The lane's spans, when the run is traced: one word either way, so an untraced lane (a million
+    /// of them in a large run) holds no list.
     pub(crate) spans: Option<ThinVec<Span>>,
     /// The faults of its PE, if it has any.
     pub(crate) faults: Option<Box<PeFaults>>,
