@@ -58,15 +58,16 @@ impl Port {
     }
 }
 
-/// A PE's two-sided part: its ports, and the queue sides its lanes touched this round. Both lists are
-/// held in place up to a few entries (most PEs have a handful of ports and touch a few queues a
-/// round): every send and receive reads the ports and writes the touched list, and lists of their own
-/// would cost each a load from another line, missed when a large run's PEs take turns.
+/// A PE's two-sided part: its ports, and the queue sides its lanes touched this round, in one cache
+/// line. Both lists are held in place up to two entries (most PEs of a large run have two ports, a
+/// ring's, and touch a side of each a round): every send and receive reads the ports and writes the
+/// touched list, and lists of their own would cost each a load from another line, missed when a large
+/// run's PEs take turns; room for more would be a second line for every PE.
 pub(crate) struct PeLinks {
     /// Sorted by direction key (so errors list them in order).
-    pub(crate) ports: SmallVec<[Port; 4]>,
-    /// Queues the PE's lanes pushed to or popped from in the current round.
-    pub(crate) touched: SmallVec<[(u32, Side); 4]>,
+    pub(crate) ports: SmallVec<[Port; 2]>,
+    /// The queue sides the PE's lanes pushed to or popped from in the current round, each once.
+    pub(crate) touched: SmallVec<[(u32, Side); 2]>,
 }
 
 impl PeLinks {
@@ -94,9 +95,15 @@ impl PeLinks {
         (port.expect("a queue's PEs have a port for it").direction(), channel as usize)
     }
 
+    /// The sides among the last touched that [`PeLinks::touch`] looks for a side in: a PE that takes
+    /// turns between a few queues (receives from one side, sends to the other, piece after piece)
+    /// touches each once, and a PE that touches hundreds (a `full` topology) does not scan them all
+    /// at every step. A side listed twice costs only its second publish, which finds nothing new.
+    const RECENT: usize = 4;
+
     #[inline]
     fn touch(&mut self, queue: u32, side: Side) {
-        if self.touched.last() != Some(&(queue, side)) {
+        if !self.touched.iter().rev().take(PeLinks::RECENT).any(|&t| t == (queue, side)) {
             self.touched.push((queue, side));
         }
     }
