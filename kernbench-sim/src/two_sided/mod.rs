@@ -108,3 +108,34 @@ impl PeLinks {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use smallvec::SmallVec;
+
+    use super::{PeLinks, Side};
+
+    #[test]
+    fn a_pe_s_links_are_one_cache_line() {
+        assert_eq!(size_of::<PeLinks>(), 64);
+    }
+
+    #[test]
+    fn a_pe_taking_turns_between_queue_sides_lists_each_once_a_round() {
+        let mut links = PeLinks { ports: SmallVec::new(), touched: SmallVec::new() };
+        // Piece after piece: a receive from one side, a send to the other.
+        for _ in 0..3 {
+            links.touch(7, Side::Receiver);
+            links.touch(9, Side::Sender);
+        }
+        // The same queue's other side is another side.
+        links.touch(9, Side::Receiver);
+        assert_eq!(links.touched[..], [(7, Side::Receiver), (9, Side::Sender), (9, Side::Receiver)]);
+        // A side touched before the last few is listed again, which costs only a second publish.
+        for q in 10..15 {
+            links.touch(q, Side::Sender);
+        }
+        links.touch(7, Side::Receiver);
+        assert_eq!(links.touched.iter().filter(|&&t| t == (7, Side::Receiver)).count(), 2);
+    }
+}
