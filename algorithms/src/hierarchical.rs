@@ -20,27 +20,27 @@ fn west_end(ring: Ring) -> usize {
 /// member's partial result (the whole ring's result at member 0).
 #[ccl_kernel(helper, crate = "kernbench_core")]
 fn ring_reduce_to_leader(tl: &Tl, mut acc: Tile, ring: Ring, op: ReduceOp) -> Tile {
-    let (i, n, h) = (ring.position, ring.count, west_end(ring));
-    if n == 1 {
+    // The ring's facts are read from `ring` where they are used, as in [`ring_broadcast_from_leader`].
+    if ring.count == 1 {
         return acc;
     }
-    if i == 0 {
-        if h >= 1 {
+    if ring.position == 0 {
+        if west_end(ring) >= 1 {
             let west = tl.recv(ring.forward, acc.len(), acc.dtype());
             tl.reduce(&mut acc, &west, op);
         }
-        if n - 1 > h {
+        if ring.count - 1 > west_end(ring) {
             let east = tl.recv(ring.back, acc.len(), acc.dtype());
             tl.reduce(&mut acc, &east, op);
         }
-    } else if i <= h {
-        if i < h {
+    } else if ring.position <= west_end(ring) {
+        if ring.position < west_end(ring) {
             let farther = tl.recv(ring.forward, acc.len(), acc.dtype());
             tl.reduce(&mut acc, &farther, op);
         }
         tl.send(ring.back, &acc);
     } else {
-        if i > h + 1 {
+        if ring.position > west_end(ring) + 1 {
             let farther = tl.recv(ring.back, acc.len(), acc.dtype());
             tl.reduce(&mut acc, &farther, op);
         }
@@ -51,7 +51,7 @@ fn ring_reduce_to_leader(tl: &Tl, mut acc: Tile, ring: Ring, op: ReduceOp) -> Ti
 
 /// Hands member 0's `acc` to every member, back along the paths of [`ring_reduce_to_leader`].
 #[ccl_kernel(helper, crate = "kernbench_core")]
-fn ring_broadcast_from_leader(tl: &Tl, acc: Tile, ring: Ring) -> Tile {
+fn ring_broadcast_from_leader(tl: &Tl, mut acc: Tile, ring: Ring) -> Tile {
     // Positions are read from `ring` where they are used, not kept in locals: the arguments are held
     // for the whole call anyway, a local across every wait after it (and a million PEs hold this
     // state).
@@ -67,14 +67,16 @@ fn ring_broadcast_from_leader(tl: &Tl, acc: Tile, ring: Ring) -> Tile {
         }
         return acc;
     }
+    // The result is received into `acc`'s place, not a local of its own: an argument's room is held
+    // for the whole call, and a local held across the send would be a tile's more.
     let toward_leader = if ring.position <= west_end(ring) { ring.back } else { ring.forward };
-    let result = tl.recv(toward_leader, acc.len(), acc.dtype());
+    acc = tl.recv(toward_leader, acc.len(), acc.dtype());
     if ring.position < west_end(ring) {
-        tl.send(ring.forward, &result);
+        tl.send(ring.forward, &acc);
     } else if ring.position > west_end(ring) + 1 {
-        tl.send(ring.back, &result);
+        tl.send(ring.back, &acc);
     }
-    result
+    acc
 }
 
 /// Hierarchical all-reduce: intra-cube ring, cube-leader ring, SIP-leader ring, and the
@@ -86,14 +88,13 @@ fn ring_broadcast_from_leader(tl: &Tl, acc: Tile, ring: Ring) -> Tile {
 /// next piece while the last one crosses the latency of the levels above.
 #[ccl_kernel(crate = "kernbench_core")]
 pub fn hierarchical_allreduce(tl: &Tl, #[default = 1] chunks: usize) {
-    let op = tl.op();
     let chunks = chunks.clamp(1, tl.buffer_len(Input).max(1));
     if chunks == 1 {
         // One piece: no pieces to cut or join (a million PEs run this). The input is loaded where it
         // is used and the result stored once made, so that no wait holds either.
         let acc = {
             let data = tl.load(Input);
-            reduce_up(tl, data, op)
+            reduce_up(tl, data, tl.op())
         };
         let result = broadcast_down(tl, acc);
         tl.store(Output, &result);
@@ -102,18 +103,24 @@ pub fn hierarchical_allreduce(tl: &Tl, #[default = 1] chunks: usize) {
         // pieces it finishes straight back down. Each piece is replaced where it lies, by its partial
         // and then by its result, and the data is not kept once cut: a PE's kernel state is as large
         // as its largest wait's, and a loop holds what its head made (a list to fill, a list it
-        // consumes) across every wait in it.
+        // consumes) across every wait in it. So the pieces are visited by index, not by an iterator
+        // (which, with the piece it lends, is three words held across each wait), and the operator
+        // is read where it is used.
         let mut pieces = {
             let data = tl.load(Input);
             split(tl, &data, chunks)
         };
-        for piece in &mut pieces {
-            let mine = take(piece);
-            *piece = reduce_up(tl, mine, op);
+        let mut j = 0;
+        while j < pieces.len() {
+            let mine = take(&mut pieces[j]);
+            pieces[j] = reduce_up(tl, mine, tl.op());
+            j += 1;
         }
-        for piece in &mut pieces {
-            let partial = take(piece);
-            *piece = broadcast_down(tl, partial);
+        j = 0;
+        while j < pieces.len() {
+            let partial = take(&mut pieces[j]);
+            pieces[j] = broadcast_down(tl, partial);
+            j += 1;
         }
         tl.store(Output, &tl.concat(&pieces));
     }
@@ -142,11 +149,11 @@ fn leads(pe: PeId, level: usize) -> bool {
 
 /// Reduces `acc` up the levels this PE leads: afterwards the top leader holds the finished result.
 #[ccl_kernel(helper, crate = "kernbench_core")]
-fn reduce_up(tl: &Tl, acc: Tile, op: ReduceOp) -> Tile {
+fn reduce_up(tl: &Tl, mut acc: Tile, op: ReduceOp) -> Tile {
     // Each ring made in a statement of its own: the context it is made from is not held across the
-    // wait.
+    // wait. Each level's partial replaces `acc`, whose room the call holds anyway.
     let ring = level_ring(&tl.context(), 0);
-    let mut acc = ring_reduce_to_leader(tl, acc, ring, op);
+    acc = ring_reduce_to_leader(tl, acc, ring, op);
     if leads(tl.pe(), 0) {
         let ring = level_ring(&tl.context(), 1);
         acc = ring_reduce_to_leader(tl, acc, ring, op);
@@ -164,8 +171,7 @@ fn reduce_up(tl: &Tl, acc: Tile, op: ReduceOp) -> Tile {
 
 /// Brings the result down the levels: afterwards every PE holds it.
 #[ccl_kernel(helper, crate = "kernbench_core")]
-fn broadcast_down(tl: &Tl, acc: Tile) -> Tile {
-    let mut acc = acc;
+fn broadcast_down(tl: &Tl, mut acc: Tile) -> Tile {
     if leads(tl.pe(), 0) {
         if leads(tl.pe(), 1) {
             let ring = level_ring(&tl.context(), 2);

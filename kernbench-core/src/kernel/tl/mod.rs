@@ -111,7 +111,9 @@ pub struct TlContext {
 #[derive(Debug)]
 pub struct Tl {
     pe: PeId,
-    rank: usize,
+    /// A `u32` (a run has at most [`System::MAX_PES`](crate::System::MAX_PES) participants), in the
+    /// room the PE's three `u32`s leave in a word: every PE's coroutine holds its `Tl`.
+    rank: u32,
     lane: usize,
     lanes: usize,
     /// The facts its call's PEs share: held once for the call, not in every PE's coroutine (a
@@ -141,6 +143,9 @@ pub struct CallContext {
 
 impl Tl {
     /// The handle for one PE's run; called by runtimes.
+    ///
+    /// # Panics
+    /// As [`Tl::of_call`].
     pub fn new(ctx: TlContext) -> Tl {
         let TlContext { pe, extents, rank, size, op, root, counts, generation, lane, lanes, queue_depth } = ctx;
         let call = Arc::new(CallContext { extents, size, op, root, counts, generation, queue_depth });
@@ -149,7 +154,12 @@ impl Tl {
 
     /// The handle of PE `pe` at `rank`, lane `lane` of `lanes`, in the call `call` describes: what a
     /// runtime starting many PEs of one call makes each one's from, sharing `call` among them.
+    ///
+    /// # Panics
+    /// When `rank` is 2^32 or more, which no run's participant is (a run has at most
+    /// [`System::MAX_PES`](crate::System::MAX_PES)).
     pub fn of_call(call: &Arc<CallContext>, pe: PeId, rank: usize, (lane, lanes): (usize, usize)) -> Tl {
+        let rank = u32::try_from(rank).expect("a participant's rank is below 2^32");
         Tl { pe, rank, lane, lanes, call: Arc::clone(call) }
     }
 
@@ -159,7 +169,7 @@ impl Tl {
         TlContext {
             pe: self.pe,
             extents: call.extents,
-            rank: self.rank,
+            rank: self.rank(),
             size: call.size,
             op: call.op,
             root: call.root,
@@ -198,7 +208,7 @@ impl Tl {
 
     /// The PE's position among the topology's participants.
     pub fn rank(&self) -> usize {
-        self.rank
+        self.rank as usize
     }
 
     /// The number of participants in the topology.

@@ -17,7 +17,7 @@ impl Tl {
     /// # Errors
     /// [`KernelError::BadTeamSplit`] only on a runtime that gave this PE a rank outside its run.
     pub fn team_world(&self) -> Result<Team, KernelError> {
-        Team::world(self.call.size, self.rank).map_err(|source| self.bad_split(source))
+        Team::world(self.call.size, self.rank()).map_err(|source| self.bad_split(source))
     }
 
     /// The ranks `start + k * stride` for `k < size` (NVSHMEM's `team_split_strided` of the world
@@ -28,7 +28,7 @@ impl Tl {
     /// [`KernelError::BadTeamSplit`] for size 0, stride 0 with size above 1, or members past the run's
     /// last rank.
     pub fn team_split_strided(&self, start: usize, stride: usize, size: usize) -> Result<Option<Team>, KernelError> {
-        Team::strided(start, stride, size, self.call.size, self.rank).map_err(|source| self.bad_split(source))
+        Team::strided(start, stride, size, self.call.size, self.rank()).map_err(|source| self.bad_split(source))
     }
 
     /// NVSHMEM's `team_split_2d`: the ranks as rows of `x_size`; returns this rank's row (its x team,
@@ -38,7 +38,7 @@ impl Tl {
     /// # Errors
     /// [`KernelError::BadTeamSplit`] for an `x_size` of 0.
     pub fn team_split_2d(&self, x_size: usize) -> Result<(Team, Team), KernelError> {
-        Team::split_2d(x_size, self.call.size, self.rank).map_err(|source| self.bad_split(source))
+        Team::split_2d(x_size, self.call.size, self.rank()).map_err(|source| self.bad_split(source))
     }
 
     /// The ranks on this PE's SIP.
@@ -56,7 +56,7 @@ impl Tl {
     /// # Errors
     /// [`KernelError::UnknownPlacement`] on a runtime that does not say where ranks run.
     pub fn team_node(&self) -> Result<Team, KernelError> {
-        let rank = self.rank;
+        let rank = self.rank();
         let (_, node) = with(|b| b.placement(rank)).ok_or_else(|| self.unknown_placement(rank))?;
         self.team_where(|_, n| n == node)
     }
@@ -103,12 +103,12 @@ impl Tl {
                 members.push(rank);
             }
         }
-        Team::of(members, self.rank)
+        Team::of(members, self.rank())
             .ok_or_else(|| KernelError::kernel(self.pe, "the runtime places this rank outside its own SIP or node"))
     }
 
     fn check_member(&self, team: &Team, op: Op) -> Result<(), KernelError> {
-        let rank = self.rank;
+        let rank = self.rank();
         if team.contains(rank) {
             Ok(())
         } else {
