@@ -92,6 +92,16 @@ impl<T> Cells<T> {
         self.cells.iter_mut().map(UnsafeCell::get_mut)
     }
 
+    /// Every element held, mutably, in index order, for a parallel iterator (rule B, as
+    /// [`Cells::iter_mut`]).
+    pub(crate) fn par_iter_mut(&mut self) -> impl rayon::iter::IndexedParallelIterator<Item = &mut T>
+    where
+        T: Send,
+    {
+        use rayon::prelude::*;
+        self.cells.par_iter_mut().map(UnsafeCell::get_mut)
+    }
+
     /// The element at `index`, through exclusive access to the whole vector (rule B).
     pub(crate) fn get(&mut self, index: usize) -> &mut T {
         let cell = self.cell(index);

@@ -7,12 +7,13 @@ use std::ops::Range;
 
 use bincode::Options;
 use kernbench_core::{PeId, Tile};
+use rayon::prelude::*;
 use serde::de::{DeserializeSeed, Deserializer, Error as _, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use thin_vec::ThinVec;
 
 use crate::error::{ExchangeError, RunError};
-use crate::lanes::{LaneState, PeFigures};
+use crate::lanes::{LaneState, PeCore, PeFigures};
 use crate::network::Carried;
 use crate::protocol::Cells;
 use crate::rounds::Execution;
@@ -116,12 +117,12 @@ impl RunReport {
 }
 
 impl Execution<'_> {
-    /// The run's report.
+    /// The run's report, each PE's made on `pool`'s threads when there is one.
     ///
     /// # Errors
     /// [`RunError::NonFiniteTime`] when a lane's clock is not a finite number: such a time must never be
     /// printed or written as a result.
-    pub(crate) fn report(&mut self, rounds: u64) -> Result<RunReport, RunError> {
+    pub(crate) fn report(&mut self, rounds: u64, pool: Option<&rayon::ThreadPool>) -> Result<RunReport, RunError> {
         // What the rounds needed and the report does not (the queues and their slots, the ports, the
         // waits, the coroutines of kernels that did not end, how each task ended and where its
         // coroutine was) is freed first: the report's lists would otherwise come on top of it, and
@@ -196,24 +197,35 @@ impl Execution<'_> {
             spread.release_memory();
         }
         let channels = carried.map(|carried| carried.report(&self.one_sided.system, completion));
-        let mut times: Vec<Option<PeTime>> = cells
-            .iter()
-            .map(|cells| {
-                if !timed {
-                    return None;
-                }
-                Some(match &mut lanes[cells.clone()] {
-                    [one] => one.clock.report(completion),
-                    several => PeTime::of_lanes(several.iter_mut().map(|l| l.clock.report(completion)).collect()),
-                })
-            })
-            .collect();
-        let mut per_pe: Vec<PeReport> = (cells.iter().zip(self.lanes.pes.iter_mut()))
-            .map(|(cells, s)| {
-                let (figures, lanes) = pe_figures(lanes[cells.clone()].iter().map(|l| l.figures));
-                PeReport { pe: s.pe, output: s.output.clone(), figures, lanes, notes: s.take_notes() }
-            })
-            .collect();
+        // Each PE's lanes, a slice of their own (a PE's lanes are consecutive cells, and the PEs'
+        // follow each other in rank order), so that the PEs' reports are made apart: a million of
+        // them take a quarter of a second of one thread.
+        let mut of_pes: Vec<&mut [&mut LaneState]> = Vec::with_capacity(cells.len());
+        let (mut rest, mut next) = (&mut lanes[..], 0);
+        for own in &cells {
+            debug_assert_eq!(own.start, next, "a PE's lanes follow the PE before's");
+            let (mine, after) = std::mem::take(&mut rest).split_at_mut(own.len());
+            (rest, next) = (after, own.end);
+            of_pes.push(mine);
+        }
+        let report_pe = |(lanes, core): (&mut [&mut LaneState], &mut PeCore)| {
+            let time = timed.then(|| match &mut *lanes {
+                [one] => one.clock.report(completion),
+                several => PeTime::of_lanes(several.iter_mut().map(|l| l.clock.report(completion)).collect()),
+            });
+            let (figures, lanes) = pe_figures(lanes.iter().map(|l| l.figures));
+            let pe = PeReport { pe: core.pe, output: core.output.clone(), figures, lanes, notes: core.take_notes() };
+            (pe, time)
+        };
+        let (mut per_pe, mut times): (Vec<PeReport>, Vec<Option<PeTime>>) = (Vec::new(), Vec::new());
+        let cores = &mut self.lanes.pes;
+        match pool {
+            Some(pool) => pool.install(|| {
+                let each = of_pes.into_par_iter().zip(cores.par_iter_mut()).map(report_pe);
+                each.unzip_into_vecs(&mut per_pe, &mut times);
+            }),
+            None => (per_pe, times) = of_pes.into_iter().zip(cores.iter_mut()).map(report_pe).unzip(),
+        }
         drop((lanes, cells));
         let mut part = None;
         if let Some(spread) = spread {

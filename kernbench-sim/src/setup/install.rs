@@ -226,7 +226,7 @@ pub(super) fn run(
         return Err(RunError::Deadlock(exec.deadlock_report(driven.finished)?));
     }
     exec.check_leftovers()?;
-    let report = exec.report(driven.rounds)?;
+    let report = exec.report(driven.rounds, pool.as_ref())?;
     Ok(if together { exec.split_by_call(report) } else { vec![report] })
 }
 
