@@ -294,22 +294,7 @@ fn state() {
     let registry = kernbench::algorithms::default_registry();
     let mut sizes = std::collections::BTreeMap::new();
     for algorithm in registry.algorithms() {
-        let ctx = kernbench::TlContext {
-            pe: kernbench::PeId::new(0, 0, 0),
-            extents: [4, 4, 8],
-            rank: 0,
-            size: 128,
-            op: ReduceOp::Sum,
-            root: 0,
-            counts: None,
-            generation: 1,
-            lane: 0,
-            lanes: 1,
-            queue_depth: 4,
-        };
-        // Started, not polled: the coroutine is all the state it will have.
-        let coroutine = algorithm.launch().launch(Tl::new(ctx));
-        sizes.insert(algorithm.kernel.name, std::mem::size_of_val(&*coroutine));
+        sizes.insert(algorithm.kernel.name, algorithm.state_bytes());
     }
     let mut sizes: Vec<_> = sizes.into_iter().collect();
     sizes.sort_by_key(|&(name, bytes)| (std::cmp::Reverse(bytes), name));
