@@ -20,7 +20,8 @@ fn west_end(ring: Ring) -> usize {
 /// member's partial result (the whole ring's result at member 0).
 #[ccl_kernel(helper, crate = "kernbench_core")]
 fn ring_reduce_to_leader(tl: &Tl, mut acc: Tile, ring: Ring, op: ReduceOp) -> Tile {
-    // The ring's facts are read from `ring` where they are used, as in [`ring_broadcast_from_leader`].
+    // The ring's facts are read from `ring` where they are used, not kept in locals that every wait
+    // after them would hold (as in [`ring_broadcast_from_leader`]).
     if ring.count == 1 {
         return acc;
     }
