@@ -241,6 +241,11 @@ impl<'p> Tasks<'p> {
         self.held.contains(&rank)
     }
 
+    /// The ranks this process holds: every rank, unless the run is spread.
+    pub(crate) fn held(&self) -> Range<usize> {
+        self.held.start as usize..self.held.end as usize
+    }
+
     /// The process that holds rank `rank` (0 unless the run is spread).
     pub(crate) fn owner(&self, rank: u32) -> usize {
         self.owners.as_ref().map_or(0, |(owners, _)| owners.owner(rank) as usize)

@@ -44,19 +44,35 @@ impl Figures {
 /// Which queues a process of a divided placement has to do with, a bit per queue in queue order: those
 /// that cross one of its channels or end at one of its PEs (`here`), and of those, the ones no other
 /// process has to do with (`alone`: between two of its PEs, over its channels only). A transfer on a
-/// queue that is not here is never looked at; one on a queue here alone is placed without a word to
-/// the others.
+/// queue that is not here is never looked at, nor handed to this process; one on a queue here alone
+/// is placed without a word to the others. The queues here and not alone, few beside the others,
+/// keep which other processes they concern (`shared`: queue and process, by queue), the processes
+/// a transfer on them is handed to.
 #[derive(Default)]
 struct Concerns {
     here: Bits,
     alone: Bits,
+    shared: Vec<(u32, u32)>,
 }
 
 impl Concerns {
-    /// The next queue's bits.
-    fn add(&mut self, here: bool, alone: bool) {
+    /// The next queue's bits, from `processes`, every process the queue concerns (its ends' and its
+    /// channels' owners, each once), for process `me`.
+    fn add(&mut self, processes: &[u32], me: u32) {
+        let queue = self.here.len as u32;
+        let here = processes.contains(&me);
+        let alone = processes == [me];
         self.here.push(here);
         self.alone.push(alone);
+        if here && !alone {
+            self.shared.extend(processes.iter().filter(|&&p| p != me).map(|&p| (queue, p)));
+        }
+    }
+
+    /// The processes other than this one that queue `queue` concerns, if it concerns this one.
+    fn others(&self, queue: u32) -> impl Iterator<Item = u32> + '_ {
+        let first = self.shared.partition_point(|&(q, _)| q < queue);
+        self.shared[first..].iter().take_while(move |&&(q, _)| q == queue).map(|&(_, p)| p)
     }
 }
 
@@ -155,8 +171,8 @@ pub(crate) struct Network {
 impl Network {
     /// The network of queues `(sender, receiver, channel)` between `pes`: a queue of channel (lane)
     /// `c` takes [`System::route_on`] channel `c`, so between nodes each lane crosses the NICs of its
-    /// rail. `(holds, last)`: whether this process holds a rank, and whether it is the last process
-    /// (both true for every rank of a run in one process), for the channels whose figures it keeps
+    /// rail. `(owner, me, last)`: the process that holds a rank, this process, and whether it is the
+    /// last (`|_| 0`, 0 and true for a run in one process), for the channels whose figures it keeps
     /// ([`Figures`]); `divided`: whether this process books only those channels, its own
     /// ([`crate::spread::Placement::Divided`]).
     pub(crate) fn new(
@@ -165,8 +181,9 @@ impl Network {
         carriage: &Carriage,
         pes: &[PeId],
         queues: impl ExactSizeIterator<Item = (u32, u32, u32)>,
-        (holds, last, divided): (impl Fn(u32) -> bool, bool, bool),
+        (owner, me, last, divided): (impl Fn(u32) -> u32, u32, bool, bool),
     ) -> Network {
+        let holds = |rank| owner(rank) == me;
         // Sized up front: grown by doubling, a million PEs' routes were copied and faulted in again
         // and again. Most routes are one channel, each its own (a neighbour link); a run over the
         // whole system uses most of its channels, and room not written is never touched.
@@ -203,6 +220,9 @@ impl Network {
         let mut classes = Vec::with_capacity(network.numbers.capacity());
         // The ids of the channels whose figures this process keeps.
         let mut own: Option<std::ops::Range<usize>> = None;
+        // Divided, the first channel id of each process's (their ids are consecutive, in process
+        // order), and the processes the queue at hand concerns.
+        let (mut owned_from, mut processes) = (Vec::<u32>::new(), Vec::<u32>::new());
         for (sender, receiver, channel) in queues {
             let held = holds(sender);
             if let Some(faults) = &mut network.faults {
@@ -211,8 +231,10 @@ impl Network {
             let (mut latency, mut farthest) = (0.0, None);
             let ends = (pes[sender as usize], pes[receiver as usize]);
             let (numbers, classes) = (&mut network.numbers, &mut classes);
-            // Of its channels, how many and how many of them this process's.
-            let (mut hops, mut own_hops) = (0, 0);
+            if divided {
+                processes.clear();
+                processes.extend([owner(sender), owner(receiver)]);
+            }
             system.for_each_channel_on(ends.0, ends.1, channel as usize, |channel| {
                 latency += network.links.latency_ns(channel.class);
                 farthest = farthest.max(Some(channel.class));
@@ -222,25 +244,27 @@ impl Network {
                     numbers.push(number as u32);
                     classes.push(channel.class);
                     ids[number] = numbers.len() as u32;
+                    let id = numbers.len() - 1;
                     if held {
-                        let id = numbers.len() - 1;
                         let own = own.get_or_insert(id..id);
                         debug_assert_eq!(own.end, id, "a process's channels are consecutive ids");
                         own.end = id + 1;
+                    }
+                    if divided {
+                        // Its owner's first channel, and the first of any process before it without one.
+                        owned_from.resize((owner(sender) as usize + 1).max(owned_from.len()), id as u32);
                     }
                 }
                 let id = ids[number] - 1;
                 network.route_channels.push(id);
                 if divided {
-                    hops += 1;
-                    own_hops += usize::from(own.as_ref().is_some_and(|own| own.contains(&(id as usize))));
+                    processes.push(owned_from.partition_point(|&first| first <= id) as u32 - 1);
                 }
             });
             if divided {
-                let ends_here = (held, holds(receiver));
-                network
-                    .concerns
-                    .add(own_hops > 0 || ends_here.0 || ends_here.1, ends_here == (true, true) && own_hops == hops);
+                processes.sort_unstable();
+                processes.dedup();
+                network.concerns.add(&processes, me);
             }
             // A word a route's start: 2^32 routed channels would be 16 GiB of this list alone, and
             // several times that of queues and slots.
@@ -393,6 +417,13 @@ impl Network {
     /// between two of this process's PEs over its channels only.
     pub(crate) fn concerns_alone(&self, queue: u32) -> bool {
         self.concerns.alone.get(queue as usize)
+    }
+
+    /// The processes other than this one that a transfer on queue `queue` concerns in a divided
+    /// placement ([`Concerns`]): those it is handed to. None for a queue this process has nothing to
+    /// do with.
+    pub(crate) fn others(&self, queue: u32) -> impl Iterator<Item = u32> + '_ {
+        self.concerns.others(queue)
     }
 
     /// Whether this process books channel `id`: every channel, unless the placement is divided.
@@ -683,8 +714,10 @@ mod tests {
         let queues = || (0..4).map(|s| (s, (s + 1) % 4, 0));
         let timing = Timing::default();
         let carriage = Carriage::default();
-        let whole = Network::new(&system, &timing, &carriage, &pes, queues(), (|rank| rank < 2, false, false));
-        let mut divided = Network::new(&system, &timing, &carriage, &pes, queues(), (|rank| rank < 2, false, true));
+        let whole =
+            Network::new(&system, &timing, &carriage, &pes, queues(), (|rank| u32::from(rank >= 2), 0, false, false));
+        let mut divided =
+            Network::new(&system, &timing, &carriage, &pes, queues(), (|rank| u32::from(rank >= 2), 0, false, true));
         assert!(divided.divided() && !whole.divided());
         assert_eq!((whole.channels.len(), divided.channels.len()), (4, 2));
         let own: Vec<u32> = (0..4).filter(|&id| divided.books(id)).collect();
@@ -692,6 +725,12 @@ mod tests {
         // It has to do with the queues that end at its PEs; the one between two of them, alone.
         assert_eq!((0..4).map(|q| divided.concerns(q)).collect::<Vec<_>>(), [true, true, false, true]);
         assert_eq!((0..4).map(|q| divided.concerns_alone(q)).collect::<Vec<_>>(), [true, false, false, false]);
+        // A transfer on a queue from or to the other process is handed to it, and only such one.
+        let others = |network: &Network| (0..4).map(|q| network.others(q).collect()).collect::<Vec<Vec<u32>>>();
+        assert_eq!(others(&divided), [vec![], vec![1], vec![], vec![1]]);
+        let second =
+            Network::new(&system, &timing, &carriage, &pes, queues(), (|rank| u32::from(rank >= 2), 1, true, true));
+        assert_eq!(others(&second), [vec![], vec![0], vec![], vec![0]]);
         // A hop books as a whole route's first channel would.
         let mut alone = whole;
         let arrive = alone.deliver(0, 5.0, 1 << 20).unwrap();
@@ -718,7 +757,7 @@ mod tests {
         let timing = Timing { faults: vec!["link=0-1:fail".parse().unwrap()], ..Timing::default() };
         let pes: Vec<PeId> = (0..4).map(|sip| PeId::new(sip, 0, 0)).collect();
         let queues = [(0, 1, 0), (0, 1, 1)].into_iter();
-        let mut network = Network::new(&system, &timing, &Carriage::default(), &pes, queues, (|_| true, true, false));
+        let mut network = Network::new(&system, &timing, &Carriage::default(), &pes, queues, (|_| 0, 0, true, false));
         let first = network.deliver(0, 0.0, 1 << 20).unwrap();
         let second = network.deliver(1, 0.0, 1 << 20).unwrap();
         let distinct: std::collections::BTreeSet<_> = network.numbers.iter().collect();

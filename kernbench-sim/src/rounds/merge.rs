@@ -20,9 +20,9 @@ use super::ready::total_order;
 /// A PE's compute with more bookings than this forgets the ones its lanes are past.
 const FORGET_COMPUTE_ABOVE: usize = 64;
 
-/// A transfer's place in the order of placement, and its index in the round's list: departure, sender
-/// and queue in one integer, then position. Sorting these small keys, compared in a few instructions,
-/// costs a fraction of sorting the transfers themselves.
+/// A transfer's place in the order of placement, and its index in the round's list: its
+/// [`order_key`], then the index. Sorting these small keys, compared in a few instructions, costs a
+/// fraction of sorting the transfers themselves.
 type PlaceKey = (u128, u64, u32);
 
 /// A departure's total order as an unsigned number (its sign bit flipped).
@@ -30,9 +30,18 @@ fn departure_key(t: &Transfer) -> u64 {
     (total_order(t.depart_ns) as u64) ^ (1 << 63)
 }
 
-fn place_key((index, t): (usize, &Transfer)) -> PlaceKey {
+/// A transfer's place in the order of placement: departure, sender and queue in one integer, then
+/// position. No two transfers of a round have the same (a queue's positions, and a sender's one-sided
+/// operations, are its own), so it also names a transfer between the processes of a spread run,
+/// which each hold a part of the round's transfers.
+pub(crate) fn order_key(t: &Transfer) -> (u128, u64) {
     let high = (u128::from(departure_key(t)) << 64) | (u128::from(t.sender) << 32) | u128::from(t.queue);
-    (high, t.position, index as u32)
+    (high, t.position)
+}
+
+fn place_key((index, t): (usize, &Transfer)) -> PlaceKey {
+    let (high, position) = order_key(t);
+    (high, position, index as u32)
 }
 
 /// Reorders keys sorted in placement order, as [`Execution::fair_order`] does.

@@ -33,6 +33,7 @@ use crate::timing::Transfer;
 use crate::two_sided::{Arrival, Crossing, TwoSided};
 use ahead::Ahead;
 use merge::PlaceOrder;
+pub(crate) use merge::order_key;
 use poll::Outcome;
 use ready::in_task_order;
 
@@ -231,7 +232,11 @@ impl<'p> Execution<'p> {
                 Some(spread) => {
                     let polls = (woken, outcome.finished as u64, failure);
                     let parts = (&mut self.lanes, &mut self.two_sided, &self.one_sided);
-                    let Some(end) = spread.hand_over(polls, parts, &polled, &mut sent, &crossing)? else { break };
+                    let Some(end) =
+                        spread.hand_over(polls, parts, &polled, (&mut sent, self.network.as_deref()), &crossing)?
+                    else {
+                        break;
+                    };
                     rounds += 1;
                     finished += end.finished;
                     Some(end)

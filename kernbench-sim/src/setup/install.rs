@@ -62,10 +62,23 @@ pub(super) fn run(
     };
     quiet_kernel_panics();
     let holds = |rank: usize| tasks.holds(rank as u32);
+    let owner = |rank: u32| tasks.owner(rank) as u32;
     let generations: Vec<u64> = calls.iter().map(|c| c.call.generation).collect();
     let starts: Vec<f64> = calls.iter().map(|c| c.start_ns).collect();
-    let (kernels, calls_buffers): (Vec<Kernel<'_>>, Vec<Vec<PeBuffers>>) =
-        calls.into_iter().map(|c| ((c.kernel, c.call), c.buffers)).unzip();
+    // A spread run's buffers of the other processes' PEs stand in for them: only this process's block
+    // of ranks is kept (a million PEs' list is 48 MiB, in every process, beside the install).
+    let held = tasks.held();
+    let (kernels, calls_buffers): (Vec<Kernel<'_>>, Vec<Vec<PeBuffers>>) = (calls.into_iter())
+        .map(|c| {
+            let mut buffers = c.buffers;
+            if held.len() < buffers.len() {
+                buffers.truncate(held.end);
+                buffers.drain(..held.start);
+                buffers.shrink_to_fit();
+            }
+            ((c.kernel, c.call), buffers)
+        })
+        .unzip();
     let call = kernels[0].1;
     let (by_rank, by_task) = tasks.first_held();
     let carriage = options.carriage(system)?;
@@ -89,8 +102,9 @@ pub(super) fn run(
             // Divided or not, the same in every process: by the options and the whole run's queues.
             let divided =
                 spread_ref.is_some() && options.placement.divides(routes.len(), options.undividable(system).is_some());
-            let holds = (|rank| holds(rank as usize), last, divided);
-            Network::new(system, timing, carriage_ref, pes, routes.iter().copied(), holds)
+            let me = spread_ref.as_ref().map_or(0, |spread| spread.me());
+            let held = (owner, me, last, divided);
+            Network::new(system, timing, carriage_ref, pes, routes.iter().copied(), held)
         });
         (queues, links, network)
     };
@@ -103,15 +117,11 @@ pub(super) fn run(
         // A timing-only run keeps the buffers' shapes, not their bytes.
         let kept = |tile: Tile| if options.timing_only { Tile::without_data(tile.dtype(), tile.len()) } else { tile };
         let mut buffers: Vec<std::vec::IntoIter<PeBuffers>> = calls_buffers.into_iter().map(Vec::into_iter).collect();
-        let mut cores = Vec::with_capacity((0..pes.len()).filter(|&rank| holds(rank)).count());
+        let mut cores = Vec::with_capacity(held.len());
         let timing = options.timing.as_ref();
-        for (rank, (&pe, &n)) in pes.iter().zip(&lanes).enumerate() {
-            let mut each = buffers.iter_mut().map(|b| b.next().expect("a buffer per rank and call"));
+        for (&pe, &n) in pes.iter().zip(&lanes).take(held.end).skip(held.start) {
+            let mut each = buffers.iter_mut().map(|b| b.next().expect("a buffer per held rank and call"));
             let first = each.next().expect("a call");
-            if !holds(rank) {
-                each.for_each(drop);
-                continue;
-            }
             let rare = PeRare {
                 notes: Default::default(),
                 compute: (n > engines && timed).then(|| Engines::new(engines)),

@@ -4,11 +4,14 @@
 use std::num::NonZeroU64;
 use std::sync::atomic::Ordering;
 
+use smallvec::SmallVec;
+
 use kernbench_core::{KernelError, Tile};
 
 use super::Spread;
 use crate::error::RunError;
 use crate::lanes::{Lanes, Tasks, Wait};
+use crate::network::Network;
 use crate::one_sided::{OneSidedRun, Outgoing};
 use crate::timing::Transfer;
 use crate::two_sided::queue::Side;
@@ -38,7 +41,7 @@ pub(crate) struct RoundTotals {
     pub(crate) finished: u64,
     /// The lowest failed task of the round and its process, with its error as it reads.
     pub(crate) failed: Option<(u32, usize, String)>,
-    /// Every process's transfers.
+    /// Every process's transfers; placing divided, the other processes' that concern this one.
     pub(crate) transfers: Vec<Transfer>,
     /// Every process's barrier arrivals.
     pub(crate) arrivals: Vec<Arrival>,
@@ -64,6 +67,9 @@ pub(crate) struct RoundShare<'a> {
     pub(crate) finished: u64,
     pub(crate) failed: Option<(u32, String)>,
     pub(crate) transfers: &'a [Transfer],
+    /// Placing divided, the network model that says which processes each transfer concerns: the
+    /// transfers go to those alone, not to every process.
+    pub(crate) divided: Option<&'a Network>,
     pub(crate) arrivals: &'a [Arrival],
     /// Messages taken out of their sender's replica, with their receiver's rank: queue, position.
     pub(crate) messages: Vec<(u32, u32, u64, Message)>,
@@ -79,7 +85,8 @@ impl Spread<'_> {
     /// The hand-over after a round: sends this process's part (lanes woken, finished, its lowest
     /// failure, transfers, barrier arrivals, the messages and credits on queues to other processes, and
     /// one-sided operations to their PEs), takes in what the others sent, and fills `sent` with every
-    /// process's transfers. `None` when no process polled anything: the run is over (rule B).
+    /// process's transfers (placing divided, by `network`: adds those of the others' that concern
+    /// this process). `None` when no process polled anything: the run is over (rule B).
     ///
     /// # Errors
     /// The round's lowest failure, in whichever process; an exchange that failed.
@@ -88,9 +95,10 @@ impl Spread<'_> {
         (woken, finished, failure): RoundPolls,
         (lanes, two_sided, one_sided): (&mut Lanes<'_>, &mut TwoSided, &OneSidedRun),
         polled: &[u32],
-        sent: &mut Vec<Transfer>,
+        (sent, network): (&mut Vec<Transfer>, Option<&Network>),
         crossing: &[Crossing],
     ) -> Result<Option<RoundEnd>, RunError> {
+        let divided = network.filter(|network| network.divided());
         let arrivals = two_sided.barriers.take_arrivals();
         let (mut messages, mut credits) = (Vec::new(), Vec::new());
         for c in crossing {
@@ -123,11 +131,12 @@ impl Spread<'_> {
             finished,
             failed: told,
             transfers: sent,
+            divided,
             arrivals: &arrivals,
             messages,
             credits,
         };
-        let totals = self.swap(share, &lanes.tasks)?;
+        let mut totals = self.swap(share, &lanes.tasks)?;
         if let Some((task, process, message)) = totals.failed {
             return Err(match failure {
                 Some((mine, error)) if mine == task => error,
@@ -147,7 +156,11 @@ impl Spread<'_> {
             // SAFETY: rule B.
             unsafe { wake_side((two_sided, lanes), q, Side::Sender, Wait::Send(q)) };
         }
-        *sent = totals.transfers;
+        if divided.is_some() {
+            sent.append(&mut totals.transfers);
+        } else {
+            *sent = totals.transfers;
+        }
         self.inbox.extend(totals.ops.into_iter().map(|(sender, index, out)| ((sender, index), out)));
         Ok(Some(RoundEnd {
             finished: totals.finished as usize,
@@ -220,28 +233,11 @@ impl Spread<'_> {
             }
             None => common.u8(0),
         }
-        common.u64(share.transfers.len() as u64);
-        for t in share.transfers {
-            common.f64(t.depart_ns);
-            common.u32(t.sender);
-            common.u32(t.queue);
-            common.u64(t.position);
-            common.u64(t.bytes);
-            match t.reply() {
-                Some((back, bytes)) => {
-                    common.u8(1);
-                    common.u32(back);
-                    common.u64(bytes);
-                }
-                None => common.u8(0),
-            }
-            match t.put_by() {
-                Some(task) => {
-                    common.u8(1);
-                    common.u32(task);
-                }
-                None => common.u8(0),
-            }
+        // Placed whole, every process places every transfer; divided, each gets those that concern it.
+        let to_all: &[Transfer] = if share.divided.is_some() { &[] } else { share.transfers };
+        common.u64(to_all.len() as u64);
+        for t in to_all {
+            write_transfer(&mut common, t);
         }
         common.u64(share.arrivals.len() as u64);
         for a in share.arrivals {
@@ -302,6 +298,29 @@ impl Spread<'_> {
             w.u32(sender);
             w.u64(index);
             out.write(w);
+        }
+        // Each transfer to the other processes it concerns, by queue and a get's reply's queue.
+        let mut handed: Vec<(u32, &Transfer)> = Vec::new();
+        if let Some(network) = share.divided {
+            for t in share.transfers {
+                let mut to: SmallVec<[u32; 4]> = network.others(t.queue).collect();
+                to.extend(t.reply().into_iter().flat_map(|(back, _)| network.others(back)));
+                to.sort_unstable();
+                to.dedup();
+                handed.extend(to.into_iter().map(|p| (p, t)));
+            }
+            // Stable: each process gets its transfers in this process's order.
+            handed.sort_by_key(|&(p, _)| p);
+        }
+        let mut transfers = vec![0u64; n];
+        for &(to, _) in &handed {
+            transfers[to as usize] += 1;
+        }
+        for (w, &count) in to_each.iter_mut().zip(&transfers) {
+            w.u64(count);
+        }
+        for &(p, t) in &handed {
+            write_transfer(&mut to_each[p as usize], t);
         }
         let got = self.exchange.all_to_all(to_each.into_iter().map(|w| w.bytes).collect())?;
         // Every process sees the same flags, so all of them make the all-gather or none.
@@ -412,11 +431,7 @@ fn decode_common(r: &mut Reader<'_>, from: usize, totals: &mut RoundTotals) -> R
         }
     }
     for _ in 0..r.u64()? {
-        let (depart_ns, sender, queue, position, bytes) = (r.f64()?, r.u32()?, r.u32()?, r.u64()?, r.u64()?);
-        let reply = if r.u8()? == 1 { Some((r.u32()?, r.u64()?)) } else { None };
-        let put_by = if r.u8()? == 1 { Some(r.u32()?) } else { None };
-        // A spread run makes no multicast transfers: `tl.multicast` refuses ranks of other processes.
-        totals.transfers.push(Transfer::message(depart_ns, sender, queue, position, bytes).with(reply, put_by));
+        totals.transfers.push(read_transfer(r)?);
     }
     for _ in 0..r.u64()? {
         let (task, group, at_ns) = (r.u32()?, read_barrier_key(r)?, r.f64()?);
@@ -425,7 +440,8 @@ fn decode_common(r: &mut Reader<'_>, from: usize, totals: &mut RoundTotals) -> R
     Ok(())
 }
 
-/// The part of a round's hand-over for this process alone: messages, credits, one-sided operations.
+/// The part of a round's hand-over for this process alone: messages, credits, one-sided operations,
+/// and, placing divided, the transfers that concern it.
 fn decode_own(r: &mut Reader<'_>, totals: &mut RoundTotals) -> Result<(), RunError> {
     for _ in 0..r.u64()? {
         let (queue, position, generation, depart_ns) = (r.u32()?, r.u64()?, r.u64()?, r.f64()?);
@@ -440,10 +456,46 @@ fn decode_own(r: &mut Reader<'_>, totals: &mut RoundTotals) -> Result<(), RunErr
         let (sender, index) = (r.u32()?, r.u64()?);
         totals.ops.push((sender, index, Outgoing::read(r)?));
     }
+    for _ in 0..r.u64()? {
+        totals.transfers.push(read_transfer(r)?);
+    }
     if !r.is_empty() {
         return Err(r.malformed("bytes after its end").into());
     }
     Ok(())
+}
+
+/// A transfer on the wire: what placing it reads.
+fn write_transfer(w: &mut Writer, t: &Transfer) {
+    w.f64(t.depart_ns);
+    w.u32(t.sender);
+    w.u32(t.queue);
+    w.u64(t.position);
+    w.u64(t.bytes);
+    match t.reply() {
+        Some((back, bytes)) => {
+            w.u8(1);
+            w.u32(back);
+            w.u64(bytes);
+        }
+        None => w.u8(0),
+    }
+    match t.put_by() {
+        Some(task) => {
+            w.u8(1);
+            w.u32(task);
+        }
+        None => w.u8(0),
+    }
+}
+
+/// A transfer as [`write_transfer`] wrote it.
+fn read_transfer(r: &mut Reader<'_>) -> Result<Transfer, RunError> {
+    let (depart_ns, sender, queue, position, bytes) = (r.f64()?, r.u32()?, r.u32()?, r.u64()?, r.u64()?);
+    let reply = if r.u8()? == 1 { Some((r.u32()?, r.u64()?)) } else { None };
+    let put_by = if r.u8()? == 1 { Some(r.u32()?) } else { None };
+    // A spread run makes no multicast transfers: `tl.multicast` refuses ranks of other processes.
+    Ok(Transfer::message(depart_ns, sender, queue, position, bytes).with(reply, put_by))
 }
 
 /// The largest common part of a round's hand-over sent inline to each process (see [`Spread::swap`]):

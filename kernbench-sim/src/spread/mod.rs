@@ -11,14 +11,15 @@
 //! the next, whatever its simulated time, so each round is one bulk-synchronous step: every process
 //! polls its own PEs, then all of them swap, in one [`Exchange::all_to_all`], the round's messages and
 //! returned credits on queues between their blocks (each written into the other side's replica as that
-//! side's merge would have published it), the transfers to place on the channels (in an
-//! [`Exchange::all_gather`] after it when they are many), barrier arrivals, one-sided operations to
-//! each other's PEs, and how many lanes finished or failed. Every process then places the round's
+//! side's merge would have published it), the transfers to place on the channels (to every process,
+//! in an [`Exchange::all_gather`] after it when they are many; placing divided, each only to the
+//! processes whose channels or PEs it reaches), barrier arrivals, one-sided operations to each
+//! other's PEs, and how many lanes finished or failed. Every process then places the round's
 //! transfers in the global order of a single-process run ([`Placement`]): every transfer on its own
-//! copy of the channels' bookings, or, divided, on its own channels' only, passing each transfer on
-//! to the process of its next channel; either way arrival times and traces are the same bits in
-//! every process, and each adds up the bytes and busy time of its own channels only (those its PEs'
-//! queues cross first). Counts are summed and
+//! copy of the channels' bookings, or, divided, those it was handed on its own channels only,
+//! passing each transfer on to the process of its next channel; either way arrival times and traces
+//! are the same bits in every process, and each adds up the bytes and busy time of its own channels
+//! only (those its PEs' queues cross first). Counts are summed and
 //! failures chosen by lowest task (never a floating-point reduction), so results, times and errors do
 //! not depend on the number of processes. At the end each process sends its channels' figures and its
 //! PEs' outputs, figures and times to every other, and each returns the whole report; or, with

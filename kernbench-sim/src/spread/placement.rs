@@ -3,10 +3,13 @@
 //! passed from process to process hop by hop ([`Placement::Divided`]).
 //!
 //! Divided, a channel belongs to the process of the first queue to cross it (queues are made in rank
-//! order, so a process's channels are consecutive ids), which alone holds its bookings. A round is
-//! placed in passes. In each, every process walks the round's unplaced transfers that concern it
-//! (those on queues that cross its channels or end at its PEs, [`Network::concerns`]) in the order
-//! of placement, and books each on its channels while the next channel is its own, until one is
+//! order, so a process's channels are consecutive ids), which alone holds its bookings. A process
+//! holds the round's transfers that concern it alone (those on queues that cross its channels or end
+//! at its PEs, [`Network::concerns`]): its own, and those the round's hand-over brought it from the
+//! processes that made them ([`Network::others`]); each is named by its place in the order of
+//! placement ([`order_key`]), the same in every process. A round is placed in passes. In each, every
+//! process walks its unplaced transfers in the order of placement, and books each on its channels
+//! while the next channel is its own, until one is
 //! another's; then the transfer waits, and so do its later channels here: a channel takes its
 //! transfers in the order of placement, as in one process, so a transfer that would reach it later in
 //! the order does not take it first. After each pass every process sends every other where its
@@ -21,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::RunError;
 use crate::network::Network;
+use crate::rounds::order_key;
 use crate::timing::Transfer;
 
 use super::Spread;
@@ -114,7 +118,8 @@ impl Way {
 impl Spread<'_> {
     /// Places `transfers`, in the order of placement, divided over the processes (see the module
     /// docs); returns, for each transfer this process has to do with ([`Network::concerns`]), its
-    /// place in `transfers`, when it arrives and, for a get, when its reply is back.
+    /// place in `transfers`, when it arrives and, for a get, when its reply is back. Transfers that
+    /// concern this process alone need not be all of the round's, but must be all that concern it.
     ///
     /// # Errors
     /// An exchange that failed.
@@ -128,8 +133,7 @@ impl Spread<'_> {
         let alone = |t: &Transfer| {
             network.concerns_alone(t.queue) && t.reply().is_none_or(|(back, _)| network.concerns_alone(back))
         };
-        // The transfers this process has to do with, by place in the round's order: every process
-        // names a transfer by that place.
+        // The transfers this process has to do with, by place in `transfers`.
         let mine: Vec<(u32, &Transfer)> =
             transfers.enumerate().filter(|(_, t)| concerns(t)).map(|(i, t)| (i as u32, t)).collect();
         let alone: Vec<bool> = mine.iter().map(|&(_, t)| alone(t)).collect();
@@ -149,8 +153,8 @@ impl Spread<'_> {
         let mut more = true;
         while more {
             held.clear();
-            // Where this pass took transfers other processes have to do with, by place.
-            let mut moved: Vec<(u32, Along)> = Vec::new();
+            // Where this pass took transfers other processes have to do with, by their order's key.
+            let mut moved: Vec<((u128, u64), Along)> = Vec::new();
             for &i in &waiting {
                 let t = mine[i as usize].1;
                 let way = Way::of(t, network);
@@ -171,7 +175,7 @@ impl Spread<'_> {
                     along[i as usize] = a;
                     // A transfer placed whole here, between PEs here, is no other process's business.
                     if a.hop < way.hops() || !alone[i as usize] {
-                        moved.push((mine[i as usize].0, a));
+                        moved.push((order_key(t), a));
                     }
                 }
             }
@@ -183,8 +187,8 @@ impl Spread<'_> {
             for (theirs, forget_due, waits) in self.gather(told)? {
                 network.forget_due |= forget_due;
                 more |= waits;
-                for (place, a) in theirs {
-                    if let Ok(i) = mine.binary_search_by_key(&place, |&(place, _)| place) {
+                for (key, a) in theirs {
+                    if let Ok(i) = mine.binary_search_by_key(&key, |&(_, t)| order_key(t)) {
                         along[i] = a;
                     }
                 }

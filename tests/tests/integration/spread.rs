@@ -465,3 +465,78 @@ fn faulted_runs_spread_over_processes_are_the_one_process_run() {
         assert_eq!(seen.is_ok(), faults.len() == 1 && !faults[0].starts_with("pe="), "{faults:?}: {:?}", seen.err());
     }
 }
+
+/// An in-memory exchange that counts the bytes other processes hand this one.
+#[derive(Debug)]
+struct Counted {
+    exchange: InMemory,
+    received: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Counted {
+    fn count(&self, got: &[Vec<u8>]) {
+        let me = self.exchange.process();
+        let bytes: usize = got.iter().enumerate().filter(|&(p, _)| p != me).map(|(_, b)| b.len()).sum();
+        self.received.fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl Exchange for Counted {
+    fn processes(&self) -> usize {
+        self.exchange.processes()
+    }
+
+    fn process(&self) -> usize {
+        self.exchange.process()
+    }
+
+    fn all_to_all(&self, to_each: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, ExchangeError> {
+        let got = self.exchange.all_to_all(to_each)?;
+        self.count(&got);
+        Ok(got)
+    }
+
+    fn all_gather(&self, mine: Vec<u8>) -> Result<Vec<Vec<u8>>, ExchangeError> {
+        let got = self.exchange.all_gather(mine)?;
+        self.count(&got);
+        Ok(got)
+    }
+}
+
+#[test]
+fn placed_divided_a_process_is_handed_only_the_transfers_that_reach_its_channels_or_pes() {
+    // 1,024 PEs in 4 SIPs: the hierarchical all-reduce's transfers stay in their SIP but for its ring
+    // of SIP leaders, so each process of 4 has to do with few of the others' transfers.
+    let system = leak(System::shape(4, 4, 4, 16).unwrap());
+    let mock = |placement| {
+        MockRun::new(system, "hierarchical_3level", "all_pes", &kernbench::algorithms::hierarchical_allreduce::KERNEL)
+            .params(serde_json::json!({"chunks": 1}))
+            .inputs(|_, _| Tile::without_data(F32, 1 << 10))
+            .timing_only(true)
+            .placement(placement)
+    };
+    // The bytes each process was handed.
+    let handed = |placement| -> Vec<u64> {
+        std::thread::scope(|s| {
+            let runs: Vec<_> = InMemory::group(4)
+                .into_iter()
+                .map(|exchange| {
+                    s.spawn(move || {
+                        let received = Arc::new(std::sync::atomic::AtomicU64::new(0));
+                        let counted = Counted { exchange, received: Arc::clone(&received) };
+                        mock(placement).spread_over(Arc::new(counted)).run().unwrap();
+                        received.load(std::sync::atomic::Ordering::Relaxed)
+                    })
+                })
+                .collect();
+            runs.into_iter().map(|r| r.join().expect("a process panicked")).collect()
+        })
+    };
+    let (whole, divided) = (handed(Placement::Whole), handed(Placement::Divided));
+    // Placed whole, every process is handed every other's transfers; divided, for all its passes'
+    // words on where transfers got to, fewer bytes (a quarter fewer here: each of the others' rounds
+    // of 32 transfers, 34 bytes each, is a process's own business).
+    for (p, (whole, divided)) in whole.iter().zip(&divided).enumerate() {
+        assert!(divided < whole, "process {p}: handed {divided} bytes divided, {whole} whole");
+    }
+}
