@@ -79,6 +79,7 @@ impl Protocol {
     /// assert_eq!(Protocol::Ll.wire_bytes(1000), 2000);
     /// assert_eq!(Protocol::Ll128.wire_bytes(1000), 9 * 128);
     /// ```
+    #[inline]
     pub fn wire_bytes(self, bytes: u64) -> u64 {
         match self.line() {
             None => bytes,
@@ -303,6 +304,7 @@ pub struct Carriage {
 
 impl Carriage {
     /// The bytes on the wire for `bytes` of data.
+    #[inline]
     pub fn wire_bytes(&self, bytes: u64) -> u64 {
         self.protocol.map_or(bytes, |p| p.wire_bytes(bytes))
     }
