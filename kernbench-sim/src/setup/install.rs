@@ -67,13 +67,13 @@ pub(super) fn run(
     let starts: Vec<f64> = calls.iter().map(|c| c.start_ns).collect();
     // A spread run's buffers of the other processes' PEs stand in for them: only this process's block
     // of ranks is kept (a million PEs' list is 48 MiB, in every process, beside the install).
-    let held = tasks.held();
+    let held_ranks = tasks.held();
     let (kernels, calls_buffers): (Vec<Kernel<'_>>, Vec<Vec<PeBuffers>>) = (calls.into_iter())
         .map(|c| {
             let mut buffers = c.buffers;
-            if held.len() < buffers.len() {
-                buffers.truncate(held.end);
-                buffers.drain(..held.start);
+            if held_ranks.len() < buffers.len() {
+                buffers.truncate(held_ranks.end);
+                buffers.drain(..held_ranks.start);
                 buffers.shrink_to_fit();
             }
             ((c.kernel, c.call), buffers)
@@ -117,9 +117,9 @@ pub(super) fn run(
         // A timing-only run keeps the buffers' shapes, not their bytes.
         let kept = |tile: Tile| if options.timing_only { Tile::without_data(tile.dtype(), tile.len()) } else { tile };
         let mut buffers: Vec<std::vec::IntoIter<PeBuffers>> = calls_buffers.into_iter().map(Vec::into_iter).collect();
-        let mut cores = Vec::with_capacity(held.len());
+        let mut cores = Vec::with_capacity(held_ranks.len());
         let timing = options.timing.as_ref();
-        for (&pe, &n) in pes.iter().zip(&lanes).take(held.end).skip(held.start) {
+        for (&pe, &n) in pes.iter().zip(&lanes).take(held_ranks.end).skip(held_ranks.start) {
             let mut each = buffers.iter_mut().map(|b| b.next().expect("a buffer per held rank and call"));
             let first = each.next().expect("a call");
             let rare = PeRare {

@@ -118,8 +118,8 @@ impl Way {
 impl Spread<'_> {
     /// Places `transfers`, in the order of placement, divided over the processes (see the module
     /// docs); returns, for each transfer this process has to do with ([`Network::concerns`]), its
-    /// place in `transfers`, when it arrives and, for a get, when its reply is back. Transfers that
-    /// concern this process alone need not be all of the round's, but must be all that concern it.
+    /// place in `transfers`, when it arrives and, for a get, when its reply is back. `transfers` need
+    /// not be all of the round's, but must hold every one that concerns this process.
     ///
     /// # Errors
     /// An exchange that failed.
