@@ -325,7 +325,9 @@ impl Execution<'_> {
         self.forget_placed()
     }
 
-    /// Stamps transfer `t` with its arrival time, and a get's with when its reply is back.
+    /// Stamps transfer `t` with its arrival time, and a get's with when its reply is back. A
+    /// message's stamp, once per timed message, is made in place; a one-sided operation's apart.
+    #[inline]
     fn arrived(&mut self, t: &Transfer, arrive_ns: f64, back: Option<f64>) {
         if t.position & ONE_SIDED == 0 {
             // The message is in this process's replica of the queue when its sender or receiver is
@@ -336,6 +338,12 @@ impl Execution<'_> {
             }
             return;
         }
+        self.one_sided_arrived(t, arrive_ns, back);
+    }
+
+    /// [`Execution::arrived`] of a one-sided operation's transfer.
+    #[inline(never)]
+    fn one_sided_arrived(&mut self, t: &Transfer, arrive_ns: f64, back: Option<f64>) {
         let index = t.position & !ONE_SIDED;
         let out = if self.lanes.tasks.holds(t.sender) {
             self.one_sided.pes.get(t.sender as usize).as_mut().map(|m| &mut m.outbox[index as usize])

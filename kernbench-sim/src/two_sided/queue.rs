@@ -413,6 +413,7 @@ impl Queues {
     /// # Safety
     /// The caller excludes every other access to the slot (rule B).
     #[allow(clippy::mut_from_ref)]
+    #[inline]
     pub(crate) unsafe fn message_mut(&self, q: usize, position: u64) -> Option<&mut Message> {
         let slot = self.slot(q, position)?;
         // SAFETY: the caller excludes every other access.
