@@ -326,7 +326,8 @@ impl Execution<'_> {
     }
 
     /// Stamps transfer `t` with its arrival time, and a get's with when its reply is back. A
-    /// message's stamp, once per timed message, is made in place; a one-sided operation's apart.
+    /// message's stamp, made for every timed message, is inlined where placement calls it; a
+    /// one-sided operation's is a call of its own.
     #[inline]
     fn arrived(&mut self, t: &Transfer, arrive_ns: f64, back: Option<f64>) {
         if t.position & ONE_SIDED == 0 {
