@@ -504,9 +504,10 @@ impl Exchange for Counted {
 }
 
 #[test]
-fn placed_divided_a_process_is_handed_only_the_transfers_that_reach_its_channels_or_pes() {
+fn placed_divided_every_process_is_handed_fewer_bytes_than_placed_whole() {
     // 1,024 PEs in 4 SIPs: the hierarchical all-reduce's transfers stay in their SIP but for its ring
-    // of SIP leaders, so each process of 4 has to do with few of the others' transfers.
+    // of SIP leaders, so each process of 4 has to do with few of the others' transfers. (Which
+    // processes a queue's transfers go to is the network model's unit test.)
     let system = leak(System::shape(4, 4, 4, 16).unwrap());
     let mock = |placement| {
         MockRun::new(system, "hierarchical_3level", "all_pes", &kernbench::algorithms::hierarchical_allreduce::KERNEL)
