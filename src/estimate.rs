@@ -76,14 +76,24 @@ pub enum Checking {
 /// use kernbench::Collective;
 /// use kernbench::estimate::{Checking, RunSize, floor, peak_memory, timing_only_memory};
 /// assert_eq!(floor(Collective::AllReduce, 8, 1 << 20, Checking::Numeric), peak_memory(Collective::AllReduce, 8, 1 << 20));
-/// let one_lane_each = RunSize { ranks: 8, lanes: 8, queues: 0, slots: 0, hops: 0, messages: 0 };
+/// let one_lane_each = RunSize { ranks: 8, lanes: 8, state: 0, queues: 0, slots: 0, hops: 0, channels: 0, messages: 0 };
 /// assert_eq!(floor(Collective::AllReduce, 8, 1 << 20, Checking::TimingOnly), timing_only_memory(&one_lane_each));
 /// ```
 pub fn floor(collective: Collective, ranks: usize, input_bytes: u64, checking: Checking) -> u64 {
     match checking {
         Checking::Numeric | Checking::Exact => peak_memory(collective, ranks, input_bytes),
         Checking::TimingOnly => {
-            timing_only_memory(&RunSize { ranks, lanes: ranks as u64, queues: 0, slots: 0, hops: 0, messages: 0 })
+            let lanes = ranks as u64;
+            timing_only_memory(&RunSize {
+                ranks,
+                lanes,
+                state: 0,
+                queues: 0,
+                slots: 0,
+                hops: 0,
+                channels: 0,
+                messages: 0,
+            })
         }
     }
 }
@@ -106,7 +116,7 @@ pub fn floor(collective: Collective, ranks: usize, input_bytes: u64, checking: C
 /// assert_eq!(e.memory, peak_memory(Collective::AllReduce, 4, 1 << 20) + (16 << 20));
 /// // Timing only: what its messages hold, whatever their bytes.
 /// let t = call(&system, Collective::AllReduce, one_shot, &plan, &layout, Checking::TimingOnly);
-/// let run = RunSize::of(one_shot.launch(), &plan, system.ipcq_depth(), t.messages);
+/// let run = RunSize::of(one_shot.launch(), &plan, &system, t.messages);
 /// assert_eq!(t.memory, timing_only_memory(&run));
 /// ```
 pub fn call(
@@ -127,9 +137,7 @@ pub fn call(
     let memory = match checking {
         Checking::Numeric => data(),
         Checking::Exact => data().saturating_add(peak_memory(collective, ranks, (largest as u64).saturating_mul(8))),
-        Checking::TimingOnly => {
-            timing_only_memory(&RunSize::of(algorithm.launch(), plan, system.ipcq_depth(), messages))
-        }
+        Checking::TimingOnly => timing_only_memory(&RunSize::of(algorithm.launch(), plan, system, messages)),
     };
     Estimate { input_bytes, memory, messages }
 }

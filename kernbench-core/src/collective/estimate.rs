@@ -28,26 +28,33 @@
 //! forward data, plus a fixed 64 MiB (a tiny run peaks at 5 MB). The estimate is an upper bound on
 //! these measurements, not a prediction of each one.
 //!
-//! A timing-only call's tiles carry no data, so its peak follows its ranks, lanes, queues and messages
-//! instead ([`timing_only_memory`] of a [`RunSize`]). Peak RSS of `kernbench run --timing-only` on the
-//! built-in system or `configs/systems/ring16.json` with more SIPs and PEs (release build, mimalloc):
+//! A timing-only call's tiles carry no data, so its peak follows its ranks, lanes, queues, routes and
+//! messages instead ([`timing_only_memory`] of a [`RunSize`]). Peak RSS of `kernbench run
+//! --timing-only` on the built-in system or `configs/systems/ring16.json` with more SIPs and PEs
+//! (release build, mimalloc; the 4,096-SIP hierarchical run with `--max-memory`, as its estimate is
+//! more than a 24 GiB machine has free):
 //!
 //! ```text
-//! algorithm               system               ranks    lanes    queues     hops   messages  peak   estimate
-//! ring (1 MiB)            1024 SIPs x 1 PE      1024     4096      8192     8192   16760832  0.24G  0.45G
-//! hierarchical_allreduce  256 SIPs x 16x16x16  1048576  1048576  2228736  2358784  18874368  1.62G  3.08G
-//! pairwise_alltoall       512 SIPs x 1 PE        512      512    261632   33.6M     261632   0.31G  0.69G
-//! pairwise_alltoall       1024 SIPs x 1 PE      1024     1024   1047552  268.4M    1047552   2.17G  4.59G
+//! algorithm               system                ranks     lanes     queues    hops     messages  peak    estimate
+//! ring (1 MiB)            1024 SIPs x 1 PE      1024      4096      8192      8192     16.8M     0.23G   0.32G
+//! bidirectional_ring      1024 SIPs x 1 PE      1024      4096      8192      8192     33.5M     0.44G   0.57G
+//! ring (1 MiB)            4096 SIPs x 1 PE      4096      16384     32768     32768    268.4M    3.13G   4.09G
+//! hierarchical_allreduce  16 SIPs x 16x16x16    65536     65536     139296    147424   262144    0.12G   0.16G
+//! hierarchical_allreduce  256 SIPs x 16x16x16   1048576   1048576   2228736   2358784  4194304   1.41G   1.70G
+//! hierarchical_allreduce  4096 SIPs x 16x16x16  16777216  16777216  35659776  37.7M    67.1M     22.21G  26.19G
+//! pairwise_alltoall       512 SIPs x 1 PE       512       512       261632    33.6M    261632    0.43G   0.62G
+//! pairwise_alltoall       1024 SIPs x 1 PE      1024      1024      1047552   268.4M   1047552   2.17G   4.28G
 //! ```
 //!
-//! The two all-to-alls give about 0.2 KiB a queue and 8 B a hop; the hierarchical all-reduce about
-//! 1.6 KiB a rank with its lane and two queues (a slot no message takes is never written, and costs
-//! nothing: their queues carry one or two messages in 4 slots); the ring, whose channels forget the
-//! bookings of messages long gone, about 10 B a message (the bidirectional ring's 33.5 M messages on
-//! those 1,024 SIPs peak at 0.44G, estimated 0.82G). So 64 MiB, 512 B a rank, 1 KiB a lane, 256 B a
-//! queue and 64 B a slot of it, 16 B a hop and 24 B a message bound them, by 1.9 to 2.2x: the kernels'
-//! coroutines and lanes' states, the queues and their routes, and the channels' bookings of messages
-//! still in flight.
+//! What each part holds: a rank, its PE's state, ports and buffers and its entries in the caller's
+//! plan and layout (about 300 B); a lane, its state and task (about 270 B) beside its coroutine, whose
+//! size is the kernel's ([`RunSize::state`]: 256 B for the hierarchical all-reduce, 576 B for the
+//! ring); a queue, itself, its plan entry, port and route (about 140 B); a slot a message takes, 40 B
+//! (one no message takes is never written); a hop, the route's entry as it is built (the all-to-alls
+//! give about 8 B); a channel, its bookings and figures (56 B); and a ring's kernel, the pieces it
+//! keeps for the messages it sends (about 12 B a message). So 64 MiB, 320 B a rank, 320 B a lane
+//! beside its coroutine, 160 B a queue, 48 B a slot a message takes, 16 B a hop, 64 B a channel and
+//! 16 B a message bound them, by 1.2 to 2x (the all-to-all's routes are the loosest part).
 //!
 //! # Messages
 //!
@@ -78,7 +85,7 @@
 //! tree_allreduce                            3 c                      N
 //! double_binary_tree_allreduce              6 c                      N
 //! ring_broadcast, ring_reduce               128 c (pieces by size)   N
-//! hierarchical_allreduce                    9 c (3 levels, 1 up, 2 down)   N
+//! hierarchical_allreduce                    2 c (each piece up and down once)   N
 //! nvls_allreduce                            2 c l (multimem ops)     N
 //! nvls_allgather, nvls_reduce_scatter       c l                      N
 //! nvls_tree_allreduce                       (N + 1) c l              N^2
@@ -93,6 +100,7 @@ use serde_json::{Map, Value};
 
 use super::Collective;
 use crate::kernel::Launch;
+use crate::machine::System;
 use crate::plan::{InstallPlan, mesh_2d_grid};
 
 /// The fixed part of a run's peak: the process, its threads and the plan, with room to spare.
@@ -145,20 +153,29 @@ pub struct RunSize {
     pub ranks: usize,
     /// Its lanes, every rank's added up: a coroutine and a lane's state each.
     pub lanes: u64,
+    /// The bytes of one lane's coroutine: its kernel's state ([`Launch`]'s `state_bytes`), which
+    /// every lane holds beside the lane's own state.
+    pub state: u64,
     /// Its queues: each directed edge of its plan, on each of its channels (as many as the most lanes
     /// a rank runs).
     pub queues: u64,
-    /// Its queues' slots, added up (the system's IPCQ depth a queue).
+    /// The slots its messages can take: a slot no message takes is never written and costs nothing,
+    /// so at most one a message, and at least each queue's first (a run's messages go to every queue
+    /// it has, and the first slots of neighbouring queues share pages), and no more than the queues
+    /// have (the system's IPCQ depth a queue).
     pub slots: u64,
     /// The channels its queues' routes cross, added up over the queues.
     pub hops: u64,
+    /// The distinct channels those routes cross, at most: no more than the hops, nor than the
+    /// system has on each of the run's channels. The network model keeps each one's bookings.
+    pub channels: u64,
     /// The messages it sends ([`messages`]).
     pub messages: u64,
 }
 
 impl RunSize {
-    /// The run of `kernel` on `plan` with queues of `depth` slots, sending `messages`.
-    pub fn of(kernel: &dyn Launch, plan: &InstallPlan, depth: usize, messages: u64) -> RunSize {
+    /// The run of `kernel` on `plan` (its plan on `system`), sending `messages`.
+    pub fn of(kernel: &dyn Launch, plan: &InstallPlan, system: &System, messages: u64) -> RunSize {
         let ranks = plan.len();
         let (mut lanes, mut channels) = (0u64, 1u64);
         for rank in 0..ranks {
@@ -168,58 +185,67 @@ impl RunSize {
         let edges = plan.participants().flat_map(|p| &p.neighbors);
         let (edges, hops) = edges.fold((0u64, 0u64), |(n, hops), e| (n + 1, hops + u64::from(e.hops)));
         let queues = edges.saturating_mul(channels);
-        let (slots, hops) = (queues.saturating_mul(depth as u64), hops.saturating_mul(channels));
-        RunSize { ranks, lanes, queues, slots, hops, messages }
+        let slots = queues.saturating_mul(system.ipcq_depth() as u64).min(messages.max(queues));
+        let hops = hops.saturating_mul(channels);
+        let distinct = hops.min((system.channel_count() as u64).saturating_mul(channels));
+        let state = kernel.state_bytes() as u64;
+        RunSize { ranks, lanes, state, queues, slots, hops, channels: distinct, messages }
     }
 }
 
 /// The estimated peak memory, in bytes, of one timing-only call of `run`'s size, whatever the sizes of
 /// its messages: its tiles carry no data, so what it holds grows with its PEs, lanes and queues (their
-/// states, coroutines, slots and routes) and its messages (each a short record in flight and a booking
-/// on each channel it crosses), not with its bytes. See the [module docs](self) for the measurements.
-/// Saturates at `u64::MAX` rather than overflow.
+/// states, coroutines, slots and routes), the channels those routes cross (their bookings) and its
+/// messages, not with its bytes. See the [module docs](self) for the measurements. Saturates at
+/// `u64::MAX` rather than overflow.
 ///
 /// # Examples
 /// ```
 /// use kernbench_core::collective::estimate::{RunSize, timing_only_memory};
 /// // Any size of a call over 8 ranks of a lane and two queues each, with a thousand messages: about
 /// // the fixed part.
-/// let run = RunSize { ranks: 8, lanes: 8, queues: 16, slots: 64, hops: 16, messages: 1000 };
+/// let run = RunSize { ranks: 8, lanes: 8, state: 256, queues: 16, slots: 64, hops: 16, channels: 16, messages: 1000 };
 /// assert!(timing_only_memory(&run) < 128 << 20);
 /// ```
 pub fn timing_only_memory(run: &RunSize) -> u64 {
     [
         FIXED_BYTES,
         (run.ranks as u64).saturating_mul(TIMING_ONLY_RANK_BYTES),
-        run.lanes.saturating_mul(TIMING_ONLY_LANE_BYTES),
+        run.lanes.saturating_mul(TIMING_ONLY_LANE_BYTES.saturating_add(run.state)),
         run.queues.saturating_mul(TIMING_ONLY_QUEUE_BYTES),
         run.slots.saturating_mul(TIMING_ONLY_SLOT_BYTES),
         run.hops.saturating_mul(TIMING_ONLY_HOP_BYTES),
+        run.channels.saturating_mul(TIMING_ONLY_CHANNEL_BYTES),
         run.messages.saturating_mul(TIMING_ONLY_MESSAGE_BYTES),
     ]
     .into_iter()
     .fold(0, u64::saturating_add)
 }
 
-/// What a timing-only run holds per rank, above the fixed part: a PE's state, ports and report (see
-/// the module docs for the measurements behind these).
-const TIMING_ONLY_RANK_BYTES: u64 = 512;
+/// What a timing-only run holds per rank, above the fixed part: a PE's state, ports and buffers, and
+/// its entries in the plan and the tensor's layout that the caller holds (see the module docs for the
+/// measurements behind these).
+const TIMING_ONLY_RANK_BYTES: u64 = 320;
 
-/// What it holds per lane: a coroutine (at most 696 B among the shipped kernels), its task and the
-/// lane's state.
-const TIMING_ONLY_LANE_BYTES: u64 = 1 << 10;
+/// What it holds per lane beside the coroutine ([`RunSize::state`]): the lane's state, its task, and
+/// the little its kernel allocates (a list of pieces).
+const TIMING_ONLY_LANE_BYTES: u64 = 320;
 
-/// What it holds per queue: the queue, its plan entry and port.
-const TIMING_ONLY_QUEUE_BYTES: u64 = 256;
+/// What it holds per queue: the queue, its plan entry, port and route.
+const TIMING_ONLY_QUEUE_BYTES: u64 = 160;
 
-/// What it holds per slot of a queue: a message's record (40 B).
-const TIMING_ONLY_SLOT_BYTES: u64 = 64;
+/// What it holds per slot a message takes: a message's record (40 B).
+const TIMING_ONLY_SLOT_BYTES: u64 = 48;
 
-/// What it holds per channel a queue's route crosses: the route's entry and the channel's bookings.
+/// What it holds per channel a queue's route crosses: the route's entry, as it is built.
 const TIMING_ONLY_HOP_BYTES: u64 = 16;
 
-/// What a timing-only run holds per message at most, above the fixed part (see the module docs).
-const TIMING_ONLY_MESSAGE_BYTES: u64 = 24;
+/// What it holds per distinct channel: its bookings and figures.
+const TIMING_ONLY_CHANNEL_BYTES: u64 = 64;
+
+/// What a timing-only run holds per message at most, above the fixed part: the pieces a ring's kernel
+/// keeps for the messages it sends (see the module docs).
+const TIMING_ONLY_MESSAGE_BYTES: u64 = 16;
 
 /// The symmetric heap, in bytes, that one call of the kernel called `kernel` on `ranks` ranks of
 /// `input_bytes` each allocates in all, beside [`peak_memory`]: every rank's copy of the buffers the one-sided kernels
@@ -296,7 +322,8 @@ pub fn messages(kernel: &str, params: &Map<String, Value>, plan: &InstallPlan) -
         "nvls_allgather" | "nvls_reduce_scatter" => 1,
         // A load and a store a piece, and a message to each rail peer (at most every other rank).
         "nvls_tree_allreduce" => 2 + steps,
-        "hierarchical_allreduce" => 9,
+        // Every rank but the top leader gets each piece once going up and once coming down.
+        "hierarchical_allreduce" => 2,
         _ => return plan.participants().map(|p| p.neighbors.len() as u64).fold(0, u64::saturating_add),
     };
     [n, per_rank, c, l].into_iter().fold(1, u64::saturating_mul)

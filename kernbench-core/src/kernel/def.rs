@@ -6,8 +6,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use crate::kernel::{KernelError, Tl};
+use crate::kernel::{KernelError, Tl, TlContext};
+use crate::machine::PeId;
 use crate::quote::{Quoted, decoder_message};
+use crate::tile::ReduceOp;
 
 /// A running kernel on one PE: the coroutine a runtime polls.
 pub type KernelFuture = Pin<Box<dyn Future<Output = Result<(), KernelError>> + Send + 'static>>;
@@ -37,6 +39,29 @@ pub trait Launch: Send + Sync {
     fn protocol(&self, size: usize) -> Option<crate::machine::Protocol> {
         let _ = size;
         None
+    }
+}
+
+impl dyn Launch + '_ {
+    /// The state, in bytes, that each lane running the kernel holds while it runs: the coroutine it
+    /// starts as, its locals and those of the helpers it awaits, which a million-PE run holds a
+    /// million of. The same for every PE and system: a coroutine's size is its type's.
+    pub fn state_bytes(&self) -> usize {
+        let ctx = TlContext {
+            pe: PeId::new(0, 0, 0),
+            extents: [1, 1, 1],
+            rank: 0,
+            size: 1,
+            op: ReduceOp::Sum,
+            root: 0,
+            counts: None,
+            generation: 1,
+            lane: 0,
+            lanes: 1,
+            queue_depth: 1,
+        };
+        // Started, not polled: the coroutine is all the state it will have.
+        size_of_val(&*self.launch(Tl::new(ctx)))
     }
 }
 

@@ -6,12 +6,11 @@ use std::sync::Arc;
 
 use crate::collective::Collective;
 use crate::collective::tuning::{self, Pattern};
-use crate::kernel::{KernelDef, Launch, Params, Tl, TlContext};
-use crate::machine::{PeId, Protocol, ProtocolChoice, System};
+use crate::kernel::{KernelDef, Launch, Params};
+use crate::machine::{Protocol, ProtocolChoice, System};
 use crate::names::Builtin;
 use crate::plan::{CheckedPlan, InstallPlan, Layout, Mapper, PlanError, TopologyFn, ValidationError, ValidatorFn};
 use crate::registry::{AlgorithmSpec, BufferKind};
-use crate::tile::ReduceOp;
 
 /// One algorithm of a [`Registry`](crate::registry::Registry), resolved when the registry was loaded:
 /// nothing it holds is looked up by name again.
@@ -47,25 +46,10 @@ impl Algorithm {
         &*self.launch
     }
 
-    /// The state, in bytes, that each PE (and each lane of a PE) holds while the kernel runs: the
-    /// coroutine it starts as, its locals and those of the helpers it awaits, which a million-PE run
-    /// holds a million of. The same for every PE and system: a coroutine's size is its type's.
+    /// The state, in bytes, that each PE (and each lane of a PE) holds while the kernel runs: its
+    /// kernel's ([`Launch::state_bytes`](crate::kernel::Launch)).
     pub fn state_bytes(&self) -> usize {
-        let ctx = TlContext {
-            pe: PeId::new(0, 0, 0),
-            extents: [1, 1, 1],
-            rank: 0,
-            size: 1,
-            op: ReduceOp::Sum,
-            root: 0,
-            counts: None,
-            generation: 1,
-            lane: 0,
-            lanes: 1,
-            queue_depth: 1,
-        };
-        // Started, not polled: the coroutine is all the state it will have.
-        size_of_val(&*self.launch.launch(Tl::new(ctx)))
+        self.launch().state_bytes()
     }
 
     /// The algorithm's install plan on `system`: its mapper's participants linked by its topology.

@@ -118,11 +118,14 @@ fn a_timing_only_call_is_bounded_by_its_memory_not_its_messages() {
     let mut comm = Communicator::new(system);
     let ring = comm.algorithm("ring").unwrap();
     let plan = comm.plan(&ring).unwrap();
-    // 4 lanes a rank, and a queue to each of its 2 neighbours (one hop away) on each lane's channel.
-    let run = estimate::RunSize::of(ring.launch(), &plan, 4, messages);
+    // 4 lanes a rank, and a queue to each of its 2 neighbours (one hop away) on each lane's channel,
+    // each of whose 4 slots its messages take; every hop a channel of its own.
+    let run = estimate::RunSize::of(ring.launch(), &plan, comm.system(), messages);
     let queues = 2 * 4 * 4096;
+    let state = ring.state_bytes() as u64;
+    let (slots, hops) = (4 * queues, queues);
     let expected =
-        estimate::RunSize { ranks: 4096, lanes: 4 * 4096, queues, slots: 4 * queues, hops: queues, messages };
+        estimate::RunSize { ranks: 4096, lanes: 4 * 4096, state, queues, slots, hops, channels: hops, messages };
     assert_eq!(run, expected);
     let needs = estimate::timing_only_memory(&run);
     let mut comm = comm.timing_only(true).max_memory(Some(needs - 1));
@@ -136,20 +139,36 @@ fn a_timing_only_call_is_bounded_by_its_memory_not_its_messages() {
 #[test]
 fn a_timing_only_estimate_counts_every_queue_and_the_channels_its_route_crosses() {
     // Pairwise all-to-all on a ring of 8 SIPs: a queue from each rank to each of the 7 others, whose
-    // routes go the short way round, 1 + 2 + 3 + 4 + 3 + 2 + 1 = 16 hops a rank.
+    // routes go the short way round, 1 + 2 + 3 + 4 + 3 + 2 + 1 = 16 hops a rank, over no more channels
+    // than the system has (its 16 ring channels among them); a message a queue, in its first slot.
     let system = System::from_json_str(r#"{"sips": 8, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1}"#).unwrap();
-    let mut comm = Communicator::new(system);
+    let mut comm = Communicator::new(system.clone());
     let pairwise = comm.algorithm("pairwise_alltoall").unwrap();
     let plan = comm.plan(&pairwise).unwrap();
-    let run = estimate::RunSize::of(pairwise.launch(), &plan, 4, 56);
-    let expected =
-        estimate::RunSize { ranks: 8, lanes: 8, queues: 8 * 7, slots: 4 * 8 * 7, hops: 8 * 16, messages: 56 };
+    let run = estimate::RunSize::of(pairwise.launch(), &plan, &system, 56);
+    assert!(system.channel_count() < 8 * 16);
+    let state = pairwise.state_bytes() as u64;
+    let expected = estimate::RunSize {
+        ranks: 8,
+        lanes: 8,
+        state,
+        queues: 8 * 7,
+        slots: 8 * 7,
+        hops: 8 * 16,
+        channels: system.channel_count() as u64,
+        messages: 56,
+    };
     assert_eq!(run, expected);
     let farther = estimate::RunSize { hops: run.hops + 1, ..run };
     assert!(estimate::timing_only_memory(&farther) > estimate::timing_only_memory(&run));
-    let deeper = estimate::RunSize::of(pairwise.launch(), &plan, 64, 56);
-    assert_eq!(deeper.slots, 64 * 8 * 7);
-    assert!(estimate::timing_only_memory(&deeper) > estimate::timing_only_memory(&run));
+    // More messages a queue take more of its slots, up to the queue's depth.
+    let busier = estimate::RunSize::of(pairwise.launch(), &plan, &system, 3 * 56);
+    assert_eq!(busier.slots, 3 * 8 * 7);
+    assert_eq!(estimate::RunSize::of(pairwise.launch(), &plan, &system, 100 * 56).slots, 4 * 8 * 7);
+    assert!(estimate::timing_only_memory(&busier) > estimate::timing_only_memory(&run));
+    // A larger coroutine is more memory a lane.
+    let larger = estimate::RunSize { state: run.state + 64, ..run };
+    assert_eq!(estimate::timing_only_memory(&larger), estimate::timing_only_memory(&run) + 8 * 64);
 }
 
 #[test]
