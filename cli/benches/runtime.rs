@@ -496,7 +496,8 @@ fn cli() {
 /// The run the target is set for: the hierarchical timing-only all-reduce of 64 MiB per SIP over 4,096
 /// SIPs of 16x16 cubes of 16 PEs (16,777,216 PEs), once (it takes minutes), when the machine has the
 /// memory it needs: about sixteen times `peak`, the peak of the same over 256 SIPs. Its estimate, an
-/// upper bound, asks for more than a 24 GiB machine has free, so it is allowed what the machine has.
+/// upper bound, asks for more than a 24 GiB machine has free, so the limit is lifted past it: the check
+/// here is what keeps it from a machine it does not fit.
 fn sixteen_times(dir: &std::path::Path, peak: f64) {
     let label = "hierarchical timing-only run, 16777216 PEs";
     // Sixteen times the PEs hold a little less than sixteen times the memory (the fixed part).
@@ -512,12 +513,12 @@ fn sixteen_times(dir: &std::path::Path, peak: f64) {
         ("\"pes_per_cube\": 8", "\"pes_per_cube\": 16".to_owned()),
     ];
     let system = system_file(dir, "default.json", &edits);
-    let allowed = format!("{}M", (free * 1024.0) as u64);
+    let allowed = "64G";
     let args = ["run", "all_reduce", "--algo", "hierarchical_allreduce", "--layout", "multi_pe", "--bytes", "64M"];
-    let args = [&args[..], &["--timing-only", "--system", &system, "--max-memory", &allowed]].concat();
+    let args = [&args[..], &["--timing-only", "--system", &system, "--max-memory", allowed]].concat();
     let (secs, peak) = cli_process(&args);
     println!("{}", figure(label, secs, "s", Goal::AtMost(180.0), "64 MiB per SIP, 1 thread, one run"));
-    let note = format!("whole process; --max-memory {allowed} (the free memory)");
+    let note = format!("whole process; {free:.1} GiB free, --max-memory {allowed}");
     println!("{}", figure("same, peak memory", peak, "GiB", Goal::AtMost(16.0), &note));
 }
 
