@@ -26,6 +26,7 @@
 
 use std::ops::Range;
 
+use kernbench_core::kernel::hint;
 use kernbench_core::{chunk_range, chunk_start};
 
 use kernbench_core::prelude::*;
@@ -143,6 +144,13 @@ pub(crate) fn ring_steps(
             for (ring, cut) in rings.iter().zip(&mut cut) {
                 if step > steps.start {
                     let received = step - 1;
+                    // The piece this ring's next receive goes into, asked for while this message is
+                    // handled: a large ring's lanes each hold thousands of pieces, and each receive
+                    // reaches a new one, cold after the other lanes' turns.
+                    let (next, next_j) = if j + 1 < pieces { (received, j + 1) } else { (received + 1, 0) };
+                    if next < steps.end {
+                        hint::prefetch(&cut[ring.recv_part(next) * pieces + next_j]);
+                    }
                     let piece = &mut cut[ring.recv_part(received) * pieces + j];
                     let mut got = tl.recv(ring.back, piece.len(), piece.dtype());
                     if received + 1 >= ring.count {

@@ -112,21 +112,4 @@ impl<T> Cells<T> {
 /// Asks the CPU to bring the `bytes` from `start` into its cache: a hint, with no effect on what any
 /// code reads (so none on a run's results), that lets the misses of what a poll will touch overlap the
 /// polls before it.
-#[inline]
-pub(crate) fn prefetch(start: *const u8, bytes: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        const LINE: usize = 64;
-        let mut line = start as usize & !(LINE - 1);
-        let end = start as usize + bytes;
-        while line < end {
-            // SAFETY: SSE is part of every x86_64 target; a prefetch never faults, whatever the
-            // address, and reads nothing the program sees.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(line as *const i8) };
-            line += LINE;
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (start, bytes);
-}
+pub(crate) use kernbench_core::kernel::hint::prefetch_bytes as prefetch;

@@ -6,11 +6,13 @@
 //! [`Tl`] is the handle a kernel talks to its PE through; [`Tile`]s of a [`Dtype`] are what it moves
 //! and reduces; [`symmetric`] memory is what its one-sided operations address; [`KernelDef`] is what
 //! `#[ccl_kernel]` generates so a registry can start it by name; [`KernelError`] is what a step raises
-//! at run time. What a kernel must compute is the [`collective`](crate::collective)'s.
+//! at run time; [`hint`]s ask the host's CPU for what a kernel reads next. What a kernel must compute is
+//! the [`collective`](crate::collective)'s.
 
 pub mod atomic;
 mod def;
 mod error;
+pub mod hint;
 pub mod symmetric;
 pub mod tl;
 
