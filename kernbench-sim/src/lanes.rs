@@ -456,9 +456,10 @@ impl Parked {
     }
 }
 
-/// Woken tasks, by number, one list per thread so that wakes from parallel merges rarely meet on a
-/// lock. A task woken twice in a round is listed twice and polled once (the round puts them in task
-/// order, each once).
+/// Woken tasks, by number, one list per thread so that wakes from parallel threads rarely meet on a
+/// lock: what kernels' own wakers, barriers, one-sided operations and hand-overs wake (a merge lists
+/// the lanes its queues wake in its own list, [`crate::rounds`]' `Merged`, without a lock). A task woken
+/// twice in a round is listed twice and polled once (the round puts them in task order, each once).
 pub(crate) struct ReadyLists {
     lists: Box<[Mutex<Vec<u32>>]>,
 }

@@ -5,10 +5,10 @@
 //! hint only ([`prefetch`]): nothing anyone reads changes, so no result does.
 
 use super::Execution;
+use super::merge::Merged;
 use crate::lanes::Wait;
 use crate::protocol::prefetch;
-use crate::timing::Transfer;
-use crate::two_sided::{Crossing, side_owner};
+use crate::two_sided::side_owner;
 
 /// A woken task as the polls before it see it, read before the round's polls begin (so none reads
 /// another's wait while it is written): its number and the queue it waits on.
@@ -108,10 +108,10 @@ impl Execution<'_> {
     ///
     /// # Safety
     /// Rule M: this thread merges every rank of `ranks`.
-    pub(super) unsafe fn merge_in_order(&self, ranks: &[u32], sent: &mut Vec<Transfer>, crossing: &mut Vec<Crossing>) {
+    pub(super) unsafe fn merge_in_order(&self, ranks: &[u32], merged: &mut Merged) {
         if !self.asks_ahead() {
             // SAFETY: the caller's.
-            ranks.iter().for_each(|&rank| unsafe { self.merge(rank, sent, crossing) });
+            ranks.iter().for_each(|&rank| unsafe { self.merge(rank, merged) });
             return;
         }
         let parts = (&self.two_sided, &self.lanes);
@@ -136,7 +136,7 @@ impl Execution<'_> {
                 woken(soon).for_each(|task| self.lanes.parked.prefetch(task));
             }
             // SAFETY: the caller's.
-            unsafe { self.merge(rank, sent, crossing) };
+            unsafe { self.merge(rank, merged) };
         }
     }
 }

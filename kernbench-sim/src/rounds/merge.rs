@@ -17,6 +17,25 @@ use super::Execution;
 use super::ahead::Ahead;
 use super::ready::total_order;
 
+/// What one thread's merges of a round list: the transfers its PEs started (under the timing model),
+/// their queue sides towards other processes, and the lanes they woke. Each thread its own, joined
+/// after the merge: a wake is a push, not a lock (a streaming run wakes a lane a round a queue).
+#[derive(Default)]
+pub(crate) struct Merged {
+    pub(crate) sent: Vec<Transfer>,
+    pub(crate) crossing: Vec<Crossing>,
+    pub(crate) woken: Vec<u32>,
+}
+
+impl Merged {
+    /// Takes `other`'s lists after its own.
+    pub(crate) fn append(&mut self, other: &mut Merged) {
+        self.sent.append(&mut other.sent);
+        self.crossing.append(&mut other.crossing);
+        self.woken.append(&mut other.woken);
+    }
+}
+
 /// A PE's compute with more bookings than this forgets the ones its lanes are past.
 const FORGET_COMPUTE_ABOVE: usize = 64;
 
@@ -184,19 +203,20 @@ impl Execution<'_> {
         }
     }
 
-    /// Publishes what polled rank `rank`'s lanes did and wakes the lanes waiting on it; lists the
-    /// transfers it started in `sent` (under the timing model) and its queue sides towards other
-    /// processes in `crossing`.
+    /// Publishes what polled rank `rank`'s lanes did and lists in `merged` the lanes waiting on it
+    /// that it wakes, the transfers it started (under the timing model) and its queue sides towards
+    /// other processes.
     ///
     /// # Safety
     /// Rule M: the calling thread merges `rank`, and no other thread merges it.
-    pub(crate) unsafe fn merge(&self, rank: u32, sent: &mut Vec<Transfer>, crossing: &mut Vec<Crossing>) {
+    pub(crate) unsafe fn merge(&self, rank: u32, merged: &mut Merged) {
         let timed = self.network.is_some();
         // SAFETY: rule M: this thread merges `rank`, whose cells are its own.
         let links = unsafe { self.two_sided.pes.get_mut(rank as usize) };
+        let Merged { sent, crossing, woken } = merged;
         let first = sent.len();
         // SAFETY: as above.
-        unsafe { links.publish(rank, (&self.two_sided, &self.lanes), timed, sent, crossing) };
+        unsafe { links.publish(rank, (&self.two_sided, &self.lanes), timed, sent, crossing, woken) };
         if timed {
             // A round without one-sided operations has nothing in any outbox: no PE's needs a look.
             if self.one_sided.used.load(Ordering::Relaxed) {

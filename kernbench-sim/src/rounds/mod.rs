@@ -29,11 +29,10 @@ use crate::network::Network;
 use crate::one_sided::OneSidedRun;
 use crate::protocol::Cells;
 use crate::spread::{RoundEnd, Spread};
-use crate::timing::Transfer;
-use crate::two_sided::{Arrival, Crossing, TwoSided};
+use crate::two_sided::{Arrival, TwoSided};
 use ahead::Ahead;
-use merge::PlaceOrder;
 pub(crate) use merge::order_key;
+use merge::{Merged, PlaceOrder};
 use poll::Outcome;
 use ready::in_task_order;
 
@@ -137,8 +136,7 @@ impl<'p> Execution<'p> {
         let mut by_task: Vec<bool> = Vec::new();
         let mut polled: Vec<u32> = Vec::new();
         let mut ahead: Vec<Ahead> = Vec::new();
-        let mut sent: Vec<Transfer> = Vec::new();
-        let mut crossing: Vec<Crossing> = Vec::new();
+        let mut merged = Merged::default();
         let mut placement = PlaceOrder::default();
         let (mut finished, mut rounds) = (0usize, 0u64);
         // Rounds split into jobs of at least this many PEs: fewer are not worth a thread, but a test
@@ -148,6 +146,7 @@ impl<'p> Execution<'p> {
         let asks_ahead = self.asks_ahead();
         loop {
             ready.drain_into(&mut round);
+            round.append(&mut merged.woken);
             in_task_order(&mut round, &mut by_task);
             // A task that ended (or failed) is not polled again, however it was woken; in task
             // order, the coroutines' list is read front to back.
@@ -220,20 +219,20 @@ impl<'p> Execution<'p> {
                     return Err(failure);
                 }
             }
-            sent.clear();
-            crossing.clear();
-            self.merge_round(
-                &polled,
-                pool.filter(|_| polled.len() >= parallel_min_ready),
-                min_job,
-                (&mut sent, &mut crossing),
-            );
+            merged.sent.clear();
+            merged.crossing.clear();
+            self.merge_round(&polled, pool.filter(|_| polled.len() >= parallel_min_ready), min_job, &mut merged);
             let handed = match &mut self.spread {
                 Some(spread) => {
                     let polls = (woken, outcome.finished as u64, failure);
                     let parts = (&mut self.lanes, &mut self.two_sided, &self.one_sided);
-                    let Some(end) =
-                        spread.hand_over(polls, parts, &polled, (&mut sent, self.network.as_deref()), &crossing)?
+                    let Some(end) = spread.hand_over(
+                        polls,
+                        parts,
+                        &polled,
+                        (&mut merged.sent, self.network.as_deref()),
+                        &merged.crossing,
+                    )?
                     else {
                         break;
                     };
@@ -243,20 +242,14 @@ impl<'p> Execution<'p> {
                 }
                 None => None,
             };
-            self.place_transfers(&sent, &mut placement)?;
+            self.place_transfers(&merged.sent, &mut placement)?;
             self.deliver(&polled, handed)?;
         }
         Ok(Driven { rounds, finished })
     }
 
     /// The merge phase: every polled PE's, on `pool` when there is one.
-    fn merge_round(
-        &self,
-        polled: &[u32],
-        pool: Option<&rayon::ThreadPool>,
-        min_job: usize,
-        (sent, crossing): (&mut Vec<Transfer>, &mut Vec<Crossing>),
-    ) {
+    fn merge_round(&self, polled: &[u32], pool: Option<&rayon::ThreadPool>, min_job: usize, merged: &mut Merged) {
         // SAFETY (every merge below): rule M: each polled rank is merged once, by one thread, and a
         // job's ranks are all its thread's.
         match pool {
@@ -264,21 +257,17 @@ impl<'p> Execution<'p> {
                 let parts = pool.install(|| {
                     polled
                         .par_chunks(min_job)
-                        .fold(
-                            || (Vec::new(), Vec::new()),
-                            |mut part, ranks| {
-                                unsafe { self.merge_in_order(ranks, &mut part.0, &mut part.1) };
-                                part
-                            },
-                        )
+                        .fold(Merged::default, |mut part, ranks| {
+                            unsafe { self.merge_in_order(ranks, &mut part) };
+                            part
+                        })
                         .collect::<Vec<_>>()
                 });
-                for (mut part, mut crossed) in parts {
-                    sent.append(&mut part);
-                    crossing.append(&mut crossed);
+                for mut part in parts {
+                    merged.append(&mut part);
                 }
             }
-            None => unsafe { self.merge_in_order(polled, sent, crossing) },
+            None => unsafe { self.merge_in_order(polled, merged) },
         }
     }
 

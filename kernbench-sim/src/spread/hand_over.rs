@@ -149,12 +149,12 @@ impl Spread<'_> {
         for (q, position, message) in totals.messages {
             two_sided.queues[q as usize].hand_in(position, message);
             // SAFETY: rule B.
-            unsafe { wake_side((two_sided, lanes), q, Side::Receiver, Wait::Recv(q)) };
+            unsafe { wake_side((two_sided, lanes), q, Side::Receiver, Wait::Recv(q), |task| lanes.ready.push(task)) };
         }
         for (q, position, credit_at) in totals.credits {
             two_sided.queues[q as usize].credit_back(position, credit_at);
             // SAFETY: rule B.
-            unsafe { wake_side((two_sided, lanes), q, Side::Sender, Wait::Send(q)) };
+            unsafe { wake_side((two_sided, lanes), q, Side::Sender, Wait::Send(q), |task| lanes.ready.push(task)) };
         }
         if divided.is_some() {
             sent.append(&mut totals.transfers);

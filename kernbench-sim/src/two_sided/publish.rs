@@ -17,9 +17,9 @@ pub(crate) struct Crossing {
 }
 
 impl PeLinks {
-    /// Publishes what rank `rank`'s lanes did to their queues this round and wakes the lanes waiting on
-    /// the other sides; lists the messages it sent in `sent` when `timed`, and the sides whose other
-    /// end is in another process in `crossing`.
+    /// Publishes what rank `rank`'s lanes did to their queues this round and lists in `woken` the lanes
+    /// waiting on the other sides; lists the messages it sent in `sent` when `timed`, and the sides
+    /// whose other end is in another process in `crossing`.
     ///
     /// # Safety
     /// Rule M: the calling thread merges `rank`, and no other thread merges it.
@@ -30,6 +30,7 @@ impl PeLinks {
         timed: bool,
         sent: &mut Vec<Transfer>,
         crossing: &mut Vec<Crossing>,
+        woken: &mut Vec<u32>,
     ) {
         for &(q, side) in &self.touched {
             let queue = &run.queues[q as usize];
@@ -62,22 +63,30 @@ impl PeLinks {
                 continue;
             }
             // SAFETY: rule M: wait cells are only read while merging.
-            unsafe { wake_side((run, lanes), q, other_side, waiting) };
+            unsafe { wake_side((run, lanes), q, other_side, waiting, |task| woken.push(task)) };
         }
         self.touched.clear();
     }
 }
 
-/// Wakes the lane that owns `side` of queue `q`, if it waits in `waiting`.
+/// Wakes the lane that owns `side` of queue `q` with `wake`, if it waits in `waiting`.
 ///
 /// # Safety
 /// Rule M or B: queue owners are not being written (they are only while polling), and no wait cell is
 /// borrowed mutably.
-pub(crate) unsafe fn wake_side(parts: (&TwoSided, &Lanes<'_>), q: u32, side: Side, waiting: Wait) {
+pub(crate) unsafe fn wake_side(
+    parts: (&TwoSided, &Lanes<'_>),
+    q: u32,
+    side: Side,
+    waiting: Wait,
+    wake: impl FnOnce(u32),
+) {
     // SAFETY: the caller's.
     let Some(task) = (unsafe { side_owner(parts, q, side) }) else { return };
     // SAFETY: the caller guarantees no mutable borrow of the wait cell.
-    unsafe { parts.1.wake_if(task as u32, |wait| wait == waiting) };
+    if unsafe { parts.1.parked.get_ref(task) }.wait == waiting {
+        wake(task as u32);
+    }
 }
 
 /// The task that owns `side` of queue `q`, if one has used it.
