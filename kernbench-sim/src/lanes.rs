@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kernbench_core::atomic::Cmp;
@@ -462,28 +463,41 @@ impl Parked {
 /// twice in a round is listed twice and polled once (the round puts them in task order, each once).
 pub(crate) struct ReadyLists {
     lists: Box<[Mutex<Vec<u32>>]>,
+    /// Whether any list may hold a task: set after each push, so a round in which nothing was pushed
+    /// (most rounds, whose wakes the merges list) takes no lock. A push that sets it after a drain has
+    /// cleared it is drained in the next round, as one that came after the drain would be.
+    pushed: AtomicBool,
 }
 
 impl ReadyLists {
     /// Lists for a run on `threads` threads.
     pub(crate) fn new(threads: usize) -> ReadyLists {
-        ReadyLists { lists: (0..threads.max(1)).map(|_| Mutex::new(Vec::new())).collect() }
+        ReadyLists {
+            lists: (0..threads.max(1)).map(|_| Mutex::new(Vec::new())).collect(),
+            pushed: AtomicBool::new(false),
+        }
     }
 
     pub(crate) fn push(&self, task: u32) {
         // The driving thread and pool thread 0 share a list; the lock keeps that (rare) meeting safe.
         let slot = rayon::current_thread_index().unwrap_or(0) % self.lists.len();
         lock(&self.lists[slot]).push(task);
+        self.pushed.store(true, Ordering::Relaxed);
     }
 
     /// Wakes every task of `tasks` at once.
     pub(crate) fn wake_all(&self, tasks: impl Iterator<Item = u32>) {
         lock(&self.lists[0]).extend(tasks);
+        self.pushed.store(true, Ordering::Relaxed);
     }
 
     /// Moves every woken task into `out`.
     #[inline]
     pub(crate) fn drain_into(&self, out: &mut Vec<u32>) {
+        if !self.pushed.load(Ordering::Relaxed) {
+            return;
+        }
+        self.pushed.store(false, Ordering::Relaxed);
         for list in &self.lists {
             out.append(&mut lock(list));
         }
