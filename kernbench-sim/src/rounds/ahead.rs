@@ -4,8 +4,7 @@
 //! and the queue it waits on; one after the other, those misses were most of a large run's time. A
 //! hint only ([`prefetch`]): nothing anyone reads changes, so no result does.
 
-use super::Execution;
-use super::merge::Merged;
+use super::{Execution, Merged};
 use crate::lanes::Wait;
 use crate::protocol::prefetch;
 use crate::two_sided::side_owner;

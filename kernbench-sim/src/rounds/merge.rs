@@ -11,30 +11,10 @@ use crate::network::Network;
 use crate::one_sided::ONE_SIDED;
 use crate::protocol::prefetch;
 use crate::timing::Transfer;
-use crate::two_sided::Crossing;
 
-use super::Execution;
 use super::ahead::Ahead;
 use super::ready::total_order;
-
-/// What one thread's merges of a round list: the transfers its PEs started (under the timing model),
-/// their queue sides towards other processes, and the lanes they woke. Each thread its own, joined
-/// after the merge: a wake is a push, not a lock (a streaming run wakes a lane a round a queue).
-#[derive(Default)]
-pub(crate) struct Merged {
-    pub(crate) sent: Vec<Transfer>,
-    pub(crate) crossing: Vec<Crossing>,
-    pub(crate) woken: Vec<u32>,
-}
-
-impl Merged {
-    /// Takes `other`'s lists after its own.
-    pub(crate) fn append(&mut self, other: &mut Merged) {
-        self.sent.append(&mut other.sent);
-        self.crossing.append(&mut other.crossing);
-        self.woken.append(&mut other.woken);
-    }
-}
+use super::{Execution, Merged};
 
 /// A PE's compute with more bookings than this forgets the ones its lanes are past.
 const FORGET_COMPUTE_ABOVE: usize = 64;

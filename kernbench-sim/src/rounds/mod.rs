@@ -29,16 +29,36 @@ use crate::network::Network;
 use crate::one_sided::OneSidedRun;
 use crate::protocol::Cells;
 use crate::spread::{RoundEnd, Spread};
-use crate::two_sided::{Arrival, TwoSided};
+use crate::timing::Transfer;
+use crate::two_sided::{Arrival, Crossing, TwoSided};
 use ahead::Ahead;
+use merge::PlaceOrder;
 pub(crate) use merge::order_key;
-use merge::{Merged, PlaceOrder};
 use poll::Outcome;
 use ready::in_task_order;
 
 /// How a task's kernel ended; an error is boxed, or a million tasks that end well would each hold an
 /// error's room.
 pub(crate) type Ended = Result<(), Box<KernelError>>;
+
+/// What one thread's merges of a round list: the transfers its PEs started (under the timing model),
+/// their queue sides towards other processes, and the lanes they woke. Each thread its own, joined
+/// after the merge: a wake is a push, not a lock (a streaming run wakes a lane a round a queue).
+#[derive(Default)]
+pub(crate) struct Merged {
+    pub(crate) sent: Vec<Transfer>,
+    pub(crate) crossing: Vec<Crossing>,
+    pub(crate) woken: Vec<u32>,
+}
+
+impl Merged {
+    /// Takes `other`'s lists after its own.
+    pub(crate) fn append(&mut self, other: &mut Merged) {
+        self.sent.append(&mut other.sent);
+        self.crossing.append(&mut other.crossing);
+        self.woken.append(&mut other.woken);
+    }
+}
 
 /// How each task this process holds ended, in its lane's cell order.
 pub(crate) type Results = Vec<OnceLock<Ended>>;
