@@ -133,8 +133,8 @@ fn leads(pe: PeId, level: usize) -> bool {
     [pe.pe, pe.cube, pe.sip][..=level].iter().all(|&position| position == 0)
 }
 
-/// Reduces `acc` up the levels this PE leads, in place: afterwards the top leader's holds the finished
-/// result.
+/// Reduces `acc` up the levels this PE leads, in place: afterwards the top leader's `acc` holds the
+/// finished result.
 #[ccl_kernel(helper, crate = "kernbench_core")]
 fn reduce_up(tl: &Tl, acc: &mut Tile, op: ReduceOp) {
     // Each ring made in a statement of its own: the context it is made from is not held across the
@@ -155,7 +155,7 @@ fn reduce_up(tl: &Tl, acc: &mut Tile, op: ReduceOp) {
     }
 }
 
-/// Brings the result down the levels into `acc`: afterwards every PE's holds it.
+/// Brings the result down the levels into `acc`: afterwards every PE's `acc` holds it.
 #[ccl_kernel(helper, crate = "kernbench_core")]
 fn broadcast_down(tl: &Tl, acc: &mut Tile) {
     if leads(tl.pe(), 0) {
