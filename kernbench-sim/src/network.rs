@@ -469,8 +469,12 @@ impl Network {
         let step = self.route_step.get(queue as usize).copied().unwrap_or(0.0);
         let own = self.route(queue);
         let tail = if self.faults.is_none() {
-            let (booking, routes, _) = self.booking();
-            booking.carry(&routes[own], depart, bytes, |_, _| 1.0)
+            let (mut booking, routes, _) = self.booking();
+            match routes[own] {
+                // Most routes are one link (a neighbour's): its hop alone, without the walk's setup.
+                [id] => booking.hop(id, (depart, depart), bytes, |_, _| 1.0).1,
+                ref route => booking.carry(route, depart, bytes, |_, _| 1.0),
+            }
         } else {
             let detour = self.detour(queue, depart)?;
             let (booking, routes, faults) = self.booking();
