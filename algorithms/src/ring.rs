@@ -144,14 +144,17 @@ pub(crate) fn ring_steps(
             for (ring, cut) in rings.iter().zip(&mut cut) {
                 if step > steps.start {
                     let received = step - 1;
-                    // The piece this ring's next receive goes into, asked for while this message is
-                    // handled: a large ring's lanes each hold thousands of pieces, and each receive
-                    // reaches a new one, cold after the other lanes' turns.
+                    let at = ring.recv_part(received) * pieces + j;
+                    // A large ring's lanes each hold thousands of pieces, and each receive reaches a
+                    // new one, cold after the other lanes' turns: the piece the next receive goes
+                    // into is asked for while this message is handled, and if this receive waits,
+                    // the runtime asks for both pieces (and the few between) just before the lane's
+                    // turn comes again, when they are cold once more.
                     let (next, next_j) = if j + 1 < pieces { (received, j + 1) } else { (received + 1, 0) };
-                    if next < steps.end {
-                        hint::prefetch(&cut[ring.recv_part(next) * pieces + next_j]);
-                    }
-                    let piece = &mut cut[ring.recv_part(received) * pieces + j];
+                    let next_at = if next < steps.end { ring.recv_part(next) * pieces + next_j } else { at };
+                    hint::prefetch(&cut[next_at]);
+                    hint::prefetch_when_woken(&cut[at.min(next_at)..=at.max(next_at)]);
+                    let piece = &mut cut[at];
                     let mut got = tl.recv(ring.back, piece.len(), piece.dtype());
                     if received + 1 >= ring.count {
                         *piece = got;

@@ -8,8 +8,8 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use kernbench_core::atomic::Cmp;
 use kernbench_core::tl;
@@ -17,7 +17,7 @@ use kernbench_core::{Direction, Dtype, KernelError, Op, PeId, Tile, WatchdogBudg
 use serde::{Deserialize, Serialize};
 
 use crate::error::RunError;
-use crate::protocol::Cells;
+use crate::protocol::{Cells, Lines};
 use crate::race::LaneSync;
 use crate::timing::{Bookings, Clock, Engines, Rates, SpanKind};
 
@@ -518,11 +518,51 @@ pub(crate) struct Lanes<'p> {
     pub(crate) states: Cells<LaneState>,
     /// Per task this process holds.
     pub(crate) parked: Cells<Parked>,
+    pub(crate) wake_hints: WakeHints,
     pub(crate) budget: Budget,
     /// The rates of every PE but a straggler.
     pub(crate) rates: Rates,
     /// The tasks woken for the next round.
     pub(crate) ready: Arc<ReadyLists>,
+}
+
+/// What each lane reads first when it is next polled, as its kernel named it
+/// ([`kernbench_core::kernel::hint::prefetch_when_woken`]): [`Lines`] per task this process holds,
+/// asked for a few tasks before the task's turn. Apart from the lanes' state, as words that a thread
+/// polling one task writes while another reads a task a few on; made when a kernel first names one,
+/// so that a run whose kernels never do holds none.
+pub(crate) struct WakeHints {
+    /// The tasks this process holds.
+    tasks: Range<usize>,
+    hints: OnceLock<Box<[AtomicU64]>>,
+}
+
+impl WakeHints {
+    /// The most bytes of a hint asked for: a few lines, which a poll reads at once.
+    const MOST_BYTES: usize = 512;
+
+    /// No hint yet, for the tasks `tasks` this process holds.
+    pub(crate) fn new(tasks: Range<usize>) -> WakeHints {
+        WakeHints { tasks, hints: OnceLock::new() }
+    }
+
+    /// Names the `bytes` from `start` (the first [`WakeHints::MOST_BYTES`] of them) as what `task`
+    /// reads first when next polled.
+    pub(crate) fn set(&self, task: u32, (start, bytes): (*const u8, usize)) {
+        let hints = self.hints.get_or_init(|| self.tasks.clone().map(|_| AtomicU64::new(0)).collect());
+        if let Some(hint) = hints.get((task as usize).wrapping_sub(self.tasks.start)) {
+            hint.store(Lines::of(start, bytes.min(WakeHints::MOST_BYTES)).0, Ordering::Relaxed);
+        }
+    }
+
+    /// Asks the CPU for what `task`'s kernel named, if it named anything.
+    #[inline]
+    pub(crate) fn ask(&self, task: u32) {
+        let Some(hints) = self.hints.get() else { return };
+        if let Some(hint) = hints.get((task as usize).wrapping_sub(self.tasks.start)) {
+            Lines(hint.load(Ordering::Relaxed)).prefetch();
+        }
+    }
 }
 
 impl Lanes<'_> {
@@ -679,7 +719,26 @@ impl LaneCtx<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{LaneState, Owners};
+    use super::{LaneState, Owners, WakeHints};
+    use crate::protocol::Lines;
+
+    #[test]
+    fn wake_hints_are_made_by_the_first_and_keep_the_latest_few_lines_of_each_task_held() {
+        let hints = WakeHints::new(100..104);
+        assert!(hints.hints.get().is_none(), "no room before a kernel names anything");
+        let log = [0u8; 4096];
+        hints.set(101, (log.as_ptr(), 100));
+        hints.set(102, (log.as_ptr(), 100));
+        hints.set(102, (log[64..].as_ptr(), log.len() - 64));
+        // A task of another process is not this one's to hold.
+        hints.set(104, (log.as_ptr(), 8));
+        let held: Vec<u64> =
+            hints.hints.get().unwrap().iter().map(|h| h.load(std::sync::atomic::Ordering::Relaxed)).collect();
+        let expected = [0, Lines::of(log.as_ptr(), 100).0, Lines::of(log[64..].as_ptr(), WakeHints::MOST_BYTES).0, 0];
+        assert_eq!(held, expected);
+        // Asking for any of them, or for a task not held, only hints.
+        (99..106).for_each(|task| hints.ask(task));
+    }
 
     #[test]
     fn the_owner_of_a_rank_is_the_process_whose_block_holds_it_past_an_empty_block() {

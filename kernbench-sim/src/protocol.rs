@@ -113,3 +113,48 @@ impl<T> Cells<T> {
 /// code reads (so none on a run's results), that lets the misses of what a poll will touch overlap the
 /// polls before it.
 pub(crate) use kernbench_core::kernel::hint::prefetch_bytes as prefetch;
+
+/// A stretch of memory to ask the CPU for as its cache lines, in one word: the address's 48 bits
+/// (every x86_64 user address an allocator hands out; a wrong one would only make the hint useless)
+/// above 16 bits of lines. Where a task's coroutine lives, and what its kernel reads first when woken
+/// ([`crate::lanes::WakeHints`]): a word a task, in a run of a million.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Lines(pub(crate) u64);
+
+impl Lines {
+    const LINE: usize = 64;
+
+    /// The lines `bytes` from `start` span, up to `u16::MAX` of them.
+    pub(crate) fn of(start: *const u8, bytes: usize) -> Lines {
+        let lines = bytes.div_ceil(Lines::LINE).min(usize::from(u16::MAX));
+        Lines(((start as u64) << 16) | lines as u64)
+    }
+
+    fn start(self) -> *const u8 {
+        (self.0 >> 16) as usize as *const u8
+    }
+
+    fn bytes(self) -> usize {
+        (self.0 & 0xffff) as usize * Lines::LINE
+    }
+
+    pub(crate) fn prefetch(self) {
+        prefetch(self.start(), self.bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Lines;
+
+    #[test]
+    fn lines_keep_their_address_and_whole_lines_in_one_word() {
+        let coroutine = [0u8; 300];
+        let lines = Lines::of(coroutine.as_ptr(), coroutine.len());
+        assert_eq!(size_of::<Lines>(), 8);
+        assert_eq!(lines.start(), coroutine.as_ptr());
+        // 300 bytes are asked for as five whole lines.
+        assert_eq!(lines.bytes(), 320);
+        assert_eq!(Lines::of(coroutine.as_ptr(), 0).bytes(), 0);
+    }
+}

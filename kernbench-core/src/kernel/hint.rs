@@ -32,6 +32,24 @@ pub fn prefetch<T>(value: &T) {
     prefetch_line(std::ptr::from_ref(value).cast());
 }
 
+/// Asks for the cache lines of `value` just before this lane is next polled: what a kernel about to
+/// wait reads first when it wakes. A large run polls thousands of lanes between a lane's wait and its
+/// wake, so what the lane touched last is cold again by then, and a [`prefetch`] made now would be
+/// too; the runtime asks for these lines a few lanes before this one's turn. A few lines are asked
+/// for (the first 512 bytes of a longer value): the ring all-reduce names the pieces from the one its
+/// receive goes into to the one the next receive does, a slice of a few tiles. The latest call
+/// before a wait counts; outside a running kernel, or on a runtime that does not ask, it does nothing.
+///
+/// ```
+/// use kernbench_core::kernel::hint::prefetch_when_woken;
+/// let pieces = vec![0u64; 4096];
+/// prefetch_when_woken(&pieces[2046..=2049]);
+/// ```
+#[inline]
+pub fn prefetch_when_woken<T: ?Sized>(value: &T) {
+    super::tl::wake_hint(std::ptr::from_ref(value).cast(), size_of_val(value));
+}
+
 /// Asks the CPU for the cache line `at` lies on.
 #[inline]
 fn prefetch_line(at: *const u8) {

@@ -32,33 +32,6 @@ impl Ahead {
     const TASKS: usize = 1 << 14;
 }
 
-/// Where a task's coroutine lives (its kernel's boxed future) and how many cache lines it spans, in
-/// one word: the address's 48 bits (every x86_64 user address an allocator hands out; a wrong one
-/// would only make the hint useless) above 16 bits of lines. A word a task, in a run of a million.
-#[derive(Clone, Copy)]
-pub(crate) struct Frame(u64);
-
-impl Frame {
-    const LINE: usize = 64;
-
-    pub(crate) fn of(start: *const u8, bytes: usize) -> Frame {
-        let lines = bytes.div_ceil(Frame::LINE).min(usize::from(u16::MAX));
-        Frame(((start as u64) << 16) | lines as u64)
-    }
-
-    fn start(self) -> *const u8 {
-        (self.0 >> 16) as usize as *const u8
-    }
-
-    fn bytes(self) -> usize {
-        (self.0 & 0xffff) as usize * Frame::LINE
-    }
-
-    fn prefetch(self) {
-        prefetch(self.start(), self.bytes());
-    }
-}
-
 impl Execution<'_> {
     /// Whether this run is large enough to ask ahead in (see [`Ahead::TASKS`]).
     pub(super) fn asks_ahead(&self) -> bool {
@@ -142,21 +115,10 @@ impl Execution<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Ahead, Frame};
+    use super::Ahead;
 
     #[test]
     fn what_the_polls_ahead_keep_of_a_task_is_one_word() {
         assert_eq!(size_of::<Ahead>(), 8);
-    }
-
-    #[test]
-    fn a_frame_keeps_its_address_and_whole_lines_in_one_word() {
-        let coroutine = [0u8; 300];
-        let frame = Frame::of(coroutine.as_ptr(), coroutine.len());
-        assert_eq!(size_of::<Frame>(), 8);
-        assert_eq!(frame.start(), coroutine.as_ptr());
-        // 300 bytes are asked for as five whole lines.
-        assert_eq!(frame.bytes(), 320);
-        assert_eq!(Frame::of(coroutine.as_ptr(), 0).bytes(), 0);
     }
 }

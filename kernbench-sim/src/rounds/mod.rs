@@ -14,7 +14,6 @@ mod poll;
 mod ready;
 mod view;
 
-pub(crate) use ahead::Frame;
 pub(crate) use poll::quiet_kernel_panics;
 
 use std::sync::atomic::AtomicU32;
@@ -27,7 +26,7 @@ use crate::error::RunError;
 use crate::lanes::Lanes;
 use crate::network::Network;
 use crate::one_sided::OneSidedRun;
-use crate::protocol::Cells;
+use crate::protocol::{Cells, Lines};
 use crate::spread::{RoundEnd, Spread};
 use crate::timing::Transfer;
 use crate::two_sided::{Arrival, Crossing, TwoSided};
@@ -88,7 +87,7 @@ pub(crate) struct Execution<'p> {
     /// transfer there ([`Execution::fair_order`]).
     fair_tags: rustc_hash::FxHashMap<(u32, u32), f64>,
     /// Per task this process holds, in its lane's cell order, where its coroutine lives.
-    pub(crate) frames: Vec<Frame>,
+    pub(crate) frames: Vec<Lines>,
 }
 
 /// How the rounds ended: every lane finished or stuck.
@@ -109,7 +108,7 @@ pub(crate) struct Polling<'t> {
 impl<'p> Execution<'p> {
     pub(crate) fn new(
         lanes: Lanes<'p>,
-        (generations, kernels, frames): (Vec<u64>, Cells<Option<KernelFuture>>, Vec<Frame>),
+        (generations, kernels, frames): (Vec<u64>, Cells<Option<KernelFuture>>, Vec<Lines>),
         (two_sided, one_sided): (TwoSided, OneSidedRun),
         (network, spread): (Option<Network>, Option<Spread<'p>>),
         without_data: bool,
@@ -204,13 +203,16 @@ impl<'p> Execution<'p> {
             let this = &*self;
             let same_pe = |a: &u32, b: &u32| rank_of(a) == rank_of(b);
             let parallel = pool.filter(|_| round.len() >= parallel_min_ready);
-            // Polls a PE's woken lanes, having asked for what the polls a few tasks on will read.
+            // Polls a PE's woken lanes, having asked for what the polls a few tasks on will read (in a
+            // large run) and for what those tasks' kernels named to be asked for when they wake.
             let start = round.as_ptr() as usize;
             let poll = |pe: &[u32]| {
+                let at = (pe.as_ptr() as usize - start) / size_of::<u32>() + Ahead::DISTANCE;
                 if !ahead.is_empty() {
-                    let at = (pe.as_ptr() as usize - start) / size_of::<u32>() + Ahead::DISTANCE;
                     ahead.get(at..at + pe.len()).into_iter().flatten().for_each(|a| this.ask(a));
                 }
+                let far = round.get(at..at + pe.len()).into_iter().flatten();
+                far.for_each(|&task| this.lanes.wake_hints.ask(task));
                 this.poll_pe(pe)
             };
             // A PE's woken lanes are polled together; when every PE runs one lane, a PE is a task.

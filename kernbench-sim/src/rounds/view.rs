@@ -166,6 +166,10 @@ impl Backend for PeView<'_, '_> {
         self.ctx.pe.rare().notes.insert(key.to_owned(), value);
     }
 
+    fn wake_hint(&mut self, start: *const u8, bytes: usize) {
+        self.run.lanes.wake_hints.set(self.ctx.task, (start, bytes));
+    }
+
     fn set_phase(&mut self, phase: u8) {
         self.ctx.lane.generation = message_generation(self.run.generations[self.ctx.lane.call as usize], phase);
     }

@@ -10,13 +10,13 @@ use rayon::prelude::*;
 
 use super::{Call, PeBuffers, RunOptions, Runtime, Together};
 use crate::error::RunError;
-use crate::lanes::{Budget, LaneState, Lanes, Parked, PeCore, PeRare, ReadyLists, Tasks};
+use crate::lanes::{Budget, LaneState, Lanes, Parked, PeCore, PeRare, ReadyLists, Tasks, WakeHints};
 use crate::network::Network;
 use crate::one_sided::{OneSidedRun, PeOneSided, Windows};
-use crate::protocol::Cells;
+use crate::protocol::{Cells, Lines};
 use crate::race::{LaneSync, MessageOrders};
 use crate::report::RunReport;
-use crate::rounds::{Execution, Frame, Polling, quiet_kernel_panics};
+use crate::rounds::{Execution, Polling, quiet_kernel_panics};
 use crate::spread::Spread;
 use crate::timing::{Bookings, Clock, Engines, Rates};
 use crate::two_sided::{Barriers, Installed, TwoSided, install};
@@ -207,6 +207,7 @@ pub(super) fn run(
         pes: Cells::held(cores, by_rank),
         states: Cells::held(states, by_task),
         parked: Cells::held((0..held).map(|_| Parked::new()).collect(), by_task),
+        wake_hints: WakeHints::new(by_task..by_task + held),
         tasks,
         budget: Budget { loops: options.loop_budget, steps: options.step_budget },
         rates: Rates::of(system, options.timing.as_ref(), &carriage, None),
@@ -247,7 +248,7 @@ fn start(
     lanes: &Lanes<'_>,
     (kernels, system, options): (&[Kernel<'_>], &System, &RunOptions),
     pool: Option<&rayon::ThreadPool>,
-) -> (Vec<Frame>, Vec<Option<KernelFuture>>) {
+) -> (Vec<Lines>, Vec<Option<KernelFuture>>) {
     let tasks = &lanes.tasks;
     let extents = [system.sips(), system.cubes_per_sip(), system.pes_per_cube()];
     // What every PE of a call shares, made once for the call.
@@ -269,7 +270,7 @@ fn start(
         let (k, lane, lanes_of_call) = tasks.call_of(rank, tasks.lane(task as u32));
         let tl = Tl::of_call(&calls[k], tasks.pe(rank), rank as usize, (lane as usize, lanes_of_call as usize));
         let coroutine = kernels[k].0.launch(tl);
-        (Frame::of(std::ptr::from_ref(&*coroutine).cast(), size_of_val(&*coroutine)), Some(coroutine))
+        (Lines::of(std::ptr::from_ref(&*coroutine).cast(), size_of_val(&*coroutine)), Some(coroutine))
     };
     // A spread run starts only this process's PEs.
     let here = |task: &usize| tasks.holds(tasks.rank(*task as u32));

@@ -392,6 +392,51 @@ fn a_run_large_enough_to_ask_ahead_is_right_and_identical_on_one_thread_and_two(
     assert_eq!(hierarchical_rank_sum(&system, I64, 1), hierarchical_rank_sum(&system, I64, 2));
 }
 
+/// Ring `count` messages round every PE, each lane naming what it reads when woken (`hint`): a
+/// slice of a long log (longer than a hint asks for), a whole tile, or nothing.
+#[ccl_kernel]
+fn hinted_ring(tl: &Tl, count: u32, hint: bool) {
+    let log = vec![0u64; 1 << 12];
+    let mut sum = Tile::zeros(F32, 4);
+    for i in 0..count {
+        tl.send(E, &Tile::filled(F32, 4, f64::from(i) + tl.rank() as f64));
+        if hint {
+            kernbench::kernel::hint::prefetch_when_woken(&log[(i as usize * 7) % 64..]);
+            kernbench::kernel::hint::prefetch_when_woken(&sum);
+        }
+        let got = tl.recv(W, 4, F32);
+        tl.reduce(&mut sum, &got, ReduceOp::Sum);
+    }
+    tl.store(Output, &sum);
+}
+
+/// What a kernel names for the runtime to ask the CPU for before its lane's next poll is a hint: a run
+/// with hints is the same bits as one without, timed, on one thread and on two polling in parallel.
+/// 32 PEs: a round asks for the hints of the tasks a few on from the one it polls.
+#[test]
+fn a_kernels_wake_hints_change_no_result_or_time_on_one_thread_or_two() {
+    let system = one_cube(32);
+    let run = |hint: bool, threads: usize| {
+        MockRun::new(&system, "ring_1d", "all_pes", &hinted_ring::KERNEL)
+            .params(json!({"count": 20, "hint": hint}))
+            .inputs(|_, _| Tile::zeros(F32, 4))
+            .timing(Some(Timing::default()))
+            .threads(threads)
+            .parallel_min_ready(1)
+            .run()
+            .unwrap()
+    };
+    let plain = run(false, 1);
+    // Every PE received 20 messages from its west neighbour: sum of i + (rank - 1 mod 32).
+    let expected = |rank: usize| (0..20).map(|i| f64::from(i) + ((rank + 31) % 32) as f64).sum::<f64>();
+    for (rank, pe) in plain.pes().iter().enumerate() {
+        assert_eq!(pe.output, Tile::filled(F32, 4, expected(rank)), "rank {rank}");
+    }
+    assert!(plain.completion_ns().is_some_and(|ns| ns > 0.0));
+    assert_eq!(run(true, 1), plain);
+    assert_eq!(run(true, 2), plain);
+}
+
 #[test]
 fn a_hundred_thousand_threads_are_refused_quickly_before_any_is_started() {
     let system = sixteen_pes();

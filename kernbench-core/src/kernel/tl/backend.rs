@@ -83,6 +83,13 @@ pub trait Backend {
     fn set_phase(&mut self, phase: u8);
     /// Records a fact about this PE's run for the report: see [`Tl::note`](super::Tl::note).
     fn note(&mut self, key: &str, value: String);
+    /// Remembers the `bytes` from `start` as what the polled lane reads first when it is next woken,
+    /// for a runtime that asks the CPU for them before that poll: see
+    /// [`prefetch_when_woken`](crate::kernel::hint::prefetch_when_woken). A hint: a backend may ignore
+    /// it, as this default does.
+    fn wake_hint(&mut self, start: *const u8, bytes: usize) {
+        let _ = (start, bytes);
+    }
     /// Loop iterations the PE's kernel may still make. [`enter`] lends them to the poll, so that the
     /// check `#[ccl_kernel]` puts at the top of every loop body is a thread-local decrement, and gives
     /// back what is left with [`Backend::set_loops_left`]. A backend that keeps no budget keeps this
@@ -162,6 +169,14 @@ pub fn enter<B: Backend, R>(backend: &mut B, f: impl FnOnce() -> R) -> R {
 /// the kernel's, which its runtime catches and reports.
 pub fn polling_kernel() -> bool {
     CURRENT.get().is_some()
+}
+
+/// [`Backend::wake_hint`] of the backend polling a kernel on this thread; nothing outside a poll.
+#[inline]
+pub(in crate::kernel) fn wake_hint(start: *const u8, bytes: usize) {
+    if polling_kernel() {
+        with(|backend| backend.wake_hint(start, bytes));
+    }
 }
 
 /// Loop iterations the kernel being polled on this thread may still make (for a backend that reports

@@ -39,6 +39,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+pub(super) use backend::wake_hint;
 pub use backend::{
     Backend, MAX_GENERATION, PHASES_PER_CALL, Work, count_loop, enter, lend_loops, loops_left, message_generation,
     polling_kernel,
