@@ -81,10 +81,20 @@ impl Protocol {
     /// ```
     #[inline]
     pub fn wire_bytes(self, bytes: u64) -> u64 {
-        match self.line() {
-            None => bytes,
-            Some((line, data)) => bytes.div_ceil(data).saturating_mul(line),
+        // An arm a protocol, so that each knows its line as constants and divides by a shift or a
+        // multiplication, not a division: a timed run does this for every message.
+        match self {
+            Protocol::Simple => bytes,
+            Protocol::Ll => Protocol::Ll.in_lines(bytes),
+            Protocol::Ll128 => Protocol::Ll128.in_lines(bytes),
         }
+    }
+
+    /// [`Protocol::wire_bytes`] of a protocol that carries data in lines.
+    #[inline(always)]
+    fn in_lines(self, bytes: u64) -> u64 {
+        let (line, data) = self.line().unwrap_or((1, 1));
+        bytes.div_ceil(data).saturating_mul(line)
     }
 
     /// The most threads NCCL runs a channel of this protocol on (`NCCL_LL_MAX_NTHREADS` 512,
