@@ -555,11 +555,23 @@ impl WakeHints {
         }
     }
 
+    /// The hints, once a kernel has named one (a round takes them once, not at every poll).
+    pub(crate) fn named(&self) -> Option<NamedHints<'_>> {
+        self.hints.get().map(|hints| NamedHints { hints, first: self.tasks.start })
+    }
+}
+
+/// [`WakeHints`] that kernels have named.
+pub(crate) struct NamedHints<'h> {
+    hints: &'h [AtomicU64],
+    first: usize,
+}
+
+impl NamedHints<'_> {
     /// Asks the CPU for what `task`'s kernel named, if it named anything.
     #[inline]
     pub(crate) fn ask(&self, task: u32) {
-        let Some(hints) = self.hints.get() else { return };
-        if let Some(hint) = hints.get((task as usize).wrapping_sub(self.tasks.start)) {
+        if let Some(hint) = self.hints.get((task as usize).wrapping_sub(self.first)) {
             Lines(hint.load(Ordering::Relaxed)).prefetch();
         }
     }
@@ -737,7 +749,8 @@ mod tests {
         let expected = [0, Lines::of(log.as_ptr(), 100).0, Lines::of(log[64..].as_ptr(), WakeHints::MOST_BYTES).0, 0];
         assert_eq!(held, expected);
         // Asking for any of them, or for a task not held, only hints.
-        (99..106).for_each(|task| hints.ask(task));
+        let named = hints.named().unwrap();
+        (99..106).for_each(|task| named.ask(task));
     }
 
     #[test]

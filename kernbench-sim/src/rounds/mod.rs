@@ -206,13 +206,15 @@ impl<'p> Execution<'p> {
             // Polls a PE's woken lanes, having asked for what the polls a few tasks on will read (in a
             // large run) and for what those tasks' kernels named to be asked for when they wake.
             let start = round.as_ptr() as usize;
+            let hints = this.lanes.wake_hints.named();
             let poll = |pe: &[u32]| {
-                let at = (pe.as_ptr() as usize - start) / size_of::<u32>() + Ahead::DISTANCE;
-                if !ahead.is_empty() {
+                if !ahead.is_empty() || hints.is_some() {
+                    let at = (pe.as_ptr() as usize - start) / size_of::<u32>() + Ahead::DISTANCE;
                     ahead.get(at..at + pe.len()).into_iter().flatten().for_each(|a| this.ask(a));
+                    if let Some(hints) = &hints {
+                        round.get(at..at + pe.len()).into_iter().flatten().for_each(|&task| hints.ask(task));
+                    }
                 }
-                let far = round.get(at..at + pe.len()).into_iter().flatten();
-                far.for_each(|&task| this.lanes.wake_hints.ask(task));
                 this.poll_pe(pe)
             };
             // A PE's woken lanes are polled together; when every PE runs one lane, a PE is a task.
