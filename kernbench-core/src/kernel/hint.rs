@@ -35,10 +35,11 @@ pub fn prefetch<T>(value: &T) {
 /// Asks for the cache lines of `value` just before this lane is next polled: what a kernel about to
 /// wait reads first when it wakes. A large run polls thousands of lanes between a lane's wait and its
 /// wake, so what the lane touched last is cold again by then, and a [`prefetch`] made now would be
-/// too; the runtime asks for these lines a few lanes before this one's turn. A few lines are asked
-/// for (the first 512 bytes of a longer value): the ring all-reduce names the pieces from the one its
-/// receive goes into to the one the next receive does, a slice of a few tiles. The latest call
-/// before a wait counts; outside a running kernel, or on a runtime that does not ask, it does nothing.
+/// too; the runtime asks for these lines a few lanes before this one's turn. Name a few lines (the
+/// mock runtime asks for the first 512 bytes of a longer value): the ring all-reduce names the pieces
+/// from the one its receive goes into to the one the next receive does, a slice of a few tiles. The
+/// latest call before a wait counts; outside a running kernel, or on a runtime that does not ask, it
+/// does nothing.
 ///
 /// ```
 /// use kernbench_core::kernel::hint::prefetch_when_woken;
