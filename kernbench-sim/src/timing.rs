@@ -522,14 +522,20 @@ impl Bookings {
     /// the resource has done.
     pub(crate) fn reserve(&mut self, ready: f64, occupy: f64, tail: f64) -> (f64, f64) {
         let (i, booked) = self.fit(ready, occupy, tail);
+        self.book(i, booked);
+        booked
+    }
+
+    /// Books `interval` at index `i` of the intervals booked, where [`Bookings::fit`] put it.
+    #[inline]
+    fn book(&mut self, i: usize, interval: (f64, f64)) {
         // Most work goes after everything booked: a push, without an insertion's moves and checks.
         if i == self.busy.len() {
-            self.busy.push(booked);
+            self.busy.push(interval);
         } else {
-            self.busy.insert(i, booked);
+            self.busy.insert(i, interval);
         }
         self.keep_bounded();
-        booked
     }
 
     /// Where [`Bookings::reserve`] would put work, without booking it: the index of its interval
@@ -634,9 +640,7 @@ impl Engines {
                 (engine, place, booked) = (e, i, interval);
             }
         }
-        let engine = &mut self.engines[engine];
-        engine.busy.insert(place, booked);
-        engine.keep_bounded();
+        self.engines[engine].book(place, booked);
         booked.0
     }
 
@@ -682,6 +686,18 @@ mod tests {
                 assert_eq!(ch.first_ending_after(t), searched, "{len} bookings, time {t}");
             }
         }
+    }
+
+    #[test]
+    fn work_goes_to_the_engine_that_starts_it_first_the_lowest_of_those_tied_and_into_gaps() {
+        let mut engines = super::Engines::new(2);
+        assert_eq!(engines.reserve(10.0, 5.0), 10.0, "both idle: engine 0");
+        assert_eq!(engines.reserve(10.0, 5.0), 10.0, "engine 0 busy until 15: engine 1");
+        assert_eq!(engines.reserve(11.0, 5.0), 15.0, "both busy: engine 0 frees first");
+        assert_eq!(engines.reserve(0.0, 10.0), 0.0, "the gap before engine 0's first work");
+        assert_eq!(engines.reserve(0.0, 11.0), 15.0, "no gap of 11 before 15 on either: engine 1 at 15");
+        assert_eq!(engines.engines[0].busy[..], [(0.0, 10.0), (10.0, 15.0), (15.0, 20.0)]);
+        assert_eq!(engines.engines[1].busy[..], [(10.0, 15.0), (15.0, 26.0)]);
     }
 
     #[test]
