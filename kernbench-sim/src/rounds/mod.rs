@@ -40,9 +40,10 @@ use ready::in_task_order;
 /// error's room.
 pub(crate) type Ended = Result<(), Box<KernelError>>;
 
-/// What one thread's merges of a round list: the transfers its PEs started (under the timing model),
-/// their queue sides towards other processes, and the lanes they woke. Each thread its own, joined
-/// after the merge: a wake is a push, not a lock (a streaming run wakes a lane a round a queue).
+/// What merges of a round list: the transfers their PEs started (under the timing model), their
+/// queue sides towards other processes, and the lanes they woke. Each block of ranks merged in
+/// parallel its own, joined after the merge: a wake is a push, not a lock (a streaming run wakes a
+/// lane a round a queue).
 #[derive(Default)]
 pub(crate) struct Merged {
     pub(crate) sent: Vec<Transfer>,
@@ -156,6 +157,7 @@ impl<'p> Execution<'p> {
         let mut polled: Vec<u32> = Vec::new();
         let mut ahead: Vec<Ahead> = Vec::new();
         let mut merged = Merged::default();
+        let mut merge_parts = Vec::new();
         let mut placement = PlaceOrder::default();
         let (mut finished, mut rounds) = (0usize, 0u64);
         // Rounds split into jobs of at least this many PEs: fewer are not worth a thread, but a test
@@ -245,7 +247,8 @@ impl<'p> Execution<'p> {
             }
             merged.sent.clear();
             merged.crossing.clear();
-            self.merge_round(&polled, pool.filter(|_| polled.len() >= parallel_min_ready), min_job, &mut merged);
+            let merging = pool.filter(|_| polled.len() >= parallel_min_ready);
+            self.merge_round(&polled, merging, &mut merged, &mut merge_parts);
             let handed = match &mut self.spread {
                 Some(spread) => {
                     let polls = (woken, outcome.finished as u64, failure);
@@ -272,23 +275,32 @@ impl<'p> Execution<'p> {
         Ok(Driven { rounds, finished })
     }
 
-    /// The merge phase: every polled PE's, on `pool` when there is one.
-    fn merge_round(&self, polled: &[u32], pool: Option<&rayon::ThreadPool>, min_job: usize, merged: &mut Merged) {
+    /// The merge phase: every polled PE's, on `pool` when there is one, into `merged`. There each
+    /// thread merges blocks of ranks into `parts`, one a block, kept from round to round: parts made
+    /// afresh each round grew by doubling, into memory the OS handed over (and took back) each time,
+    /// which in a large run cost more than the merge itself.
+    fn merge_round(
+        &self,
+        polled: &[u32],
+        pool: Option<&rayon::ThreadPool>,
+        merged: &mut Merged,
+        parts: &mut Vec<Merged>,
+    ) {
         // SAFETY (every merge below): rule M: each polled rank is merged once, by one thread, and a
-        // job's ranks are all its thread's.
+        // block's ranks are all its thread's.
         match pool {
             Some(pool) => {
-                let parts = pool.install(|| {
-                    polled
-                        .par_chunks(min_job)
-                        .fold(Merged::default, |mut part, ranks| {
-                            unsafe { self.merge_in_order(ranks, &mut part) };
-                            part
-                        })
-                        .collect::<Vec<_>>()
+                // A few blocks a thread, so that a thread done early takes another.
+                let blocks = 4 * pool.current_num_threads();
+                parts.resize_with(blocks.max(parts.len()), Merged::default);
+                let block = polled.len().div_ceil(blocks).max(1);
+                pool.install(|| {
+                    (parts.par_iter_mut().zip(polled.par_chunks(block)))
+                        .for_each(|(part, ranks)| unsafe { self.merge_in_order(ranks, part) });
                 });
-                for mut part in parts {
-                    merged.append(&mut part);
+                // In rank order, as one thread would have listed them; the parts keep their room.
+                for part in parts.iter_mut() {
+                    merged.append(part);
                 }
             }
             None => unsafe { self.merge_in_order(polled, merged) },
