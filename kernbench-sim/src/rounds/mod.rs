@@ -276,9 +276,9 @@ impl<'p> Execution<'p> {
     }
 
     /// The merge phase: every polled PE's, on `pool` when there is one, into `merged`. There each
-    /// thread merges blocks of ranks into `parts`, one a block, kept from round to round: parts made
-    /// afresh each round grew by doubling, into memory the OS handed over (and took back) each time,
-    /// which in a large run cost more than the merge itself.
+    /// thread merges blocks of ranks into `parts`, one a block, kept from round to round: lists made
+    /// afresh each round would grow by doubling into fresh memory every time, which in a large run
+    /// costs more than the merge itself.
     fn merge_round(
         &self,
         polled: &[u32],

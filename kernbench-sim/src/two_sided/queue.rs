@@ -134,12 +134,11 @@ impl Queue {
         // written: free from time 0, and not read. Read first, a fresh page of the slab would be
         // mapped to the zero page and then, at the write, replaced at the cost of a TLB flush on
         // every thread of the run.
-        let credit_at_ns = match *tail < self.depth() {
-            true => 0.0,
-            false => match slot.free_from() {
-                Some(credit_at_ns) => credit_at_ns,
-                None => return false,
-            },
+        let credit_at_ns = if *tail < self.depth() {
+            0.0
+        } else {
+            let Some(credit_at_ns) = slot.free_from() else { return false };
+            credit_at_ns
         };
         slot.hold(make(credit_at_ns));
         *tail += 1;
@@ -586,7 +585,7 @@ mod tests {
         // Read first, each page would fault twice: mapped to the zero page, then replaced. (Fewer
         // than one a page where the OS backs the mapping with huge pages.)
         let (taken, pages_written) = (faults() - before, pages.len() as i64);
-        assert!(taken < pages_written * 3 / 2, "{taken} faults for {pages_written} pages: one a page at most");
+        assert!(taken < pages_written * 3 / 2, "{taken} faults for {pages_written} pages: slots read before written");
         assert!(pages.map(|q| unsafe { queues.message_mut(q, 0) }.unwrap().at_ns).all(|at| at == 0.0));
     }
 
