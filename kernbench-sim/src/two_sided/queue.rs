@@ -571,7 +571,7 @@ mod tests {
 
     #[cfg(target_os = "linux")]
     #[test]
-    fn a_push_on_a_queues_first_lap_writes_its_slot_unread_so_a_fresh_page_faults_once() {
+    fn a_push_on_a_queues_first_lap_writes_its_slot_unread_so_no_fresh_page_faults_twice() {
         // A slab the OS maps (over a MiB), whose pages nothing has touched; its queues' first slots
         // are side by side, so each push below is the first write to its page.
         let count = 8 * Queues::BLOCK;
