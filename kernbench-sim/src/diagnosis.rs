@@ -21,7 +21,7 @@ impl Execution<'_> {
         let total = self.lanes.tasks.len();
         for task in 0..total as u32 {
             let rank = self.lanes.tasks.rank(task);
-            if !self.lanes.tasks.holds(rank) || self.ended(task).is_some() {
+            if !self.lanes.tasks.holds(rank) || self.lanes.states.get(task as usize).ended {
                 continue;
             }
             let lanes = self.lanes.tasks.lanes_of(rank);
@@ -66,8 +66,9 @@ impl Execution<'_> {
                     });
                     entry
                 }
-                Wait::Signal { signal, cmp, until } => {
-                    let generation = self.lanes.states.get(task as usize).generation;
+                Wait::Signal { signal, cmp } => {
+                    let lane = self.lanes.states.get(task as usize);
+                    let (generation, until) = (lane.generation, lane.signal_until());
                     let memory = self.one_sided.pes.get(rank as usize).get_or_insert_default();
                     let state = memory.signals.get(signal as usize);
                     let (holds, other_generations) = (state.value(generation), state.other_generations(generation));

@@ -330,11 +330,11 @@ pub(crate) struct PeFaults {
 
 impl PeFaults {
     /// The faults of `pe` among `faults`, if it has any.
-    pub(crate) fn of(faults: &[Fault], pe: PeId) -> Option<Box<PeFaults>> {
+    pub(crate) fn of(faults: &[Fault], pe: PeId) -> Option<PeFaults> {
         let mine = faults.iter().filter(|f| f.part == Part::Pe(pe));
         let (fails, slow): (Vec<Fault>, Vec<Fault>) = mine.partition(|f| f.fails());
         let fails = fails.into_iter().min_by(|a, b| a.at_ns.total_cmp(&b.at_ns));
-        (fails.is_some() || !slow.is_empty()).then(|| Box::new(PeFaults { slow, fails }))
+        (fails.is_some() || !slow.is_empty()).then_some(PeFaults { slow, fails })
     }
 
     /// How many times as long work started at `t` takes.

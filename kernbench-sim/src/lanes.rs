@@ -273,7 +273,6 @@ impl<'p> Tasks<'p> {
 /// What every kind of traffic sees of a PE: its buffers, its notes and its compute. Touched only while
 /// one of its lanes is polled or its round is merged, on one thread (rules P and M).
 pub(crate) struct PeCore {
-    pub(crate) pe: PeId,
     pub(crate) input: Tile,
     pub(crate) output: Tile,
     /// What few PEs have, in one box made when the first of it is: a million PEs would each hold the
@@ -319,12 +318,14 @@ pub(crate) struct PeRare {
     pub(crate) scratch: Option<Tile>,
 }
 
-/// One lane of a PE: a coroutine with its own clock, phase, figures and watchdog count. Three whole
-/// cache lines, which every poll of the lane reads (a million-PE run misses on each in turn).
-#[repr(align(64))]
+/// One lane of a PE: a coroutine with its own clock, phase, figures and watchdog count. Every poll of
+/// the lane reads it, and the lanes lie in task order, which the rounds poll in: packed, not padded to
+/// whole cache lines, a million-PE run's lanes take fewer lines in all (what a poll misses on).
 pub(crate) struct LaneState {
-    /// Its index in its PE.
-    pub(crate) lane: u32,
+    /// Its index in its PE: a PE runs at most [`crate::Runtime::MAX_LANES`] lanes.
+    pub(crate) lane: u16,
+    /// Whether its kernel has ended, finished or failed: its coroutine is gone, never polled again.
+    pub(crate) ended: bool,
     /// Its call, in a run of several together (0 otherwise).
     pub(crate) call: u32,
     pub(crate) figures: PeFigures,
@@ -334,8 +335,6 @@ pub(crate) struct LaneState {
     pub(crate) clock: Clock,
     /// What the watchdog counts.
     pub(crate) watch: Watch,
-    /// When the last of its puts lands (a quiet and a barrier wait for it).
-    pub(crate) landed_ns: f64,
     /// What few lanes have, in one box made when the first of it is: a million lanes would each
     /// hold the room of all of it.
     rare: Option<Box<LaneRare>>,
@@ -349,6 +348,10 @@ struct LaneRare {
     /// Its place in the happens-before order, once it has one (under the race detector: made when the
     /// lane first touches symmetric memory or hears of a lane that did).
     sync: Option<LaneSync>,
+    /// When the last of its puts lands (a quiet and a barrier wait for it), once it has put.
+    landed_ns: f64,
+    /// The value its last wait on a signal compared with.
+    signal_until: u64,
 }
 
 impl LaneState {
@@ -356,13 +359,13 @@ impl LaneState {
     /// watchdog's loop budget `loops`.
     pub(crate) fn new(lane: u32, call: u32, generation: u64, clock: Clock, loops: u64) -> LaneState {
         LaneState {
-            lane,
+            lane: u16::try_from(lane).expect("a PE runs at most Runtime::MAX_LANES lanes"),
+            ended: false,
             call,
             figures: PeFigures::default(),
             generation,
             clock,
             watch: Watch { loops_left: loops, steps: 0, last: None },
-            landed_ns: 0.0,
             rare: None,
         }
     }
@@ -395,6 +398,27 @@ impl LaneState {
     /// Why its kernel stopped, taken out of the lane.
     pub(crate) fn take_failure(&mut self) -> Option<RunError> {
         self.rare.as_mut()?.failure.take()
+    }
+
+    /// When the last of its puts lands (0 before it puts).
+    pub(crate) fn landed_ns(&self) -> f64 {
+        self.rare.as_ref().map_or(0.0, |rare| rare.landed_ns)
+    }
+
+    /// The value its last wait on a signal compared with (0 before it waits on one).
+    pub(crate) fn signal_until(&self) -> u64 {
+        self.rare.as_ref().map_or(0, |rare| rare.signal_until)
+    }
+
+    /// Waits on a signal until it compares with `value` ([`Wait::Signal`]).
+    pub(crate) fn wait_signal(&mut self, value: u64) {
+        self.rare.get_or_insert_default().signal_until = value;
+    }
+
+    /// A put of it landed at `arrive_ns`.
+    pub(crate) fn land(&mut self, arrive_ns: f64) {
+        let rare = self.rare.get_or_insert_default();
+        rare.landed_ns = rare.landed_ns.max(arrive_ns);
     }
 }
 
@@ -429,11 +453,11 @@ pub(crate) enum Wait {
     Barrier,
     /// A barrier that has released it.
     Released,
-    /// Its own signal to compare with a value.
+    /// Its own signal to compare with a value (the value, which only a deadlock's report reads, is
+    /// its lane's [`LaneState::signal_until`]: a word more in every lane's wait otherwise).
     Signal {
         signal: u32,
         cmp: Cmp,
-        until: u64,
     },
     /// An element of its own copy of a buffer to compare with a value (what it waits on is its PE's
     /// `value_waits`).
@@ -614,6 +638,9 @@ impl Lanes<'_> {
 pub(crate) struct LaneCtx<'a> {
     /// The lane's task.
     pub(crate) task: u32,
+    /// Its PE: the participant of its rank in the run's list ([`Tasks::pe`]), not a copy in every PE's
+    /// core; a reference, a word where the id would take two in every copy of the context.
+    pub(crate) pe_id: &'a PeId,
     pub(crate) pe: &'a mut PeCore,
     pub(crate) lane: &'a mut LaneState,
     pub(crate) parked: &'a mut Parked,
@@ -629,18 +656,13 @@ impl LaneCtx<'_> {
     pub(crate) fn reborrow(&mut self) -> LaneCtx<'_> {
         LaneCtx {
             task: self.task,
+            pe_id: self.pe_id,
             pe: &mut *self.pe,
             lane: &mut *self.lane,
             parked: &mut *self.parked,
             budget: self.budget,
             run_rates: self.run_rates,
         }
-    }
-
-    /// The PE.
-    #[inline]
-    pub(crate) fn pe_id(&self) -> PeId {
-        self.pe.pe
     }
 
     /// Fails a waiting step once the lane has completed its budget of them.
@@ -668,7 +690,7 @@ impl LaneCtx<'_> {
         // While the kernel is polled its count is lent to the thread.
         let loops_left = tl::loops_left().min(watch.loops_left);
         KernelError::Watchdog {
-            pe: self.pe.pe,
+            pe: *self.pe_id,
             budget,
             iterations: self.budget.loops - loops_left,
             steps: watch.steps,
@@ -688,7 +710,7 @@ impl LaneCtx<'_> {
     #[inline]
     pub(crate) fn spend(&mut self, kind: SpanKind, ns: f64, bytes: u64) {
         let clock = &mut self.lane.clock;
-        let ns = if clock.faults.is_some() { ns * clock.slowdown() } else { ns };
+        let ns = if clock.faults().is_some() { ns * clock.slowdown() } else { ns };
         if let (Some(compute), true) = (self.pe.rare.as_mut().and_then(|rare| rare.compute.as_mut()), clock.on) {
             let start = compute.reserve(clock.now, ns);
             clock.advance_to(SpanKind::ComputeWait, start, 0, false);
@@ -731,7 +753,7 @@ impl LaneCtx<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{LaneState, Owners, WakeHints};
+    use super::{LaneState, Owners, Parked, PeCore, WakeHints};
     use crate::protocol::Lines;
 
     #[test]
@@ -763,7 +785,11 @@ mod tests {
     }
 
     #[test]
-    fn a_lanes_state_is_three_whole_cache_lines() {
-        assert_eq!((size_of::<LaneState>(), align_of::<LaneState>()), (192, 64));
+    fn a_lanes_state_wait_and_pes_core_hold_no_room_for_what_few_lanes_and_pes_have() {
+        // A trace, faults, puts, a signal wait's value, a failure and the race detector's order are in
+        // rare parts; the PE is its rank's participant.
+        assert_eq!((size_of::<LaneState>(), align_of::<LaneState>()), (176, 8));
+        assert_eq!(size_of::<Parked>(), 8);
+        assert_eq!(size_of::<PeCore>(), 56);
     }
 }

@@ -131,7 +131,7 @@ impl Execution<'_> {
         self.two_sided.pes = Cells::new(Vec::new());
         self.lanes.parked = Cells::new(Vec::new());
         self.kernels = Cells::new(Vec::new());
-        (self.frames, self.results) = (Vec::new(), Vec::new());
+        self.frames = Vec::new();
         let (tasks, spread) = (&self.lanes.tasks, &self.spread);
         let pes = tasks.pes();
         // The PEs this process holds (all of them unless the run is spread), and their lanes' cells.
@@ -200,21 +200,21 @@ impl Execution<'_> {
         // Each PE's lanes, a slice of their own (a PE's lanes are consecutive cells, and the PEs'
         // follow each other in rank order), so that the PEs' reports are made apart: a million of
         // them take a quarter of a second of one thread.
-        let mut of_pes: Vec<&mut [&mut LaneState]> = Vec::with_capacity(cells.len());
+        let mut of_pes: Vec<(&mut [&mut LaneState], PeId)> = Vec::with_capacity(cells.len());
         let (mut rest, mut next) = (&mut lanes[..], 0);
-        for own in &cells {
+        for (own, &rank) in cells.iter().zip(&held) {
             debug_assert_eq!(own.start, next, "a PE's lanes follow the PE before's");
             let (mine, after) = std::mem::take(&mut rest).split_at_mut(own.len());
             (rest, next) = (after, own.end);
-            of_pes.push(mine);
+            of_pes.push((mine, pes[rank as usize]));
         }
-        let report_pe = |(lanes, core): (&mut [&mut LaneState], &mut PeCore)| {
+        let report_pe = |((lanes, pe), core): ((&mut [&mut LaneState], PeId), &mut PeCore)| {
             let time = timed.then(|| match &mut *lanes {
                 [one] => one.clock.report(completion),
                 several => PeTime::of_lanes(several.iter_mut().map(|l| l.clock.report(completion)).collect()),
             });
             let (figures, lanes) = pe_figures(lanes.iter().map(|l| l.figures));
-            let pe = PeReport { pe: core.pe, output: core.output.clone(), figures, lanes, notes: core.take_notes() };
+            let pe = PeReport { pe, output: core.output.clone(), figures, lanes, notes: core.take_notes() };
             (pe, time)
         };
         let (mut per_pe, mut times): (Vec<PeReport>, Vec<Option<PeTime>>) = (Vec::new(), Vec::new());

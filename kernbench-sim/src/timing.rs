@@ -297,11 +297,18 @@ pub(crate) struct Clock {
     pub(crate) busy: f64,
     pub(crate) blocked: f64,
     pub(crate) start_delay: f64,
-    /// The lane's spans, when the run is traced: one word either way, so an untraced lane (a million
-    /// of them in a large run) holds no list.
-    pub(crate) spans: Option<ThinVec<Span>>,
+    /// The lane's spans when the run is traced, and its PE's faults: one word for both, so that a lane
+    /// with neither (a million of them in a large run) holds no more.
+    rare: Option<Box<ClockRare>>,
+}
+
+/// What few clocks have: [`Clock`]'s rare part.
+#[derive(Clone, Debug, Default)]
+struct ClockRare {
+    /// The lane's spans, when the run is traced.
+    spans: Option<ThinVec<Span>>,
     /// The faults of its PE, if it has any.
-    pub(crate) faults: Option<Box<PeFaults>>,
+    faults: Option<PeFaults>,
 }
 
 impl Clock {
@@ -321,15 +328,9 @@ impl Clock {
         let launched_before = (pe.sip as usize % gpus_per_thread.max(1)) as f64;
         let start_delay =
             call.launch_ns + launched_before * call.launch_per_gpu_ns + carriage.base_ns + straggler.start_delay_ns;
-        let mut clock = Clock {
-            on: true,
-            now: 0.0,
-            busy: 0.0,
-            blocked: 0.0,
-            start_delay,
-            spans: timing.trace.then(ThinVec::new),
-            faults: PeFaults::of(&timing.faults, pe),
-        };
+        let (spans, faults) = (timing.trace.then(ThinVec::new), PeFaults::of(&timing.faults, pe));
+        let rare = (spans.is_some() || faults.is_some()).then(|| Box::new(ClockRare { spans, faults }));
+        let mut clock = Clock { on: true, now: 0.0, busy: 0.0, blocked: 0.0, start_delay, rare };
         clock.advance_to(SpanKind::Delay, start_delay, 0, false);
         clock
     }
@@ -356,16 +357,22 @@ impl Clock {
         } else if kind != SpanKind::Delay {
             self.blocked += spent;
         }
-        if let Some(spans) = &mut self.spans {
+        if let Some(spans) = self.rare.as_mut().and_then(|rare| rare.spans.as_mut()) {
             spans.push(Span { kind, start_ns: self.now, end_ns: until, bytes });
         }
         self.now = until;
     }
 
+    /// The faults of the lane's PE, if it has any.
+    #[inline]
+    pub(crate) fn faults(&self) -> Option<&PeFaults> {
+        self.rare.as_ref()?.faults.as_ref()
+    }
+
     /// How many times as long work started now takes: its PE's slowdown.
     #[inline]
     pub(crate) fn slowdown(&self) -> f64 {
-        self.faults.as_ref().map_or(1.0, |faults| faults.slowdown_at(self.now))
+        self.faults().map_or(1.0, |faults| faults.slowdown_at(self.now))
     }
 
     /// Spends `ns` of work.
@@ -396,7 +403,7 @@ impl Clock {
             busy_ns: self.busy,
             blocked_ns: self.blocked,
             idle_ns: completion - self.now + self.start_delay,
-            spans: self.spans.take().unwrap_or_default(),
+            spans: self.rare.as_mut().and_then(|rare| rare.spans.take()).unwrap_or_default(),
             lanes: ThinVec::new(),
         }
     }

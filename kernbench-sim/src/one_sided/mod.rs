@@ -114,8 +114,7 @@ impl OneSidedRun {
 impl Lanes<'_> {
     /// A put of lane `task` landed at `arrive_ns`: its quiet may complete (rule B).
     pub(crate) fn land(&mut self, task: u32, arrive_ns: f64) {
-        let lane = self.states.get(task as usize);
-        lane.landed_ns = lane.landed_ns.max(arrive_ns);
+        self.states.get(task as usize).land(arrive_ns);
         self.wake_task(task, Wait::Quiet);
     }
 

@@ -6,7 +6,6 @@
 
 use super::{Execution, Merged};
 use crate::lanes::Wait;
-use crate::protocol::prefetch;
 use crate::two_sided::side_owner;
 
 /// A woken task as the polls before it see it, read before the round's polls begin (so none reads
@@ -35,7 +34,7 @@ impl Ahead {
 impl Execution<'_> {
     /// Whether this run is large enough to ask ahead in (see [`Ahead::TASKS`]).
     pub(super) fn asks_ahead(&self) -> bool {
-        self.results.len() >= Ahead::TASKS
+        self.frames.len() >= Ahead::TASKS
     }
 
     /// What the polls before `task`'s see of it.
@@ -52,7 +51,7 @@ impl Execution<'_> {
     }
 
     /// Asks the CPU for what polling `ahead`'s task reads first: the queue it waits on, its coroutine
-    /// and where it lies, its lane's state, wait and result, and its PE's cells (not its one-sided
+    /// and where it lies, its lane's state and wait, and its PE's cells (not its one-sided
     /// part, which only one-sided operations read).
     #[inline]
     pub(super) fn ask(&self, &Ahead { task, queue }: &Ahead) {
@@ -64,9 +63,6 @@ impl Execution<'_> {
         self.kernels.prefetch(task);
         if let Some(frame) = self.frames.get(cell) {
             frame.prefetch();
-        }
-        if let Some(ended) = self.results.get(cell) {
-            prefetch(std::ptr::from_ref(ended).cast(), size_of_val(ended));
         }
         self.lanes.states.prefetch(task);
         self.lanes.parked.prefetch(task);

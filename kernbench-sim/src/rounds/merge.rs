@@ -220,9 +220,10 @@ impl Execution<'_> {
                 .lanes
                 .tasks
                 .lanes_of(rank)
-                .filter(|&task| self.ended(task as u32).is_none())
                 // SAFETY: as above: a PE's lanes are touched only by the thread merging the PE.
-                .map(|task| unsafe { self.lanes.states.get_ref(task) }.clock.now)
+                .map(|task| unsafe { self.lanes.states.get_ref(task) })
+                .filter(|lane| !lane.ended)
+                .map(|lane| lane.clock.now)
                 .fold(f64::INFINITY, f64::min);
             compute.forget_before(floor);
         }
@@ -370,11 +371,9 @@ impl Execution<'_> {
         let Some(network) = self.network.as_mut() else { return Ok(()) };
         if network.forget_due {
             // No message can leave before the clock of the earliest lane still running.
-            let results = &self.results;
-            // Lanes and their results are in the same (cell) order.
-            let mut floor = (self.lanes.states.iter_mut().zip(results.iter()))
-                .filter(|(_, ended)| ended.get().is_none())
-                .map(|(s, _)| s.clock.now)
+            let mut floor = (self.lanes.states.iter_mut())
+                .filter(|lane| !lane.ended)
+                .map(|lane| lane.clock.now)
                 .fold(f64::INFINITY, f64::min);
             if let Some(spread) = &self.spread {
                 // Every process's model forgets the same bookings: the earliest clock of every process.

@@ -16,10 +16,10 @@ mod view;
 
 pub(crate) use poll::quiet_kernel_panics;
 
+use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
-use std::sync::{Arc, OnceLock};
 
-use kernbench_core::{KernelError, KernelFuture};
+use kernbench_core::KernelFuture;
 use rayon::prelude::*;
 
 use crate::error::RunError;
@@ -35,10 +35,6 @@ use merge::PlaceOrder;
 pub(crate) use merge::order_key;
 use poll::Outcome;
 use ready::in_task_order;
-
-/// How a task's kernel ended; an error is boxed, or a million tasks that end well would each hold an
-/// error's room.
-pub(crate) type Ended = Result<(), Box<KernelError>>;
 
 /// What merges of a round list: the transfers their PEs started (under the timing model), their
 /// queue sides towards other processes, and the lanes they woke. Each block of ranks merged in
@@ -60,9 +56,6 @@ impl Merged {
     }
 }
 
-/// How each task this process holds ended, in its lane's cell order.
-pub(crate) type Results = Vec<OnceLock<Ended>>;
-
 /// An installed run: its lanes and each kind of traffic's part, as set-up made them.
 pub(crate) struct Execution<'p> {
     pub(crate) lanes: Lanes<'p>,
@@ -71,8 +64,6 @@ pub(crate) struct Execution<'p> {
     pub(crate) generations: Vec<u64>,
     /// Per task this process holds, its kernel's coroutine until it ends (or fails).
     pub(crate) kernels: Cells<Option<KernelFuture>>,
-    /// Per task this process holds, how its kernel ended.
-    pub(crate) results: Results,
     pub(crate) two_sided: TwoSided,
     pub(crate) one_sided: OneSidedRun,
     /// The channels and routes, when time is simulated. Boxed: a round's placement takes it out of
@@ -116,12 +107,10 @@ impl<'p> Execution<'p> {
     ) -> Execution<'p> {
         let lowest_failure = AtomicU32::new(u32::MAX);
         let fair_tags = Default::default();
-        let results = (0..frames.len()).map(|_| OnceLock::new()).collect();
         Execution {
             lanes,
             generations,
             kernels,
-            results,
             two_sided,
             one_sided,
             network: network.map(Box::new),
@@ -131,11 +120,6 @@ impl<'p> Execution<'p> {
             fair_tags,
             frames,
         }
-    }
-
-    /// How `task`'s kernel ended, if it has (a task this process holds).
-    pub(crate) fn ended(&self, task: u32) -> Option<&Ended> {
-        self.results[self.lanes.states.cell(task as usize)].get()
     }
 
     /// Runs rounds until no lane is woken (in any process).

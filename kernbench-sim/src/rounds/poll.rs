@@ -78,8 +78,8 @@ impl Execution<'_> {
             let (lane, parked) =
                 unsafe { (self.lanes.states.get_mut(task as usize), self.lanes.parked.get_mut(task as usize)) };
             lane.figures.polls += 1;
-            let ctx =
-                LaneCtx { task, pe: &mut *pe, lane, parked, budget: self.lanes.budget, run_rates: &self.lanes.rates };
+            let (pe_id, budget, run_rates) = (&tasks.pes()[rank as usize], self.lanes.budget, &self.lanes.rates);
+            let ctx = LaneCtx { task, pe_id, pe: &mut *pe, lane, parked, budget, run_rates };
             let mut view = PeView { ctx, links: &mut *links, memory: &mut *memory, run: self };
             let polled = self.poll_lane(&mut view);
             if let Polled::Failed = polled {
@@ -93,9 +93,10 @@ impl Execution<'_> {
     /// Polls one lane's kernel once; one that ends has its end recorded and its coroutine freed.
     #[inline]
     fn poll_lane(&self, view: &mut PeView<'_, '_>) -> Polled {
-        let (task, pe) = (view.ctx.task, view.ctx.pe_id());
+        let (task, pe) = (view.ctx.task, *view.ctx.pe_id);
         // SAFETY: rule P: the lane is this thread's, as its PE is.
         let kernel = unsafe { self.kernels.get_mut(task as usize) };
+        let mut ended = None;
         let run = catch_unwind(AssertUnwindSafe(|| {
             let Some(coroutine) = kernel.as_mut() else { return };
             let woken = Woken { ready: &self.lanes.ready, task };
@@ -103,12 +104,13 @@ impl Execution<'_> {
             let mut cx = Context::from_waker(&waker);
             let polled =
                 tile::without_data_while(self.without_data, || tl::enter(view, || coroutine.as_mut().poll(&mut cx)));
-            if let Poll::Ready(ended) = polled {
-                // Set once: the coroutine is gone after.
-                let _ = self.results[self.lanes.states.cell(task as usize)].set(ended.map_err(Box::new));
+            if let Poll::Ready(result) = polled {
+                ended = Some(result);
                 *kernel = None;
             }
         }));
+        // Once: the coroutine is gone after.
+        view.ctx.lane.ended |= ended.is_some();
         let failure = match run {
             Err(payload) => {
                 // A coroutine that panicked is never polled again; its drop (of what it still held)
@@ -119,14 +121,14 @@ impl Execution<'_> {
             Ok(_) => {
                 let clock = &view.ctx.lane.clock;
                 // A PE that failed before its lane got this far: neither pending nor finished.
-                if let Some(fault) = clock.faults.as_ref().and_then(|f| f.failed_by(clock.now)) {
+                if let Some(fault) = clock.faults().and_then(|f| f.failed_by(clock.now)) {
                     let rank = self.lanes.tasks.rank(task);
                     RunError::PeFailed { rank, pe, fault: fault.to_string(), at_ns: format!("{:.0}", fault.at_ns) }
                 } else {
-                    match self.ended(task) {
+                    match ended {
                         None => return Polled::Pending,
                         Some(Ok(())) => return Polled::Finished,
-                        Some(Err(e)) => RunError::Kernel((**e).clone()),
+                        Some(Err(e)) => RunError::Kernel(e),
                     }
                 }
             }

@@ -69,6 +69,7 @@ pub(crate) fn total_order(x: f64) -> i64 {
 /// each round, it marks each in its slot of `by_task` (from the first woken: a process of a spread run
 /// wakes only its own tasks, and slots for the tasks before them would all be written) and reads the
 /// slots back in one pass, linear where a sort is not; when few are, it sorts them.
+#[inline]
 pub(crate) fn in_task_order(round: &mut Vec<u32>, by_task: &mut Vec<bool>) {
     // Below this many, a sort costs less than a pass over the slots.
     const FEW: usize = 64;

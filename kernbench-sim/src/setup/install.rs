@@ -135,7 +135,6 @@ pub(super) fn run(
             let needed =
                 rare.compute.is_some() || rare.port.is_some() || rare.rates.is_some() || !rare.later_calls.is_empty();
             cores.push(PeCore {
-                pe,
                 input: kept(first.input),
                 output: kept(first.output),
                 rare: needed.then(|| Box::new(rare)),

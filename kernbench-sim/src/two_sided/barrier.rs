@@ -142,7 +142,7 @@ impl Barriers {
             let mut release = 0.0f64;
             for arrival in &arrivals {
                 let landed = if tasks.holds(tasks.rank(arrival.task)) {
-                    lanes.states.get(arrival.task as usize).landed_ns
+                    lanes.states.get(arrival.task as usize).landed_ns()
                 } else {
                     landed_elsewhere(arrival.task)
                 };
