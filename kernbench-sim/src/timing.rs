@@ -527,6 +527,7 @@ impl Bookings {
     /// Once there are [`MAX_BOOKINGS`] the oldest merge, which keeps a booking's cost bounded however
     /// busy the resource; it can only make work later, and only work ready before almost everything
     /// the resource has done.
+    #[inline]
     pub(crate) fn reserve(&mut self, ready: f64, occupy: f64, tail: f64) -> (f64, f64) {
         let (i, booked) = self.fit(ready, occupy, tail);
         self.book(i, booked);
@@ -536,12 +537,19 @@ impl Bookings {
     /// Books `interval` at index `i` of the intervals booked, where [`Bookings::fit`] put it.
     #[inline]
     fn book(&mut self, i: usize, interval: (f64, f64)) {
-        // Most work goes after everything booked: a push, without an insertion's moves and checks.
-        if i == self.busy.len() {
+        // Most work goes after everything booked, below the bound: a push, in the caller, without an
+        // insertion's moves and checks, nor the registers they save.
+        if i == self.busy.len() && i < MAX_BOOKINGS {
             self.busy.push(interval);
         } else {
-            self.busy.insert(i, interval);
+            self.insert(i, interval);
         }
+    }
+
+    /// [`Bookings::book`]'s other cases: work before the last booked, or one booking past the bound.
+    #[inline(never)]
+    fn insert(&mut self, i: usize, interval: (f64, f64)) {
+        self.busy.insert(i, interval);
         self.keep_bounded();
     }
 
