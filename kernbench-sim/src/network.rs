@@ -153,8 +153,6 @@ pub(crate) struct Network {
     route_latency: Vec<f64>,
     /// What carrying a message costs beyond its links: its protocol's lines and step.
     carriage: Carriage,
-    /// Per queue, the protocol's step cost over its route (empty without a protocol: none).
-    route_step: Vec<f64>,
     /// The switch's reduction ([`System::multicast_switch`]): ns per byte of result (0: it has none),
     /// and when it is busy. One resource for the whole switch.
     reduce_ns_per_byte: f64,
@@ -205,7 +203,6 @@ impl Network {
             route_channels: Vec::with_capacity(n),
             route_latency: Vec::with_capacity(n),
             carriage: *carriage,
-            route_step: Vec::with_capacity(if carriage.protocol.is_some() { n } else { 0 }),
             reduce_ns_per_byte: system.multicast_switch().map_or(0.0, |switch| 1.0 / switch.reduce_gbps),
             reducer: Bookings::default(),
             forget_at: 2 * FORGET_ABOVE,
@@ -228,7 +225,7 @@ impl Network {
             if let Some(faults) = &mut network.faults {
                 faults.ends.push((sender, receiver));
             }
-            let (mut latency, mut farthest) = (0.0, None);
+            let mut latency = 0.0;
             let ends = (pes[sender as usize], pes[receiver as usize]);
             let (numbers, classes) = (&mut network.numbers, &mut classes);
             if divided {
@@ -237,7 +234,6 @@ impl Network {
             }
             system.for_each_channel_on(ends.0, ends.1, channel as usize, |channel| {
                 latency += network.links.latency_ns(channel.class);
-                farthest = farthest.max(Some(channel.class));
                 let number = system.channel_number(&channel).expect("a route's channels are its system's");
                 if ids[number] == 0 {
                     // A system has at most 2^24 PEs and a few channels each: numbers fit a u32.
@@ -271,9 +267,6 @@ impl Network {
             let start = u32::try_from(network.route_channels.len()).expect("fewer than 2^32 routed channels");
             network.route_start.push(start);
             network.route_latency.push(latency);
-            if carriage.protocol.is_some() {
-                network.route_step.push(carriage.step_ns(farthest));
-            }
         }
         let own = own.unwrap_or(classes.len()..classes.len());
         // The channels' states once their number is known: a list grown by doubling would hold twice
@@ -307,9 +300,6 @@ impl Network {
         let q = queue as usize;
         if let Some(start) = self.route_start.get(q) {
             prefetch(std::ptr::from_ref(start).cast(), 2 * size_of::<u32>());
-        }
-        if let Some(step) = self.route_step.get(q) {
-            prefetch(std::ptr::from_ref(step).cast(), size_of::<f64>());
         }
     }
 
@@ -466,7 +456,7 @@ impl Network {
     /// [`RunError::Unreachable`] when failed links cut the receiver off.
     pub(crate) fn deliver(&mut self, queue: u32, depart: f64, bytes: u64) -> Result<f64, RunError> {
         let bytes = self.carriage.wire_bytes(bytes);
-        let step = self.route_step.get(queue as usize).copied().unwrap_or(0.0);
+        let step = self.step(queue);
         let own = self.route(queue);
         let tail = if self.faults.is_none() {
             let (mut booking, routes, _) = self.booking();
@@ -522,9 +512,15 @@ impl Network {
         (booking, &self.route_channels, self.faults.as_deref())
     }
 
-    /// The protocol's step over queue `queue`'s route.
+    /// The protocol's step over queue `queue`'s route: its farthest link class's. Found from the
+    /// route's channels, which placing it reads anyway, not kept a word a queue.
+    #[inline]
     pub(crate) fn step(&self, queue: u32) -> f64 {
-        self.route_step.get(queue as usize).copied().unwrap_or(0.0)
+        if self.carriage.protocol.is_none() {
+            return 0.0;
+        }
+        let route = &self.route_channels[self.route(queue)];
+        self.carriage.step_ns(route.iter().map(|&id| self.classes[id as usize]).max())
     }
 
     /// Books the switch's reduction of `bytes` of result, ready at `ready`; returns when it is done.
