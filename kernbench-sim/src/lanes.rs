@@ -343,8 +343,9 @@ pub(crate) struct LaneState {
 /// What a lane has only in some runs: [`LaneState`]'s rare part.
 #[derive(Default)]
 struct LaneRare {
-    /// Why its kernel stopped, when it failed or panicked in the current round.
-    failure: Option<RunError>,
+    /// Why its kernel stopped, when it failed or panicked in the current round: boxed, so that a lane
+    /// that has only put or waited on a signal (every lane of a one-sided kernel) holds a word for it.
+    failure: Option<Box<RunError>>,
     /// Its place in the happens-before order, once it has one (under the race detector: made when the
     /// lane first touches symmetric memory or hears of a lane that did).
     sync: Option<LaneSync>,
@@ -392,12 +393,12 @@ impl LaneState {
 
     /// Records why its kernel stopped this round.
     pub(crate) fn fail(&mut self, failure: RunError) {
-        self.rare.get_or_insert_default().failure = Some(failure);
+        self.rare.get_or_insert_default().failure = Some(Box::new(failure));
     }
 
     /// Why its kernel stopped, taken out of the lane.
     pub(crate) fn take_failure(&mut self) -> Option<RunError> {
-        self.rare.as_mut()?.failure.take()
+        self.rare.as_mut()?.failure.take().map(|failure| *failure)
     }
 
     /// When the last of its puts lands (0 before it puts).
@@ -410,8 +411,8 @@ impl LaneState {
         self.rare.as_ref().map_or(0, |rare| rare.signal_until)
     }
 
-    /// Waits on a signal until it compares with `value` ([`Wait::Signal`]).
-    pub(crate) fn wait_signal(&mut self, value: u64) {
+    /// Records `value` as what its wait on a signal compares with ([`Wait::Signal`]).
+    pub(crate) fn set_signal_until(&mut self, value: u64) {
         self.rare.get_or_insert_default().signal_until = value;
     }
 
@@ -639,7 +640,7 @@ pub(crate) struct LaneCtx<'a> {
     /// The lane's task.
     pub(crate) task: u32,
     /// Its PE: the participant of its rank in the run's list ([`Tasks::pe`]), not a copy in every PE's
-    /// core; a reference, a word where the id would take two in every copy of the context.
+    /// core; a reference, a word where the id would be 12 bytes in every copy of the context.
     pub(crate) pe_id: &'a PeId,
     pub(crate) pe: &'a mut PeCore,
     pub(crate) lane: &'a mut LaneState,
@@ -753,7 +754,7 @@ impl LaneCtx<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{LaneState, Owners, Parked, PeCore, WakeHints};
+    use super::{LaneRare, LaneState, Owners, Parked, PeCore, WakeHints};
     use crate::protocol::Lines;
 
     #[test]
@@ -791,5 +792,6 @@ mod tests {
         assert_eq!((size_of::<LaneState>(), align_of::<LaneState>()), (176, 8));
         assert_eq!(size_of::<Parked>(), 8);
         assert_eq!(size_of::<PeCore>(), 56);
+        assert_eq!(size_of::<LaneRare>(), 56);
     }
 }

@@ -197,7 +197,7 @@ impl Initiator<'_> {
         let state = self.pe.get_or_insert_default().signals.get(signal);
         let holds = state.value(generation);
         if !cmp.holds(holds, value) {
-            self.ctx.lane.wait_signal(value);
+            self.ctx.lane.set_signal_until(value);
             self.ctx.park(Wait::Signal { signal: signal as u32, cmp });
             return Poll::Pending;
         }
