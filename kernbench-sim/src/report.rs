@@ -200,15 +200,16 @@ impl Execution<'_> {
         // Each PE's lanes, a slice of their own (a PE's lanes are consecutive cells, and the PEs'
         // follow each other in rank order), so that the PEs' reports are made apart: a million of
         // them take a quarter of a second of one thread.
-        let mut of_pes: Vec<(&mut [&mut LaneState], PeId)> = Vec::with_capacity(cells.len());
+        let mut of_pes: Vec<&mut [&mut LaneState]> = Vec::with_capacity(cells.len());
         let (mut rest, mut next) = (&mut lanes[..], 0);
-        for (own, &rank) in cells.iter().zip(&held) {
+        for own in &cells {
             debug_assert_eq!(own.start, next, "a PE's lanes follow the PE before's");
             let (mine, after) = std::mem::take(&mut rest).split_at_mut(own.len());
             (rest, next) = (after, own.end);
-            of_pes.push((mine, pes[rank as usize]));
+            of_pes.push(mine);
         }
-        let report_pe = |((lanes, pe), core): ((&mut [&mut LaneState], PeId), &mut PeCore)| {
+        let report_pe = |((lanes, core), &rank): ((&mut [&mut LaneState], &mut PeCore), &u32)| {
+            let pe = pes[rank as usize];
             let time = timed.then(|| match &mut *lanes {
                 [one] => one.clock.report(completion),
                 several => PeTime::of_lanes(several.iter_mut().map(|l| l.clock.report(completion)).collect()),
@@ -221,10 +222,10 @@ impl Execution<'_> {
         let cores = &mut self.lanes.pes;
         match pool {
             Some(pool) => pool.install(|| {
-                let each = of_pes.into_par_iter().zip(cores.par_iter_mut()).map(report_pe);
+                let each = of_pes.into_par_iter().zip(cores.par_iter_mut()).zip(held.par_iter()).map(report_pe);
                 each.unzip_into_vecs(&mut per_pe, &mut times);
             }),
-            None => (per_pe, times) = of_pes.into_iter().zip(cores.iter_mut()).map(report_pe).unzip(),
+            None => (per_pe, times) = of_pes.into_iter().zip(cores.iter_mut()).zip(&held).map(report_pe).unzip(),
         }
         drop((lanes, cells));
         let mut part = None;

@@ -40,14 +40,14 @@
 //! bidirectional_ring      1024 SIPs x 1 PE      1024      4096      8192      8192     33.5M     0.44G   0.57G
 //! ring (1 MiB)            4096 SIPs x 1 PE      4096      16384     32768     32768    268.4M    3.13G   4.09G
 //! hierarchical_allreduce  16 SIPs x 16x16x16    65536     65536     139296    147424   262144    0.12G   0.16G
-//! hierarchical_allreduce  256 SIPs x 16x16x16   1048576   1048576   2228736   2358784  4194304   1.38G   1.66G
-//! hierarchical_allreduce  4096 SIPs x 16x16x16  16777216  16777216  35659776  37.7M    67.1M     21.67G  25.69G
+//! hierarchical_allreduce  256 SIPs x 16x16x16   1048576   1048576   2228736   2358784  4194304   1.33G   1.66G
+//! hierarchical_allreduce  4096 SIPs x 16x16x16  16777216  16777216  35659776  37.7M    67.1M     20.77G  25.69G
 //! pairwise_alltoall       512 SIPs x 1 PE       512       512       261632    33.6M    261632    0.43G   0.62G
 //! pairwise_alltoall       1024 SIPs x 1 PE      1024      1024      1047552   268.4M   1047552   2.17G   4.28G
 //! ```
 //!
 //! What each part holds: a rank, its PE's state, ports and buffers and its entries in the caller's
-//! plan and layout (about 300 B); a lane, its state and task (about 270 B) beside its coroutine, whose
+//! plan and layout (about 285 B); a lane, its state and task (about 230 B) beside its coroutine, whose
 //! size is the kernel's ([`RunSize::state`]: 224 B for the hierarchical all-reduce, 576 B for the
 //! ring); a queue, itself, its plan entry, port and route (about 140 B); a slot a message takes, 40 B
 //! (one no message takes is never written); a hop, the route's entry as it is built (the all-to-alls
