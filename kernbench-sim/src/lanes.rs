@@ -639,9 +639,9 @@ impl Lanes<'_> {
 pub(crate) struct LaneCtx<'a> {
     /// The lane's task.
     pub(crate) task: u32,
-    /// Its PE: the participant of its rank in the run's list ([`Tasks::pe`]), not a copy in every PE's
+    /// Its PE: its rank's participant in the run's list ([`Tasks::pe`]), not a copy in every PE's
     /// core; a reference, a word where the id would be 12 bytes in every copy of the context.
-    pub(crate) pe_id: &'a PeId,
+    pub(crate) participant: &'a PeId,
     pub(crate) pe: &'a mut PeCore,
     pub(crate) lane: &'a mut LaneState,
     pub(crate) parked: &'a mut Parked,
@@ -657,13 +657,19 @@ impl LaneCtx<'_> {
     pub(crate) fn reborrow(&mut self) -> LaneCtx<'_> {
         LaneCtx {
             task: self.task,
-            pe_id: self.pe_id,
+            participant: self.participant,
             pe: &mut *self.pe,
             lane: &mut *self.lane,
             parked: &mut *self.parked,
             budget: self.budget,
             run_rates: self.run_rates,
         }
+    }
+
+    /// The PE.
+    #[inline]
+    pub(crate) fn pe_id(&self) -> PeId {
+        *self.participant
     }
 
     /// Fails a waiting step once the lane has completed its budget of them.
@@ -691,7 +697,7 @@ impl LaneCtx<'_> {
         // While the kernel is polled its count is lent to the thread.
         let loops_left = tl::loops_left().min(watch.loops_left);
         KernelError::Watchdog {
-            pe: *self.pe_id,
+            pe: self.pe_id(),
             budget,
             iterations: self.budget.loops - loops_left,
             steps: watch.steps,

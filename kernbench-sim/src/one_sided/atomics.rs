@@ -21,7 +21,7 @@ impl Initiator<'_> {
         if matches!(buffer.dtype, Dtype::I32 | Dtype::I64) && index < buffer.len {
             Ok(())
         } else {
-            Err(KernelError::BadAtomic { pe: *self.ctx.pe_id, op, buffer: *buffer, index })
+            Err(KernelError::BadAtomic { pe: self.ctx.pe_id(), op, buffer: *buffer, index })
         }
     }
 
@@ -40,7 +40,7 @@ impl Initiator<'_> {
     /// Applies an atomic to this PE's own copy, at once: its old value.
     fn atomic_here(&mut self, atomic: &Atomic<'_>, op: Op) -> Result<i64, KernelError> {
         let (stamp, clock) = self.atomic_clock(atomic, op);
-        let (owner, detector) = (*self.ctx.pe_id, self.run.detector);
+        let (owner, detector) = (self.ctx.pe_id(), self.run.detector);
         let apply = AtomicApply {
             owner,
             buffer: atomic.buffer,
@@ -132,7 +132,7 @@ impl Initiator<'_> {
         if let Err(e) = checked {
             return Poll::Ready(Err(e));
         }
-        let (pe, detector, task) = (*self.ctx.pe_id, self.run.detector, self.ctx.task);
+        let (pe, detector, task) = (self.ctx.pe_id(), self.run.detector, self.ctx.task);
         let copy = match self.pe.get_or_insert_default().heap.buffer(pe, buffer, detector) {
             Ok(copy) => copy,
             Err(e) => return Poll::Ready(Err(e)),
@@ -177,7 +177,7 @@ impl Initiator<'_> {
 
     /// The window registered as `name`.
     pub(crate) fn window(&mut self, name: &str) -> Result<Symmetric, KernelError> {
-        let pe = *self.ctx.pe_id;
+        let pe = self.ctx.pe_id();
         let memory = self.pe.get_or_insert_default();
         if let Some(window) = memory.heap.windows().find(|w| w.name == name) {
             return Ok(*window);
@@ -188,7 +188,7 @@ impl Initiator<'_> {
 
     /// Waits until this PE's `signal` compares with `value` as asked, for the lane's generation.
     pub(crate) fn poll_wait_signal(&mut self, signal: usize, cmp: Cmp, value: u64) -> Poll<Result<u64, KernelError>> {
-        let checked = self.ctx.check_steps().and_then(|()| check_signal(*self.ctx.pe_id, Op::WaitSignal, signal));
+        let checked = self.ctx.check_steps().and_then(|()| check_signal(self.ctx.pe_id(), Op::WaitSignal, signal));
         let signal = match checked {
             Ok(signal) => signal,
             Err(e) => return Poll::Ready(Err(e)),

@@ -42,7 +42,7 @@ impl Initiator<'_> {
 
     /// The route to rank `peer` for a one-sided `op`: the queues of channel 0 to and from it.
     pub(super) fn peer(&mut self, peer: usize, op: Op) -> Result<(u32, u32), KernelError> {
-        let (rank, pe) = (self.rank(), *self.ctx.pe_id);
+        let (rank, pe) = (self.rank(), self.ctx.pe_id());
         let (links, queues) = (self.links, self.queues);
         let memory = self.pe.get_or_insert_default();
         let peers = memory.peers.get_or_insert_with(|| peers_of(rank, links, queues));
@@ -68,7 +68,7 @@ impl Initiator<'_> {
         dtype: Dtype,
     ) -> Result<std::ops::Range<u64>, KernelError> {
         buffer.byte_range(offset, len).filter(|_| dtype == buffer.dtype).ok_or(KernelError::BadSymmetricAccess {
-            pe: *self.ctx.pe_id,
+            pe: self.ctx.pe_id(),
             op,
             buffer: *buffer,
             offset,
@@ -101,7 +101,7 @@ impl Initiator<'_> {
         bytes: std::ops::Range<u64>,
         site: CallSite,
     ) -> Result<&mut HeapBuffer, KernelError> {
-        let (pe, detector) = (*self.ctx.pe_id, self.run.detector);
+        let (pe, detector) = (self.ctx.pe_id(), self.run.detector);
         let copy = self.pe.get_or_insert_default().heap.buffer(pe, buffer, detector)?;
         let window = copy.window;
         if let (Some(shadow), false) = (&mut copy.shadow, bytes.is_empty()) {
@@ -121,12 +121,12 @@ impl Initiator<'_> {
     /// The error for what the race detector found on this PE's copy of `buffer`.
     fn conflict(&self, conflict: Conflict, buffer: (&'static str, bool), stamp: &Stamp) -> KernelError {
         let tasks = &self.lanes.tasks;
-        conflict_error(|s| access(tasks, s), conflict, *self.ctx.pe_id, buffer, stamp)
+        conflict_error(|s| access(tasks, s), conflict, self.ctx.pe_id(), buffer, stamp)
     }
 
     /// Declares `buffer` on this PE.
     pub(crate) fn declare(&mut self, buffer: &Symmetric) -> Result<(), KernelError> {
-        let (pe, detector) = (*self.ctx.pe_id, self.run.detector);
+        let (pe, detector) = (self.ctx.pe_id(), self.run.detector);
         self.memory().heap.buffer(pe, buffer, detector).map(|_| ())
     }
 
@@ -139,7 +139,7 @@ impl Initiator<'_> {
         site: CallSite,
     ) -> Result<Tile, KernelError> {
         let bytes = self.range(Op::Read, buffer, offset, len, buffer.dtype)?;
-        let pe = *self.ctx.pe_id;
+        let pe = self.ctx.pe_id();
         let copy = self.local_access(Op::Read, buffer, bytes, site)?;
         copy.data.slice(offset..offset + len).map_err(|source| KernelError::Tile { pe, op: Op::Read, source })
     }
@@ -153,7 +153,7 @@ impl Initiator<'_> {
         site: CallSite,
     ) -> Result<(), KernelError> {
         let bytes = self.range(Op::Write, buffer, offset, tile.len(), tile.dtype())?;
-        let pe = *self.ctx.pe_id;
+        let pe = self.ctx.pe_id();
         let copy = self.local_access(Op::Write, buffer, bytes, site)?;
         copy.write(offset, tile).map_err(|source| KernelError::Tile { pe, op: Op::Write, source })?;
         self.wake_values();
@@ -174,7 +174,7 @@ impl Initiator<'_> {
         let (route, _) = self.peer(put.peer, op)?;
         self.range(op, put.buffer, put.offset, put.tile.len(), put.tile.dtype())?;
         let signal = match put.signal {
-            Some((signal, add)) => Some((check_signal(*self.ctx.pe_id, op, signal)?, add)),
+            Some((signal, add)) => Some((check_signal(self.ctx.pe_id(), op, signal)?, add)),
             None => None,
         };
         let (stamp, clock, seq) = if self.run.detector {
@@ -235,7 +235,7 @@ impl Initiator<'_> {
 
     /// Raises `signal` of rank `peer` by `add` (its own at once, a peer's when the round is merged).
     pub(crate) fn signal(&mut self, peer: usize, signal: usize, add: u64) -> Result<(), KernelError> {
-        let signal = check_signal(*self.ctx.pe_id, Op::Signal, signal)?;
+        let signal = check_signal(self.ctx.pe_id(), Op::Signal, signal)?;
         let rank = self.rank();
         let own = peer == rank as usize;
         let route = if own { None } else { Some(self.peer(peer, Op::Signal)?.0) };
@@ -261,7 +261,7 @@ impl Initiator<'_> {
     /// Spans `buffer` with a multicast object over `members`, once their PEs are known to share one
     /// and the run to be in this process alone.
     pub(crate) fn multicast(&mut self, buffer: &Symmetric, members: &Arc<[usize]>) -> Result<Multicast, KernelError> {
-        let pe = *self.ctx.pe_id;
+        let pe = self.ctx.pe_id();
         let pes = self.lanes.tasks.pes();
         // Errors name the call: `tl.multicast` spans every rank, `tl.multicast_team` a team's.
         let op = if members.len() == pes.len() { Op::Multicast } else { Op::MulticastTeam };
@@ -297,7 +297,7 @@ impl Initiator<'_> {
         let rank = self.rank() as usize;
         let Some(own) = multicast.members.iter().position(|&m| m == rank) else {
             let message = format!("{op} through {multicast}, which does not span this PE's rank {rank}");
-            return Err(KernelError::kernel(*self.ctx.pe_id, message));
+            return Err(KernelError::kernel(self.ctx.pe_id(), message));
         };
         let others = multicast.members.iter().copied().filter(|&m| m != rank);
         let mut legs = Vec::with_capacity(multicast.members.len());
@@ -378,7 +378,7 @@ impl Initiator<'_> {
         site: CallSite,
         op: Op,
     ) -> Result<(), KernelError> {
-        let pe = *self.ctx.pe_id;
+        let pe = self.ctx.pe_id();
         let bytes = self.range(op, &multicast.buffer, offset, tile.len(), tile.dtype())?;
         let copy = self.local_access(Op::Write, &multicast.buffer, bytes, site)?;
         let tile_error = |source| KernelError::Tile { pe, op, source };
@@ -446,7 +446,7 @@ impl Initiator<'_> {
         };
         if fan.is_empty() {
             // One member: its own copy, read here.
-            let pe = *self.ctx.pe_id;
+            let pe = self.ctx.pe_id();
             let copy = match self.local_access(OP, &multicast.buffer, bytes, site) {
                 Ok(copy) => copy,
                 Err(e) => return Poll::Ready(Err(e)),
@@ -478,7 +478,7 @@ impl Initiator<'_> {
         parts: impl Iterator<Item = Result<Tile, KernelError>>,
         reduce: ReduceOp,
     ) -> Result<Tile, KernelError> {
-        let pe = *self.ctx.pe_id;
+        let pe = self.ctx.pe_id();
         let mut acc: Option<Tile> = None;
         for part in parts {
             let part = part?;
@@ -496,7 +496,7 @@ impl Initiator<'_> {
 
     /// Sets this PE's `signal` back to 0.
     pub(crate) fn reset(&mut self, signal: usize) -> Result<(), KernelError> {
-        let signal = check_signal(*self.ctx.pe_id, Op::ResetSignal, signal)?;
+        let signal = check_signal(self.ctx.pe_id(), Op::ResetSignal, signal)?;
         *self.memory().signals.get(signal) = Default::default();
         Ok(())
     }

@@ -78,8 +78,8 @@ impl Execution<'_> {
             let (lane, parked) =
                 unsafe { (self.lanes.states.get_mut(task as usize), self.lanes.parked.get_mut(task as usize)) };
             lane.figures.polls += 1;
-            let (pe_id, budget, run_rates) = (&tasks.pes()[rank as usize], self.lanes.budget, &self.lanes.rates);
-            let ctx = LaneCtx { task, pe_id, pe: &mut *pe, lane, parked, budget, run_rates };
+            let (participant, budget, run_rates) = (&tasks.pes()[rank as usize], self.lanes.budget, &self.lanes.rates);
+            let ctx = LaneCtx { task, participant, pe: &mut *pe, lane, parked, budget, run_rates };
             let mut view = PeView { ctx, links: &mut *links, memory: &mut *memory, run: self };
             let polled = self.poll_lane(&mut view);
             if let Polled::Failed = polled {
@@ -93,7 +93,7 @@ impl Execution<'_> {
     /// Polls one lane's kernel once; one that ends has its end recorded and its coroutine freed.
     #[inline]
     fn poll_lane(&self, view: &mut PeView<'_, '_>) -> Polled {
-        let (task, pe) = (view.ctx.task, *view.ctx.pe_id);
+        let (task, pe) = (view.ctx.task, view.ctx.pe_id());
         // SAFETY: rule P: the lane is this thread's, as its PE is.
         let kernel = unsafe { self.kernels.get_mut(task as usize) };
         let mut ended = None;

@@ -95,7 +95,7 @@ impl Backend for PeView<'_, '_> {
     }
 
     fn poll_barrier(&mut self, group: Group, _cx: &mut Context<'_>) -> Poll<Result<(), KernelError>> {
-        let key = self.barrier_of_call(BarrierKey::of_group(group, *self.ctx.pe_id));
+        let key = self.barrier_of_call(BarrierKey::of_group(group, self.ctx.pe_id()));
         self.endpoint().poll_barrier(key)
     }
 
@@ -123,7 +123,7 @@ impl Backend for PeView<'_, '_> {
     }
 
     fn store(&mut self, buffer: Buffer, offset: Option<usize>, tile: &Tile) -> Result<(), KernelError> {
-        let pe = *self.ctx.pe_id;
+        let pe = self.ctx.pe_id();
         let target = self.buffer(buffer);
         let result = match offset {
             Some(offset) => target.write_at(offset, tile),
@@ -288,7 +288,7 @@ impl OneSided for PeView<'_, '_> {
                 return Poll::Ready(Err(e));
             }
         }
-        let key = BarrierKey::of_group(Group::All, *self.ctx.pe_id);
+        let key = BarrierKey::of_group(Group::All, self.ctx.pe_id());
         self.endpoint().poll_collective(key, Some((allocation.buffer, allocation.site)))
     }
 }

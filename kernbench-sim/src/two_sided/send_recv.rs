@@ -31,7 +31,7 @@ impl Endpoint<'_> {
     #[cold]
     fn no_such_direction(&self, direction: Direction, op: Op) -> KernelError {
         KernelError::NoSuchDirection {
-            pe: *self.ctx.pe_id,
+            pe: self.ctx.pe_id(),
             op,
             direction,
             available: self.links.ports.iter().map(Port::direction).collect(),
@@ -53,7 +53,7 @@ impl Endpoint<'_> {
         let (base, channels) = self.tasks.channels_of_call(self.ctx.lane.call);
         if channel >= channels as usize {
             return Err(KernelError::NoSuchChannel {
-                pe: *self.ctx.pe_id,
+                pe: self.ctx.pe_id(),
                 op,
                 direction: port.direction(),
                 channel,
@@ -70,7 +70,7 @@ impl Endpoint<'_> {
                 Ok(q)
             }
             owner => Err(KernelError::ChannelTaken {
-                pe: *self.ctx.pe_id,
+                pe: self.ctx.pe_id(),
                 lane: lane as usize,
                 op,
                 direction: port.direction(),
@@ -154,7 +154,7 @@ impl Endpoint<'_> {
             Err(e) => return Poll::Ready(Err(e)),
         };
         let queue = &self.run.queues[q as usize];
-        let pe = *self.ctx.pe_id;
+        let pe = self.ctx.pe_id();
         // SAFETY: rule P: this PE is the queue's receiver.
         let Some(head) = (unsafe { queue.peek() }) else {
             if self.ctx.parked.wait != Wait::Recv(q) {
