@@ -109,7 +109,7 @@ impl Execution<'_> {
                 *kernel = None;
             }
         }));
-        // Once: the coroutine is gone after.
+        // A kernel ends once: its coroutine is gone after, and the lane is never polled again.
         view.ctx.lane.ended |= ended.is_some();
         let failure = match run {
             Err(payload) => {
