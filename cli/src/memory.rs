@@ -97,11 +97,23 @@ impl Allocator {
     /// calls whenever it has freed a large part of what it holds, such as its set-up's whole lists
     /// ([`kernbench::sim::RunOptions::release_memory`]). Kept, that memory stays resident while the
     /// large blocks allocated next come fresh from the OS.
+    ///
+    /// From the first call on, mimalloc purges what is freed at once: by default it keeps freed memory
+    /// a second for reuse, and a spread run's process, which frees and then fills large lists in turn
+    /// (the set-up's, the rounds', the report's), would hold both at its peak.
     pub fn release_freed() {
         // SAFETY: a collection only walks and purges mimalloc's own free pages; any thread may ask.
-        unsafe { libmimalloc_sys::mi_collect(true) }
+        unsafe {
+            // Collected first: with no delay, purges scheduled under the old one are never made.
+            libmimalloc_sys::mi_collect(true);
+            libmimalloc_sys::mi_option_set(PURGE_DELAY, 0);
+        }
     }
 }
+
+/// mimalloc's `mi_option_purge_delay` (its place in `mi_option_t`, in `mimalloc.h` of versions 2 and 3;
+/// `libmimalloc-sys` names no constant for it): how long freed memory is kept before it is purged, ms.
+const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// A block for `layout` from `plain` when a word's alignment is enough, from `aligned` otherwise.
 ///

@@ -42,6 +42,10 @@ pub(super) fn run(
         let me = spread.me();
         (Some(spread), Some((owners, me)))
     });
+    // What making the plan and the buffers freed is handed back before the set-up's lists come.
+    if let Some(spread) = &spread {
+        spread.release_memory();
+    }
     let most = options.max_lanes.unwrap_or(usize::MAX);
     let lanes_of = |kernel: &dyn Launch| (0..pes.len()).map(|rank| kernel.lanes(rank, pes.len()).min(most)).collect();
     let call_lanes: Vec<Vec<usize>> = calls.iter().map(|c| lanes_of(c.kernel)).collect();

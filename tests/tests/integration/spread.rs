@@ -121,7 +121,7 @@ fn count_release() {
 }
 
 #[test]
-fn each_process_of_a_spread_run_releases_freed_memory_after_its_set_up_and_its_rounds_and_one_process_never() {
+fn each_process_of_a_spread_run_releases_freed_memory_as_it_starts_after_its_set_up_and_its_rounds_and_one_process_never() {
     use std::sync::atomic::Ordering::Relaxed;
     let system = ring();
     let mock = || ring_allreduce(system).release_memory(Some(count_release));
@@ -130,9 +130,10 @@ fn each_process_of_a_spread_run_releases_freed_memory_after_its_set_up_and_its_r
     for n in [2, 4] {
         RELEASES.store(0, Relaxed);
         let runs = spread(n, |e| seen(mock().spread_over(e).report_to(ReportTo::First).run()));
-        // Once the set-up's lists are freed, once the network model is, and once the PEs' states are;
-        // and process 0 once more, once its own PEs' reports are in its whole report.
-        assert_eq!(RELEASES.load(Relaxed), 3 * n + 1, "{n} processes");
+        // As the run starts, once the set-up's lists are freed, once the network model is, and once
+        // the PEs' states are; and process 0 once more, once its own PEs' reports are in its whole
+        // report.
+        assert_eq!(RELEASES.load(Relaxed), 4 * n + 1, "{n} processes");
         same_report(runs[0].as_ref().unwrap(), &whole, &format!("process 0 of {n}"));
     }
 }
