@@ -253,15 +253,16 @@ macro_rules! run_option_setters {
         }
 
         /// In each process of a spread run, calls `release` (`None`, the default: nothing) whenever the
-        /// run has freed a large part of its memory: the set-up's lists, before the network model is
+        /// run has freed a large part of its memory: as it starts (what making its plan and buffers
+        /// freed), before its set-up's lists are made; the set-up's lists, before the network model is
         /// made; the network model, once its channels' times are reported; the PEs' states, before the
         /// report is gathered. It is for an allocator that keeps freed memory for its next allocations
         /// (mimalloc, glibc's) to hand it back to the OS. What a spread process frees there is largely
         /// what it held whole (the plan, every queue's route, the network model), and what it allocates
         /// next is large blocks the allocator takes from the OS anyway (the network model, the report's
         /// lists): kept, the freed memory would add to every process's peak. One process needs none
-        /// of it, and is not asked. The `kernbench` binary passes mimalloc's collection. Results do not
-        /// depend on it.
+        /// of it, and is not asked. The `kernbench` binary passes mimalloc's collection (which, from
+        /// then on, also has mimalloc purge what is freed at once). Results do not depend on it.
         pub fn release_memory(mut self, release: ::std::option::Option<fn()>) -> Self {
             self.options_mut().release_memory = release;
             self
