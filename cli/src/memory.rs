@@ -137,6 +137,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn once_freed_memory_is_released_mimalloc_purges_what_is_freed_at_once() {
+        Allocator::release_freed();
+        // SAFETY: reading an option has no precondition.
+        assert_eq!(unsafe { libmimalloc_sys::mi_option_get(PURGE_DELAY) }, 0);
+    }
+
+    #[test]
     fn every_block_has_its_layout_s_alignment_and_keeps_its_bytes_through_a_realloc() {
         for align in [1, 2, 4, 8, 16, 32, 64, 4096] {
             for size in [1, 3, 8, 24, 100, 1000, 5000, 100_000] {

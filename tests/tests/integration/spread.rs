@@ -121,8 +121,7 @@ fn count_release() {
 }
 
 #[test]
-fn each_process_of_a_spread_run_releases_freed_memory_as_it_starts_after_its_set_up_and_its_rounds_and_one_process_never()
- {
+fn a_spread_run_s_processes_release_freed_memory_as_they_start_after_set_up_and_after_rounds_one_process_never() {
     use std::sync::atomic::Ordering::Relaxed;
     let system = ring();
     let mock = || ring_allreduce(system).release_memory(Some(count_release));
