@@ -101,6 +101,42 @@ fn pieces_per_part(chunks: usize, len: usize, parts: usize) -> usize {
     chunks.clamp(1, (len / parts.max(1)).max(1))
 }
 
+/// A ring's parts by shape alone, as [`ring_steps`] keeps them in a timing-only run: near-equal chunks
+/// of their total, as a split tile's are (and a reduce-scatter's lane shares of them, and an
+/// all-gather's blocks), the first `longer` of the `count` one element longer than the others. Their
+/// pieces are near-equal chunks of them: `cuts` has, for the shorter parts and for the longer, the
+/// pieces' shorter length and how many are one longer, so that a piece's length takes no division on
+/// each message.
+struct EvenParts {
+    dtype: Dtype,
+    count: usize,
+    longer: usize,
+    cuts: [(usize, usize); 2],
+}
+
+impl EvenParts {
+    /// The shapes of `parts`, each cut into `pieces`, if they are near-equal chunks of their total.
+    fn of(parts: &[Tile], pieces: usize) -> Option<EvenParts> {
+        let (count, total) = (parts.len(), parts.iter().map(Tile::len).sum::<usize>());
+        let dtype = parts.first()?.dtype();
+        let even = |(i, part): (usize, &Tile)| {
+            part.dtype() == dtype && chunk_range(total, i, count).is_ok_and(|range| range.len() == part.len())
+        };
+        if pieces == 0 || !parts.iter().enumerate().all(even) {
+            return None;
+        }
+        let short = total / count;
+        let cut = |len: usize| (len / pieces, len % pieces);
+        Some(EvenParts { dtype, count, longer: total % count, cuts: [cut(short), cut(short + 1)] })
+    }
+
+    /// Piece `j` of part `part`, without data: what [`Tile::chunk`] of the part gives.
+    fn piece(&self, part: usize, j: usize) -> Tile {
+        let (short, longer_pieces) = self.cuts[usize::from(part < self.longer)];
+        Tile::without_data(self.dtype, short + usize::from(j < longer_pieces))
+    }
+}
+
 /// Runs `steps` of the ring all-reduce schedule (reduce-scatter steps, then all-gather steps: see
 /// [`Ring::reduce_scatter_steps`]) over each of `rings` at once, `parts[i]` being ring `i`'s `count`
 /// parts, each cut into `pieces`, and returns each ring's pieces in order (piece `j` of part `p` at
@@ -111,6 +147,11 @@ fn pieces_per_part(chunks: usize, len: usize, parts: usize) -> usize {
 /// Before sending piece `j` of a step a member receives piece `j` of the step before: the piece that
 /// message forwards, so it goes on the moment it is ready while `pieces - 1` others are still in flight.
 /// The rings take turns message by message, so each keeps its own pipeline full.
+///
+/// In a timing-only run ([`Tl::timing_only`]) a piece is its shape alone, and keeps the shape its cut
+/// gave it (what replaces it is received or reduced to that shape): the pieces are cut again from the
+/// parts' shapes when they are used, not held through the run. A ring of a thousand ranks holds a
+/// thousand parts' pieces in every lane: 200 MB over 1,024 ranks of 4 lanes.
 #[ccl_kernel(helper, crate = "kernbench_core")]
 pub(crate) fn ring_steps(
     tl: &Tl,
@@ -123,38 +164,58 @@ pub(crate) fn ring_steps(
     // More pieces ahead than a queue holds would wait, all the way round the ring, for credits that
     // come back only after those very sends.
     let pieces = pieces.clamp(1, tl.queue_depth());
+    let data_less = tl.timing_only() && parts.iter().flatten().all(|part| !part.has_data());
+    // Parts too uneven for a few numbers (no ring here makes them) keep their pieces, as with data.
+    let shapes: Vec<EvenParts> = if data_less {
+        parts.iter().map(|p| EvenParts::of(p, pieces)).collect::<Option<_>>().unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let shapes_only = shapes.len() == rings.len();
     // Each ring's parts cut into pieces, in one list: piece `j` of part `i` is `cut[i * pieces + j]`.
+    // Cut in a timing-only run too, so that a cut that fails fails where it does with data.
     let mut cut = Vec::with_capacity(parts.len());
     for ring_parts in &parts {
-        let mut ring_cut = Vec::with_capacity(ring_parts.len() * pieces);
+        let mut ring_cut = Vec::with_capacity(if shapes_only { 0 } else { ring_parts.len() * pieces });
         for part in ring_parts {
             for j in 0..pieces {
-                ring_cut.push(tl.chunk(part, j, pieces));
+                let piece = tl.chunk(part, j, pieces);
+                if !shapes_only {
+                    ring_cut.push(piece);
+                }
             }
         }
         cut.push(ring_cut);
     }
-    // The pieces hold what the kernel needs of the parts from here on.
+    // The pieces (or the shapes) hold what the kernel needs of the parts from here on.
     drop(parts);
     // Message `(step, j)` is piece `j` of the part sent at `step`; the receive of `(step - 1, j)`, the
     // piece it forwards, comes just before it. One pass more than there are steps takes the last
     // receives.
     for step in steps.start..=steps.end {
         for j in 0..pieces {
-            for (ring, cut) in rings.iter().zip(&mut cut) {
+            for (r, ring) in rings.iter().enumerate() {
                 if step > steps.start {
                     let received = step - 1;
-                    let at = ring.recv_part(received) * pieces + j;
-                    // A large ring's lanes each hold thousands of pieces, and each receive reaches a
-                    // new one, cold after the other lanes' turns: the piece the next receive goes
-                    // into is asked for while this message is handled, and if this receive waits,
-                    // the runtime asks for both pieces (and the few between) just before the lane's
-                    // turn comes again, when they are cold once more.
-                    let (next, next_j) = if j + 1 < pieces { (received, j + 1) } else { (received + 1, 0) };
-                    let next_at = if next < steps.end { ring.recv_part(next) * pieces + next_j } else { at };
-                    hint::prefetch(&cut[next_at]);
-                    hint::prefetch_when_woken(&cut[at.min(next_at)..=at.max(next_at)]);
-                    let piece = &mut cut[at];
+                    let part = ring.recv_part(received);
+                    let at = part * pieces + j;
+                    let mut shape;
+                    let piece = if shapes_only {
+                        shape = shapes[r].piece(part, j);
+                        &mut shape
+                    } else {
+                        let cut = &mut cut[r];
+                        // A large ring's lanes each hold thousands of pieces, and each receive reaches
+                        // a new one, cold after the other lanes' turns: the piece the next receive
+                        // goes into is asked for while this message is handled, and if this receive
+                        // waits, the runtime asks for both pieces (and the few between) just before
+                        // the lane's turn comes again, when they are cold once more.
+                        let (next, next_j) = if j + 1 < pieces { (received, j + 1) } else { (received + 1, 0) };
+                        let next_at = if next < steps.end { ring.recv_part(next) * pieces + next_j } else { at };
+                        hint::prefetch(&cut[next_at]);
+                        hint::prefetch_when_woken(&cut[at.min(next_at)..=at.max(next_at)]);
+                        &mut cut[at]
+                    };
                     let mut got = tl.recv(ring.back, piece.len(), piece.dtype());
                     if received + 1 >= ring.count {
                         *piece = got;
@@ -169,7 +230,14 @@ pub(crate) fn ring_steps(
                     }
                 }
                 if step < steps.end {
-                    let sent = &mut cut[ring.send_part(step) * pieces + j];
+                    let part = ring.send_part(step);
+                    let mut shape;
+                    let sent = if shapes_only {
+                        shape = shapes[r].piece(part, j);
+                        &mut shape
+                    } else {
+                        &mut cut[r][part * pieces + j]
+                    };
                     tl.send(ring.forward, sent);
                     // A piece that a later step of this pass replaces is not needed here after its
                     // send: holding it would keep its buffer shared, so that the receiver's reduction
@@ -180,6 +248,11 @@ pub(crate) fn ring_steps(
                 }
             }
         }
+    }
+    // Every piece of a timing-only run still has the shape it was cut to: cut again, for the caller
+    // to finish and store within this poll.
+    for (ring_cut, shapes) in cut.iter_mut().zip(&shapes) {
+        ring_cut.extend((0..shapes.count * pieces).map(|at| shapes.piece(at / pieces, at % pieces)));
     }
     cut
 }
@@ -404,5 +477,34 @@ pub fn ring_reduce(tl: &Tl, chunks: usize, #[default = 524288] chunk_bytes: usiz
         let mut result = tl.concat(&pieces);
         tl.finish(&mut result, op, ring.count);
         tl.store(Output, &result);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kernbench_core::prelude::*;
+
+    use super::EvenParts;
+
+    #[test]
+    fn even_parts_give_the_pieces_a_cut_of_their_parts_gives_and_uneven_ones_none() {
+        for (total, count, pieces) in [(1003, 5, 3), (10, 4, 4), (7, 7, 1), (1 << 40, 1024, 2), (3, 5, 2)] {
+            let whole = Tile::without_data(F32, total);
+            let parts: Vec<Tile> = (0..count).map(|i| whole.chunk(i, count).unwrap()).collect();
+            let even = EvenParts::of(&parts, pieces).expect("a split tile's parts are even");
+            assert_eq!(even.count, count);
+            for (i, part) in parts.iter().enumerate() {
+                for j in 0..pieces {
+                    let cut = part.chunk(j, pieces).unwrap();
+                    let piece = even.piece(i, j);
+                    assert_eq!((piece.dtype(), piece.len(), piece.has_data()), (F32, cut.len(), false));
+                }
+            }
+        }
+        let uneven = [Tile::without_data(F32, 3), Tile::without_data(F32, 5)];
+        assert!(EvenParts::of(&uneven, 2).is_none(), "the longer part last");
+        let mixed = [Tile::without_data(F32, 4), Tile::without_data(F16, 4)];
+        assert!(EvenParts::of(&mixed, 2).is_none(), "two dtypes");
+        assert!(EvenParts::of(&[], 2).is_none(), "no parts");
     }
 }

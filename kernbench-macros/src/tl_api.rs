@@ -30,8 +30,21 @@ pub(crate) const WAITING: &[&str] = &[
 ];
 
 /// The methods of `Tl` that return a plain value, not a `Result`.
-pub(crate) const INFALLIBLE: &[&str] =
-    &["context", "pe", "rank", "size", "op", "root", "lane", "lanes", "queue_depth", "note", "has", "fence"];
+pub(crate) const INFALLIBLE: &[&str] = &[
+    "context",
+    "pe",
+    "rank",
+    "size",
+    "op",
+    "root",
+    "lane",
+    "lanes",
+    "queue_depth",
+    "timing_only",
+    "note",
+    "has",
+    "fence",
+];
 
 /// A list as an array expression of string literals: `["send", "recv"]`.
 pub(crate) fn array(names: &[&str]) -> proc_macro2::TokenStream {

@@ -36,9 +36,9 @@
 //!
 //! ```text
 //! algorithm               system                ranks     lanes     queues    hops     messages  peak    estimate
-//! ring (1 MiB)            1024 SIPs x 1 PE      1024      4096      8192      8192     16.8M     0.23G   0.32G
-//! bidirectional_ring      1024 SIPs x 1 PE      1024      4096      8192      8192     33.5M     0.44G   0.57G
-//! ring (1 MiB)            4096 SIPs x 1 PE      4096      16384     32768     32768    268.4M    3.13G   4.09G
+//! ring (1 MiB)            1024 SIPs x 1 PE      1024      4096      8192      8192     16.8M     0.03G   0.32G
+//! bidirectional_ring      1024 SIPs x 1 PE      1024      4096      8192      8192     33.5M     0.04G   0.57G
+//! ring (1 MiB)            4096 SIPs x 1 PE      4096      16384     32768     32768    268.4M    0.08G   4.09G
 //! hierarchical_allreduce  16 SIPs x 16x16x16    65536     65536     139296    147424   262144    0.12G   0.16G
 //! hierarchical_allreduce  256 SIPs x 16x16x16   1048576   1048576   2228736   2358784  4194304   1.33G   1.66G
 //! hierarchical_allreduce  4096 SIPs x 16x16x16  16777216  16777216  35659776  37.7M    67.1M     20.77G  25.69G
@@ -51,10 +51,13 @@
 //! size is the kernel's ([`RunSize::state`]: 224 B for the hierarchical all-reduce, 576 B for the
 //! ring); a queue, itself, its plan entry, port and route (about 140 B); a slot a message takes, 40 B
 //! (one no message takes is never written); a hop, the route's entry as it is built (the all-to-alls
-//! give about 8 B); a channel, its bookings and figures (56 B); and a ring's kernel, the pieces it
-//! keeps for the messages it sends (about 12 B a message). So 64 MiB, 320 B a rank, 320 B a lane
-//! beside its coroutine, 160 B a queue, 48 B a slot a message takes, 16 B a hop, 64 B a channel and
-//! 16 B a message bound them, by 1.2 to 2x (the all-to-all's routes are the loosest part).
+//! give about 8 B); a channel, its bookings and figures (56 B); and what a kernel keeps for the
+//! messages it sends (the rings keep nothing: a piece without data is cut again from its part's
+//! shape when it is used, see [`Tl::timing_only`](crate::kernel::Tl::timing_only)). So 64 MiB, 320 B
+//! a rank, 320 B a lane beside its coroutine, 160 B a queue, 48 B a slot a message takes, 16 B a hop,
+//! 64 B a channel and 16 B a message bound them, by 1.2 to 2x (the all-to-all's routes are the
+//! loosest part); the rings' 16 B a message bounds nothing they hold, and makes their estimates 10 to
+//! 50 times their peaks.
 //!
 //! # Messages
 //!
@@ -243,8 +246,8 @@ const TIMING_ONLY_HOP_BYTES: u64 = 16;
 /// What it holds per distinct channel: its bookings and figures.
 const TIMING_ONLY_CHANNEL_BYTES: u64 = 64;
 
-/// What a timing-only run holds per message at most, above the fixed part: the pieces a ring's kernel
-/// keeps for the messages it sends (see the module docs).
+/// What a timing-only run holds per message at most, above the fixed part: what a kernel keeps for
+/// the messages it sends (see the module docs; the rings keep nothing).
 const TIMING_ONLY_MESSAGE_BYTES: u64 = 16;
 
 /// The symmetric heap, in bytes, that one call of the kernel called `kernel` on `ranks` ranks of

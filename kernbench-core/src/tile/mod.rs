@@ -267,6 +267,12 @@ thread_local! {
     static WITHOUT_DATA: Cell<bool> = const { Cell::new(false) };
 }
 
+/// Whether the tiles made on this thread now carry no data ([`without_data_while`]): in a
+/// timing-only run's polls.
+pub(crate) fn made_without_data() -> bool {
+    WITHOUT_DATA.get()
+}
+
 /// Runs `f` with the tiles made on this thread by [`Tile::zeros`], [`Tile::filled`] and their fallible
 /// forms carrying no data when `on`: a timing-only runtime polls its kernels so, and their own tiles
 /// cost no memory either.

@@ -451,6 +451,56 @@ fn a_kernel_that_reads_its_data_in_a_timing_only_run_is_the_pes_error_naming_the
     assert!(message.contains("timing-only"), "{message}");
 }
 
+/// Notes whether its run is timing-only.
+#[ccl_kernel]
+fn says_whether_it_is_timing_only(tl: &Tl) {
+    tl.note("timing_only", tl.timing_only());
+    tl.store(Output, &tl.load(Input));
+}
+
+#[test]
+fn a_kernel_knows_whether_its_run_is_timing_only() {
+    let system = one_cube(2);
+    for timing_only in [false, true] {
+        let report = ring(&system, &says_whether_it_is_timing_only::KERNEL).timing_only(timing_only).run().unwrap();
+        for pe in report.pes() {
+            assert_eq!(pe.notes["timing_only"], timing_only.to_string(), "{:?}", pe.pe);
+        }
+    }
+}
+
+#[test]
+fn rings_keep_their_times_and_shapes_timing_only_with_parts_of_unequal_lengths() {
+    // 5 ranks and 1,003 elements: every ring's parts and pieces are near-equal, some one element
+    // longer than others (a reduce-scatter's parts are a lane's shares of near-equal parts, an
+    // all-gather's the ranks' blocks).
+    let system = one_cube(5);
+    let kernels = [
+        (&kernbench::algorithms::ring_allreduce::KERNEL, json!({"chunks": 3, "lanes": 2}), 1),
+        (&kernbench::algorithms::bidirectional_ring_allreduce::KERNEL, json!({"chunks": 2, "lanes": 1}), 1),
+        (&kernbench::algorithms::ring_reduce_scatter::KERNEL, json!({"chunks": 2, "lanes": 3}), 1),
+        (&kernbench::algorithms::ring_allgather::KERNEL, json!({"chunks": 3, "lanes": 2}), 5),
+    ];
+    for (kernel, params, blocks) in kernels {
+        let run = |timing_only| {
+            ring(&system, kernel)
+                .params(params.clone())
+                .inputs(|_, rank| Tile::filled(F32, 1003, rank as f64))
+                .outputs(|_, _, input| Tile::zeros(input.dtype(), blocks * input.len()))
+                .timing_only(timing_only)
+                .run()
+                .unwrap()
+        };
+        let (with_data, without) = (run(false), run(true));
+        assert_eq!(with_data.time(), without.time(), "{}: the same simulated times, to the bit", kernel.name);
+        assert_eq!(with_data.totals(), without.totals(), "{}", kernel.name);
+        for (a, b) in with_data.pes().iter().zip(without.pes()) {
+            assert!(!b.output.has_data(), "{}", kernel.name);
+            assert_eq!((a.output.dtype(), a.output.len()), (b.output.dtype(), b.output.len()), "{}", kernel.name);
+        }
+    }
+}
+
 #[test]
 fn a_timing_only_run_keeps_shapes_and_times_and_drops_the_bytes() {
     let system = one_cube(4);

@@ -254,6 +254,15 @@ impl Tl {
         self.call.queue_depth
     }
 
+    /// Whether the run is timing-only: its tiles carry their dtype and length but no data, and any
+    /// size runs in the memory of its messages. A kernel's messages, reductions and their simulated
+    /// times are the same either way; what it may do differently is what it keeps, as a pipelined
+    /// ring does: a piece without data is its shape, which it can cut again when it needs it rather
+    /// than hold thousands through the run.
+    pub fn timing_only(&self) -> bool {
+        crate::tile::made_without_data()
+    }
+
     /// Moves this PE to `phase` (1, 2 or 3) of its call. Messages carry their sender's phase and a
     /// receiver accepts only its own, so the phases of a multi-phase collective (gather, exchange,
     /// scatter) cannot mix even where they share a queue. Every PE starts in phase 1.
