@@ -48,7 +48,7 @@
 //!
 //! What each part holds: a rank, its PE's state, ports and buffers and its entries in the caller's
 //! plan and layout (about 285 B); a lane, its state and task (about 230 B) beside its coroutine, whose
-//! size is the kernel's ([`RunSize::state`]: 224 B for the hierarchical all-reduce, 576 B for the
+//! size is the kernel's ([`RunSize::state`]: 224 B for the hierarchical all-reduce, 592 B for the
 //! ring); a queue, itself, its plan entry, port and route (about 140 B); a slot a message takes, 40 B
 //! (one no message takes is never written); a hop, the route's entry as it is built (the all-to-alls
 //! give about 8 B); a channel, its bookings and figures (56 B); and what a kernel keeps for the
