@@ -150,8 +150,8 @@ impl EvenParts {
 ///
 /// In a timing-only run ([`Tl::timing_only`]) a piece is its shape alone, and keeps the shape its cut
 /// gave it (what replaces it is received or reduced to that shape): the pieces are cut again from the
-/// parts' shapes when they are used, not held through the run. A ring of a thousand ranks holds a
-/// thousand parts' pieces in every lane: 200 MB over 1,024 ranks of 4 lanes.
+/// parts' shapes when they are used, not held through the run: held, a ring of a thousand ranks
+/// keeps a thousand parts' pieces in every lane, 200 MB over 1,024 ranks of 4 lanes.
 #[ccl_kernel(helper, crate = "kernbench_core")]
 pub(crate) fn ring_steps(
     tl: &Tl,
@@ -171,7 +171,7 @@ pub(crate) fn ring_steps(
     } else {
         Vec::new()
     };
-    let shapes_only = shapes.len() == rings.len();
+    let shapes_only = data_less && shapes.len() == rings.len();
     // Each ring's parts cut into pieces, in one list: piece `j` of part `i` is `cut[i * pieces + j]`.
     // Cut in a timing-only run too, so that a cut that fails fails where it does with data.
     let mut cut = Vec::with_capacity(parts.len());
