@@ -509,6 +509,11 @@ impl Multicast {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Bookings {
     busy: SmallVec<[(f64, f64); INLINE_BOOKINGS]>,
+    /// Where the run of back-to-back intervals that ends the list starts (the start of one of them):
+    /// work that occupies the resource and is ready inside that run can only go after it. A busy
+    /// channel's pending bookings are such a run, in a list of their own, cold: placed without
+    /// walking them.
+    tail_start: f64,
 }
 
 /// Bookings a resource holds without a list of its own.
@@ -540,27 +545,49 @@ impl Bookings {
         // Most work goes after everything booked, below the bound: a push, in the caller, without an
         // insertion's moves and checks, nor the registers they save.
         if i == self.busy.len() && i < MAX_BOOKINGS {
+            self.follow_tail(interval);
             self.busy.push(interval);
         } else {
             self.insert(i, interval);
         }
     }
 
+    /// Keeps [`Bookings::tail_start`] for `interval` about to be booked after every other: a gap
+    /// before it starts a new run.
+    #[inline]
+    fn follow_tail(&mut self, interval: (f64, f64)) {
+        if self.busy.last().is_none_or(|&(_, end)| end != interval.0) {
+            self.tail_start = interval.0;
+        }
+    }
+
     /// [`Bookings::book`]'s other cases: work before the last booked, or one booking past the bound.
+    /// Work before the last goes in a gap before the run that ends the list, or, taking no time, at a
+    /// boundary inside it: the run stays back-to-back either way.
     #[inline(never)]
     fn insert(&mut self, i: usize, interval: (f64, f64)) {
+        if i == self.busy.len() {
+            self.follow_tail(interval);
+        }
         self.busy.insert(i, interval);
         self.keep_bounded();
     }
 
     /// Where [`Bookings::reserve`] would put work, without booking it: the index of its interval
     /// among the booked ones, and the interval.
-    #[inline]
+    #[inline(always)]
     fn fit(&self, ready: f64, occupy: f64, tail: f64) -> (usize, (f64, f64)) {
         let span = |start: f64| (start, (start + occupy).max(tail));
         // Most work is ready after everything booked so far: append.
-        if self.busy.last().is_none_or(|&(_, end)| end <= ready) {
-            return (self.busy.len(), span(ready));
+        let last_end = match self.busy.last() {
+            Some(&(_, end)) if end <= ready => return (self.busy.len(), span(ready)),
+            None => return (self.busy.len(), span(ready)),
+            Some(&(_, end)) => end,
+        };
+        // Work that takes time, ready inside the back-to-back run that ends the list, finds no gap
+        // before its end: the walk below would go through the whole run.
+        if occupy > 0.0 && ready >= self.tail_start {
+            return (self.busy.len(), span(last_end));
         }
         // The first booked interval that ends after `ready`; everything before it is over by then.
         let mut i = self.first_ending_after(ready);
@@ -612,6 +639,10 @@ impl Bookings {
             let half = self.busy.len() / 2;
             self.busy[0].1 = self.busy[half - 1].1;
             self.busy.drain(1..half);
+            // A run that started inside the merged intervals now starts with their merge.
+            if self.tail_start < self.busy[0].1 {
+                self.tail_start = self.busy[0].0;
+            }
         }
     }
 
@@ -620,6 +651,10 @@ impl Bookings {
         let done = self.busy.partition_point(|&(_, end)| end <= floor);
         // Keep the last one: it is where the next booking looks first.
         self.busy.drain(..done.min(self.busy.len().saturating_sub(1)));
+        // A run whose first intervals were forgotten starts with what is left of it.
+        if let Some(&(first, _)) = self.busy.first() {
+            self.tail_start = self.tail_start.max(first);
+        }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -713,6 +748,57 @@ mod tests {
         assert_eq!(engines.reserve(0.0, 11.0), 15.0, "no gap of 11 before 15 on either: engine 1 at 15");
         assert_eq!(engines.engines[0].busy[..], [(0.0, 10.0), (10.0, 15.0), (15.0, 20.0)]);
         assert_eq!(engines.engines[1].busy[..], [(10.0, 15.0), (15.0, 26.0)]);
+    }
+
+    /// Where [`Bookings::fit`] puts work when it walks every booking from the first that ends after
+    /// `ready`: what its shortcut past a back-to-back run must agree with.
+    fn walked(ch: &Bookings, ready: f64, occupy: f64, tail: f64) -> (usize, (f64, f64)) {
+        let span = |start: f64| (start, (start + occupy).max(tail));
+        let (mut i, mut start) = (ch.busy.partition_point(|&(_, end)| end <= ready), ready);
+        while let Some(&(next_start, next_end)) = ch.busy.get(i) {
+            if span(start).1 <= next_start {
+                break;
+            }
+            start = start.max(next_end);
+            i += 1;
+        }
+        (i, span(start))
+    }
+
+    #[test]
+    fn work_ready_inside_a_back_to_back_run_goes_where_a_walk_of_every_booking_puts_it() {
+        // A small generator, so that the sequences are the same on every run: bookings ready in and
+        // out of order, of whole and zero lengths, with late tails, forgotten and merged as a busy
+        // channel's are.
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for round in 0..200 {
+            let mut ch = channel();
+            for k in 0..300 {
+                let early = if next(4) == 0 { 20.0 } else { 0.0 };
+                let ready = (k * 10 + next(40)) as f64 - early;
+                let occupy = [0.0, 5.0, 10.0, 12.5][next(4) as usize];
+                let tail = if next(5) == 0 { ready + next(30) as f64 } else { 0.0 };
+                assert_eq!(ch.fit(ready, occupy, tail), walked(&ch, ready, occupy, tail), "round {round}, {k}");
+                ch.reserve(ready, occupy, tail);
+                if next(50) == 0 {
+                    ch.forget_before((k * 10) as f64 - 100.0);
+                }
+            }
+        }
+        // Past the bound the oldest merge, and the run they were part of starts with their merge.
+        let mut ch = channel();
+        for k in 0..=super::MAX_BOOKINGS {
+            ch.reserve(5.0 * k as f64, 5.0, 0.0);
+        }
+        assert_eq!(ch.busy.len(), super::MAX_BOOKINGS / 2 + 2);
+        assert_eq!(ch.tail_start, 0.0);
+        assert_eq!(ch.fit(3.0, 1.0, 0.0), walked(&ch, 3.0, 1.0, 0.0));
     }
 
     #[test]
