@@ -40,8 +40,8 @@
 //! bidirectional_ring      1024 SIPs x 1 PE      1024      4096      8192      8192     33.5M     0.04G   0.57G
 //! ring (1 MiB)            4096 SIPs x 1 PE      4096      16384     32768     32768    268.4M    0.08G   4.09G
 //! hierarchical_allreduce  16 SIPs x 16x16x16    65536     65536     139296    147424   262144    0.12G   0.16G
-//! hierarchical_allreduce  256 SIPs x 16x16x16   1048576   1048576   2228736   2358784  4194304   1.33G   1.66G
-//! hierarchical_allreduce  4096 SIPs x 16x16x16  16777216  16777216  35659776  37.7M    67.1M     20.77G  25.69G
+//! hierarchical_allreduce  256 SIPs x 16x16x16   1048576   1048576   2228736   2358784  4194304   1.34G   1.66G
+//! hierarchical_allreduce  4096 SIPs x 16x16x16  16777216  16777216  35659776  37.7M    67.1M     21.04G  25.69G
 //! pairwise_alltoall       512 SIPs x 1 PE       512       512       261632    33.6M    261632    0.43G   0.62G
 //! pairwise_alltoall       1024 SIPs x 1 PE      1024      1024      1047552   268.4M   1047552   2.17G   4.28G
 //! ```
@@ -51,7 +51,7 @@
 //! size is the kernel's ([`RunSize::state`]: 224 B for the hierarchical all-reduce, 592 B for the
 //! ring); a queue, itself, its plan entry, port and route (about 140 B); a slot a message takes, 40 B
 //! (one no message takes is never written); a hop, the route's entry as it is built (the all-to-alls
-//! give about 8 B); a channel, its bookings and figures (56 B); and what a kernel keeps for the
+//! give about 8 B); a channel, its bookings and figures (64 B); and what a kernel keeps for the
 //! messages it sends (the rings keep nothing: a piece without data is cut again from its part's
 //! shape when it is used, see [`Tl::timing_only`](crate::kernel::Tl::timing_only)). So 64 MiB, 320 B
 //! a rank, 320 B a lane beside its coroutine, 160 B a queue, 48 B a slot a message takes, 16 B a hop,
