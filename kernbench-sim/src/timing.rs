@@ -590,7 +590,14 @@ impl Bookings {
             return (self.busy.len(), span(last_end));
         }
         // The first booked interval that ends after `ready`; everything before it is over by then.
-        let mut i = self.first_ending_after(ready);
+        self.walk(self.first_ending_after(ready), ready, occupy, tail)
+    }
+
+    /// Where work goes, looked for from booked interval `i` on (the first that ends after `ready`):
+    /// the first gap it fits, or after the last.
+    #[inline(always)]
+    fn walk(&self, mut i: usize, ready: f64, occupy: f64, tail: f64) -> (usize, (f64, f64)) {
+        let span = |start: f64| (start, (start + occupy).max(tail));
         let mut start = ready;
         while let Some(&(next_start, next_end)) = self.busy.get(i) {
             if span(start).1 <= next_start {
@@ -753,16 +760,7 @@ mod tests {
     /// Where [`Bookings::fit`] puts work when it walks every booking from the first that ends after
     /// `ready`: what its shortcut past a back-to-back run must agree with.
     fn walked(ch: &Bookings, ready: f64, occupy: f64, tail: f64) -> (usize, (f64, f64)) {
-        let span = |start: f64| (start, (start + occupy).max(tail));
-        let (mut i, mut start) = (ch.busy.partition_point(|&(_, end)| end <= ready), ready);
-        while let Some(&(next_start, next_end)) = ch.busy.get(i) {
-            if span(start).1 <= next_start {
-                break;
-            }
-            start = start.max(next_end);
-            i += 1;
-        }
-        (i, span(start))
+        ch.walk(ch.busy.partition_point(|&(_, end)| end <= ready), ready, occupy, tail)
     }
 
     #[test]
