@@ -198,13 +198,12 @@ pub(crate) fn ring_steps(
                 if step > steps.start {
                     let received = step - 1;
                     let part = ring.recv_part(received);
-                    let at = part * pieces + j;
                     let mut shape;
                     let piece = if shapes_only {
                         shape = shapes[r].piece(part, j);
                         &mut shape
                     } else {
-                        let cut = &mut cut[r];
+                        let (cut, at) = (&mut cut[r], part * pieces + j);
                         // A large ring's lanes each hold thousands of pieces, and each receive reaches
                         // a new one, cold after the other lanes' turns: the piece the next receive
                         // goes into is asked for while this message is handled, and if this receive
@@ -252,7 +251,7 @@ pub(crate) fn ring_steps(
     // Every piece of a timing-only run still has the shape it was cut to: cut again, for the caller
     // to finish and store within this poll.
     for (ring_cut, shapes) in cut.iter_mut().zip(&shapes) {
-        ring_cut.extend((0..shapes.count * pieces).map(|at| shapes.piece(at / pieces, at % pieces)));
+        ring_cut.extend((0..shapes.count).flat_map(|part| (0..pieces).map(move |j| shapes.piece(part, j))));
     }
     cut
 }

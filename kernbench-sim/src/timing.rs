@@ -577,28 +577,28 @@ impl Bookings {
     /// among the booked ones, and the interval.
     #[inline(always)]
     fn fit(&self, ready: f64, occupy: f64, tail: f64) -> (usize, (f64, f64)) {
-        let span = |start: f64| (start, (start + occupy).max(tail));
+        let after_all = self.busy.len();
         // Most work is ready after everything booked so far: append.
         let last_end = match self.busy.last() {
-            Some(&(_, end)) if end <= ready => return (self.busy.len(), span(ready)),
-            None => return (self.busy.len(), span(ready)),
+            Some(&(_, end)) if end <= ready => return self.walk(after_all, ready, occupy, tail),
+            None => return self.walk(after_all, ready, occupy, tail),
             Some(&(_, end)) => end,
         };
         // Work that takes time, ready inside the back-to-back run that ends the list, finds no gap
         // before its end: the walk below would go through the whole run.
         if occupy > 0.0 && ready >= self.tail_start {
-            return (self.busy.len(), span(last_end));
+            return self.walk(after_all, last_end, occupy, tail);
         }
         // The first booked interval that ends after `ready`; everything before it is over by then.
         self.walk(self.first_ending_after(ready), ready, occupy, tail)
     }
 
-    /// Where work goes, looked for from booked interval `i` on (the first that ends after `ready`):
-    /// the first gap it fits, or after the last.
+    /// Where work goes that can start at `from`, looked for from booked interval `i` on (the first
+    /// that ends after `from`): the first gap it fits, or after the last.
     #[inline(always)]
-    fn walk(&self, mut i: usize, ready: f64, occupy: f64, tail: f64) -> (usize, (f64, f64)) {
+    fn walk(&self, mut i: usize, from: f64, occupy: f64, tail: f64) -> (usize, (f64, f64)) {
         let span = |start: f64| (start, (start + occupy).max(tail));
-        let mut start = ready;
+        let mut start = from;
         while let Some(&(next_start, next_end)) = self.busy.get(i) {
             if span(start).1 <= next_start {
                 break;
@@ -766,8 +766,8 @@ mod tests {
     #[test]
     fn work_ready_inside_a_back_to_back_run_goes_where_a_walk_of_every_booking_puts_it() {
         // A small generator, so that the sequences are the same on every run: bookings ready in and
-        // out of order, of whole and zero lengths, with late tails, forgotten and merged as a busy
-        // channel's are.
+        // out of order, of whole and zero lengths, with late tails, forgotten as a busy channel's
+        // are (and, below, merged past the bound).
         let mut seed = 0x2545_f491_4f6c_dd1d_u64;
         let mut next = |n: u64| {
             seed ^= seed << 13;
