@@ -1,5 +1,6 @@
 //! The MPI transport: the processes of a run are those of an MPI job (`mpirun -np N ...`).
 
+use std::io::Write;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -88,7 +89,9 @@ impl Mpi {
                     processes: self.processes,
                     waited_ms: start.elapsed().as_millis(),
                 };
-                eprintln!("error: {timeout}");
+                // One write: `mpirun` forwards a process's output as it comes, and prints its own
+                // notice of the abort, which would otherwise land inside a line written in parts.
+                let _ = std::io::stderr().write_all(format!("error: {timeout}\n").as_bytes());
                 world.abort(TIMEOUT_EXIT);
             }
             // Spin while a hand-over is likely close (a round's is microseconds), then give the core to
