@@ -26,11 +26,7 @@ impl Tile {
     /// tile [without data](Tile::without_data).
     pub fn as_slice<T: Element>(&self) -> Result<&[T], TileError> {
         self.check_data("reading the values")?;
-        let (all, start) = self
-            .buffer()
-            .and_then(|(buffer, start)| Some((T::view(buffer)?, start)))
-            .ok_or(TileError::WrongElementType { requested: T::DTYPE, actual: self.dtype() })?;
-        Ok(&all[start..start + self.len])
+        self.elements().ok_or(TileError::WrongElementType { requested: T::DTYPE, actual: self.dtype() })
     }
 
     /// The elements copied into a vector of `T`.

@@ -3,11 +3,14 @@
 //!
 //! A tile is a view (`start..start + len`) of a shared, reference-counted buffer. Slicing and sending
 //! share the buffer; the first write to a shared buffer copies the viewed range (copy on write), so a
-//! sender that keeps reducing into its tile never changes what a receiver already holds.
+//! sender that keeps reducing into its tile never changes what a receiver already holds. A tile of at
+//! most four bytes (one `f32` or `i32`, two `f16`: a flag, a count, one value) holds its elements
+//! itself instead: making, sending and dropping it asks nothing of the allocator and touches no shared
+//! count, which would cost more than the elements.
 //!
 //! A tile may also carry no data at all, only its dtype and length ([`Tile::without_data`]): what a
 //! timing-only run moves, where the time of every operation depends on those alone. Such a tile has
-//! no buffer, so making, viewing, sending and dropping one touches no shared count. Views, joins,
+//! no buffer either, so making, viewing, sending and dropping one touches no shared count. Views, joins,
 //! writes and reductions work on such tiles (their results carry no data either); reading a value out
 //! of one is [`TileError::NoData`]. While [`without_data_while`] says so, the tiles a kernel makes
 //! ([`Tile::zeros`], [`Tile::filled`]) carry no data.
@@ -23,6 +26,7 @@ mod storage;
 mod view;
 
 use std::cell::Cell;
+use std::ops::Range;
 use std::sync::Arc;
 
 pub use dtype::{Dtype, ParseDtypeError, ParseReduceOpError, ReduceOp};
@@ -57,13 +61,60 @@ pub struct Tile {
     len: usize,
 }
 
-/// What a tile views: elements of a shared buffer from `start`, or, for a tile [without
-/// data](Tile::without_data), no buffer and only the dtype (which takes the room `start` would, so a
-/// tile is three words either way).
+/// What a tile views: elements of a shared buffer from `start`, or what the tile holds itself
+/// ([`Held`], in the room `start` would take, so a tile is three words either way).
 #[derive(Clone)]
 enum View {
-    Data { buffer: Arc<Storage_>, start: usize },
-    Absent(Dtype),
+    Shared { buffer: Arc<Storage_>, start: usize },
+    Held(Held),
+}
+
+/// What a tile without a buffer holds: its elements, when they fit in [`Held::BYTES`], or, for a tile
+/// [without data](Tile::without_data), none; and their dtype either way.
+#[derive(Clone, Copy)]
+struct Held {
+    dtype: Dtype,
+    has_data: bool,
+    bytes: HeldBytes,
+}
+
+/// The bytes of a [`Held`] tile's elements, aligned for every element type that fits in them.
+#[derive(Clone, Copy)]
+#[repr(align(4))]
+struct HeldBytes([u8; Held::BYTES]);
+
+impl Held {
+    /// The most bytes of elements a tile holds itself.
+    const BYTES: usize = 4;
+
+    /// A tile's dtype without its data.
+    fn absent(dtype: Dtype) -> Held {
+        Held { dtype, has_data: false, bytes: HeldBytes([0; Held::BYTES]) }
+    }
+
+    /// `values`, if they fit (and are aligned as the bytes are).
+    fn of<T: Element>(values: &[T]) -> Option<Held> {
+        let from: &[u8] = bytemuck::cast_slice(values);
+        if from.len() > Held::BYTES || align_of::<T>() > align_of::<HeldBytes>() {
+            return None;
+        }
+        let mut bytes = HeldBytes([0; Held::BYTES]);
+        bytes.0[..from.len()].copy_from_slice(from);
+        Some(Held { dtype: T::DTYPE, has_data: true, bytes })
+    }
+
+    /// The first `len` elements, if they are of `T`.
+    fn elements<T: Element>(&self, len: usize) -> Option<&[T]> {
+        (self.has_data && self.dtype == T::DTYPE).then(|| bytemuck::cast_slice(&self.bytes.0[..len * size_of::<T>()]))
+    }
+
+    /// Elements `range` (of a dtype of `size` bytes) moved to the front, if there are elements.
+    fn slice(mut self, range: Range<usize>, size: usize) -> Held {
+        if self.has_data {
+            self.bytes.0.copy_within(range.start * size..range.end * size, 0);
+        }
+        self
+    }
 }
 
 impl Tile {
@@ -76,7 +127,11 @@ impl Tile {
     /// A tile owning `values`.
     pub fn from_vec<T: Element>(values: Vec<T>) -> Tile {
         let len = values.len();
-        Tile { view: View::Data { buffer: Arc::new(T::wrap(values)), start: 0 }, len }
+        let view = match Held::of(&values) {
+            Some(held) => View::Held(held),
+            None => View::Shared { buffer: Arc::new(T::wrap(values)), start: 0 },
+        };
+        Tile { view, len }
     }
 
     /// `len` zeros of `dtype`.
@@ -122,8 +177,12 @@ impl Tile {
             return Ok(Tile::without_data(dtype, len));
         }
         with_element!(dtype, T => {
+            let value = <T as Element>::from_f64(value);
+            if let Some(held) = [value; Held::BYTES].get(..len).and_then(Held::of) {
+                return Ok(Tile { view: View::Held(held), len });
+            }
             let mut values: Vec<T> = buffer(len)?;
-            values.resize(len, <T as Element>::from_f64(value));
+            values.resize(len, value);
             Ok(Tile::from_vec(values))
         })
     }
@@ -175,19 +234,22 @@ impl Tile {
     /// assert!(matches!(half.to_vec::<f32>(), Err(TileError::NoData { .. })));
     /// ```
     pub fn without_data(dtype: Dtype, len: usize) -> Tile {
-        Tile { view: View::Absent(dtype), len }
+        Tile { view: View::Held(Held::absent(dtype)), len }
     }
 
     /// Whether it carries its elements' data: every tile but one [without data](Tile::without_data).
     pub fn has_data(&self) -> bool {
-        matches!(self.view, View::Data { .. })
+        match &self.view {
+            View::Shared { .. } => true,
+            View::Held(held) => held.has_data,
+        }
     }
 
     /// The element type.
     pub fn dtype(&self) -> Dtype {
         match &self.view {
-            View::Data { buffer, .. } => buffer.dtype(),
-            View::Absent(dtype) => *dtype,
+            View::Shared { buffer, .. } => buffer.dtype(),
+            View::Held(held) => held.dtype,
         }
     }
 
@@ -212,53 +274,62 @@ impl Tile {
     }
 
     /// Whether two tiles view the same buffer (a slice or a sent copy of a tile does, until either is
-    /// written). Tiles without data have no buffer, so share none.
+    /// written). Tiles without data and tiles small enough to hold their elements themselves have no
+    /// buffer, so share none.
     pub fn shares_buffer_with(&self, other: &Tile) -> bool {
         match (&self.view, &other.view) {
-            (View::Data { buffer: a, .. }, View::Data { buffer: b, .. }) => Arc::ptr_eq(a, b),
+            (View::Shared { buffer: a, .. }, View::Shared { buffer: b, .. }) => Arc::ptr_eq(a, b),
             _ => false,
         }
     }
 
-    /// Whether this tile alone holds its buffer, so that writing it changes no other tile.
+    /// Whether this tile alone holds its data, so that writing it changes no other tile.
     #[inline]
     fn holds_alone(&mut self) -> bool {
         match &mut self.view {
-            View::Data { buffer, .. } => Arc::get_mut(buffer).is_some(),
-            View::Absent(_) => false,
+            View::Shared { buffer, .. } => Arc::get_mut(buffer).is_some(),
+            View::Held(held) => held.has_data,
         }
     }
 
-    /// The buffer and where the view starts in it; `None` for a tile without data.
+    /// The buffer and where the view starts in it; `None` for a tile without one.
     #[inline]
     fn buffer(&self) -> Option<(&Storage_, usize)> {
         match &self.view {
-            View::Data { buffer, start } => Some((buffer, *start)),
-            View::Absent(_) => None,
+            View::Shared { buffer, start } => Some((buffer, *start)),
+            View::Held(_) => None,
+        }
+    }
+
+    /// The viewed elements, if the tile has data and it is of `T`.
+    #[inline]
+    fn elements<T: Element>(&self) -> Option<&[T]> {
+        match &self.view {
+            View::Shared { buffer, start } => Some(&T::view(buffer)?[*start..*start + self.len]),
+            View::Held(held) => held.elements(self.len),
         }
     }
 
     /// The viewed elements; the caller has checked that there is data and matched `T` to the dtype.
     #[inline]
     fn typed<T: Element>(&self) -> &[T] {
-        let (all, start) = self
-            .buffer()
-            .and_then(|(buffer, start)| Some((T::view(buffer)?, start)))
-            .expect("data and dtype checked by the caller");
-        &all[start..start + self.len]
+        self.elements().expect("data and dtype checked by the caller")
     }
 
     /// The viewed elements, writable: takes a private copy of the range first if the buffer is shared.
     #[inline]
     fn typed_mut<T: Element>(&mut self) -> &mut [T] {
         if !self.holds_alone() {
-            let own = self.typed::<T>().to_vec();
-            self.view = View::Data { buffer: Arc::new(T::wrap(own)), start: 0 };
+            *self = Tile::from_vec(self.typed::<T>().to_vec());
         }
         let len = self.len;
-        let View::Data { buffer, start } = &mut self.view else { unreachable!("a buffer after copy on write") };
-        let data = Arc::get_mut(buffer).expect("unique after copy on write");
-        &mut T::view_mut(data).expect("dtype dispatched by the caller")[*start..*start + len]
+        match &mut self.view {
+            View::Shared { buffer, start } => {
+                let data = Arc::get_mut(buffer).expect("unique after copy on write");
+                &mut T::view_mut(data).expect("dtype dispatched by the caller")[*start..*start + len]
+            }
+            View::Held(held) => bytemuck::cast_slice_mut(&mut held.bytes.0[..len * size_of::<T>()]),
+        }
     }
 }
 

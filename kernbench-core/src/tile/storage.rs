@@ -49,7 +49,7 @@ impl Joined {
 }
 
 /// A Rust type that can be a tile's element.
-pub trait Element: Copy + Send + Sync + PartialEq + fmt::Debug + 'static + sealed::Sealed {
+pub trait Element: bytemuck::Pod + Send + Sync + PartialEq + fmt::Debug + sealed::Sealed {
     /// The dtype of tiles holding this type.
     const DTYPE: Dtype;
     /// Converts to `f64` (exactly, except `i64` beyond 2^53).

@@ -17,8 +17,8 @@ impl Tile {
             return Err(TileError::OutOfRange { start: range.start, end: range.end, len: self.len });
         }
         let view = match &self.view {
-            View::Data { buffer, start } => View::Data { buffer: Arc::clone(buffer), start: start + range.start },
-            View::Absent(dtype) => View::Absent(*dtype),
+            View::Shared { buffer, start } => View::Shared { buffer: Arc::clone(buffer), start: start + range.start },
+            View::Held(held) => View::Held(held.slice(range.clone(), self.dtype().size())),
         };
         Ok(Tile { view, len: range.len() })
     }
@@ -77,7 +77,7 @@ impl Tile {
             return Ok(Tile::joined(dtype, len, parts));
         }
         let storage = Storage_::copied(dtype, len, &parts)?;
-        Ok(Tile { view: View::Data { buffer: Arc::new(storage), start: 0 }, len })
+        Ok(Tile { view: View::Shared { buffer: Arc::new(storage), start: 0 }, len })
     }
 
     /// The least bytes a part of a joined tile holds on average: below it, copying the parts into one
@@ -92,7 +92,7 @@ impl Tile {
     /// A tile of `parts` (pieces of flat vectors, none empty, `len` elements of `dtype` in all) joined.
     fn joined(dtype: Dtype, len: usize, parts: Vec<Tile>) -> Tile {
         let storage = Storage_::joined(dtype, len, parts.into_boxed_slice());
-        Tile { view: View::Data { buffer: Arc::new(storage), start: 0 }, len }
+        Tile { view: View::Shared { buffer: Arc::new(storage), start: 0 }, len }
     }
 
     /// Appends this tile's pieces ([`Tile::pieces`]), the empty ones left out, to `parts`: a joined

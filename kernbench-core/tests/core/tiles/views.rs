@@ -22,6 +22,46 @@ fn slice_chunk_and_clone_share_the_buffer() {
     }
 }
 
+/// A tile of four bytes or fewer holds its elements itself: a copy shares nothing with it, so a
+/// write to either leaves the other as it was, and views, joins, reductions and bytes read the same
+/// values as a buffer's. Five bytes or more (and every `i64`, whose alignment the held bytes lack) are
+/// a shared buffer as before. Either way a tile is three words.
+#[test]
+fn a_tile_of_four_bytes_or_fewer_holds_them_itself() {
+    assert_eq!(size_of::<Tile>(), 3 * size_of::<usize>());
+    for dtype in Dtype::ALL {
+        let fits = if dtype.size() <= 4 { 4 / dtype.size() } else { 0 };
+        for len in 1..=fits + 1 {
+            let values: Vec<f64> = (1..=len).map(|v| v as f64).collect();
+            let tile = tile_of(dtype, &values);
+            let held = len <= fits;
+            assert_eq!(tile.clone().shares_buffer_with(&tile), !held, "{dtype} x {len}");
+            assert_eq!(Tile::filled(dtype, len, 3.0).to_f64_vec(), vec![3.0; len], "{dtype} x {len}");
+
+            let mut copy = tile.clone();
+            copy.reduce_in_place(&tile_of(dtype, &vec![10.0; len]), ReduceOp::Sum).unwrap();
+            assert_eq!(copy.to_f64_vec(), values.iter().map(|v| v + 10.0).collect::<Vec<_>>(), "{dtype} x {len}");
+            assert_eq!(tile.to_f64_vec(), values, "{dtype} x {len}: the copy's reduction reached the tile");
+            copy.write_at(len - 1, &tile_of(dtype, &[0.0])).unwrap();
+            assert_eq!(copy.get_f64(len - 1), Some(0.0), "{dtype} x {len}");
+            assert_eq!(tile.get_f64(len - 1), Some(len as f64), "{dtype} x {len}: the copy's write reached the tile");
+
+            let last = tile.slice(len - 1..len).unwrap();
+            assert_eq!(last.to_f64_vec(), [len as f64], "{dtype} x {len}");
+            let joined = Tile::concat(&[last.clone(), tile.clone()]).unwrap();
+            assert_eq!(joined.to_f64_vec(), [&[len as f64][..], &values].concat(), "{dtype} x {len}");
+            let mut bytes = Vec::new();
+            tile.write_bytes(&mut bytes);
+            assert_eq!(Tile::from_bytes(dtype, &bytes).unwrap(), tile, "{dtype} x {len}");
+        }
+    }
+    let one = Tile::from_vec(vec![7.0f32]);
+    assert_eq!(one.as_slice::<f32>().unwrap(), [7.0]);
+    assert!(matches!(one.as_slice::<i32>(), Err(TileError::WrongElementType { .. })));
+    let empty = Tile::zeros(Dtype::F16, 0);
+    assert!(empty.is_empty() && empty.has_data() && empty.as_slice::<f16>().unwrap().is_empty());
+}
+
 /// A write into a view of a shared buffer copies that view first: the other views keep their values
 /// and stop sharing with it.
 fn writing_a_shared_view_copies_it(dtype: Dtype) {
