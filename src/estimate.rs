@@ -6,7 +6,9 @@
 use kernbench_core::collective::estimate;
 use kernbench_core::{Algorithm, Collective, InstallPlan, Layout, System};
 
-pub use kernbench_core::collective::estimate::{DEFAULT_MAX_MESSAGES, RunSize, human, peak_memory, timing_only_memory};
+pub use kernbench_core::collective::estimate::{
+    DEFAULT_MAX_MESSAGES, RunSize, human, kept_messages, peak_memory, timing_only_memory,
+};
 
 /// The symmetric heap, in bytes, that one call of `algorithm` on `ranks` ranks of `input_bytes` each
 /// allocates in all: [`estimate::symmetric_heap`] of its kernel.
@@ -76,7 +78,8 @@ pub enum Checking {
 /// use kernbench::Collective;
 /// use kernbench::estimate::{Checking, RunSize, floor, peak_memory, timing_only_memory};
 /// assert_eq!(floor(Collective::AllReduce, 8, 1 << 20, Checking::Numeric), peak_memory(Collective::AllReduce, 8, 1 << 20));
-/// let one_lane_each = RunSize { ranks: 8, lanes: 8, state: 0, queues: 0, slots: 0, hops: 0, channels: 0, messages: 0 };
+/// let one_lane_each =
+///     RunSize { ranks: 8, lanes: 8, state: 0, queues: 0, slots: 0, hops: 0, channels: 0, messages: 0, kept: 0 };
 /// assert_eq!(floor(Collective::AllReduce, 8, 1 << 20, Checking::TimingOnly), timing_only_memory(&one_lane_each));
 /// ```
 pub fn floor(collective: Collective, ranks: usize, input_bytes: u64, checking: Checking) -> u64 {
@@ -93,6 +96,7 @@ pub fn floor(collective: Collective, ranks: usize, input_bytes: u64, checking: C
                 hops: 0,
                 channels: 0,
                 messages: 0,
+                kept: 0,
             })
         }
     }
@@ -116,7 +120,7 @@ pub fn floor(collective: Collective, ranks: usize, input_bytes: u64, checking: C
 /// assert_eq!(e.memory, peak_memory(Collective::AllReduce, 4, 1 << 20) + (16 << 20));
 /// // Timing only: what its messages hold, whatever their bytes.
 /// let t = call(&system, Collective::AllReduce, one_shot, &plan, &layout, Checking::TimingOnly);
-/// let run = RunSize::of(one_shot.launch(), &plan, &system, t.messages);
+/// let run = RunSize::of(one_shot.kernel.name, one_shot.launch(), &plan, &system, t.messages);
 /// assert_eq!(t.memory, timing_only_memory(&run));
 /// ```
 pub fn call(
@@ -137,7 +141,9 @@ pub fn call(
     let memory = match checking {
         Checking::Numeric => data(),
         Checking::Exact => data().saturating_add(peak_memory(collective, ranks, (largest as u64).saturating_mul(8))),
-        Checking::TimingOnly => timing_only_memory(&RunSize::of(algorithm.launch(), plan, system, messages)),
+        Checking::TimingOnly => {
+            timing_only_memory(&RunSize::of(algorithm.kernel.name, algorithm.launch(), plan, system, messages))
+        }
     };
     Estimate { input_bytes, memory, messages }
 }

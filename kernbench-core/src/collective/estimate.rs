@@ -36,14 +36,14 @@
 //!
 //! ```text
 //! algorithm               system                ranks     lanes     queues    hops     messages  peak    estimate
-//! ring (1 MiB)            1024 SIPs x 1 PE      1024      4096      8192      8192     16.8M     0.03G   0.32G
-//! bidirectional_ring      1024 SIPs x 1 PE      1024      4096      8192      8192     33.5M     0.04G   0.57G
-//! ring (1 MiB)            4096 SIPs x 1 PE      4096      16384     32768     32768    268.4M    0.08G   4.09G
+//! ring (1 MiB)            1024 SIPs x 1 PE      1024      4096      8192      8192     16.8M     0.03G   0.10G
+//! bidirectional_ring      1024 SIPs x 1 PE      1024      4096      8192      8192     33.5M     0.04G   0.10G
+//! ring (1 MiB)            4096 SIPs x 1 PE      4096      16384     32768     32768    268.4M    0.08G   0.22G
 //! hierarchical_allreduce  16 SIPs x 16x16x16    65536     65536     139296    147424   262144    0.12G   0.16G
 //! hierarchical_allreduce  256 SIPs x 16x16x16   1048576   1048576   2228736   2358784  4194304   1.34G   1.66G
 //! hierarchical_allreduce  4096 SIPs x 16x16x16  16777216  16777216  35659776  37.7M    67.1M     21.04G  25.69G
-//! pairwise_alltoall       512 SIPs x 1 PE       512       512       261632    33.6M    261632    0.43G   0.62G
-//! pairwise_alltoall       1024 SIPs x 1 PE      1024      1024      1047552   268.4M   1047552   2.17G   4.28G
+//! pairwise_alltoall       512 SIPs x 1 PE       512       512       261632    33.6M    261632    0.43G   0.64G
+//! pairwise_alltoall       1024 SIPs x 1 PE      1024      1024      1047552   268.4M   1047552   2.17G   4.32G
 //! ```
 //!
 //! What each part holds: a rank, its PE's state, ports and buffers and its entries in the caller's
@@ -51,13 +51,16 @@
 //! size is the kernel's ([`RunSize::state`]: 224 B for the hierarchical all-reduce, 592 B for the
 //! ring); a queue, itself, its plan entry, port and route (about 140 B); a slot a message takes, 40 B
 //! (one no message takes is never written); a hop, the route's entry as it is built (the all-to-alls
-//! give about 8 B); a channel, its bookings and figures (64 B); and what a kernel keeps for the
-//! messages it sends (the rings keep nothing: a piece without data is cut again from its part's
-//! shape when it is used, see [`Tl::timing_only`](crate::kernel::Tl::timing_only)). So 64 MiB, 320 B
-//! a rank, 320 B a lane beside its coroutine, 160 B a queue, 48 B a slot a message takes, 16 B a hop,
-//! 64 B a channel and 16 B a message bound them, by 1.2 to 2x (the all-to-all's routes are the
-//! loosest part); the rings' 16 B a message bounds nothing they hold, and makes their estimates 10 to
-//! 50 times their peaks.
+//! give about 8 B); a channel, its figures and first two bookings (64 B), and the bookings past those
+//! in a list of its own (16 B each; each message books every channel its route crosses, and the
+//! network model forgets old ones once a channel has more than 128: the rings, whose every channel
+//! carries thousands of messages, hold about 128 a channel at their peaks); and what a kernel keeps
+//! for the messages it sends (the rings keep nothing: a piece without data is cut again from its
+//! part's shape when it is used, see [`Tl::timing_only`](crate::kernel::Tl::timing_only)). So 64 MiB,
+//! 320 B a rank, 320 B a lane beside its coroutine, 160 B a queue, 48 B a slot a message takes, 16 B a
+//! hop, 64 B a channel, 16 B a listed booking (room for 256 a channel at most, as a list grows by
+//! doubling) and 16 B a message its kernel may keep ([`kept_messages`]) bound them, by 1.2 to 3x
+//! (the all-to-all's routes and the rings' lists are the loosest parts).
 //!
 //! # Messages
 //!
@@ -174,15 +177,18 @@ pub struct RunSize {
     pub channels: u64,
     /// The messages it sends ([`messages`]).
     pub messages: u64,
+    /// Those of its messages whose tiles its kernel may keep until it ends ([`kept_messages`]).
+    pub kept: u64,
 }
 
 impl RunSize {
-    /// The run of `kernel` on `plan` (its plan on `system`), sending `messages`.
-    pub fn of(kernel: &dyn Launch, plan: &InstallPlan, system: &System, messages: u64) -> RunSize {
+    /// The run of the kernel called `kernel`, started as `launch`, on `plan` (its plan on `system`),
+    /// sending `messages`.
+    pub fn of(kernel: &str, launch: &dyn Launch, plan: &InstallPlan, system: &System, messages: u64) -> RunSize {
         let ranks = plan.len();
         let (mut lanes, mut channels) = (0u64, 1u64);
         for rank in 0..ranks {
-            let n = kernel.lanes(rank, ranks).max(1) as u64;
+            let n = launch.lanes(rank, ranks).max(1) as u64;
             (lanes, channels) = (lanes + n, channels.max(n));
         }
         let edges = plan.participants().flat_map(|p| &p.neighbors);
@@ -191,8 +197,27 @@ impl RunSize {
         let slots = queues.saturating_mul(system.ipcq_depth() as u64).min(messages.max(queues));
         let hops = hops.saturating_mul(channels);
         let distinct = hops.min((system.channel_count() as u64).saturating_mul(channels));
-        let state = kernel.state_bytes() as u64;
-        RunSize { ranks, lanes, state, queues, slots, hops, channels: distinct, messages }
+        let state = launch.state_bytes() as u64;
+        let kept = kept_messages(kernel, messages);
+        RunSize { ranks, lanes, state, queues, slots, hops, channels: distinct, messages, kept }
+    }
+}
+
+/// Of `messages` that the kernel called `kernel` sends, those whose tiles it may keep until it ends
+/// ([`RunSize::kept`]): all of them, but none for the rings, which in a timing-only run keep each
+/// ring's parts as a few numbers and make a piece's shape when they send or receive it (see
+/// [`Tl::timing_only`](crate::kernel::Tl::timing_only)).
+///
+/// # Examples
+/// ```
+/// use kernbench_core::collective::estimate::kept_messages;
+/// assert_eq!(kept_messages("ring_allreduce", 1 << 30), 0);
+/// assert_eq!(kept_messages("pairwise_alltoall", 56), 56);
+/// ```
+pub fn kept_messages(kernel: &str, messages: u64) -> u64 {
+    match kernel {
+        "ring_allreduce" | "bidirectional_ring_allreduce" | "ring_allgather" | "ring_reduce_scatter" => 0,
+        _ => messages,
     }
 }
 
@@ -207,7 +232,8 @@ impl RunSize {
 /// use kernbench_core::collective::estimate::{RunSize, timing_only_memory};
 /// // Any size of a call over 8 ranks of a lane and two queues each, with a thousand messages: about
 /// // the fixed part.
-/// let run = RunSize { ranks: 8, lanes: 8, state: 256, queues: 16, slots: 64, hops: 16, channels: 16, messages: 1000 };
+/// let run =
+///     RunSize { ranks: 8, lanes: 8, state: 256, queues: 16, slots: 64, hops: 16, channels: 16, messages: 1000, kept: 1000 };
 /// assert!(timing_only_memory(&run) < 128 << 20);
 /// ```
 pub fn timing_only_memory(run: &RunSize) -> u64 {
@@ -219,7 +245,8 @@ pub fn timing_only_memory(run: &RunSize) -> u64 {
         run.slots.saturating_mul(TIMING_ONLY_SLOT_BYTES),
         run.hops.saturating_mul(TIMING_ONLY_HOP_BYTES),
         run.channels.saturating_mul(TIMING_ONLY_CHANNEL_BYTES),
-        run.messages.saturating_mul(TIMING_ONLY_MESSAGE_BYTES),
+        listed_bookings(run).saturating_mul(TIMING_ONLY_BOOKING_BYTES),
+        run.kept.saturating_mul(TIMING_ONLY_MESSAGE_BYTES),
     ]
     .into_iter()
     .fold(0, u64::saturating_add)
@@ -243,11 +270,33 @@ const TIMING_ONLY_SLOT_BYTES: u64 = 48;
 /// What it holds per channel a queue's route crosses: the route's entry, as it is built.
 const TIMING_ONLY_HOP_BYTES: u64 = 16;
 
-/// What it holds per distinct channel: its bookings and figures.
+/// What it holds per distinct channel: its bookings and figures, its first
+/// [`CHANNEL_HELD_BOOKINGS`] bookings among them.
 const TIMING_ONLY_CHANNEL_BYTES: u64 = 64;
 
-/// What a timing-only run holds per message at most, above the fixed part: what a kernel keeps for
-/// the messages it sends (see the module docs; the rings keep nothing).
+/// The bookings a channel holds in place; more go to a list of their own (the network model's, in
+/// `kernbench-sim`).
+const CHANNEL_HELD_BOOKINGS: u64 = 2;
+
+/// The most room a channel's list of bookings takes, in bookings: the network model forgets old
+/// bookings once a channel has more than 128, so a list doubles to room for 256 and no further (the
+/// rings' peaks of the module docs hold about 128 a channel).
+const CHANNEL_LISTED_BOOKINGS: u64 = 256;
+
+/// What a booking in a channel's list holds: its interval.
+const TIMING_ONLY_BOOKING_BYTES: u64 = 16;
+
+/// The bookings `run`'s channels hold in lists of their own, at most: each message books every
+/// channel its route crosses (a queue's hops, on average), a channel holds its first few in place,
+/// and its list takes room for [`CHANNEL_LISTED_BOOKINGS`] at most.
+fn listed_bookings(run: &RunSize) -> u64 {
+    let crossings = run.messages.saturating_mul(run.hops) / run.queues.max(1);
+    let held = run.channels.saturating_mul(CHANNEL_HELD_BOOKINGS);
+    crossings.saturating_sub(held).min(run.channels.saturating_mul(CHANNEL_LISTED_BOOKINGS))
+}
+
+/// What a timing-only run holds per message its kernel may keep ([`RunSize::kept`]) at most, above
+/// the fixed part (see the module docs).
 const TIMING_ONLY_MESSAGE_BYTES: u64 = 16;
 
 /// The symmetric heap, in bytes, that one call of the kernel called `kernel` on `ranks` ranks of

@@ -120,12 +120,21 @@ fn a_timing_only_call_is_bounded_by_its_memory_not_its_messages() {
     let plan = comm.plan(&ring).unwrap();
     // 4 lanes a rank, and a queue to each of its 2 neighbours (one hop away) on each lane's channel,
     // each of whose 4 slots its messages take; every hop a channel of its own.
-    let run = estimate::RunSize::of(ring.launch(), &plan, comm.system(), messages);
+    let run = estimate::RunSize::of(ring.kernel.name, ring.launch(), &plan, comm.system(), messages);
     let queues = 2 * 4 * 4096;
     let state = ring.state_bytes() as u64;
     let (slots, hops) = (4 * queues, queues);
-    let expected =
-        estimate::RunSize { ranks: 4096, lanes: 4 * 4096, state, queues, slots, hops, channels: hops, messages };
+    let expected = estimate::RunSize {
+        ranks: 4096,
+        lanes: 4 * 4096,
+        state,
+        queues,
+        slots,
+        hops,
+        channels: hops,
+        messages,
+        kept: 0,
+    };
     assert_eq!(run, expected);
     let needs = estimate::timing_only_memory(&run);
     let mut comm = comm.timing_only(true).max_memory(Some(needs - 1));
@@ -137,6 +146,37 @@ fn a_timing_only_call_is_bounded_by_its_memory_not_its_messages() {
 }
 
 #[test]
+fn a_timing_only_ring_keeps_nothing_a_message_so_its_estimate_stops_growing_with_its_messages() {
+    // The rings keep no tile a message in a timing-only run, and their channels forget old bookings:
+    // the ring all-reduce on 16,384 SIPs sends nearly 2^32 messages, which at what another kernel may
+    // keep a message would be an estimate larger than a 24 GiB machine; its estimate is its ranks',
+    // lanes', queues' and channels', with each channel's list of bookings at its most.
+    let system = System::from_json_str(r#"{"sips": 16384, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1}"#).unwrap();
+    let registry = kernbench::algorithms::default_registry();
+    let ring = registry.get("ring").unwrap();
+    let plan = ring.plan(&system).unwrap();
+    let layout = kernbench::Layout::of(&system, F32, 1, 1 << 18, DpPolicy::LEADER).unwrap();
+    let e = estimate::call(&system, Collective::AllReduce, ring, &plan, &layout, estimate::Checking::TimingOnly);
+    assert_eq!(e.messages, 16384 * 2 * 16383 * 2 * 4);
+    let run = estimate::RunSize::of(ring.kernel.name, ring.launch(), &plan, &system, e.messages);
+    assert_eq!((run.messages, run.kept), (e.messages, 0));
+    assert_eq!(e.memory, estimate::timing_only_memory(&run));
+    assert!(e.memory < 1 << 30, "{}", estimate::human(e.memory));
+    let keeping = estimate::RunSize { kept: run.messages, ..run };
+    assert!(estimate::timing_only_memory(&keeping) > 24 << 30);
+    // Twice the messages: the same lists, and no more kept; fewer than the lists hold, less.
+    let twice = estimate::RunSize { messages: 2 * run.messages, ..run };
+    assert_eq!(estimate::timing_only_memory(&twice), e.memory);
+    let few = estimate::RunSize { messages: run.channels * 16, ..run };
+    assert!(estimate::timing_only_memory(&few) < e.memory);
+    // Every ring kernel; a kernel that keeps what it receives is estimated for all it sends.
+    for kernel in ["ring_allreduce", "bidirectional_ring_allreduce", "ring_allgather", "ring_reduce_scatter"] {
+        assert_eq!(estimate::kept_messages(kernel, e.messages), 0, "{kernel}");
+    }
+    assert_eq!(estimate::kept_messages("pairwise_alltoall", e.messages), e.messages);
+}
+
+#[test]
 fn a_timing_only_estimate_counts_every_queue_and_the_channels_its_route_crosses() {
     // Pairwise all-to-all on a ring of 8 SIPs: a queue from each rank to each of the 7 others, whose
     // routes go the short way round, 1 + 2 + 3 + 4 + 3 + 2 + 1 = 16 hops a rank, over no more channels
@@ -145,7 +185,7 @@ fn a_timing_only_estimate_counts_every_queue_and_the_channels_its_route_crosses(
     let mut comm = Communicator::new(system.clone());
     let pairwise = comm.algorithm("pairwise_alltoall").unwrap();
     let plan = comm.plan(&pairwise).unwrap();
-    let run = estimate::RunSize::of(pairwise.launch(), &plan, &system, 56);
+    let run = estimate::RunSize::of(pairwise.kernel.name, pairwise.launch(), &plan, &system, 56);
     assert!(system.channel_count() < 8 * 16);
     let state = pairwise.state_bytes() as u64;
     let expected = estimate::RunSize {
@@ -157,14 +197,18 @@ fn a_timing_only_estimate_counts_every_queue_and_the_channels_its_route_crosses(
         hops: 8 * 16,
         channels: system.channel_count() as u64,
         messages: 56,
+        kept: 56,
     };
     assert_eq!(run, expected);
     let farther = estimate::RunSize { hops: run.hops + 1, ..run };
     assert!(estimate::timing_only_memory(&farther) > estimate::timing_only_memory(&run));
     // More messages a queue take more of its slots, up to the queue's depth.
-    let busier = estimate::RunSize::of(pairwise.launch(), &plan, &system, 3 * 56);
+    let busier = estimate::RunSize::of(pairwise.kernel.name, pairwise.launch(), &plan, &system, 3 * 56);
     assert_eq!(busier.slots, 3 * 8 * 7);
-    assert_eq!(estimate::RunSize::of(pairwise.launch(), &plan, &system, 100 * 56).slots, 4 * 8 * 7);
+    assert_eq!(
+        estimate::RunSize::of(pairwise.kernel.name, pairwise.launch(), &plan, &system, 100 * 56).slots,
+        4 * 8 * 7
+    );
     assert!(estimate::timing_only_memory(&busier) > estimate::timing_only_memory(&run));
     // A larger coroutine is more memory a lane.
     let larger = estimate::RunSize { state: run.state + 64, ..run };
