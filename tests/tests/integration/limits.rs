@@ -169,8 +169,16 @@ fn a_timing_only_ring_keeps_nothing_a_message_so_its_estimate_stops_growing_with
     assert_eq!(estimate::timing_only_memory(&twice), e.memory);
     let few = estimate::RunSize { messages: run.channels * 16, ..run };
     assert!(estimate::timing_only_memory(&few) < e.memory);
-    // Every ring kernel; a kernel that keeps what it receives is estimated for all it sends.
-    for kernel in ["ring_allreduce", "bidirectional_ring_allreduce", "ring_allgather", "ring_reduce_scatter"] {
+    // Every ring kernel, and the hierarchical all-reduce; a kernel that keeps what it receives is
+    // estimated for all it sends.
+    let keep_nothing = [
+        "ring_allreduce",
+        "bidirectional_ring_allreduce",
+        "ring_allgather",
+        "ring_reduce_scatter",
+        "hierarchical_allreduce",
+    ];
+    for kernel in keep_nothing {
         assert_eq!(estimate::kept_messages(kernel, e.messages), 0, "{kernel}");
     }
     assert_eq!(estimate::kept_messages("pairwise_alltoall", e.messages), e.messages);
