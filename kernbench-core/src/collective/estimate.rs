@@ -58,9 +58,9 @@
 //! for the messages it sends (the rings keep nothing: a piece without data is cut again from its
 //! part's shape when it is used, see [`Tl::timing_only`](crate::kernel::Tl::timing_only)). So 64 MiB,
 //! 320 B a rank, 320 B a lane beside its coroutine, 160 B a queue, 48 B a slot a message takes, 16 B a
-//! hop, 64 B a channel, 16 B a listed booking (room for 256 a channel at most, as a list grows by
-//! doubling) and 16 B a message its kernel may keep ([`kept_messages`]) bound them, by 1.2 to 3x
-//! (the all-to-all's routes and the rings' lists are the loosest parts).
+//! hop, 64 B a channel, 16 B a listed booking (room for 256 a channel, which a list grows to by
+//! doubling where forgetting keeps up) and 16 B a message its kernel may keep ([`kept_messages`])
+//! bound them, by 1.2 to 3x (the all-to-all's routes and the rings' lists are the loosest parts).
 //!
 //! # Messages
 //!
@@ -283,17 +283,19 @@ const TIMING_ONLY_CHANNEL_BYTES: u64 = 64;
 /// `kernbench-sim`).
 const CHANNEL_HELD_BOOKINGS: u64 = 2;
 
-/// The most room a channel's list of bookings takes, in bookings: the network model forgets old
-/// bookings once a channel has more than 128, so a list doubles to room for 256 and no further (the
-/// rings' peaks of the module docs hold about 128 a channel).
+/// The room a channel's list of bookings takes, in bookings, where forgetting keeps up: the network
+/// model forgets old bookings once a channel has more than 128, so a list doubles to room for 256
+/// (the rings' peaks of the module docs hold about 128 a channel). A run whose forgetting frees too
+/// little (one PE far behind the others holds back what may be forgotten) raises that bound and can
+/// keep more.
 const CHANNEL_LISTED_BOOKINGS: u64 = 256;
 
 /// What a booking in a channel's list holds: its interval.
 const TIMING_ONLY_BOOKING_BYTES: u64 = 16;
 
-/// The bookings `run`'s channels hold in lists of their own, at most: each message books every
-/// channel its route crosses (a queue's hops, on average), a channel holds its first few in place,
-/// and its list takes room for [`CHANNEL_LISTED_BOOKINGS`] at most.
+/// The bookings `run`'s channels hold in lists of their own: each message books every channel its
+/// route crosses (a queue's hops, on average), a channel holds its first few in place, and forgetting
+/// keeps its list to room for [`CHANNEL_LISTED_BOOKINGS`].
 fn listed_bookings(run: &RunSize) -> u64 {
     let crossings = run.messages.saturating_mul(run.hops) / run.queues.max(1);
     let held = run.channels.saturating_mul(CHANNEL_HELD_BOOKINGS);

@@ -150,7 +150,7 @@ fn a_timing_only_ring_keeps_nothing_a_message_so_its_estimate_stops_growing_with
     // The rings keep no tile a message in a timing-only run, and their channels forget old bookings:
     // the ring all-reduce on 16,384 SIPs sends nearly 2^32 messages, which at what another kernel may
     // keep a message would be an estimate larger than a 24 GiB machine; its estimate is its ranks',
-    // lanes', queues' and channels', with each channel's list of bookings at its most.
+    // lanes', queues' and channels', each channel's list of bookings as large as forgetting lets it grow.
     let system = System::from_json_str(r#"{"sips": 16384, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 1}"#).unwrap();
     let registry = kernbench::algorithms::default_registry();
     let ring = registry.get("ring").unwrap();
