@@ -32,13 +32,14 @@
 //! messages instead ([`timing_only_memory`] of a [`RunSize`]). Peak RSS of `kernbench run
 //! --timing-only` on the built-in system or `configs/systems/ring16.json` with more SIPs and PEs
 //! (release build, mimalloc; the 4,096-SIP hierarchical run with `--max-memory`, as its estimate is
-//! more than a 24 GiB machine has free):
+//! more than a 24 GiB machine has free; the 16,384-SIP ring takes 16 minutes):
 //!
 //! ```text
 //! algorithm               system                ranks     lanes     queues    hops     messages  peak    estimate
 //! ring (1 MiB)            1024 SIPs x 1 PE      1024      4096      8192      8192     16.8M     0.03G   0.10G
 //! bidirectional_ring      1024 SIPs x 1 PE      1024      4096      8192      8192     33.5M     0.04G   0.10G
 //! ring (1 MiB)            4096 SIPs x 1 PE      4096      16384     32768     32768    268.4M    0.08G   0.22G
+//! ring (1 MiB)            16384 SIPs x 1 PE     16384     65536     131072    131072   4294.7M   0.25G   0.68G
 //! hierarchical_allreduce  16 SIPs x 16x16x16    65536     65536     139296    147424   262144    0.12G   0.16G
 //! hierarchical_allreduce  256 SIPs x 16x16x16   1048576   1048576   2228736   2358784  4194304   1.34G   1.60G
 //! hierarchical_allreduce  4096 SIPs x 16x16x16  16777216  16777216  35659776  37.7M    67.1M     21.04G  24.69G
