@@ -4,6 +4,7 @@
 
 use kernbench_core::route::Channel;
 use kernbench_core::{Carriage, LinkClass, PeId, System};
+use rayon::prelude::*;
 use thin_vec::ThinVec;
 
 use crate::error::RunError;
@@ -634,19 +635,33 @@ pub(crate) struct Carried {
 }
 
 impl Carried {
-    /// Every channel that carried data, for a run that ended at `completion`.
-    pub(crate) fn report(mut self, system: &System, completion: f64) -> Vec<ChannelTime> {
-        // Counted first: a filtered iterator does not know its length, and a million channels' times
-        // collected by doubling were copied again and again.
-        let mut times = Vec::with_capacity(self.figures.iter().filter(|f| f.0 > 0).count());
-        let used = self.numbers.iter().zip(&self.figures).enumerate().filter(|(_, (_, f))| f.0 > 0);
-        times.extend(used.map(|(id, (&number, &(bytes, busy_ns)))| ChannelTime {
-            channel: system.numbered_channel(number as usize),
-            bytes,
-            busy_ns,
-            utilization: if completion > 0.0 { busy_ns / completion } else { 0.0 },
-            spans: self.spans.as_mut().map(|spans| std::mem::take(&mut spans[id])).unwrap_or_default(),
-        }));
+    /// Every channel that carried data, for a run that ended at `completion`, made on `pool` when
+    /// there is one (a million-PE run's millions of entries are fresh memory, which one thread
+    /// would fault in alone).
+    pub(crate) fn report(self, system: &System, completion: f64, pool: Option<&rayon::ThreadPool>) -> Vec<ChannelTime> {
+        let used: Vec<u32> = (0u32..).zip(&self.figures).filter(|(_, f)| f.0 > 0).map(|(id, _)| id).collect();
+        let (numbers, figures) = (&self.numbers, &self.figures);
+        let time = |&id: &u32| {
+            let (bytes, busy_ns) = figures[id as usize];
+            ChannelTime {
+                channel: system.numbered_channel(numbers[id as usize] as usize),
+                bytes,
+                busy_ns,
+                utilization: if completion > 0.0 { busy_ns / completion } else { 0.0 },
+                spans: ThinVec::new(),
+            }
+        };
+        let mut times = Vec::new();
+        match pool {
+            Some(pool) => pool.install(|| used.par_iter().map(time).collect_into_vec(&mut times)),
+            None => times.extend(used.iter().map(time)),
+        }
+        // A traced run's transfers, moved into their channels' entries.
+        if let Some(mut spans) = self.spans {
+            for (time, &id) in times.iter_mut().zip(&used) {
+                time.spans = std::mem::take(&mut spans[id as usize]);
+            }
+        }
         times
     }
 }

@@ -196,7 +196,7 @@ impl Execution<'_> {
         if let Some(spread) = spread {
             spread.release_memory();
         }
-        let channels = carried.map(|carried| carried.report(&self.one_sided.system, completion));
+        let channels = carried.map(|carried| carried.report(&self.one_sided.system, completion, pool));
         // Each PE's lanes, a slice of their own (a PE's lanes are consecutive cells, and the PEs'
         // follow each other in rank order), so that the PEs' reports are made apart: a million of
         // them take a quarter of a second of one thread.

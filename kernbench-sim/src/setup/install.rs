@@ -254,10 +254,11 @@ fn start(
 ) -> (Vec<Lines>, Vec<Option<KernelFuture>>) {
     let tasks = &lanes.tasks;
     let extents = [system.sips(), system.cubes_per_sip(), system.pes_per_cube()];
-    // What every PE of a call shares, made once for the call.
-    let calls: Vec<Arc<CallContext>> = (kernels.iter())
+    // What every PE of a call shares, a copy for each block of `SHARED_BY` tasks.
+    let blocks = tasks.len().div_ceil(SHARED_BY);
+    let calls: Vec<Vec<Arc<CallContext>>> = (kernels.iter())
         .map(|(_, call)| {
-            Arc::new(CallContext {
+            let context = CallContext {
                 extents,
                 size: tasks.pes().len(),
                 op: call.op,
@@ -265,13 +266,15 @@ fn start(
                 counts: options.counts.clone(),
                 generation: call.generation,
                 queue_depth: system.ipcq_depth(),
-            })
+            };
+            (0..blocks).map(|_| Arc::new(context.clone())).collect()
         })
         .collect();
     let start = |task: usize| {
         let rank = tasks.rank(task as u32);
         let (k, lane, lanes_of_call) = tasks.call_of(rank, tasks.lane(task as u32));
-        let tl = Tl::of_call(&calls[k], tasks.pe(rank), rank as usize, (lane as usize, lanes_of_call as usize));
+        let call = &calls[k][task / SHARED_BY];
+        let tl = Tl::of_call(call, tasks.pe(rank), rank as usize, (lane as usize, lanes_of_call as usize));
         let coroutine = kernels[k].0.launch(tl);
         (Lines::of(std::ptr::from_ref(&*coroutine).cast(), size_of_val(&*coroutine)), Some(coroutine))
     };
@@ -285,6 +288,12 @@ fn start(
         None => (0..tasks.len()).filter(here).map(start).unzip(),
     }
 }
+
+/// The tasks that share one copy of their call's context: a copy for every block of consecutive
+/// tasks, so that threads starting and ending different blocks' kernels do not take turns on one
+/// count of references (with one copy, every PE's start and end wrote the same cache line from
+/// every thread, and a million PEs' starts took longer on two threads than on one).
+const SHARED_BY: usize = 1024;
 
 /// Refuses a run whose lanes, every PE's added up, a `u32` cannot number (as it numbers the PEs:
 /// System::MAX_PES PEs of Runtime::MAX_LANES lanes each would pass it).
