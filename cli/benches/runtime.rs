@@ -698,6 +698,11 @@ fn main() {
         println!("{secs} {peak}");
         return;
     }
+    if std::env::var_os(machine::FRESH_RUN).is_some() {
+        let (first, again) = machine::fresh_memory();
+        println!("{first} {again}");
+        return;
+    }
     if std::env::var_os(REDUCE_RUN).is_some() {
         reduce_calls();
         return;
