@@ -414,8 +414,8 @@ fn cli(m: &Machine) {
             best_process(&["bench", "all_reduce", "--algos", "ring", "--sizes", "1M", "--system", system]);
         let label = format!("kernbench bench ring all-reduce 1 MiB, {sips} SIPs");
         let note = if sips == big {
-            // What writing its peak's pages for the first time takes at the machine's rate for fresh
-            // memory: most of a large run's wall time where the host backs few of them.
+            // What writing its peak's pages for the first time takes at the rate measured for fresh
+            // memory: most of the wall time when the host of a virtual machine backs few of them.
             let touch = peak * GIB / 1e9 / m.fresh_gbps;
             format!("wall, whole process; its peak written fresh at the machine's rate: {touch:.2} s")
         } else {
