@@ -639,7 +639,10 @@ impl Carried {
     /// there is one (a million-PE run's millions of entries are fresh memory, which one thread
     /// would fault in alone).
     pub(crate) fn report(self, system: &System, completion: f64, pool: Option<&rayon::ThreadPool>) -> Vec<ChannelTime> {
-        let used: Vec<u32> = (0u32..).zip(&self.figures).filter(|(_, f)| f.0 > 0).map(|(id, _)| id).collect();
+        // Counted first: a filtered iterator does not know its length, and a million channels' ids
+        // collected by doubling would be copied again and again.
+        let mut used = Vec::with_capacity(self.figures.iter().filter(|f| f.0 > 0).count());
+        used.extend((0u32..).zip(&self.figures).filter(|(_, f)| f.0 > 0).map(|(id, _)| id));
         let (numbers, figures) = (&self.numbers, &self.figures);
         let time = |&id: &u32| {
             let (bytes, busy_ns) = figures[id as usize];
