@@ -2,10 +2,12 @@
 //! the timing model) its transfers' placement reuse what the run already holds, so a run of many
 //! messages allocates exactly as often as a run of few.
 //!
-//! A binary of its own: it counts every allocation of the process, so nothing else may run beside it.
+//! A binary of its own: it counts every allocation of the thread that makes the run, which, on one
+//! thread, makes all of the run's. Not the process's: the test harness's own thread allocates as it
+//! waits, more or less often as the machine is loaded.
 
 use std::alloc::{GlobalAlloc, Layout, System as SystemAllocator};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::cell::Cell;
 
 #[path = "../benches/runtime/kernels.rs"]
 mod kernels;
@@ -16,15 +18,28 @@ use kernbench::{KernelDef, System};
 use kernels::{ping_pong, stream};
 use serde_json::json;
 
-/// The system allocator, counting the allocations and reallocations made through it.
+/// The system allocator, counting the allocations and reallocations each thread makes through it.
 struct Counting;
 
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+thread_local! {
+    /// This thread's allocations and reallocations so far.
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Counts one allocation of this thread (none once its thread-locals are gone, as it ends).
+fn count() {
+    let _ = ALLOCATIONS.try_with(|count| count.set(count.get() + 1));
+}
+
+/// This thread's allocations so far.
+fn allocations_so_far() -> u64 {
+    ALLOCATIONS.with(Cell::get)
+}
 
 // SAFETY: every call is passed on to the system allocator unchanged.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        count();
         // SAFETY: as the caller's.
         unsafe { SystemAllocator.alloc(layout) }
     }
@@ -35,7 +50,7 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        count();
         // SAFETY: as the caller's.
         unsafe { SystemAllocator.realloc(ptr, layout, new_size) }
     }
@@ -50,9 +65,9 @@ fn allocations(kernel: &KernelDef, count: u64, depth: usize, timing: Option<Timi
     let spec = json!({"sips": 1, "mesh": {"w": 1, "h": 1}, "pes_per_cube": 2, "ipcq_depth": depth});
     let system = System::from_json_str(&spec.to_string()).unwrap();
     let run = MockRun::new(&system, "ring_1d", "all_pes", kernel).params(json!({ "count": count })).timing(timing);
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let before = allocations_so_far();
     let report = run.run().unwrap();
-    let after = ALLOCATIONS.load(Ordering::Relaxed);
+    let after = allocations_so_far();
     (after - before, report.totals().messages_sent)
 }
 
