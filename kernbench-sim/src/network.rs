@@ -456,16 +456,28 @@ impl Network {
     /// # Errors
     /// [`RunError::Unreachable`] when failed links cut the receiver off.
     pub(crate) fn deliver(&mut self, queue: u32, depart: f64, bytes: u64) -> Result<f64, RunError> {
+        let own = self.route(queue);
+        if self.faults.is_none() && own.len() == 1 {
+            // Most routes are one link (a neighbour's): its hop alone, without the walk's setup, and
+            // without the registers the other cases' code would save on every message; the step's
+            // walk of the route only under a protocol, which has one.
+            let bytes = self.carriage.wire_bytes(bytes);
+            let step = if self.carriage.protocol.is_some() { self.step(queue) } else { 0.0 };
+            let (mut booking, routes, _) = self.booking();
+            return Ok(booking.hop(routes[own.start], (depart, depart), bytes, |_, _| 1.0).1 + step);
+        }
+        self.deliver_on_route(queue, depart, bytes)
+    }
+
+    /// [`Network::deliver`] over a route of several channels, or with faults.
+    #[inline(never)]
+    fn deliver_on_route(&mut self, queue: u32, depart: f64, bytes: u64) -> Result<f64, RunError> {
         let bytes = self.carriage.wire_bytes(bytes);
         let step = self.step(queue);
         let own = self.route(queue);
         let tail = if self.faults.is_none() {
-            let (mut booking, routes, _) = self.booking();
-            match routes[own] {
-                // Most routes are one link (a neighbour's): its hop alone, without the walk's setup.
-                [id] => booking.hop(id, (depart, depart), bytes, |_, _| 1.0).1,
-                ref route => booking.carry(route, depart, bytes, |_, _| 1.0),
-            }
+            let (booking, routes, _) = self.booking();
+            booking.carry(&routes[own], depart, bytes, |_, _| 1.0)
         } else {
             let detour = self.detour(queue, depart)?;
             let (booking, routes, faults) = self.booking();
