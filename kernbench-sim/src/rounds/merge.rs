@@ -363,29 +363,35 @@ impl Execution<'_> {
         }
     }
 
-    /// Forgets the channels' old bookings once a channel holds many (after a round's placement).
+    /// Forgets the channels' old bookings once a channel holds many (after a round's placement): a
+    /// test, in the caller, on most rounds.
     ///
     /// # Errors
     /// An exchange that failed, in a spread run.
+    #[inline]
     fn forget_placed(&mut self) -> Result<(), RunError> {
+        if self.network.as_ref().is_some_and(|network| network.forget_due) { self.forget_bookings() } else { Ok(()) }
+    }
+
+    /// [`Execution::forget_placed`] once it is due.
+    #[inline(never)]
+    fn forget_bookings(&mut self) -> Result<(), RunError> {
         let Some(network) = self.network.as_mut() else { return Ok(()) };
-        if network.forget_due {
-            // No message can leave before the clock of the earliest lane still running.
-            let mut floor = (self.lanes.states.iter_mut())
-                .filter(|lane| !lane.ended)
-                .map(|lane| lane.clock.now)
-                .fold(f64::INFINITY, f64::min);
-            if let Some(spread) = &self.spread {
-                // Every process's model forgets the same bookings: the earliest clock of every process.
-                floor = spread.gather(floor)?.into_iter().fold(f64::INFINITY, f64::min);
-            }
-            let longest = network.forget_before(floor);
-            if network.divided()
-                && let Some(spread) = &self.spread
-            {
-                // Each process books its own channels: the next time to forget is the busiest's.
-                network.forget_after(spread.gather(longest)?.into_iter().max().unwrap_or(0));
-            }
+        // No message can leave before the clock of the earliest lane still running.
+        let mut floor = (self.lanes.states.iter_mut())
+            .filter(|lane| !lane.ended)
+            .map(|lane| lane.clock.now)
+            .fold(f64::INFINITY, f64::min);
+        if let Some(spread) = &self.spread {
+            // Every process's model forgets the same bookings: the earliest clock of every process.
+            floor = spread.gather(floor)?.into_iter().fold(f64::INFINITY, f64::min);
+        }
+        let longest = network.forget_before(floor);
+        if network.divided()
+            && let Some(spread) = &self.spread
+        {
+            // Each process books its own channels: the next time to forget is the busiest's.
+            network.forget_after(spread.gather(longest)?.into_iter().max().unwrap_or(0));
         }
         Ok(())
     }
