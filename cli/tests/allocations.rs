@@ -3,8 +3,9 @@
 //! messages allocates exactly as often as a run of few.
 //!
 //! A binary of its own: it counts every allocation of the thread that makes the run, which, on one
-//! thread, makes all of the run's. Not the process's: the test harness's own thread allocates as it
-//! waits, more or less often as the machine is loaded.
+//! thread, makes all of the run's. Not the process's: the test harness's other threads allocate too,
+//! more or less often as the machine is loaded (counted, they would fail this test now and then on a
+//! busy machine).
 
 use std::alloc::{GlobalAlloc, Layout, System as SystemAllocator};
 use std::cell::Cell;
