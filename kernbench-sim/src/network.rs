@@ -459,10 +459,9 @@ impl Network {
         let own = self.route(queue);
         if self.faults.is_none() && own.len() == 1 {
             // Most routes are one link (a neighbour's): its hop alone, without the walk's setup, and
-            // without the registers the other cases' code would save on every message; the step's
-            // walk of the route only under a protocol, which has one.
+            // without the registers the other cases' code would save on every message.
             let bytes = self.carriage.wire_bytes(bytes);
-            let step = if self.carriage.protocol.is_some() { self.step(queue) } else { 0.0 };
+            let step = self.step(queue);
             let (mut booking, routes, _) = self.booking();
             return Ok(booking.hop(routes[own.start], (depart, depart), bytes, |_, _| 1.0).1 + step);
         }
@@ -526,12 +525,16 @@ impl Network {
     }
 
     /// The protocol's step over queue `queue`'s route: its farthest link class's. Found from the
-    /// route's channels, which placing it reads anyway, not kept a word a queue.
-    #[inline]
+    /// route's channels, which placing it reads anyway, not kept a word a queue. Without a protocol,
+    /// none: a test where it is asked for (every timed message), the walk of the route a call.
+    #[inline(always)]
     pub(crate) fn step(&self, queue: u32) -> f64 {
-        if self.carriage.protocol.is_none() {
-            return 0.0;
-        }
+        if self.carriage.protocol.is_none() { 0.0 } else { self.protocol_step(queue) }
+    }
+
+    /// [`Network::step`] under a protocol.
+    #[inline(never)]
+    fn protocol_step(&self, queue: u32) -> f64 {
         let route = &self.route_channels[self.route(queue)];
         self.carriage.step_ns(route.iter().map(|&id| self.classes[id as usize]).max())
     }
